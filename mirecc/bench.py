@@ -1,0 +1,187 @@
+"""``mire bench``: build the bundled benchmark programs with plain clang and with
+mirecc, check they compute the same thing, and compare compile and run times.
+
+Protocol: every program is compiled to an object file with both compilers,
+alternating, ``compile_repeats`` times each (median kept); objects and
+program outputs are compared byte for byte; each binary then runs once to
+warm up and ``run_repeats`` times, the two sides alternating so that machine
+drift hits both; medians are reported with min and max.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+def bundled_programs_dir() -> Path:
+    package = Path(__file__).resolve().parent
+    installed = package / "programs"                           # pip install
+    source_tree = package.parent / "benchmarks" / "programs"   # checkout
+    return installed if installed.is_dir() else source_tree
+
+
+def mirecc_executable(cxx: bool = False) -> str:
+    name = "mirecc++" if cxx else "mirecc"
+    beside = Path(sys.executable).parent / name
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which(name)
+    if not found:
+        raise FileNotFoundError(f"{name} is not installed (pip install the package)")
+    return found
+
+
+def machine_description(compiler: str) -> dict:
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    version = subprocess.run([compiler, "--version"], capture_output=True,
+                             text=True).stdout.splitlines()[0]
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version(), "compiler": version}
+
+
+@dataclass
+class ProgramResult:
+    program: str
+    compile_clang_s: list[float]
+    compile_mirecc_s: list[float]
+    run_clang_s: list[float]
+    run_mirecc_s: list[float]
+    same_object: bool
+    same_output: bool
+
+    @property
+    def compile_ratio(self) -> float:
+        return statistics.median(self.compile_mirecc_s) / statistics.median(self.compile_clang_s)
+
+    @property
+    def speedup(self) -> float:
+        return statistics.median(self.run_clang_s) / statistics.median(self.run_mirecc_s)
+
+
+def _timed(cmd: list[str], **kw) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, **kw)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
+                           f"{proc.stderr.decode(errors='replace')}")
+    return elapsed, proc
+
+
+def bench_program(source: Path, work: Path, clang: str, mirecc: str, flags: list[str],
+                  compile_repeats: int, run_repeats: int, progress) -> ProgramResult:
+    name = source.stem
+    objs = {"clang": work / f"{name}.clang.o", "mirecc": work / f"{name}.mirecc.o"}
+    bins = {"clang": work / f"{name}.clang", "mirecc": work / f"{name}.mirecc"}
+    drivers = {"clang": clang, "mirecc": mirecc}
+    times: dict[str, list[float]] = {"clang": [], "mirecc": []}
+    for _ in range(compile_repeats):
+        for side in ("clang", "mirecc"):
+            t, _ = _timed([drivers[side], *flags, "-c", str(source), "-o", str(objs[side])])
+            times[side].append(t)
+            progress()
+    for side in ("clang", "mirecc"):
+        _timed([clang, str(objs[side]), "-o", str(bins[side]), "-lm"])
+    same_object = objs["clang"].read_bytes() == objs["mirecc"].read_bytes()
+
+    runs: dict[str, list[float]] = {"clang": [], "mirecc": []}
+    outputs = {}
+    for side in ("clang", "mirecc"):  # warm-up, and the output to compare
+        outputs[side] = _timed([str(bins[side])])[1].stdout
+    for _ in range(run_repeats):
+        for side in ("clang", "mirecc"):
+            runs[side].append(_timed([str(bins[side])])[0])
+            progress()
+    return ProgramResult(name, times["clang"], times["mirecc"], runs["clang"],
+                         runs["mirecc"], same_object, outputs["clang"] == outputs["mirecc"])
+
+
+def _spread(values: list[float]) -> str:
+    return (f"{statistics.median(values) * 1e3:.1f} "
+            f"({min(values) * 1e3:.1f}-{max(values) * 1e3:.1f})")
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def markdown_table(results: list[ProgramResult], machine: dict, flags: list[str],
+                   compile_repeats: int, run_repeats: int) -> str:
+    lines = [
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['compiler']}",
+        f"Flags: {' '.join(flags)}; compile: median of {compile_repeats}, "
+        f"run: median of {run_repeats} after one warm-up, sides alternating; "
+        f"times in ms as median (min-max).",
+        "",
+        "| program | compile clang | compile mirecc | ratio | run clang | run mirecc "
+        "| speedup | same object | same output |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(f"| {r.program} | {_spread(r.compile_clang_s)} | "
+                     f"{_spread(r.compile_mirecc_s)} | {r.compile_ratio:.3f} | "
+                     f"{_spread(r.run_clang_s)} | {_spread(r.run_mirecc_s)} | "
+                     f"{r.speedup:.3f} | {'yes' if r.same_object else 'NO'} | "
+                     f"{'yes' if r.same_output else 'NO'} |")
+    lines.append(f"| **geomean** | | | {geomean([r.compile_ratio for r in results]):.3f} | "
+                 f"| | {geomean([r.speedup for r in results]):.3f} | | |")
+    return "\n".join(lines) + "\n"
+
+
+def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
+              run_repeats: int, clang: str | None = None) -> int:
+    from tqdm import tqdm
+
+    from mirecc.compiler import find_compiler
+    from mirecc.config import load_config
+
+    sources = sorted(programs.glob("*.c"))
+    if not sources:
+        print(f"mire bench: no .c programs in {programs}", file=sys.stderr)
+        return 2
+    clang = clang or find_compiler(load_config(), cxx=False)
+    mirecc = mirecc_executable()
+    machine = machine_description(clang)
+    steps = len(sources) * 2 * (compile_repeats + run_repeats)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="mire-bench-") as tmp, \
+            tqdm(total=steps, desc="mire bench", unit="step", file=sys.stderr) as bar:
+        os.environ.setdefault("MIRECC_CC", clang)  # compare against the very same clang
+        for source in sources:
+            bar.set_postfix_str(source.stem)
+            results.append(bench_program(source, Path(tmp), clang, mirecc, flags,
+                                         compile_repeats, run_repeats,
+                                         lambda: bar.update(1)))
+    table = markdown_table(results, machine, flags, compile_repeats, run_repeats)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.md").write_text(table)
+    (out / "bench.json").write_text(json.dumps({
+        "machine": machine, "flags": flags, "compile_repeats": compile_repeats,
+        "run_repeats": run_repeats,
+        "programs": [asdict(r) | {"compile_ratio": r.compile_ratio, "speedup": r.speedup}
+                     for r in results]}, indent=2))
+    print(table)
+    print(f"saved {out / 'bench.md'} and {out / 'bench.json'}")
+    bad = [r.program for r in results if not (r.same_object and r.same_output)]
+    if bad:
+        print(f"mire bench: results differ from clang for: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,321 @@
+"""Understand a gcc/clang command line just enough to find its translation units.
+
+mirecc never rewrites the user's command: the final compile is always the
+exact argument list the user gave (plus, later, injected decision flags).
+This module only *reads* the command line to answer three questions:
+
+* does this call compile C/C++ sources with optimisation on?
+* which sources, in which language?
+* which flags must the side IR-emission run keep (defines, include paths,
+  target, -f options) and which must it drop (outputs, dependency files,
+  other side effects)?
+
+Everything here is pure: ``classify(args)`` takes the argument list (already
+expanded from ``@response`` files) and returns an ``Invocation``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+
+# Flags that consume the *next* argument when written on their own, and take
+# the value glued on otherwise (``-I dir`` and ``-Idir``).  If one of these is
+# missing here, its operand would be mistaken for an input file; the damage is
+# limited to the side IR run (the final compile is untouched).
+JOINED_OR_SEPARATE = {
+    # preprocessor
+    "-I", "-D", "-U", "-F", "-iquote", "-isystem", "-idirafter", "-iprefix",
+    "-iwithprefix", "-iwithprefixbefore", "-isysroot", "-include", "-imacros",
+    "-include-pch", "-cxx-isystem", "-isystem-after", "-ivfsoverlay",
+    # outputs and dependency files (handled specially below as well)
+    "-o", "-MF", "-MT", "-MQ", "-MJ",
+    # language selection
+    "-x",
+    # linker / search paths
+    "-L", "-l", "-T", "-u", "-B", "-e",
+}
+
+# Flags that always consume the next argument and have no glued form.
+SEPARATE = {
+    "-Xclang", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-Xanalyzer",
+    "-Xcuda-fatbinary", "-Xcuda-ptxas", "-Xopenmp-target", "-mllvm",
+    "-target", "-arch", "-z", "-gcc-toolchain", "-resource-dir",
+    "-serialize-diagnostics", "--serialize-diagnostics", "-dependency-file",
+    "-dependency-dot", "-working-directory", "--param", "-aux-triple",
+    "-install_name", "-current_version", "-compatibility_version",
+    "--sysroot", "--output", "--include-directory", "--define-macro",
+    "--undefine-macro", "--language", "--include", "--library-directory",
+    "--prefix", "--target", "--gcc-toolchain", "--write-dependencies-file",
+}
+
+# Flags whose mere presence means "this call compiles nothing": clang answers
+# a question or preprocesses.  The call passes straight through.
+QUERY_FLAGS = {
+    "--version", "-dumpversion", "-dumpmachine", "-dumpspecs", "--help",
+    "-help", "--help-hidden", "-###", "-E", "-M", "-MM", "-fsyntax-only",
+    "-print-search-dirs", "-print-multi-lib", "-print-multi-directory",
+    "-print-multi-os-directory", "-print-libgcc-file-name",
+    "-print-resource-dir", "-print-targets", "-print-supported-cpus",
+    "-print-effective-triple", "-print-target-triple", "-print-runtime-dir",
+    "-print-multiarch", "-print-rocm-search-dirs", "-print-diagnostic-options",
+}
+QUERY_PREFIXES = ("-print-prog-name=", "-print-file-name=", "--print-", "-print-")
+
+# Dependency-file flags: the side IR run must not write .d files.
+DEPENDENCY_FLAGS = {"-MD", "-MMD", "-MP", "-MG", "-MV"}
+DEPENDENCY_WITH_ARG = {"-MF", "-MT", "-MQ", "-MJ", "-dependency-file"}
+
+# Flags that would make the side IR run leave files behind or print things.
+SIDE_EFFECT_FLAGS = {"-save-temps", "-ftime-trace", "-v", "--verbose",
+                     "-ftime-report", "-fproc-stat-report", "-Q"}
+SIDE_EFFECT_PREFIXES = ("-save-temps=", "-ftime-trace=", "-ftime-trace-granularity=",
+                        "-fproc-stat-report=", "--serialize-diagnostics=")
+SIDE_EFFECT_WITH_ARG = {"-serialize-diagnostics", "--serialize-diagnostics"}
+
+# Phase flags: the IR run sets its own phase.
+PHASE_FLAGS = {"-c", "-S", "-emit-llvm", "--compile", "--assemble"}
+
+# File suffix -> clang language, for the languages mirecc looks at (and the
+# ones it knowingly leaves alone).  Upper-case .C is C++ as in gcc.
+SUFFIX_LANGUAGE = {
+    ".c": "c", ".i": "cpp-output",
+    ".cc": "c++", ".cp": "c++", ".cxx": "c++", ".cpp": "c++", ".CPP": "c++",
+    ".c++": "c++", ".C": "c++", ".ii": "c++-cpp-output", ".cppm": "c++",
+    ".h": "c-header", ".hh": "c++-header", ".hpp": "c++-header", ".hxx": "c++-header",
+    ".cl": "cl", ".cu": "cuda", ".hip": "hip",
+    ".m": "objective-c", ".mm": "objective-c++",
+    ".s": "assembler", ".S": "assembler-with-cpp", ".sx": "assembler-with-cpp",
+    ".ll": "ir", ".bc": "ir",
+}
+# Languages whose translation units go through the decision pipeline.
+TU_LANGUAGES = {"c", "c++", "cpp-output", "c++-cpp-output"}
+CXX_LANGUAGES = {"c++", "c++-cpp-output"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input that clang will compile as its own translation unit."""
+
+    path: str            # as written; "-" is standard input
+    language: str        # clang language name, e.g. "c", "c++"
+    explicit_language: bool  # set by -x (must be repeated for the IR run)
+
+    @property
+    def is_stdin(self) -> bool:
+        return self.path == "-"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What a compiler command line asks for, as far as mirecc cares."""
+
+    kind: str                      # "query", "compile", "link", "empty"
+    reason: str                    # one line: why this kind
+    sources: tuple[Source, ...] = ()     # translation units mirecc may look at
+    other_inputs: tuple[str, ...] = ()   # objects, libraries, assembler, ...
+    opt_level: str | None = None   # last -O flag without "-O"; None for -O0/none
+    ir_flags: tuple[str, ...] = ()  # flags to keep for the side IR run
+    output: str | None = None      # -o value if any
+    emits_object_only: bool = field(default=False)  # -c / -S: no link step
+
+    @property
+    def optimised(self) -> bool:
+        return self.opt_level is not None
+
+    @property
+    def reads_stdin(self) -> bool:
+        return any(s.is_stdin for s in self.sources)
+
+
+class ResponseFileError(ValueError):
+    """A response file exists but could not be read (named in the message)."""
+
+
+def expand_response_files(args: list[str], depth: int = 0) -> list[str]:
+    """Expand ``@file`` arguments the way clang's GNU tokenizer does.
+
+    A token whose file does not exist stays as it is: clang then reports it
+    as a missing input, and so will the final (untouched) compile.
+    """
+    if depth > 20:
+        raise ResponseFileError("response files nested more than 20 deep")
+    out: list[str] = []
+    for arg in args:
+        if not (arg.startswith("@") and len(arg) > 1 and os.path.isfile(arg[1:])):
+            out.append(arg)
+            continue
+        try:
+            with open(arg[1:], encoding="utf-8", errors="surrogateescape") as fh:
+                text = fh.read()
+            tokens = shlex.split(text, posix=True)
+        except (OSError, ValueError) as exc:
+            raise ResponseFileError(f"{arg[1:]}: cannot read response file: {exc}") from exc
+        out.extend(expand_response_files(tokens, depth + 1))
+    return out
+
+
+def _optimisation(flag: str) -> str | None | bool:
+    """Level named by an -O flag: str, None for -O0, False if not an -O flag."""
+    if flag == "--optimize":
+        return "1"
+    if flag.startswith("--optimize="):
+        flag = "-O" + flag[len("--optimize="):]
+    if not flag.startswith("-O"):
+        return False
+    level = flag[2:] or "1"
+    if level == "0":
+        return None
+    if level in {"1", "2", "3", "s", "z", "fast", "g"} or level.isdigit():
+        return level
+    return False  # e.g. an unknown -Ofoo: clang will complain, not our business
+
+
+def _split_flag(arg: str, names: set[str]) -> tuple[str, str] | None:
+    """Return (name, glued value) if ``arg`` is one of ``names`` with a glued value."""
+    for name in names:
+        if arg.startswith(name) and len(arg) > len(name):
+            rest = arg[len(name):]
+            if name.startswith("--") and rest.startswith("="):
+                rest = rest[1:]
+            return name, rest
+    return None
+
+
+def language_of(path: str, forced: str | None, cxx_driver: bool) -> str:
+    """The language clang compiles ``path`` as."""
+    if forced:
+        return forced
+    if path == "-":
+        return "c++" if cxx_driver else "c"
+    root, suffix = os.path.splitext(path)
+    lang = SUFFIX_LANGUAGE.get(suffix) or SUFFIX_LANGUAGE.get(suffix.lower())
+    if suffix == ".C":
+        lang = "c++"
+    if lang is None:
+        return "object"  # clang hands unknown suffixes to the linker
+    if cxx_driver and lang == "c":
+        return "c++"  # clang++ compiles .c files as C++ (with a deprecation warning)
+    return lang
+
+
+def classify(args: list[str], cxx_driver: bool = False) -> Invocation:
+    """Classify a compiler command line (response files already expanded).
+
+    Returns an Invocation whose ``kind`` is:
+      * "query": prints information or preprocesses (``--version``, ``-E``,
+        ``-M``, ``-###``, ``-print-*``, ``-fsyntax-only``), compiles nothing;
+      * "compile": at least one input is compiled (maybe linked after);
+      * "link": only objects/libraries, nothing compiled;
+      * "empty": no inputs at all (clang will say so).
+    """
+    ir_flags: list[str] = []
+    sources: list[Source] = []
+    others: list[str] = []
+    opt_level: str | None = None
+    output: str | None = None
+    forced_language: str | None = None
+    emits_object_only = False
+    query_reason: str | None = None
+    has_verbose = False
+
+    i = 0
+    n = len(args)
+    while i < n:
+        arg = args[i]
+        i += 1
+
+        # --- inputs -----------------------------------------------------------
+        if arg == "-" or not arg.startswith("-") or arg == "":
+            lang = language_of(arg, forced_language, cxx_driver)
+            if lang == "object":
+                others.append(arg)
+            else:
+                sources.append(Source(arg, lang, forced_language is not None))
+            continue
+        if arg == "--":
+            # Everything after "--" is an input.
+            for rest in args[i:]:
+                lang = language_of(rest, forced_language, cxx_driver)
+                if lang == "object":
+                    others.append(rest)
+                else:
+                    sources.append(Source(rest, lang, forced_language is not None))
+            break
+
+        # --- questions and preprocessing ------------------------------------
+        if arg in QUERY_FLAGS or arg.startswith(QUERY_PREFIXES):
+            query_reason = query_reason or f"{arg} compiles nothing"
+            continue
+        if arg in ("-v", "--verbose"):
+            has_verbose = True
+            continue
+
+        # --- optimisation ---------------------------------------------------
+        level = _optimisation(arg)
+        if level is not False:
+            opt_level = level
+            ir_flags.append(arg)
+            continue
+
+        # --- phases ---------------------------------------------------------
+        if arg in PHASE_FLAGS:
+            if arg in ("-c", "-S", "--compile", "--assemble"):
+                emits_object_only = True
+            continue
+
+        # --- language (positional: applies to the inputs that follow) ------
+        if arg in ("-x", "--language"):
+            if i < n:
+                forced_language = None if args[i] == "none" else args[i]
+                i += 1
+            continue
+        if arg.startswith("-x") or arg.startswith("--language="):
+            value = arg[len("--language="):] if arg.startswith("--") else arg[2:]
+            forced_language = None if value == "none" else value
+            continue
+
+        # --- output ---------------------------------------------------------
+        if arg in ("-o", "--output"):
+            if i < n:
+                output = args[i]
+                i += 1
+            continue
+        if arg.startswith("--output="):
+            output = arg[len("--output="):]
+            continue
+        if arg.startswith("-o") and not arg.startswith(("-objcmt", "-object")):
+            output = arg[2:]
+            continue
+
+        # --- dependency files and other side effects: dropped for IR run ---
+        if arg in DEPENDENCY_FLAGS or arg in SIDE_EFFECT_FLAGS \
+                or arg.startswith(SIDE_EFFECT_PREFIXES):
+            continue
+        if arg in DEPENDENCY_WITH_ARG or arg in SIDE_EFFECT_WITH_ARG:
+            i += 1
+            continue
+        if _split_flag(arg, {"-MF", "-MT", "-MQ", "-MJ"}):
+            continue
+        if arg.startswith(("-Wp,-MD,", "-Wp,-MMD,")):
+            continue  # gcc-style dependency request through the preprocessor
+
+        # --- everything else is kept, with its operand if it has one -------
+        ir_flags.append(arg)
+        if arg in SEPARATE or arg in JOINED_OR_SEPARATE:
+            if i < n:
+                ir_flags.append(args[i])
+                i += 1
+
+    if query_reason:
+        return Invocation("query", query_reason, tuple(sources), tuple(others),
+                          opt_level, tuple(ir_flags), output, emits_object_only)
+    if not sources and not others:
+        reason = "no input files" if not has_verbose else "-v without inputs"
+        return Invocation("empty", reason, (), (), opt_level, tuple(ir_flags), output)
+    if not sources:
+        return Invocation("link", "link-only call: no source to compile", (),
+                          tuple(others), opt_level, tuple(ir_flags), output)
+    return Invocation("compile", "compiles sources", tuple(sources), tuple(others),
+                      opt_level, tuple(ir_flags), output, emits_object_only)

@@ -1,0 +1,201 @@
+"""mirecc's configuration: built-in defaults < ``.mirecc.yaml`` < environment.
+
+The file is found by walking up from the working directory (as ``.clang-format``
+is), or named by ``MIRECC_CONFIG``.  It is read with ``yaml.safe_load`` and
+validated key by key: an unknown key or a bad value stops the call with an
+error naming the file and the key, because a silently ignored typo in a build
+configuration is worse than a loud one.
+
+PyYAML is imported only when a file exists, so calls without a config file
+pay nothing for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+CONFIG_FILE_NAME = ".mirecc.yaml"
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message names where it comes from."""
+
+
+@dataclass(frozen=True)
+class Config:
+    cc: str | None = None          # C compiler (name on PATH or path); default: newest clang
+    cxx: str | None = None         # C++ compiler; default: the clang++ matching cc
+    prefix: tuple[str, ...] = ()   # launcher put before the compiler, e.g. ("ccache",)
+    cache: bool = True             # keep per-TU results in the content-addressed cache
+    cache_dir: str | None = None   # default: $XDG_CACHE_HOME/mirecc or ~/.cache/mirecc
+    capture_dir: str | None = None  # store every TU's IR here (corpus collection)
+    timeout: float = 30.0          # seconds the ML path may take per call
+    warnings: bool = True          # print the fail-open warning
+    model: str | None = None       # directory of an encoder model (manifest.json)
+    plugin: str | None = None      # pass plugin to inject decisions with
+    heads_dir: str | None = None   # extra directory searched for task heads
+    disable: bool = False          # pure pass-through: behave exactly as clang
+    source: str = "defaults"       # where the values came from, for messages
+
+    def resolved_cache_dir(self) -> Path:
+        if self.cache_dir:
+            return Path(self.cache_dir).expanduser()
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+            os.path.expanduser("~"), ".cache")
+        return Path(base) / "mirecc"
+
+
+def _as_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _as_str(value: object) -> str:
+    if isinstance(value, str) and value.strip():
+        return value
+    raise ValueError(f"expected a non-empty string, got {value!r}")
+
+
+def _as_prefix(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(shlex.split(value))
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    raise ValueError(f"expected a command string or a list of strings, got {value!r}")
+
+
+def _as_timeout(value: object) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number of seconds, got {value!r}")
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number of seconds, got {value!r}") from None
+    if not seconds > 0:
+        raise ValueError(f"expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
+# key in .mirecc.yaml -> (Config field, parser)
+FILE_KEYS = {
+    "cc": ("cc", _as_str),
+    "cxx": ("cxx", _as_str),
+    "prefix": ("prefix", _as_prefix),
+    "cache": ("cache", _as_bool),
+    "cache_dir": ("cache_dir", _as_str),
+    "capture_dir": ("capture_dir", _as_str),
+    "timeout": ("timeout", _as_timeout),
+    "warnings": ("warnings", _as_bool),
+    "model": ("model", _as_str),
+    "plugin": ("plugin", _as_str),
+    "heads_dir": ("heads_dir", _as_str),
+    "disable": ("disable", _as_bool),
+}
+
+# environment variable -> (Config field, parser); environment beats the file.
+ENV_KEYS = {
+    "MIRECC_CC": ("cc", _as_str),
+    "MIRECC_CXX": ("cxx", _as_str),
+    "MIRECC_PREFIX": ("prefix", _as_prefix),
+    "MIRECC_CACHE": ("cache", _as_bool),
+    "MIRECC_CACHE_DIR": ("cache_dir", _as_str),
+    "MIRECC_CAPTURE_DIR": ("capture_dir", _as_str),
+    "MIRECC_TIMEOUT": ("timeout", _as_timeout),
+    "MIRECC_MODEL": ("model", _as_str),
+    "MIRECC_PLUGIN": ("plugin", _as_str),
+    "MIRECC_HEADS_DIR": ("heads_dir", _as_str),
+    "MIRECC_DISABLE": ("disable", _as_bool),
+}
+# MIRECC_QUIET=1 is the natural spelling of warnings: false.
+ENV_NEGATED = {"MIRECC_QUIET": "warnings"}
+
+assert {f for f, _ in FILE_KEYS.values()} <= {f.name for f in fields(Config)}
+
+
+def find_config_file(start: Path | None = None) -> Path | None:
+    """``MIRECC_CONFIG`` if set, else the nearest ``.mirecc.yaml`` upward."""
+    named = os.environ.get("MIRECC_CONFIG")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ConfigError(f"{named}: MIRECC_CONFIG names a file that does not exist")
+        return path
+    directory = (start or Path.cwd()).resolve()
+    for candidate_dir in (directory, *directory.parents):
+        candidate = candidate_dir / CONFIG_FILE_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_file(path: Path) -> dict:
+    import yaml  # lazy: only calls with a config file pay for PyYAML
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values, "
+                          f"got {type(data).__name__}")
+    return data
+
+
+def load_config(start: Path | None = None, environ: dict | None = None) -> Config:
+    """Build the effective configuration; raises ConfigError with file and key."""
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    sources = []
+
+    path = find_config_file(start)
+    if path is not None:
+        data = _read_file(path)
+        for key, value in data.items():
+            if key not in FILE_KEYS:
+                known = ", ".join(sorted(FILE_KEYS))
+                raise ConfigError(f"{path}: unknown key '{key}' (known keys: {known})")
+            name, parse = FILE_KEYS[key]
+            try:
+                values[name] = parse(value)
+            except ValueError as exc:
+                raise ConfigError(f"{path}: bad value for '{key}': {exc}") from None
+        # Relative paths in the file are relative to the file, not to the cwd.
+        for name in ("cache_dir", "capture_dir", "model", "plugin", "heads_dir"):
+            if isinstance(values.get(name), str):
+                p = Path(str(values[name])).expanduser()
+                values[name] = str(p if p.is_absolute() else path.parent / p)
+        sources.append(str(path))
+
+    for var, (name, parse) in ENV_KEYS.items():
+        raw = env.get(var)
+        if raw is None or (raw == "" and name not in ("cache", "disable")):
+            continue
+        try:
+            values[name] = parse(raw)
+        except ValueError as exc:
+            raise ConfigError(f"environment variable {var}: bad value: {exc}") from None
+        sources.append(var)
+    for var, name in ENV_NEGATED.items():
+        raw = env.get(var)
+        if raw:
+            try:
+                values[name] = not _as_bool(raw)
+            except ValueError as exc:
+                raise ConfigError(f"environment variable {var}: bad value: {exc}") from None
+            sources.append(var)
+
+    return Config(**values, source=", ".join(sources) or "defaults")

@@ -1,0 +1,88 @@
+"""``mirecc --explain``: what was seen in each translation unit, and why each
+decision was (or was not) made.  Text for people, JSON for tools; both are
+built from the same dictionary so they cannot disagree."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from mirecc import __version__
+
+
+def explanation(*, compiler: str, invocation_kind: str, reason: str,
+                reports: list, fallback: str | None, skipped: list[str]) -> dict:
+    """The explanation of one mirecc call as plain data."""
+    units = []
+    for r in reports:
+        summary = r.result.summary
+        units.append({
+            "source": r.source,
+            "language": r.language,
+            "opt_level": r.opt_level,
+            "ir": {"sha256": r.bitcode_sha256, "bytes": r.bitcode_bytes},
+            "cache": r.cache,
+            "captured": r.captured,
+            "seen": summary.to_dict() if summary else None,
+            "decisions": [asdict(d) for d in r.result.decisions],
+            "no_decision_reasons": list(r.result.no_decision_reasons),
+        })
+    return {
+        "mirecc_version": __version__,
+        "compiler": compiler,
+        "invocation": invocation_kind,
+        "reason": reason,
+        "translation_units": units,
+        "skipped": skipped,          # sources mirecc did not look at, with why
+        "fallback": fallback,        # why the ML path gave up, if it did
+    }
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def render_text(data: dict) -> str:
+    lines = [f"mirecc {data['mirecc_version']} --explain (compiler: {data['compiler']})"]
+    if data["fallback"]:
+        lines.append(f"  ML path failed: {data['fallback']}")
+        lines.append("  => compiled exactly as asked, without mirecc decisions")
+    if not data["translation_units"]:
+        lines.append(f"  nothing to decide: {data['reason']}")
+    for skipped in data["skipped"]:
+        lines.append(f"  skipped {skipped}")
+    for tu in data["translation_units"]:
+        lines.append(f"{tu['source']} ({tu['language']}, -O{tu['opt_level']})")
+        lines.append(f"  IR: {tu['ir']['bytes']} bytes of bitcode, "
+                     f"sha256 {tu['ir']['sha256'][:16]}, cache {tu['cache']}"
+                     + (f", captured as {tu['captured']}" if tu["captured"] else ""))
+        seen = tu["seen"]
+        if seen:
+            lines.append(f"  seen: {_plural(len(seen['functions']), 'function')}, "
+                         f"{_plural(seen['loops'], 'loop')}, "
+                         f"{_plural(seen['instructions'], 'instruction')}")
+            for fn in seen["functions"]:
+                lines.append(f"    {fn['name']}: {_plural(fn['instructions'], 'instruction')}, "
+                             f"{_plural(len(fn['loops']), 'loop')}")
+                for loop in fn["loops"]:
+                    where = f", line {loop['line']}" if loop["line"] else ""
+                    lines.append(f"      loop {loop['id']} (depth {loop['depth']}, "
+                                 f"{_plural(loop['blocks'], 'block')}{where})")
+        if tu["decisions"]:
+            lines.append(f"  decisions: {len(tu['decisions'])}")
+            for d in tu["decisions"]:
+                state = "applied" if d["applied"] else "not applied"
+                default = f" (compiler default: {d['default']})" if d["default"] else ""
+                lines.append(f"    {d['task']} {d['target']}: {d['value']}{default}, "
+                             f"confidence {d['confidence']:.2f}, {state}: {d['reason']}")
+        else:
+            lines.append("  decisions: none")
+        for why in tu["no_decision_reasons"]:
+            lines.append(f"    why: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def render(data: dict, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    return render_text(data)

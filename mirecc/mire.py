@@ -1,0 +1,49 @@
+"""``mire``: mirecc's tool for everything that is not compiling.
+
+Subcommands arrive with the issues that need them (corpus, pretrain, embed,
+train a head); today: ``bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from mirecc.bench import bundled_programs_dir, run_bench
+
+    programs = Path(args.programs) if args.programs else bundled_programs_dir()
+    return run_bench(programs, Path(args.out), args.flags.split(), args.compile_repeats,
+                     args.run_repeats, args.cc)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mire", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    bench = sub.add_parser(
+        "bench", help="build the bundled programs with clang and mirecc and compare",
+        description="Compile each program with plain clang and with mirecc, check "
+                    "objects and outputs, and compare compile and run times.")
+    bench.add_argument("--programs", help="directory of single-file C programs "
+                       "(default: the bundled benchmarks/programs)")
+    bench.add_argument("--out", default="mirecc-bench", help="where to save bench.md "
+                       "and bench.json (default: %(default)s)")
+    bench.add_argument("--flags", default="-O3", help="compile flags (default: %(default)s)")
+    bench.add_argument("--compile-repeats", type=int, default=3)
+    bench.add_argument("--run-repeats", type=int, default=5)
+    bench.add_argument("--cc", help="the plain clang to compare with (default: the "
+                       "one mirecc drives)")
+    bench.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("mire: interrupted", file=sys.stderr)
+        return 130

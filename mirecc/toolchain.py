@@ -1,0 +1,47 @@
+"""The CMake toolchain file, rendered with the absolute paths of this
+installation's ``mirecc`` and ``mirecc++`` so that CMake finds them even when
+the virtual environment is not on PATH."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from importlib import resources
+from pathlib import Path
+
+from mirecc.fsutil import atomic_write_bytes
+
+
+def _driver_paths() -> tuple[str, str]:
+    """Absolute paths of mirecc and mirecc++ for the running installation."""
+    candidates = []
+    invoked = Path(sys.argv[0])
+    if invoked.name.startswith("mirecc"):
+        candidates.append(invoked.absolute().parent)
+    candidates.append(Path(sys.executable).parent)  # bin/ of the venv
+    for directory in candidates:
+        cc, cxx = directory / "mirecc", directory / "mirecc++"
+        if cc.is_file() and cxx.is_file():
+            return str(cc), str(cxx)
+    cc, cxx = shutil.which("mirecc"), shutil.which("mirecc++")
+    if cc and cxx:
+        return os.path.abspath(cc), os.path.abspath(cxx)
+    raise FileNotFoundError("cannot locate the mirecc and mirecc++ scripts of this "
+                            "installation (is the package installed with pip?)")
+
+
+def toolchain_file() -> str:
+    """Write (if needed) and return the toolchain file for this installation."""
+    from mirecc.config import load_config
+
+    template = resources.files("mirecc").joinpath("data/toolchain.cmake.in").read_text()
+    cc, cxx = _driver_paths()
+    text = template.replace("@MIRECCXX@", cxx).replace("@MIRECC@", cc)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    # One file per installation, under the user's cache directory.
+    path = load_config().resolved_cache_dir() / "toolchain" / digest / "mirecc-toolchain.cmake"
+    if not path.is_file() or path.read_text() != text:
+        atomic_write_bytes(path, text.encode())
+    return str(path)
