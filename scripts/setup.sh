@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install mirecc and everything it needs on a fresh Debian 12 machine.
+#
+#   scripts/setup.sh           system packages (when missing) + .venv with mirecc
+#   scripts/setup.sh --test    the same, installed editable, plus test tools
+#
+# System packages: clang-14, llvm-14-dev, libomp-14-dev (for -fopenmp),
+# cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="${1:-}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+missing=()
+for pkg in clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+if [ "$mode" = "--test" ]; then
+    .venv/bin/pip install -q -e ".[test]"
+else
+    .venv/bin/pip install -q .
+fi
+echo "setup: mirecc installed in $(pwd)/.venv (compiler: $(.venv/bin/mirecc --version | head -1))" >&2
