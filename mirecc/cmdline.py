@@ -17,8 +17,6 @@ expanded from ``@response`` files) and returns an ``Invocation``.
 from __future__ import annotations
 
 import os
-import shlex
-from dataclasses import dataclass, field
 
 # Flags that consume the *next* argument when written on their own, and take
 # the value glued on otherwise (``-I dir`` and ``-Idir``).  If one of these is
@@ -94,31 +92,49 @@ TU_LANGUAGES = {"c", "c++", "cpp-output", "c++-cpp-output"}
 CXX_LANGUAGES = {"c++", "c++-cpp-output"}
 
 
-@dataclass(frozen=True)
 class Source:
     """One input that clang will compile as its own translation unit."""
 
-    path: str            # as written; "-" is standard input
-    language: str        # clang language name, e.g. "c", "c++"
-    explicit_language: bool  # set by -x (must be repeated for the IR run)
+    __slots__ = ("path", "language", "explicit_language")
+
+    def __init__(self, path: str, language: str, explicit_language: bool):
+        self.path = path                  # as written; "-" is standard input
+        self.language = language          # clang language name, e.g. "c", "c++"
+        self.explicit_language = explicit_language  # set by -x: repeat it for the IR run
 
     @property
     def is_stdin(self) -> bool:
         return self.path == "-"
 
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Source) and (self.path, self.language, self.explicit_language) \
+            == (other.path, other.language, other.explicit_language)
 
-@dataclass(frozen=True)
+    def __repr__(self) -> str:
+        return f"Source({self.path!r}, {self.language!r}, {self.explicit_language!r})"
+
+
 class Invocation:
-    """What a compiler command line asks for, as far as mirecc cares."""
+    """What a compiler command line asks for, as far as mirecc cares.
 
-    kind: str                      # "query", "compile", "link", "empty"
-    reason: str                    # one line: why this kind
-    sources: tuple[Source, ...] = ()     # translation units mirecc may look at
-    other_inputs: tuple[str, ...] = ()   # objects, libraries, assembler, ...
-    opt_level: str | None = None   # last -O flag without "-O"; None for -O0/none
-    ir_flags: tuple[str, ...] = ()  # flags to keep for the side IR run
-    output: str | None = None      # -o value if any
-    emits_object_only: bool = field(default=False)  # -c / -S: no link step
+    (Plain classes, not dataclasses: this module runs on every compile and
+    ``dataclasses`` costs more to import than the rest of mirecc's start-up.)
+    """
+
+    __slots__ = ("kind", "reason", "sources", "other_inputs", "opt_level", "ir_flags",
+                 "output", "emits_object_only")
+
+    def __init__(self, kind: str, reason: str, sources: tuple = (), other_inputs: tuple = (),
+                 opt_level: str | None = None, ir_flags: tuple = (), output: str | None = None,
+                 emits_object_only: bool = False):
+        self.kind = kind                  # "query", "compile", "link", "empty"
+        self.reason = reason              # one line: why this kind
+        self.sources = sources            # translation units mirecc may look at
+        self.other_inputs = other_inputs  # objects, libraries, ...
+        self.opt_level = opt_level        # last -O level without "-O"; None for -O0/none
+        self.ir_flags = ir_flags          # flags to keep for the side IR run
+        self.output = output              # -o value if any
+        self.emits_object_only = emits_object_only  # -c / -S: no link step
 
     @property
     def optimised(self) -> bool:
@@ -127,6 +143,9 @@ class Invocation:
     @property
     def reads_stdin(self) -> bool:
         return any(s.is_stdin for s in self.sources)
+
+    def __repr__(self) -> str:
+        return "Invocation(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
 
 
 class ResponseFileError(ValueError):
@@ -147,6 +166,8 @@ def expand_response_files(args: list[str], depth: int = 0) -> list[str]:
             out.append(arg)
             continue
         try:
+            import shlex  # only calls with response files need it
+
             with open(arg[1:], encoding="utf-8", errors="surrogateescape") as fh:
                 text = fh.read()
             tokens = shlex.split(text, posix=True)

@@ -13,9 +13,6 @@ pay nothing for it.
 from __future__ import annotations
 
 import os
-import shlex
-from dataclasses import dataclass, field, fields
-from pathlib import Path
 
 CONFIG_FILE_NAME = ".mirecc.yaml"
 
@@ -24,23 +21,48 @@ class ConfigError(Exception):
     """A configuration problem; the message names where it comes from."""
 
 
-@dataclass(frozen=True)
 class Config:
-    cc: str | None = None          # C compiler (name on PATH or path); default: newest clang
-    cxx: str | None = None         # C++ compiler; default: the clang++ matching cc
-    prefix: tuple[str, ...] = ()   # launcher put before the compiler, e.g. ("ccache",)
-    cache: bool = True             # keep per-TU results in the content-addressed cache
-    cache_dir: str | None = None   # default: $XDG_CACHE_HOME/mirecc or ~/.cache/mirecc
-    capture_dir: str | None = None  # store every TU's IR here (corpus collection)
-    timeout: float = 30.0          # seconds the ML path may take per call
-    warnings: bool = True          # print the fail-open warning
-    model: str | None = None       # directory of an encoder model (manifest.json)
-    plugin: str | None = None      # pass plugin to inject decisions with
-    heads_dir: str | None = None   # extra directory searched for task heads
-    disable: bool = False          # pure pass-through: behave exactly as clang
-    source: str = "defaults"       # where the values came from, for messages
+    """The effective settings of one mirecc call.
 
-    def resolved_cache_dir(self) -> Path:
+    A plain class rather than a dataclass: it is built on every compile, and
+    importing ``dataclasses`` alone would cost more than the rest of start-up.
+    """
+
+    # name: default (a comment per field says what it is for)
+    DEFAULTS = {
+        "cc": None,          # C compiler (name on PATH or path); default: newest clang
+        "cxx": None,         # C++ compiler; default: the clang++ matching cc
+        "prefix": (),        # launcher put before the compiler, e.g. ("ccache",)
+        "cache": True,       # keep per-TU results in the content-addressed cache
+        "cache_dir": None,   # default: $XDG_CACHE_HOME/mirecc or ~/.cache/mirecc
+        "capture_dir": None,  # store every TU's IR here (corpus collection)
+        "timeout": 30.0,     # seconds the ML path may take per call
+        "warnings": True,    # print the fail-open warning
+        "model": None,       # directory of an encoder model (manifest.json)
+        "plugin": None,      # pass plugin to inject decisions with
+        "heads_dir": None,   # extra directory searched for task heads
+        "disable": False,    # pure pass-through: behave exactly as clang
+        "source": "defaults",  # where the values came from, for messages
+    }
+    __slots__ = tuple(DEFAULTS)
+
+    def __init__(self, **values):
+        unknown = set(values) - set(self.DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown Config fields: {sorted(unknown)}")
+        for name, default in self.DEFAULTS.items():
+            object.__setattr__(self, name, values.get(name, default))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Config is read-only")
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.DEFAULTS)
+        return f"Config({body})"
+
+    def resolved_cache_dir(self):
+        from pathlib import Path
+
         if self.cache_dir:
             return Path(self.cache_dir).expanduser()
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
@@ -66,6 +88,8 @@ def _as_str(value: object) -> str:
 
 def _as_prefix(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
+        import shlex
+
         return tuple(shlex.split(value))
     if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
         return tuple(value)
@@ -117,30 +141,33 @@ ENV_KEYS = {
 # MIRECC_QUIET=1 is the natural spelling of warnings: false.
 ENV_NEGATED = {"MIRECC_QUIET": "warnings"}
 
-assert {f for f, _ in FILE_KEYS.values()} <= {f.name for f in fields(Config)}
+assert {f for f, _ in FILE_KEYS.values()} <= set(Config.DEFAULTS)
 
 
-def find_config_file(start: Path | None = None) -> Path | None:
+def find_config_file(start: str | None = None) -> str | None:
     """``MIRECC_CONFIG`` if set, else the nearest ``.mirecc.yaml`` upward."""
     named = os.environ.get("MIRECC_CONFIG")
     if named:
-        path = Path(named)
-        if not path.is_file():
+        if not os.path.isfile(named):
             raise ConfigError(f"{named}: MIRECC_CONFIG names a file that does not exist")
-        return path
-    directory = (start or Path.cwd()).resolve()
-    for candidate_dir in (directory, *directory.parents):
-        candidate = candidate_dir / CONFIG_FILE_NAME
-        if candidate.is_file():
+        return named
+    directory = os.path.realpath(start or os.getcwd())
+    while True:
+        candidate = os.path.join(directory, CONFIG_FILE_NAME)
+        if os.path.isfile(candidate):
             return candidate
-    return None
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
 
 
-def _read_file(path: Path) -> dict:
+def _read_file(path: str) -> dict:
     import yaml  # lazy: only calls with a config file pay for PyYAML
 
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
     try:
@@ -155,7 +182,7 @@ def _read_file(path: Path) -> dict:
     return data
 
 
-def load_config(start: Path | None = None, environ: dict | None = None) -> Config:
+def load_config(start: str | None = None, environ: dict | None = None) -> Config:
     """Build the effective configuration; raises ConfigError with file and key."""
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
@@ -176,9 +203,9 @@ def load_config(start: Path | None = None, environ: dict | None = None) -> Confi
         # Relative paths in the file are relative to the file, not to the cwd.
         for name in ("cache_dir", "capture_dir", "model", "plugin", "heads_dir"):
             if isinstance(values.get(name), str):
-                p = Path(str(values[name])).expanduser()
-                values[name] = str(p if p.is_absolute() else path.parent / p)
-        sources.append(str(path))
+                p = os.path.expanduser(str(values[name]))
+                values[name] = os.path.join(os.path.dirname(os.path.abspath(path)), p)
+        sources.append(path)
 
     for var, (name, parse) in ENV_KEYS.items():
         raw = env.get(var)

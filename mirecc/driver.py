@@ -200,7 +200,7 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
 
 
 def _heads_installed(config) -> bool:
-    from mirecc.pipeline import default_heads_dirs, find_head_specs
+    from mirecc.registry import default_heads_dirs, find_head_specs
     return bool(find_head_specs(default_heads_dirs(config)))
 
 

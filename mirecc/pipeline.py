@@ -14,11 +14,11 @@ pipeline decides nothing, and says so.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mirecc.irinfo import ModuleInfo
+from mirecc.registry import HeadSpec, default_heads_dirs, find_head_specs
 from mirecc.model import NO_MODEL_VERSION, ModelInfo
 
 # Bumped when TUResult's meaning changes, so cached results are not reused.
@@ -78,42 +78,10 @@ class TUResult:
                    list(d["no_decision_reasons"]))
 
 
-@dataclass(frozen=True)
-class HeadSpec:
-    name: str
-    task: str
-    directory: Path
-
-
-def default_heads_dirs(config) -> list[Path]:
-    """Where heads are looked for: the configured directory, then the package's."""
-    dirs = []
-    if config.heads_dir:
-        dirs.append(Path(config.heads_dir))
-    package = Path(__file__).resolve().parent
-    installed = package / "heads"          # pip install: heads/ is package data
-    source_tree = package.parent / "heads"  # editable install or PYTHONPATH checkout
-    dirs.append(installed if installed.is_dir() else source_tree)
-    return dirs
-
-
-def find_head_specs(dirs: list[Path]) -> list[HeadSpec]:
-    """Every ``<dir>/<head>/spec.yaml`` (cheap: directory listings only,
-    the YAML is read when a head is loaded)."""
-    specs = []
-    for directory in dirs:
-        if not directory.is_dir():
-            continue
-        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-            if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "spec.yaml")):
-                specs.append(HeadSpec(entry.name, "", Path(entry.path)))
-    return specs
-
-
 def load_head(spec: HeadSpec):
     import yaml
 
-    path = spec.directory / "spec.yaml"
+    path = Path(spec.directory) / "spec.yaml"
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -124,13 +92,13 @@ def load_head(spec: HeadSpec):
     if task not in TASKS:
         known = ", ".join(sorted(TASKS)) or "none yet"
         raise HeadError(f"{path}: unknown task '{task}' (tasks this mirecc knows: {known})")
-    return TASKS[task](spec.directory, data)
+    return TASKS[task](Path(spec.directory), data)
 
 
 class Pipeline:
     """Runs the installed heads over one translation unit at a time."""
 
-    def __init__(self, heads: list, model: ModelInfo | None, searched: list[Path]):
+    def __init__(self, heads: list, model: ModelInfo | None, searched: list[str]):
         self.heads = heads
         self.model = model
         self.searched = searched
