@@ -20,7 +20,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mire", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="mire", description="mirecc's tool for everything that is not compiling")
     sub = parser.add_subparsers(dest="command", required=True)
 
     bench = sub.add_parser(
