@@ -105,7 +105,14 @@ def _as_timeout(value: object) -> float:
         raise ValueError(f"expected a number of seconds, got {value!r}") from None
     if not seconds > 0:
         raise ValueError(f"expected a positive number of seconds, got {value!r}")
+    # The deadline is a setitimer() alarm: an infinite or huge value would make
+    # it raise OverflowError on every call (and so warn on every compile).
+    if not seconds <= MAX_TIMEOUT:  # also catches inf
+        raise ValueError(f"expected at most {MAX_TIMEOUT:g} seconds, got {value!r}")
     return seconds
+
+
+MAX_TIMEOUT = 1e6  # seconds (11 days): anything longer means "no limit" in practice
 
 
 # key in .mirecc.yaml -> (Config field, parser)
@@ -173,13 +180,25 @@ def _read_file(path: str) -> dict:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {_one_line_yaml_error(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values, "
                           f"got {type(data).__name__}")
     return data
+
+
+def _one_line_yaml_error(exc: Exception) -> str:
+    """PyYAML's messages span several lines (with a source excerpt and a caret);
+    an error of mirecc's is one line: the problem and where it is."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem:
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        context = getattr(exc, "context", None)
+        return where + problem + (f" ({context})" if context else "")
+    return " ".join(str(exc).split())
 
 
 def load_config(start: str | None = None, environ: dict | None = None) -> Config:
