@@ -47,8 +47,13 @@ def _version_of(path: str) -> int:
     versioned = _versioned_name(os.path.basename(path))
     if versioned:
         return versioned[1]
-    # An unversioned link such as /usr/bin/clang -> /usr/lib/llvm-19/bin/clang.
-    for part in os.path.realpath(path).split(os.sep):
+    # An unversioned link such as /usr/bin/clang -> /usr/lib/llvm-19/bin/clang,
+    # or one to a versioned file outside an llvm-N directory (/opt/bin/clang-19).
+    resolved = os.path.realpath(path)
+    versioned = _versioned_name(os.path.basename(resolved))
+    if versioned:
+        return versioned[1]
+    for part in resolved.split(os.sep):
         if part.startswith("llvm-") and part[5:].isdigit():
             return int(part[5:])
     return 0
@@ -75,8 +80,11 @@ def newest_clang_on_path(cxx: bool, path_env: str | None = None) -> str | None:
         for name in names:
             if not _is_wanted_name(name, cxx):
                 continue
-            candidate = os.path.join(directory, name)
-            if not os.access(candidate, os.X_OK) or _is_mirecc(candidate):
+            # An empty PATH entry is the working directory; keep a "./" so
+            # that exec runs this file and does not search PATH again.
+            candidate = os.path.join(directory or ".", name)
+            if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)) \
+                    or _is_mirecc(candidate):
                 continue
             # Higher version wins; among equals, the earlier PATH entry wins.
             key = (_version_of(candidate), -order, candidate)
