@@ -8,7 +8,7 @@ This module only *reads* the command line to answer three questions:
 * which sources, in which language?
 * which flags must the side IR-emission run keep (defines, include paths,
   target, -f options) and which must it drop (outputs, dependency files,
-  other side effects)?
+  link-step flags, other side effects)?
 
 Everything here is pure: ``classify(args)`` takes the argument list (already
 expanded from ``@response`` files) and returns an ``Invocation``.
@@ -46,6 +46,18 @@ SEPARATE = {
     "--sysroot", "--output", "--include-directory", "--define-macro",
     "--undefine-macro", "--language", "--include", "--library-directory",
     "--prefix", "--target", "--gcc-toolchain", "--write-dependencies-file",
+    # more clang 14 driver options written with a separate operand (checked
+    # with ``clang -### -c FLAG op.c a.c``: op.c is not compiled)
+    "-Xarch_host", "-Xarch_device", "-ccc-gcc-name", "-ccc-install-dir",
+    "-ccc-arcmt-migrate", "-ccc-objcmt-migrate", "--config", "-G",
+    "-iframework", "-iframeworkwithsysroot", "-iwithsysroot", "-imultilib",
+    "-meabi", "-mthread-model", "-stdlib++-isystem", "-fmodules-user-build-path",
+    "--analyzer-output", "--imacros", "--include-prefix", "--include-with-prefix",
+    "--include-with-prefix-after", "--include-with-prefix-before",
+    "--include-directory-after", "--system-header-prefix",
+    "--no-system-header-prefix", "--dyld-prefix", "--encoding", "--extdirs",
+    "--std", "--stdlib", "--mhwdiv", "--assert", "--classpath", "--CLASSPATH",
+    "--bootclasspath", "--output-class-directory", "--resource",
 }
 
 # Flags whose mere presence means "this call compiles nothing": clang answers
@@ -58,35 +70,81 @@ QUERY_FLAGS = {
     "-print-resource-dir", "-print-targets", "-print-supported-cpus",
     "-print-effective-triple", "-print-target-triple", "-print-runtime-dir",
     "-print-multiarch", "-print-rocm-search-dirs", "-print-diagnostic-options",
+    # long spellings of -E, -M and -MM, and modes that produce no object code
+    "--preprocess", "--dependencies", "--user-dependencies", "--analyze",
+    "-emit-ast", "--precompile", "-ccc-print-phases", "-ccc-print-bindings",
 }
 QUERY_PREFIXES = ("-print-prog-name=", "-print-file-name=", "--print-", "-print-")
 
 # Dependency-file flags: the side IR run must not write .d files.
-DEPENDENCY_FLAGS = {"-MD", "-MMD", "-MP", "-MG", "-MV"}
-DEPENDENCY_WITH_ARG = {"-MF", "-MT", "-MQ", "-MJ", "-dependency-file"}
+DEPENDENCY_FLAGS = {"-MD", "-MMD", "-MP", "-MG", "-MV", "--write-dependencies",
+                    "--write-user-dependencies", "--print-missing-file-dependencies"}
+DEPENDENCY_WITH_ARG = {"-MF", "-MT", "-MQ", "-MJ", "-dependency-file", "-dependency-dot",
+                       "-module-dependency-dir", "-gen-cdb-fragment-path",
+                       "-arcmt-migrate-report-output"}
 
 # Flags that would make the side IR run leave files behind or print things.
 SIDE_EFFECT_FLAGS = {"-save-temps", "-ftime-trace", "-v", "--verbose",
-                     "-ftime-report", "-fproc-stat-report", "-Q"}
+                     "-ftime-report", "-fproc-stat-report", "-Q", "-save-stats"}
 SIDE_EFFECT_PREFIXES = ("-save-temps=", "-ftime-trace=", "-ftime-trace-granularity=",
-                        "-fproc-stat-report=", "--serialize-diagnostics=")
+                        "-fproc-stat-report=", "--serialize-diagnostics=", "-save-stats=",
+                        "-foptimization-record-file=")
+
+# Link-step-only flags.  The side IR run compiles only (-c), where clang
+# reports each of these as unused; with -Werror that warning is an error and
+# the side run would fail although the user's compile and link succeed.
+# They do not change the IR, so they are dropped.
+LINK_FLAGS = {
+    "-shared", "-rdynamic", "-pie", "-no-pie", "-nopie", "-static-pie",
+    "-static-libgcc", "-static-libstdc++", "-shared-libgcc", "-static-openmp",
+    "-nolibc", "-s", "-r", "-t", "-Z", "--force-link",
+}
+LINK_PREFIXES = ("-Wl,", "-l", "-L", "-fuse-ld=", "--ld-path=", "-rtlib=", "--rtlib=",
+                 "-unwindlib=", "--unwindlib=", "--library-directory=", "--for-linker=",
+                 "-T")
+# Link-step-only flags with separate operands: name -> number of operands.
+LINK_WITH_ARGS = {
+    "-l": 1, "-L": 1, "--library-directory": 1, "-Xlinker": 1, "--for-linker": 1,
+    "-z": 1, "-rpath": 1, "-T": 1, "-Tbss": 1, "-Tdata": 1, "-Ttext": 1, "-u": 1,
+    "-e": 1, "-b": 1, "--rtlib": 1,
+    # Darwin linker options (clang parses them on every target)
+    "-framework": 1, "-weak_framework": 1, "-lazy_framework": 1, "-weak_library": 1,
+    "-lazy_library": 1, "-filelist": 1, "-exported_symbols_list": 1,
+    "-unexported_symbols_list": 1, "-install_name": 1, "-current_version": 1,
+    "-compatibility_version": 1, "-dylib_file": 1, "-force_load": 1,
+    "-bundle_loader": 1, "-allowable_client": 1, "-client_name": 1, "-init": 1,
+    "-image_base": 1, "-umbrella": 1, "-sub_library": 1, "-sub_umbrella": 1,
+    "-seg_addr_table": 1, "-seg_addr_table_filename": 1, "-seg1addr": 1,
+    "-pagezero_size": 1, "-multiply_defined": 1, "-multiply_defined_unused": 1,
+    "-read_only_relocs": 1, "-dylinker_install_name": 1, "-segs_read_only_addr": 1,
+    "-segs_read_write_addr": 1, "-undefined": 1, "-dsym-dir": 1,
+    "-sectobjectsymbols": 2, "-segaddr": 2,
+    "-sectalign": 3, "-sectcreate": 3, "-segcreate": 3, "-segprot": 3, "-sectorder": 3,
+}
 SIDE_EFFECT_WITH_ARG = {"-serialize-diagnostics", "--serialize-diagnostics"}
 
 # Phase flags: the IR run sets its own phase.
 PHASE_FLAGS = {"-c", "-S", "-emit-llvm", "--compile", "--assemble"}
 
 # File suffix -> clang language, for the languages mirecc looks at (and the
-# ones it knowingly leaves alone).  Upper-case .C is C++ as in gcc.
+# ones it knowingly leaves alone).  Looked up case-sensitively, as clang does:
+# .C and .CC are C++, .H is a C++ header, .M is Objective-C++, and a suffix
+# clang does not know (.I, .Cpp) makes the file a linker input.
 SUFFIX_LANGUAGE = {
     ".c": "c", ".i": "cpp-output",
-    ".cc": "c++", ".cp": "c++", ".cxx": "c++", ".cpp": "c++", ".CPP": "c++",
-    ".c++": "c++", ".C": "c++", ".ii": "c++-cpp-output", ".cppm": "c++",
-    ".h": "c-header", ".hh": "c++-header", ".hpp": "c++-header", ".hxx": "c++-header",
+    ".cc": "c++", ".cp": "c++", ".cxx": "c++", ".cpp": "c++", ".c++": "c++",
+    ".C": "c++", ".CC": "c++", ".CXX": "c++", ".CPP": "c++", ".C++": "c++",
+    ".ii": "c++-cpp-output", ".cppm": "c++",
+    ".h": "c-header", ".H": "c++-header", ".hh": "c++-header", ".hpp": "c++-header",
+    ".hxx": "c++-header",
     ".cl": "cl", ".cu": "cuda", ".hip": "hip",
-    ".m": "objective-c", ".mm": "objective-c++",
+    ".m": "objective-c", ".mm": "objective-c++", ".M": "objective-c++",
     ".s": "assembler", ".S": "assembler-with-cpp", ".sx": "assembler-with-cpp",
     ".ll": "ir", ".bc": "ir",
 }
+# What the clang++ driver makes of C inputs (without -x): C++.
+CXX_DRIVER_LANGUAGE = {"c": "c++", "cpp-output": "c++-cpp-output",
+                       "c-header": "c++-header"}
 # Languages whose translation units go through the decision pipeline.
 TU_LANGUAGES = {"c", "c++", "cpp-output", "c++-cpp-output"}
 CXX_LANGUAGES = {"c++", "c++-cpp-output"}
@@ -152,6 +210,46 @@ class ResponseFileError(ValueError):
     """A response file exists but could not be read (named in the message)."""
 
 
+_WHITESPACE = " \t\r\n"
+
+
+def tokenize_gnu(text: str) -> list[str]:
+    """Split a response file's text as clang's GNU-style tokenizer does.
+
+    Not POSIX shell quoting: a backslash escapes the next character anywhere,
+    also inside single or double quotes (``"a\\b"`` is ``ab``); quotes may
+    start or end in the middle of a token; an empty token (``""``) is dropped;
+    an unterminated quote runs to the end of the text.
+    """
+    tokens: list[str] = []
+    token: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            token.append(text[i + 1])
+            i += 2
+        elif c in "\"'":
+            i += 1
+            while i < n and text[i] != c:
+                if text[i] == "\\" and i + 1 < n:
+                    i += 1
+                token.append(text[i])
+                i += 1
+            i += 1  # the closing quote
+        elif c in _WHITESPACE:
+            if token:
+                tokens.append("".join(token))
+                token = []
+            i += 1
+        else:
+            token.append(c)
+            i += 1
+    if token:
+        tokens.append("".join(token))
+    return tokens
+
+
 def expand_response_files(args: list[str], depth: int = 0) -> list[str]:
     """Expand ``@file`` arguments the way clang's GNU tokenizer does.
 
@@ -166,11 +264,9 @@ def expand_response_files(args: list[str], depth: int = 0) -> list[str]:
             out.append(arg)
             continue
         try:
-            import shlex  # only calls with response files need it
-
             with open(arg[1:], encoding="utf-8", errors="surrogateescape") as fh:
                 text = fh.read()
-            tokens = shlex.split(text, posix=True)
+            tokens = tokenize_gnu(text.removeprefix("\ufeff"))
         except (OSError, ValueError) as exc:
             raise ResponseFileError(f"{arg[1:]}: cannot read response file: {exc}") from exc
         out.extend(expand_response_files(tokens, depth + 1))
@@ -186,8 +282,8 @@ def _optimisation(flag: str) -> str | None | bool:
     if not flag.startswith("-O"):
         return False
     level = flag[2:] or "1"
-    if level == "0":
-        return None
+    if level.isdigit() and int(level) == 0:
+        return None  # -O0, also spelt -O00
     if level in {"1", "2", "3", "s", "z", "fast", "g"} or level.isdigit():
         return level
     return False  # e.g. an unknown -Ofoo: clang will complain, not our business
@@ -210,14 +306,13 @@ def language_of(path: str, forced: str | None, cxx_driver: bool) -> str:
         return forced
     if path == "-":
         return "c++" if cxx_driver else "c"
-    root, suffix = os.path.splitext(path)
-    lang = SUFFIX_LANGUAGE.get(suffix) or SUFFIX_LANGUAGE.get(suffix.lower())
-    if suffix == ".C":
-        lang = "c++"
+    lang = SUFFIX_LANGUAGE.get(os.path.splitext(path)[1])
     if lang is None:
         return "object"  # clang hands unknown suffixes to the linker
-    if cxx_driver and lang == "c":
-        return "c++"  # clang++ compiles .c files as C++ (with a deprecation warning)
+    if cxx_driver:
+        # clang++ compiles .c files as C++ (with a deprecation warning), .i as
+        # preprocessed C++, and .h as a C++ header.
+        return CXX_DRIVER_LANGUAGE.get(lang, lang)
     return lang
 
 
@@ -321,6 +416,13 @@ def classify(args: list[str], cxx_driver: bool = False) -> Invocation:
             continue
         if arg.startswith(("-Wp,-MD,", "-Wp,-MMD,")):
             continue  # gcc-style dependency request through the preprocessor
+
+        # --- link-step-only flags: dropped, with their operands ------------
+        if arg in LINK_WITH_ARGS:
+            i += LINK_WITH_ARGS[arg]
+            continue
+        if arg in LINK_FLAGS or arg.startswith(LINK_PREFIXES):
+            continue
 
         # --- everything else is kept, with its operand if it has one -------
         ir_flags.append(arg)
