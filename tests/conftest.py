@@ -1,0 +1,38 @@
+"""Shared fixtures: the real compilers, mirecc's own scripts, and a controlled
+environment to run them in (no MIRECC_* of the caller leaks in, a private
+cache directory)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+CLANG = "/usr/bin/clang-14"
+CLANGXX = "/usr/bin/clang++-14"
+_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> SimpleNamespace:
+    """Paths of clang-14, clang++-14 and the mirecc / mirecc++ under test."""
+    if not (os.access(CLANG, os.X_OK) and os.access(CLANGXX, os.X_OK)):
+        pytest.skip("needs clang-14 and clang++-14")
+    return SimpleNamespace(cc=CLANG, cxx=CLANGXX, mirecc=str(_BIN / "mirecc"),
+                           mireccxx=str(_BIN / "mirecc++"))
+
+
+@pytest.fixture
+def mirecc_env(tmp_path: Path, toolchain) -> dict:
+    """Environment for running mirecc (and clang, to compare) in a test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    env.update({
+        "MIRECC_CC": toolchain.cc,
+        "MIRECC_CXX": toolchain.cxx,
+        "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
+        "LC_ALL": "C",
+    })
+    return env
