@@ -38,8 +38,10 @@ class ResultCache:
             return TUResult.from_dict(data)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # damaged or foreign entry: recompute and overwrite
+        except Exception:  # noqa: BLE001
+            # Damaged or foreign entry (not JSON, not a mapping, fields of the
+            # wrong type, ...): a miss, recomputed and overwritten.
+            return None
 
     def put(self, key: str, result: TUResult) -> None:
         data = json.dumps(result.to_dict(), sort_keys=True).encode()
