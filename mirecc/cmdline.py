@@ -75,6 +75,18 @@ QUERY_FLAGS = {
     "-emit-ast", "--precompile", "-ccc-print-phases", "-ccc-print-bindings",
 }
 QUERY_PREFIXES = ("-print-prog-name=", "-print-file-name=", "--print-", "-print-")
+# Front-end actions passed with -Xclang that replace code generation: the
+# call then writes no object (an AST dump, tokens, a PCH, ...), and neither
+# would the side IR run.
+CC1_ACTIONS_WITHOUT_CODE = {
+    "-fsyntax-only", "-E", "-Eonly", "-ast-dump", "-ast-dump-all", "-ast-dump-lookups",
+    "-ast-print", "-ast-list", "-ast-view", "-dump-tokens", "-dump-raw-tokens",
+    "-emit-html", "-analyze", "-emit-pch", "-emit-module", "-emit-module-interface",
+    "-emit-header-module", "-init-only", "-print-preamble", "-print-decl-contexts",
+    "-rewrite-macros", "-rewrite-objc", "-rewrite-test", "-templight-dump", "-migrate",
+    "-module-file-info", "-verify-pch", "-fixit",
+}
+CC1_ACTION_PREFIXES = ("-ast-dump=", "-ast-dump-all=", "-fixit=")
 
 # Dependency-file flags: the side IR run must not write .d files.
 DEPENDENCY_FLAGS = {"-MD", "-MMD", "-MP", "-MG", "-MV", "--write-dependencies",
@@ -428,6 +440,9 @@ def classify(args: list[str], cxx_driver: bool = False) -> Invocation:
         ir_flags.append(arg)
         if arg in SEPARATE or arg in JOINED_OR_SEPARATE:
             if i < n:
+                if arg == "-Xclang" and (args[i] in CC1_ACTIONS_WITHOUT_CODE
+                                         or args[i].startswith(CC1_ACTION_PREFIXES)):
+                    query_reason = query_reason or f"-Xclang {args[i]} compiles nothing"
                 ir_flags.append(args[i])
                 i += 1
 

@@ -84,6 +84,12 @@ CLASSIFY_ROWS = [
     row("fsyntax-only", "-O2 -fsyntax-only a.c", kind="query", src=C, reason="-fsyntax-only"),
     row("analyze", "-O2 --analyze a.c", kind="query"),
     row("emit-ast", "-O2 -emit-ast a.c", kind="query"),
+    row("Xclang-fsyntax-only", "-O2 -c a.c -Xclang -fsyntax-only", kind="query",
+        reason="-Xclang -fsyntax-only"),
+    row("Xclang-ast-dump-json", "-O2 -c a.c -Xclang -ast-dump=json", kind="query"),
+    row("Xclang-emit-pch", "-O2 -c a.h -Xclang -emit-pch", kind="query"),
+    row("Xclang-codegen-flag-compiles", "-O2 -c a.c -Xclang -fno-pch-timestamp",
+        ir="-O2 -Xclang -fno-pch-timestamp"),
     # --- -o forms -----------------------------------------------------------
     row("o-separate", "-c a.c -o out.o", out="out.o", ir=""),
     row("o-glued", "-c a.c -oout.o", out="out.o", ir=""),
