@@ -32,16 +32,32 @@ def _driver_paths() -> tuple[str, str]:
                             "installation (is the package installed with pip?)")
 
 
+class ToolchainError(OSError):
+    """The toolchain file cannot be written (the message says why)."""
+
+
+def _cmake_escape(path: str) -> str:
+    """Escape a path for a quoted CMake argument ("...")."""
+    return path.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+
+
 def toolchain_file() -> str:
     """Write (if needed) and return the toolchain file for this installation."""
-    from mirecc.config import load_config
+    from mirecc.config import ConfigError, load_config
 
     template = resources.files("mirecc").joinpath("data/toolchain.cmake.in").read_text()
     cc, cxx = _driver_paths()
-    text = template.replace("@MIRECCXX@", cxx).replace("@MIRECC@", cc)
+    text = template.replace("@MIRECCXX@", _cmake_escape(cxx)).replace(
+        "@MIRECC@", _cmake_escape(cc))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    try:
+        cache_dir = load_config().resolved_cache_dir()
+    except ConfigError as exc:
+        # Reported by the driver like any other failure to write the file
+        # (it was an uncaught exception, with a traceback).
+        raise ToolchainError(str(exc)) from None
     # One file per installation, under the user's cache directory.
-    path = load_config().resolved_cache_dir() / "toolchain" / digest / "mirecc-toolchain.cmake"
+    path = cache_dir / "toolchain" / digest / "mirecc-toolchain.cmake"
     if not path.is_file() or path.read_text() != text:
         atomic_write_bytes(path, text.encode())
     return str(path)

@@ -382,3 +382,21 @@ def test_make_j4_same_and_different_keys_leave_whole_files(tmp_path):
         assert cache.get(entry.stem) is not None
     assert_no_partial_files(tmp_path / "cache")
     assert_no_partial_files(capture)
+
+
+@needs_clang
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_written_files_follow_the_umask(tmp_path, umask):
+    """Cache entries and captured IR get 0666 less the umask, like any file a
+    compiler writes (mkstemp alone would make them 0600)."""
+    (tmp_path / "dot.c").write_text(SOURCE)
+    env = base_env(tmp_path, MIRECC_CAPTURE_DIR=str(tmp_path / "capture"))
+    old = os.umask(umask)
+    try:
+        mirecc(["-O2", "-c", "dot.c", "-o", "dot.o"], tmp_path, env)
+    finally:
+        os.umask(old)
+    files = cache_entries(tmp_path / "cache") + cache_entries(tmp_path / "capture")
+    assert len(files) == 3   # cache entry, bitcode, manifest
+    for path in files:
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path

@@ -274,3 +274,22 @@ def test_load_config_precedence_in_process(tmp_path, monkeypatch):
     monkeypatch.setenv("MIRECC_CONFIG", str(tmp_path / ".mirecc.yaml"))
     assert load_config(start=empty, environ={}).cache is False
     assert Config().timeout > 0
+
+
+def test_print_toolchain_file_with_a_bad_config_is_a_clean_error(tmp_path):
+    config = write(tmp_path / ".mirecc.yaml", "bogus: 1\n")
+    proc = mirecc(["--print-toolchain-file"], tmp_path, base_env(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mirecc: error: "), proc.stderr
+    assert str(config) in proc.stderr and "'bogus'" in proc.stderr
+
+
+def test_print_toolchain_file_goes_to_the_configured_cache_dir(tmp_path):
+    write(tmp_path / ".mirecc.yaml", "cache_dir: my-cache\n")
+    proc = mirecc(["--print-toolchain-file"], tmp_path, base_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    path = Path(proc.stdout.strip())
+    assert path.is_relative_to(tmp_path / "my-cache") and path.is_file()
+    assert path.stat().st_mode & 0o044 == 0o044   # readable by the build's other users

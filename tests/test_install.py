@@ -172,3 +172,47 @@ def test_compiles_and_explains(installed):
     (work / "y.cpp").write_text("int g(int x) { return x * 3; }\n")
     proc = run(["mirecc++", "-O2", "-c", "y.cpp", "-o", "y.o"], work, env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("make") is None,
+                    reason="needs cmake and make")
+def test_cmake_project_builds_with_the_toolchain_file(installed):
+    venv, work, env = installed
+    proj = work / "proj"
+    proj.mkdir()
+    (proj / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.13)\nproject(demo C CXX)\n"
+        "add_executable(demo main.c sum.cpp)\n")
+    (proj / "main.c").write_text("int sum(int *a, int n);\n"
+                                 "int main(void) { int a[4] = {1, 2, 3, 4}; "
+                                 "return sum(a, 4) == 10 ? 0 : 1; }\n")
+    (proj / "sum.cpp").write_text('extern "C" int sum(int *a, int n) '
+                                  "{ int s = 0; for (int i = 0; i < n; i++) s += a[i]; "
+                                  "return s; }\n")
+    toolchain = run(["mirecc", "--print-toolchain-file"], work, env).stdout.strip()
+    build = work / "cmake-build"
+    env = {**env, "MIRECC_CXX": "/usr/bin/clang++-14", "MIRECC_CAPTURE_DIR": str(work / "cap")}
+    proc = run(["cmake", "-S", str(proj), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
+                "-DCMAKE_BUILD_TYPE=Release"], work, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cache = (build / "CMakeCache.txt").read_text()
+    entries = dict(line.split("=", 1) for line in cache.splitlines() if "=" in line
+                   and not line.startswith(("#", "//")))
+    compilers = {k.split(":")[0]: v for k, v in entries.items()
+                 if k.split(":")[0] in ("CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER")}
+    assert compilers == {"CMAKE_C_COMPILER": str(venv / "bin" / "mirecc"),
+                         "CMAKE_CXX_COMPILER": str(venv / "bin" / "mirecc++")}
+    proc = run(["cmake", "--build", str(build)], work, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "mirecc: warning" not in proc.stdout + proc.stderr
+    assert subprocess.run([str(build / "demo")]).returncode == 0
+    sources = {Path(json.loads(line)["source"]).name
+               for line in (work / "cap" / "manifest.jsonl").read_text().splitlines()}
+    assert {"main.c", "sum.cpp"} <= sources
+
+
+def test_toolchain_paths_are_escaped_for_cmake():
+    from mirecc.toolchain import _cmake_escape
+
+    assert _cmake_escape("/opt/venv/bin/mirecc") == "/opt/venv/bin/mirecc"
+    assert _cmake_escape('/a "b"/${HOME}\\x') == '/a \\"b\\"/\\${HOME}\\\\x'
