@@ -56,7 +56,7 @@ SEPARATE = {
     "--include-with-prefix-after", "--include-with-prefix-before",
     "--include-directory-after", "--system-header-prefix",
     "--no-system-header-prefix", "--dyld-prefix", "--encoding", "--extdirs",
-    "--std", "--stdlib", "--mhwdiv", "--assert", "--classpath", "--CLASSPATH",
+    "--std", "--stdlib", "--mhwdiv", "--classpath", "--CLASSPATH",
     "--bootclasspath", "--output-class-directory", "--resource",
 }
 
@@ -109,7 +109,7 @@ SIDE_EFFECT_PREFIXES = ("-save-temps=", "-ftime-trace=", "-ftime-trace-granulari
 LINK_FLAGS = {
     "-shared", "-rdynamic", "-pie", "-no-pie", "-nopie", "-static-pie",
     "-static-libgcc", "-static-libstdc++", "-shared-libgcc", "-static-openmp",
-    "-nolibc", "-s", "-r", "-t", "-Z", "--force-link",
+    "-nolibc", "-s", "-r", "-t", "-Z",
 }
 LINK_PREFIXES = ("-Wl,", "-l", "-L", "-fuse-ld=", "--ld-path=", "-rtlib=", "--rtlib=",
                  "-unwindlib=", "--unwindlib=", "--library-directory=", "--for-linker=",
@@ -118,7 +118,7 @@ LINK_PREFIXES = ("-Wl,", "-l", "-L", "-fuse-ld=", "--ld-path=", "-rtlib=", "--rt
 LINK_WITH_ARGS = {
     "-l": 1, "-L": 1, "--library-directory": 1, "-Xlinker": 1, "--for-linker": 1,
     "-z": 1, "-rpath": 1, "-T": 1, "-Tbss": 1, "-Tdata": 1, "-Ttext": 1, "-u": 1,
-    "-e": 1, "-b": 1, "--rtlib": 1,
+    "-e": 1, "-b": 1, "--rtlib": 1, "--force-link": 1, "--assert": 1,
     # Darwin linker options (clang parses them on every target)
     "-framework": 1, "-weak_framework": 1, "-lazy_framework": 1, "-weak_library": 1,
     "-lazy_library": 1, "-filelist": 1, "-exported_symbols_list": 1,

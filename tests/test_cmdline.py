@@ -246,7 +246,8 @@ CLASSIFY_ROWS = [
                    "--define-macro", "--include", "--std")],
     *[row(f"sep-link{flag}", f"-O2 a.c {flag} op.c -o prog", src=C, other=[], ir="-O2")
       for flag in ("-Xlinker", "-z", "-rpath", "-T", "-u", "-e", "-l", "-L", "-b",
-                   "--library-directory", "-framework", "-filelist", "-undefined")],
+                   "--library-directory", "-framework", "-filelist", "-undefined",
+                   "--force-link", "--assert", "--for-linker", "-Tbss")],
     row("sep-Xclang-operand-looks-like-flag", "-O2 -c a.c -Xclang -load -Xclang plugin.so",
         src=C, other=[], ir="-O2 -Xclang -load -Xclang plugin.so"),
     row("sep-Xclang-hides-o", "-O2 -c a.c -Xclang -o -Xclang x", out=None,
