@@ -30,6 +30,7 @@ MIRECC_PLUGIN, MIRECC_HEADS_DIR, MIRECC_DISABLE, MIRECC_CONFIG.
 
 
 def _say(kind: str, message: str) -> None:
+    message = " ".join(message.split())  # always exactly one line
     sys.stderr.write(f"mirecc: {kind}: {message}\n")
     sys.stderr.flush()
 
@@ -135,7 +136,8 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
     except ResponseFileError as exc:
         # clang reads the response file itself and will report the problem.
         if explain:
-            _print_explanation(explain, compiler, "unreadable", str(exc), [], None, [], None)
+            _print_explanation(explain, compiler, "unreadable", str(exc), [], None, [],
+                               to_stderr=True)
         return _exec(final)
 
     tus = [s for s in inv.sources if s.language in TU_LANGUAGES]
@@ -147,7 +149,7 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
                 "no C/C++ source" if not tus else
                 "compiled without optimisation (-O0 or no -O): mirecc leaves it alone")
             _print_explanation(explain, compiler, inv.kind, reason, [], None, skipped,
-                               inv.output)
+                               to_stderr=_compiler_writes_stdout(inv))
         return _exec(final)
 
     if not (explain or config.capture_dir or _heads_installed(config)):
@@ -175,7 +177,8 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
     extra = outcome.extra_args if outcome and not fallback else []
     if explain:
         _print_explanation(explain, compiler, inv.kind, inv.reason,
-                           outcome.reports if outcome else [], fallback, skipped, inv.output)
+                           outcome.reports if outcome else [], fallback, skipped,
+                           to_stderr=_compiler_writes_stdout(inv))
 
     warning = None
     if fallback:
@@ -204,12 +207,18 @@ def _heads_installed(config) -> bool:
     return bool(find_head_specs(default_heads_dirs(config)))
 
 
-def _print_explanation(fmt, compiler, kind, reason, reports, fallback, skipped, output):
+def _compiler_writes_stdout(inv) -> bool:
+    """Does clang print its result on stdout (-o -, -E, -M, --version, ...)?
+    Queries without -o do; link-only and compile calls write files."""
+    return inv.output == "-" or (inv.kind == "query" and inv.output is None)
+
+
+def _print_explanation(fmt, compiler, kind, reason, reports, fallback, skipped, to_stderr):
     from mirecc.explain import explanation, render
 
     text = render(explanation(compiler=compiler, invocation_kind=kind, reason=reason,
                               reports=reports, fallback=fallback, skipped=skipped), fmt)
     # Keep the compiler's own stdout clean when it writes its output there.
-    stream = sys.stderr if output == "-" else sys.stdout
+    stream = sys.stderr if to_stderr else sys.stdout
     stream.write(text)
     stream.flush()

@@ -85,7 +85,8 @@ def load_head(spec: HeadSpec):
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise HeadError(f"{path}: cannot read head spec: {exc}") from None
+        detail = " ".join(str(exc).split())  # PyYAML's messages span lines
+        raise HeadError(f"{path}: cannot read head spec: {detail}") from None
     task = data.get("task") if isinstance(data, dict) else None
     if not isinstance(task, str):
         raise HeadError(f"{path}: head spec has no 'task' key")

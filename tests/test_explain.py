@@ -176,8 +176,6 @@ def test_explain_goes_to_stderr_when_the_output_is_stdout(src):
     assert "seen: 2 functions, 2 loops" in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="driver.py prints the explanation to stdout even "
-                   "when clang writes its result there without -o - (-E, -M, -dM -E)")
 def test_explain_does_not_mix_into_preprocessor_output(src):
     ref = subprocess.run([CLANG, "-O2", "-E", "walk.c"], cwd=src, capture_output=True,
                          text=True, check=True)

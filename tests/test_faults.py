@@ -214,13 +214,7 @@ FAULTS = {f.__name__[len("fault_"):]: f for f in (
 # Known bug (mirecc/pipeline.py load_head, driver.py _say): a YAML error in a
 # head's spec.yaml is put into the warning verbatim, and PyYAML's messages span
 # several lines, so the "one warning line" promise breaks.
-MULTILINE_WARNING = pytest.mark.xfail(
-    strict=True, reason="YAML error of a head spec makes a multi-line warning")
-
-
-@pytest.mark.parametrize("fault", [
-    pytest.param(name, marks=MULTILINE_WARNING) if name == "head_spec_unparseable" else name
-    for name in sorted(FAULTS)])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_compiles_exactly_like_clang_with_one_warning(tmp_path, fault):
     extra, words = FAULTS[fault](tmp_path)
     (tmp_path / "a.c").write_text(SOURCE_A)
