@@ -112,8 +112,12 @@ def emit_ir(compiler: str, inv: Invocation, source: Source, out: str, workdir: s
                       if "error" in ln), "no error message")
         raise MLFailure(f"emitting IR for {source.path} failed: {first.strip()}",
                         ir_compile_failed=True)
-    with open(out, "rb") as fh:
-        return fh.read()
+    try:
+        with open(out, "rb") as fh:
+            return fh.read()
+    except OSError:
+        raise MLFailure(f"emitting IR for {source.path}: clang succeeded but wrote no "
+                        f"bitcode (a flag in the command overrides -emit-llvm?)") from None
 
 
 def _check_plugin(config) -> None:
