@@ -189,12 +189,15 @@ def real_compiler(mirecc: Path, cxx: bool = False) -> str:
     lang = "c++" if cxx else "c"
     proc = subprocess.run([str(mirecc), "--explain=json", "-fsyntax-only", "-x", lang,
                            os.devnull], env=build_env(), capture_output=True, text=True)
-    try:
-        return json.loads(proc.stdout)["compiler"]
-    except (ValueError, KeyError):
-        raise BenchError(f"cannot ask {mirecc} which compiler it uses (exit status "
-                         f"{proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
-                         ) from None
+    # The explanation of a query goes to stdout or (newer drivers, so as not
+    # to mix with clang's own output) stderr.
+    for stream in (proc.stdout, proc.stderr):
+        try:
+            return json.loads(stream)["compiler"]
+        except (ValueError, KeyError, TypeError):
+            continue
+    raise BenchError(f"cannot ask {mirecc} which compiler it uses (exit status "
+                     f"{proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
 
 
 def compiler_version(compiler: str) -> str:
