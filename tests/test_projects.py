@@ -17,6 +17,7 @@ paths in debug info match; see benchmarks/real_projects.py.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -224,41 +225,57 @@ def _write_project(root: Path) -> None:
         (root / rel).write_text(text)
 
 
-def _make(args: list[str], cwd: Path, cc: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", *args, f"CC={cc}"], cwd=cwd, env=rp.build_env(),
+def _make(args: list[str], cwd: Path, cc: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", *args, f"CC={cc}"], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
-def test_makefile_project_same_objects_deps_and_output(tmp_path, clang):
+def _build_small_project(tmp_path: Path, pristine: Path, name: str, cc: str,
+                         env: dict) -> dict:
+    """Build a fresh copy at tmp_path/build with make -j2, run its program,
+    check its dependency files, then move it aside to tmp_path/build-<name>."""
+    build = tmp_path / "build"
+    if build.exists():
+        shutil.rmtree(build)
+    shutil.copytree(pristine, build)
+    made = _make(["-j2"], build, cc, env)
+    assert made.returncode == 0, f"[{name}] make -j2 failed:\n{made.stdout}{made.stderr}"
+    assert "mirecc:" not in made.stderr, f"[{name}] mirecc complained:\n{made.stderr}"
+    run = subprocess.run([str(build / "test" / "main")], capture_output=True, text=True)
+    assert run.returncode == 0, f"[{name}] test program failed: {run.stdout}{run.stderr}"
+    # the dependency files work: up to date now, out of date after a header changes
+    assert _make(["-q"], build, cc, env).returncode == 0, f"[{name}] not up to date after make"
+    files = sorted(str(p.relative_to(build)) for p in build.rglob("*") if p.is_file())
+    dep_files = {str(p.relative_to(build)): p.read_bytes() for p in build.rglob("*.d")}
+    inv = rp.inventory(build)
+    config_h = build / "include" / "config.h"
+    later = config_h.stat().st_mtime + 10
+    os.utime(config_h, (later, later))
+    assert _make(["-q"], build, cc, env).returncode == 1, \
+        f"[{name}] touching include/config.h did not make the build out of date"
+    build.rename(tmp_path / f"build-{name}")
+    return {"out": run.stdout, "deps": dep_files, "inv": inv, "files": files}
+
+
+@pytest.mark.parametrize("mode", ["default", "capture"])
+def test_makefile_project_same_objects_deps_and_output(tmp_path, clang, mode):
+    """Default mode (mirecc execs clang) and capture mode (a side clang run
+    emits each optimised TU's IR first): the build's own outputs must not
+    change in either."""
     _need("make", "ar")
     pristine = tmp_path / "pristine"
     _write_project(pristine)
-    build = tmp_path / "build"
-    results = {}
-    for name, cc in (("clang", clang), ("mirecc", str(MIRECC))):
-        if build.exists():
-            shutil.rmtree(build)
-        shutil.copytree(pristine, build)
-        made = _make(["-j2"], build, cc)
-        assert made.returncode == 0, f"[{name}] make -j2 failed:\n{made.stdout}{made.stderr}"
-        assert "mirecc:" not in made.stderr, f"[{name}] mirecc complained:\n{made.stderr}"
-        run = subprocess.run([str(build / "test" / "main")], capture_output=True, text=True)
-        assert run.returncode == 0, f"[{name}] test program failed: {run.stdout}{run.stderr}"
-        # the dependency files work: up to date now, out of date after a header changes
-        assert _make(["-q"], build, cc).returncode == 0, f"[{name}] not up to date after make"
-        dep_files = {str(p.relative_to(build)): p.read_bytes() for p in build.rglob("*.d")}
-        inv = rp.inventory(build)
-        config_h = build / "include" / "config.h"
-        later = config_h.stat().st_mtime + 10
-        os.utime(config_h, (later, later))
-        assert _make(["-q"], build, cc).returncode == 1, \
-            f"[{name}] touching include/config.h did not make the build out of date"
-        results[name] = {"out": run.stdout, "deps": dep_files, "inv": inv}
-        build.rename(tmp_path / f"build-{name}")
+    env = rp.build_env()
+    ref = _build_small_project(tmp_path, pristine, "clang", clang, env)
+    capture_dir = tmp_path / "capture"
+    if mode == "capture":
+        env = rp.build_env(MIRECC_CAPTURE_DIR=str(capture_dir),
+                           MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    got = _build_small_project(tmp_path, pristine, "mirecc", str(MIRECC), env)
 
-    ref, got = results["clang"], results["mirecc"]
     assert got["out"] == ref["out"]
     assert "where lib/vec.c" in ref["out"]
+    assert got["files"] == ref["files"], "mirecc left other files in the build tree"
     # .d files: same names, byte for byte (5: four library files + main)
     assert sorted(ref["deps"]) == sorted(got["deps"]) and len(ref["deps"]) == 5
     for rel in ref["deps"]:
@@ -271,6 +288,13 @@ def test_makefile_project_same_objects_deps_and_output(tmp_path, clang):
     assert rp.all_identical(objects), objects
     linked = rp.compare(ref["inv"]["linked"], got["inv"]["linked"])
     assert linked["total"] == 1 and rp.all_identical(linked), linked
+    if mode == "capture":
+        # vec.c, hash.c, sort.c and main.c are optimised; text.c is -O0
+        manifest = (capture_dir / "manifest.jsonl").read_text().splitlines()
+        sources = sorted(Path(json.loads(line)["source"]).name for line in manifest)
+        assert sources == ["hash.c", "main.c", "sort.c", "vec.c"], sources
+    else:
+        assert not capture_dir.exists()
 
 
 # --------------------------------------------------------------------------
