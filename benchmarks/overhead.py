@@ -296,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     contention = statistics.median(waits) if waits else 1.0
     machine["median_wall_over_cpu"] = contention
     out.append(f"contention check: median wall/cpu time of the timed builds "
-               f"{contention:.3f} (1.0 = never waited for a core)")
+               f"{contention:.3f} (1.0 = never waited for a core; a busy neighbour on "
+               f"the other core slows CPU time too, which this does not show: compare the "
+               f"load averages)")
     if contention > 1.05 or max(waits, default=1.0) > 1.25:
         out.append(f"NOTE: builds waited for a core (worst wall/cpu {max(waits):.2f}): other "
                    f"processes competed for the {machine['cores']} cores; wall times are noisy")
