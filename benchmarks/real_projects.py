@@ -903,6 +903,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated subset of {','.join(ALL_PROJECTS)}")
     parser.add_argument("--mirecc", type=Path, default=None,
                         help="mirecc to test (default: the one next to this Python)")
+    parser.add_argument("--fetch-only", action="store_true",
+                        help="only fetch the source packages (adding a deb-src entry "
+                             "to apt when root and none exists), then stop")
     args = parser.parse_args(argv)
     projects = [p.strip() for p in args.projects.split(",") if p.strip()]
     unknown = [p for p in projects if p not in ALL_PROJECTS]
@@ -911,6 +914,15 @@ def main(argv: list[str] | None = None) -> int:
                      f"choose from {', '.join(ALL_PROJECTS)}")
     work = args.work.absolute()
     work.mkdir(parents=True, exist_ok=True)
+    if args.fetch_only:
+        try:
+            for name in projects:
+                if name != "cmake-sample":
+                    log(f"fetched {name}: {fetch_source(name, work / 'src')}")
+        except FetchError as exc:
+            print(f"real_projects: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         mirecc = args.mirecc.absolute() if args.mirecc else find_mirecc()
         clang = real_compiler(mirecc)
