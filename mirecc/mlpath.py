@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -136,15 +137,20 @@ def _inject_debug_fault() -> None:
 def run(inv: Invocation, compiler: str, config, *, want_summary: bool,
         stdin_data: bytes | None = None) -> Outcome:
     """Run the ML path for every C/C++ source of ``inv`` within the timeout."""
+    # The work directory is made and removed outside the deadline: the alarm
+    # may interrupt anything inside it, and must not leave files behind.
+    workdir = tempfile.mkdtemp(prefix="mirecc-")
     try:
         with deadline(config.timeout):
-            return _run(inv, compiler, config, want_summary, stdin_data)
+            return _run(inv, compiler, config, want_summary, stdin_data, workdir)
     except MLTimeout:
         raise MLFailure(f"timed out after {config.timeout:g} s "
                         f"(raise 'timeout' in .mirecc.yaml or MIRECC_TIMEOUT)") from None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(inv, compiler, config, want_summary, stdin_data) -> Outcome:
+def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outcome:
     from mirecc.cache import CacheError, ResultCache
     from mirecc.capture import CaptureError, capture
     from mirecc.irinfo import IRReadError, summarize_bitcode
@@ -160,47 +166,46 @@ def _run(inv, compiler, config, want_summary, stdin_data) -> Outcome:
     _inject_debug_fault()
 
     cache = ResultCache(config.resolved_cache_dir()) if config.cache else None
-    with tempfile.TemporaryDirectory(prefix="mirecc-") as workdir:
-        for number, source in enumerate(inv.sources):
-            if source.language not in TU_LANGUAGES:
-                continue
-            bc_path = os.path.join(workdir, f"tu{number}.bc")
-            bitcode = emit_ir(compiler, inv, source, bc_path, workdir, stdin_data)
-            sha = hashlib.sha256(bitcode).hexdigest()
-            report = TUReport(source.path, source.language, inv.opt_level or "0",
-                              sha, len(bitcode), TUResult(None), "off")
-            if config.capture_dir:
-                try:
-                    report.captured = str(capture(
-                        config.capture_dir, bitcode, sha, source=source.path,
-                        language=source.language, opt_level=report.opt_level,
-                        flags=list(inv.ir_flags), compiler=compiler))
-                except CaptureError as exc:
-                    raise MLFailure(str(exc)) from None
+    for number, source in enumerate(inv.sources):
+        if source.language not in TU_LANGUAGES:
+            continue
+        bc_path = os.path.join(workdir, f"tu{number}.bc")
+        bitcode = emit_ir(compiler, inv, source, bc_path, workdir, stdin_data)
+        sha = hashlib.sha256(bitcode).hexdigest()
+        report = TUReport(source.path, source.language, inv.opt_level or "0",
+                          sha, len(bitcode), TUResult(None), "off")
+        if config.capture_dir:
+            try:
+                report.captured = str(capture(
+                    config.capture_dir, bitcode, sha, source=source.path,
+                    language=source.language, opt_level=report.opt_level,
+                    flags=list(inv.ir_flags), compiler=compiler))
+            except CaptureError as exc:
+                raise MLFailure(str(exc)) from None
 
-            key = ResultCache.key(sha, pipeline.version, report.opt_level)
-            cached = cache.get(key) if cache else None
-            needs_summary = want_summary or bool(pipeline.heads)
-            if cached is not None and (cached.summary or not needs_summary):
-                report.result, report.cache = cached, "hit"
-            else:
-                summary = None
-                if needs_summary:
-                    try:
-                        summary = summarize_bitcode(bitcode, f"IR of {source.path}")
-                    except IRReadError as exc:
-                        raise MLFailure(str(exc)) from None
-                request = TURequest(source.path, source.language, report.opt_level,
-                                    tuple(inv.ir_flags), bc_path, sha)
-                report.result = pipeline.run(request, summary)
-                report.cache = "miss" if cache else "off"
-                if cache:
-                    try:
-                        cache.put(key, report.result)
-                    except CacheError as exc:
-                        # The result is still valid; only its reuse is lost.
-                        report.cache = "unwritable"
-                        if not outcome.warnings:
-                            outcome.warnings.append(str(exc))
-            outcome.reports.append(report)
+        key = ResultCache.key(sha, pipeline.version, report.opt_level)
+        cached = cache.get(key) if cache else None
+        needs_summary = want_summary or bool(pipeline.heads)
+        if cached is not None and (cached.summary or not needs_summary):
+            report.result, report.cache = cached, "hit"
+        else:
+            summary = None
+            if needs_summary:
+                try:
+                    summary = summarize_bitcode(bitcode, f"IR of {source.path}")
+                except IRReadError as exc:
+                    raise MLFailure(str(exc)) from None
+            request = TURequest(source.path, source.language, report.opt_level,
+                                tuple(inv.ir_flags), bc_path, sha)
+            report.result = pipeline.run(request, summary)
+            report.cache = "miss" if cache else "off"
+            if cache:
+                try:
+                    cache.put(key, report.result)
+                except CacheError as exc:
+                    # The result is still valid; only its reuse is lost.
+                    report.cache = "unwritable"
+                    if not outcome.warnings:
+                        outcome.warnings.append(str(exc))
+        outcome.reports.append(report)
     return outcome
