@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(exist_ok=True)
     mirecc = args.mirecc.absolute() if args.mirecc else rp.find_mirecc()
     clang = rp.real_compiler(mirecc)
+    rp.pin_compilers(clang, rp.real_compiler(mirecc.with_name("mirecc++"), cxx=True))
     machine = rp.machine_info(clang)
     machine["loadavg_start"] = os.getloadavg()
     machine["PYTHONDONTWRITEBYTECODE"] = os.environ.get("PYTHONDONTWRITEBYTECODE")

@@ -121,14 +121,26 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------
 # running commands
 
+# MIRECC_CC / MIRECC_CXX for every build once the reference compilers are
+# known: both sides then use the very same clang even if a newer one appears
+# on PATH while the benchmark runs (mirecc picks the newest by default).
+_PINNED: dict[str, str] = {}
+
+
+def pin_compilers(cc: str, cxx: str) -> None:
+    _PINNED.update(MIRECC_CC=cc, MIRECC_CXX=cxx)
+
+
 def build_env(**extra: str) -> dict[str, str]:
-    """The environment for builds: ours without MIRECC_* (default mode) and
-    without variables that would change a project's build from outside."""
+    """The environment for builds: ours without MIRECC_* (default mode; only
+    the pinned compilers) and without variables that would change a
+    project's build from outside."""
     drop = {"CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS",
             "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS"}
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MIRECC_") and k not in drop}
     env["LC_ALL"] = "C"
+    env.update(_PINNED)
     env.update(extra)
     return env
 
@@ -222,8 +234,9 @@ def sides(mirecc: Path) -> list[Side]:
     mirecxx = mirecc.with_name("mirecc++")
     if not mirecxx.is_file():
         mirecxx = find_mirecc("mirecc++")
-    return [Side("clang", real_compiler(mirecc), real_compiler(mirecxx, cxx=True)),
-            Side("mirecc", str(mirecc), str(mirecxx))]
+    reference = Side("clang", real_compiler(mirecc), real_compiler(mirecxx, cxx=True))
+    pin_compilers(reference.cc, reference.cxx)
+    return [reference, Side("mirecc", str(mirecc), str(mirecxx))]
 
 
 # --------------------------------------------------------------------------
