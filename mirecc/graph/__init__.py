@@ -1,0 +1,34 @@
+"""ProGraML-schema program graphs of LLVM modules.
+
+    from mirecc.graph import build_graph
+    g = build_graph("foo.ll")          # or foo.bc
+    g.node_counts(), g.edge_counts(), g.edge_index, g.statements(), g.loop_ids
+
+``build_graph`` runs the native builder (``passes/graph``, built by the
+top-level CMakeLists.txt); see :mod:`mirecc.graph.native` for where it is
+looked for and :mod:`mirecc.graph.format` for the file format.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from . import schema
+from .format import GraphFormatError, ProgramGraph, dump, dumps, load, loads
+from .native import BuilderNotFound, GraphBuildError, build_graph_native, find_builder
+
+__all__ = [
+    "BuilderNotFound", "GraphBuildError", "GraphFormatError", "ProgramGraph", "build_graph",
+    "dump", "dumps", "find_builder", "load", "loads", "schema",
+]
+
+
+def build_graph(path: str | os.PathLike, timeout: Optional[float] = None) -> ProgramGraph:
+    """The program graph of the LLVM module at ``path`` (``.ll`` or ``.bc``).
+
+    Raises :class:`GraphBuildError` (message names the file and the problem)
+    for a missing file, malformed IR, an empty module or non-UTF-8 text, and
+    :class:`BuilderNotFound` when the native builder is not built.
+    """
+    return build_graph_native(path, timeout=timeout)

@@ -1,0 +1,107 @@
+"""Find and run the native graph builder ``mirecc-graph-<LLVM major>``.
+
+Where it is looked for, in order:
+
+1. ``$MIRECC_GRAPH_BUILDER`` (a path to the executable);
+2. the repository's CMake build: ``build/passes/graph/`` and
+   ``build/*/passes/graph/`` (e.g. ``build/llvm19`` for
+   ``-DMIRECC_LLVM_VERSION=19``);
+3. a per-user build: ``$XDG_CACHE_HOME/mirecc/build[/*]/passes/graph/``.
+
+Several builds (one per LLVM major) may exist: the lowest major is tried
+first, and a newer one only when the older LLVM cannot parse the input
+(IR from a newer clang).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+import tempfile
+from typing import List, Optional
+
+from .format import ProgramGraph, loads
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_NAME = re.compile(r"mirecc-graph-(\d+)$")
+
+
+class GraphBuildError(RuntimeError):
+    """The input could not be turned into a graph (message names the file)."""
+
+
+class BuilderNotFound(GraphBuildError):
+    """No native graph builder is built."""
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mirecc")
+
+
+def build_command() -> str:
+    """The commands that build the native builder in this checkout."""
+    return (f"cmake -S {REPO} -B {REPO}/build && "
+            f"cmake --build {REPO}/build --target mirecc-graph")
+
+
+def find_builders() -> List[str]:
+    """Every usable builder, in the order they are tried."""
+    env = os.environ.get("MIRECC_GRAPH_BUILDER")
+    if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise BuilderNotFound(f"MIRECC_GRAPH_BUILDER={env}: not an executable file")
+        return [env]
+    found = []
+    for root in (os.path.join(REPO, "build"), os.path.join(_cache_dir(), "build")):
+        for pattern in ("passes/graph/mirecc-graph-*", "*/passes/graph/mirecc-graph-*"):
+            for path in sorted(glob.glob(os.path.join(root, pattern))):
+                m = _NAME.search(path)
+                if m and os.access(path, os.X_OK) and path not in [p for _, p in found]:
+                    found.append((int(m.group(1)), path))
+    found.sort(key=lambda mp: mp[0])
+    return [p for _, p in found]
+
+
+def find_builder() -> str:
+    builders = find_builders()
+    if not builders:
+        raise BuilderNotFound(
+            "the native graph builder mirecc-graph is not built (needs llvm-14-dev and "
+            f"cmake); build it with: {build_command()}  "
+            "(or set MIRECC_GRAPH_BUILDER to its path)")
+    return builders[0]
+
+
+def run_builder(builder: str, path: str, timeout: Optional[float] = None) -> ProgramGraph:
+    """Run one builder on ``path`` and load its output."""
+    with tempfile.TemporaryDirectory(prefix="mirecc-graph-") as tmp:
+        out = os.path.join(tmp, "graph.mgraph")
+        proc = subprocess.run([builder, "-o", out, path], capture_output=True, timeout=timeout)
+        if proc.returncode != 0:
+            msg = proc.stderr.decode("utf-8", "replace").strip()
+            msg = msg.removeprefix("mirecc-graph: error: ") or f"{builder} exited {proc.returncode}"
+            raise GraphBuildError(msg)
+        with open(out, "rb") as f:
+            return loads(f.read(), out)
+
+
+def build_graph_native(path: str | os.PathLike, timeout: Optional[float] = None) -> ProgramGraph:
+    """Build the graph of an LLVM module (``.ll`` or ``.bc``) with the native builder."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise GraphBuildError(f"{path}: no such file")
+    builders = find_builders() or [find_builder()]
+    error = None
+    for builder in builders:
+        try:
+            return run_builder(builder, path, timeout)
+        except GraphBuildError as exc:
+            # Only a parse failure is worth another LLVM (newer IR syntax).
+            if error is None:
+                error = exc
+            if "invalid LLVM IR" not in str(exc):
+                break
+    raise error
