@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands arrive with the issues that need them (corpus, pretrain, embed,
-train a head); today: ``bench``.
+train a head); today: ``bench`` and ``corpus``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--cc", help="the plain clang to compare with (default: the "
                        "one mirecc drives)")
     bench.set_defaults(func=_bench)
+
+    from mirecc.corpus.cli import add_parser as add_corpus_parser
+    add_corpus_parser(sub)
     return parser
 
 

@@ -1,0 +1,102 @@
+"""``mire corpus build`` and ``mire corpus report``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+SOURCES = ("debian", "csmith", "opencl", "kernels")
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / ".work" / "corpus"
+
+
+def _progress():
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+
+    def make(**kw):
+        return tqdm(file=sys.stderr, disable=None, mininterval=2, **kw)
+    return make
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from mirecc.corpus.evalfilter import DEFAULT_EVAL_DIRS, EvalFilter
+    from mirecc.corpus.report import build_report, format_table
+    from mirecc.corpus.store import Corpus
+
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    bad = [s for s in sources if s not in SOURCES]
+    if bad:
+        print(f"mire corpus: unknown source(s) {', '.join(bad)}; choose from "
+              f"{', '.join(SOURCES)}", file=sys.stderr)
+        return 2
+    ev = None if args.no_eval_filter else EvalFilter(
+        [Path(d) for d in args.eval_dirs] if args.eval_dirs else DEFAULT_EVAL_DIRS)
+    corpus = Corpus(Path(args.out), ev)
+    progress = _progress()
+    timings = {}
+    for source in sources:
+        t0 = time.monotonic()
+        if source == "debian":
+            from mirecc.corpus.debian import DEFAULT_PACKAGES, build_packages
+            pkgs = args.packages.split(",") if args.packages else DEFAULT_PACKAGES
+            build_packages(corpus, pkgs, jobs=args.jobs, timeout=args.package_timeout,
+                           progress=progress)
+        elif source == "csmith":
+            from mirecc.corpus.csmith import build_csmith
+            build_csmith(corpus, args.csmith_count, seed=args.seed, jobs=args.jobs,
+                         progress=progress)
+        elif source == "opencl":
+            from mirecc.corpus.opencl import DEFAULT_CL_PACKAGES, build_opencl
+            pkgs = args.cl_packages.split(",") if args.cl_packages else DEFAULT_CL_PACKAGES
+            build_opencl(corpus, pkgs, jobs=args.jobs, progress=progress)
+        elif source == "kernels":
+            from mirecc.corpus.kernels import build_kernels
+            build_kernels(corpus, args.kernel_count, seed=args.seed, jobs=args.jobs,
+                          progress=progress)
+        timings[source] = round(time.monotonic() - t0, 1)
+        print(f"mire corpus: {source} took {timings[source]} s", file=sys.stderr)
+    report = build_report(corpus.root, {"last_run_seconds": timings})
+    print(format_table(report))
+    print(f"report: {corpus.root / 'report.json'}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from mirecc.corpus.report import build_report, format_table
+    report = build_report(Path(args.out))
+    print(format_table(report))
+    return 0
+
+
+def add_parser(sub) -> None:
+    corpus = sub.add_parser("corpus", help="build the pretraining IR corpus",
+                            description="Build a deduplicated IR corpus from Debian source "
+                                        "packages, csmith, OpenCL kernels and generated "
+                                        "loop kernels.")
+    csub = corpus.add_subparsers(dest="corpus_command", required=True)
+    b = csub.add_parser("build", help="build (or resume building) the corpus")
+    b.add_argument("--out", default=str(DEFAULT_OUT), help="corpus directory "
+                   "(default: %(default)s)")
+    b.add_argument("--sources", default=",".join(SOURCES),
+                   help="comma-separated: debian,csmith,opencl,kernels (default: all)")
+    b.add_argument("--packages", help="Debian source packages (default: the built-in list)")
+    b.add_argument("--cl-packages", help="Debian source packages to take .cl files from")
+    b.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    b.add_argument("--package-timeout", type=float, default=1200,
+                   help="seconds per Debian package, fetch and build (default: %(default)s)")
+    b.add_argument("--csmith-count", type=int, default=300)
+    b.add_argument("--kernel-count", type=int, default=1000,
+                   help="generated loop-kernel programs (default: %(default)s)")
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--eval-dirs", nargs="*", help="directories of evaluation .ll files "
+                   "whose copies are dropped (default: ../shared/datasets kernels)")
+    b.add_argument("--no-eval-filter", action="store_true")
+    b.set_defaults(func=cmd_build)
+    r = csub.add_parser("report", help="recount an existing corpus")
+    r.add_argument("--out", default=str(DEFAULT_OUT))
+    r.set_defaults(func=cmd_report)

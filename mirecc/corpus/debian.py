@@ -1,0 +1,225 @@
+"""Debian source packages built through mirecc's capture mode.
+
+For each package: ``apt-get source`` into ``<out>/_work/debian/<pkg>``,
+install the few apt packages its recipe names (never ``apt-get build-dep``:
+it pulls hundreds of packages for most of these), then build it with its own
+build system -- ``configure`` (``autoreconf -fi`` first when only
+``configure.ac`` exists), CMake or a plain Makefile -- with ``CC=mirecc
+CXX=mirecc++ CFLAGS=CXXFLAGS=-O2`` and ``MIRECC_CAPTURE_DIR`` set to a
+per-package staging directory, ``make -k`` so one broken file does not stop
+the rest.  Every stage is time-boxed.  Whatever was captured, build failure
+or not, is merged into the corpus; the package is then marked done.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from mirecc.corpus.store import Corpus, State
+from mirecc.corpus.util import clean_env, run_logged, tail, tool
+
+# name -> recipe.  build: auto|configure|cmake|make; args: configure/cmake
+# arguments; make: make arguments; subdir: where the build system is;
+# apt: extra apt packages it needs.
+PACKAGES: dict[str, dict] = {
+    "zlib": {"build": "configure", "args": ["--static"]},
+    "bzip2": {"build": "make", "make": ["libbz2.a", "bzip2"]},
+    "lz4": {"build": "make", "make": ["lib", "lz4"]},
+    "zstd": {"build": "make", "make": ["-C", "lib", "libzstd.a"]},
+    "xz-utils": {"args": ["--disable-shared", "--disable-doc", "--disable-nls"]},
+    "expat": {"subdir_glob": "expat", "args": ["--disable-shared", "--without-docbook"]},
+    "jansson": {"build": "cmake", "args": ["-DJANSSON_BUILD_DOCS=OFF"]},
+    "lua5.4": {"build": "make", "make": ["-C", "src", "a", "lua", "MYLIBS=-ldl"],
+               "make_vars": True},
+    "sqlite3": {"args": ["--disable-tcl", "--disable-shared"], "apt": ["tcl"]},
+    "libpng1.6": {"args": ["--disable-shared"]},
+    "libwebp": {"args": ["--disable-shared"]},
+    "x264": {"args": ["--disable-asm", "--disable-cli", "--enable-static"],
+             "configure_env": True},
+    "libjpeg-turbo": {"build": "cmake", "args": ["-DWITH_SIMD=0", "-DENABLE_SHARED=0"]},
+    "cfitsio": {"args": ["--disable-shared"]},
+    "gsl": {"args": ["--disable-shared"]},
+    "fftw3": {"args": ["--disable-shared", "--disable-fortran"]},
+    "redis": {"build": "make", "make": ["MALLOC=libc", "BUILD_TLS=no"], "make_vars": True},
+    "libxml2": {"args": ["--disable-shared", "--without-python", "--without-lzma",
+                         "--without-icu"]},
+    "jbigkit": {"build": "make", "make": ["-C", "libjbig"], "make_vars": True},
+    "blis": {"args": ["auto"], "configure_env": True},
+    "postgresql-15": {"args": ["--without-readline", "--without-icu", "--without-zlib"]},
+    "nginx": {"args": ["--without-http_rewrite_module", "--without-http_gzip_module"],
+              "configure_env": True},
+    "python3.11": {"args": ["--without-ensurepip"]},
+    "hdf5": {"args": ["--disable-shared", "--disable-fortran"]},
+    "ngspice": {"args": ["--disable-shared", "--without-x"]},
+}
+DEFAULT_PACKAGES = list(PACKAGES)
+FLAGS = "-O2"
+
+
+def _run_apt(packages: list[str], log: Path, timeout: float) -> int:
+    missing = [p for p in packages if not Path(f"/var/lib/dpkg/info/{p}.list").exists()
+               and not list(Path("/var/lib/dpkg/info").glob(f"{p}:*.list"))]
+    if not missing:
+        return 0
+    return run_logged(["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y",
+                       "--no-install-recommends", *missing],
+                      cwd=Path("/"), env=clean_env(DEBIAN_FRONTEND="noninteractive"),
+                      log=log, timeout=timeout)
+
+
+def fetch(package: str, work: Path, log: Path, timeout: float) -> tuple[Path, str | None]:
+    """Unpacked source tree (fetched once) and the package version."""
+    pkg_dir = work / package / "src"
+    trees = [p for p in pkg_dir.iterdir() if p.is_dir()] if pkg_dir.is_dir() else []
+    if len(trees) != 1:
+        if pkg_dir.exists():
+            shutil.rmtree(pkg_dir)
+        pkg_dir.mkdir(parents=True)
+        rc = run_logged(["apt-get", "source", package], cwd=pkg_dir, env=clean_env(),
+                        log=log, timeout=timeout)
+        trees = [p for p in pkg_dir.iterdir() if p.is_dir()]
+        if rc != 0 or len(trees) != 1:
+            raise RuntimeError(f"apt-get source {package} failed (exit {rc}): {tail(log, 3)}")
+    dsc = next(iter(pkg_dir.glob("*.dsc")), None)
+    if (trees[0] / ".mirecc-built").exists() and dsc:
+        # an earlier (interrupted) build touched this tree: unpack it afresh so
+        # that make rebuilds, and captures, everything
+        shutil.rmtree(trees[0])
+        rc = run_logged(["dpkg-source", "-x", dsc.name], cwd=pkg_dir, env=clean_env(),
+                        log=log, timeout=timeout)
+        trees = [p for p in pkg_dir.iterdir() if p.is_dir()]
+        if rc != 0 or len(trees) != 1:
+            raise RuntimeError(f"dpkg-source -x {dsc.name} failed (exit {rc})")
+    (trees[0] / ".mirecc-built").write_text("")
+    version = None
+    if dsc:
+        m = re.search(r"^Version:\s*(\S+)", dsc.read_text(errors="replace"), re.M)
+        version = m.group(1) if m else None
+    return trees[0], version
+
+
+def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs: int,
+          deadline: float) -> tuple[int, str]:
+    """Build ``tree``; returns (exit status, stage reached)."""
+    cc, cxx = tool("mirecc"), tool("mirecc++")
+    env = clean_env(CC=cc, CXX=cxx, CFLAGS=FLAGS, CXXFLAGS=FLAGS,
+                    MIRECC_CAPTURE_DIR=str(capture))
+
+    def left() -> float:
+        return deadline - time.monotonic()
+
+    src = tree
+    if recipe.get("subdir_glob"):
+        cand = [p for p in tree.glob(recipe["subdir_glob"]) if p.is_dir()]
+        if cand and not (tree / "configure").exists() and not (tree / "CMakeLists.txt").exists():
+            src = cand[0]
+    kind = recipe.get("build", "auto")
+    if kind == "auto":
+        if (src / "configure").exists() or (src / "configure.ac").exists() \
+                or (src / "configure.in").exists():
+            kind = "configure"
+        elif (src / "CMakeLists.txt").exists():
+            kind = "cmake"
+        else:
+            kind = "make"
+    make = ["make", "-k", f"-j{jobs}"]
+    if kind == "configure":
+        if not (src / "configure").exists():
+            rc = run_logged(["autoreconf", "-fi"], cwd=src, env=env, log=log, timeout=left())
+            if rc:
+                return rc, "autoreconf"
+        args = ["./configure", *recipe.get("args", [])]
+        if recipe.get("configure_env"):
+            # configure scripts that ignore CC/CFLAGS given as arguments read the environment
+            pass
+        else:
+            args += [f"CC={cc}", f"CXX={cxx}", f"CFLAGS={FLAGS}", f"CXXFLAGS={FLAGS}"]
+        if package == "zlib":
+            args = ["./configure", *recipe.get("args", [])]
+        rc = run_logged(args, cwd=src, env=env, log=log, timeout=left())
+        if rc:
+            return rc, "configure"
+        rc = run_logged(make + recipe.get("make", []), cwd=src, env=env, log=log, timeout=left())
+        return rc, "make"
+    if kind == "cmake":
+        bdir = src / "_mirecc_build"
+        rc = run_logged(["cmake", "-S", str(src), "-B", str(bdir), f"-DCMAKE_C_COMPILER={cc}",
+                         f"-DCMAKE_CXX_COMPILER={cxx}", "-DCMAKE_BUILD_TYPE=None",
+                         f"-DCMAKE_C_FLAGS={FLAGS}", f"-DCMAKE_CXX_FLAGS={FLAGS}",
+                         *recipe.get("args", [])], cwd=src, env=env, log=log, timeout=left())
+        if rc:
+            return rc, "cmake"
+        rc = run_logged(make + recipe.get("make", []), cwd=bdir, env=env, log=log,
+                        timeout=left())
+        return rc, "make"
+    extra = [f"CC={cc}", f"CXX={cxx}", f"CFLAGS={FLAGS}", f"CXXFLAGS={FLAGS}"]
+    if recipe.get("make_vars"):
+        extra = [f"CC={cc}", f"CXX={cxx}", f"MYCFLAGS={FLAGS}", f"OPTIMIZATION={FLAGS}",
+                 f"OPTFLAGS={FLAGS}"]
+    rc = run_logged(make + recipe.get("make", []) + extra, cwd=src, env=env, log=log,
+                    timeout=left())
+    return rc, "make"
+
+
+def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
+                   timeout: float = 1200, progress=None) -> dict:
+    state = State(corpus.root, "debian")
+    work = corpus.root / "_work" / "debian"
+    logs = corpus.root / "logs" / "debian"
+    results = {}
+    todo = [p for p in packages if not state.is_done(p)]
+    bar = progress(total=len(packages), initial=len(packages) - len(todo), desc="debian",
+                   unit="pkg") if progress else None
+    for package in todo:
+        if bar:
+            bar.set_postfix_str(package)
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        recipe = PACKAGES.get(package, {})
+        log = logs / f"{package}.log"
+        if log.exists():
+            log.unlink()
+        info: dict = {"package": package}
+        capture = work / package / "capture"
+        try:
+            if recipe.get("apt"):
+                _run_apt(recipe["apt"], log, min(600, timeout))
+            tree, version = fetch(package, work, log, min(600, timeout))
+            info["version"] = version
+            if capture.exists():
+                shutil.rmtree(capture)  # a resumed build starts over
+            rc, stage = build(package, recipe, tree, capture, log, jobs, deadline)
+            info["status"] = "ok" if rc == 0 else ("timeout" if rc == 124 else "failed")
+            if rc:
+                info["failed_stage"] = stage
+                info["exit_status"] = rc
+                info["log_tail"] = tail(log, 4)
+            info["merge"] = corpus.merge_capture(capture, "debian", package, base=tree,
+                                                 extra={"version": version})
+        except Exception as exc:  # one package never stops the run
+            info["status"] = "error"
+            info["error"] = str(exc)[:500]
+            if capture.exists():
+                info["merge"] = corpus.merge_capture(capture, "debian", package)
+        info["seconds"] = round(time.monotonic() - t0, 1)
+        info["log"] = str(log)
+        if info["status"] == "error" and "apt-get source" in info.get("error", "") \
+                and not info.get("merge", {}).get("added"):
+            # not fetched (mirror, network): try again on the next run
+            state.data.setdefault("fetch_failed", {})[package] = info
+            state.save()
+        else:
+            state.data.get("fetch_failed", {}).pop(package, None)
+            state.mark_done(package, info)
+        results[package] = info
+        if bar:
+            bar.update(1)
+            bar.write(f"debian {package}: {info['status']} "
+                      f"(+{info.get('merge', {}).get('added', 0)} modules, {info['seconds']} s)")
+    if bar:
+        bar.close()
+    return results

@@ -1,0 +1,116 @@
+"""Reading a module's text and counting what the report needs.
+
+Statistics come from the textual IR (``llvm-dis-14``, else llvmlite), so
+statements are printed the way clang 14 prints them.  Counts:
+
+- functions: ``define`` bodies;
+- statements: instruction lines inside bodies (labels, braces, comments out);
+- graph-size proxy: ProGraML-like nodes = instructions + values they define
+  or use (each distinct ``%``/``@`` name per function, plus one node per
+  constant operand use), edges = one control edge per instruction + one data
+  edge per operand use.  A proxy until mirecc/graph lands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+_NAME = re.compile(r'[%@](?:"[^"]*"|[-\w.$]+)')
+_CONST = re.compile(r'(?<![\w%@#!.])(?:-?\d+(?:\.\d+)?(?:e[-+]\d+)?|0x[0-9A-Fa-f]+|null|undef|zeroinitializer|true|false)\b')
+_COMMENT = re.compile(r'\s*;.*$')
+
+
+class IRTextError(Exception):
+    pass
+
+
+def disassemble(bitcode: bytes, name: str = "<module>") -> str:
+    """Text of a bitcode module."""
+    err = ""
+    for dis in _disassemblers():
+        proc = subprocess.run([dis, "-o", "-", "-"], input=bitcode, capture_output=True,
+                              timeout=120)
+        if proc.returncode == 0:
+            return proc.stdout.decode("utf-8", "replace")
+        err = proc.stderr.decode("utf-8", "replace").strip()[:300]
+    try:
+        import llvmlite.binding as llvm
+        return str(llvm.parse_bitcode(bitcode))
+    except Exception as exc:  # llvmlite raises RuntimeError on bad input
+        raise IRTextError(f"{name}: cannot read bitcode: {err or exc}") from None
+
+
+def _disassemblers() -> list[str]:
+    """llvm-dis-14 first (clang 14's printing), then newer ones for newer bitcode."""
+    names = ["llvm-dis-14"] + [f"llvm-dis-{v}" for v in range(15, 23)] + ["llvm-dis"]
+    return [p for p in dict.fromkeys(shutil.which(n) for n in names) if p]
+
+
+def function_bodies(text: str):
+    """Yield (define_line, [body lines]) for each defined function."""
+    header = None
+    body: list[str] = []
+    for line in text.splitlines():
+        if header is None:
+            if line.startswith("define "):
+                header, body = line, []
+        elif line.startswith("}"):
+            yield header, body
+            header = None
+        else:
+            body.append(line)
+
+
+def statement(line: str) -> str | None:
+    """The statement on a body line, or None for labels, blanks, comments."""
+    if not line or line[0] not in " \t":
+        return None
+    s = _COMMENT.sub("", line).strip()
+    return s or None
+
+
+@dataclass
+class ModuleStats:
+    functions: int = 0
+    statements: int = 0
+    nodes: int = 0
+    edges: int = 0
+    statement_hashes: set[bytes] = field(default_factory=set)
+
+    def as_dict(self) -> dict:
+        return {"functions": self.functions, "statements": self.statements,
+                "unique_statements": len(self.statement_hashes),
+                "graph_nodes": self.nodes, "graph_edges": self.edges}
+
+
+def stmt_hash(s: str) -> bytes:
+    return hashlib.blake2b(s.encode(), digest_size=8).digest()
+
+
+def module_stats(text: str) -> ModuleStats:
+    st = ModuleStats()
+    for _, body in function_bodies(text):
+        st.functions += 1
+        names: set[str] = set()
+        for line in body:
+            s = statement(line)
+            if s is None:
+                continue
+            st.statements += 1
+            st.statement_hashes.add(stmt_hash(s))
+            lhs, eq, rhs = s.partition(" = ")
+            if not eq or not lhs.startswith("%"):
+                rhs = s
+            else:
+                names.add(lhs)
+            uses = _NAME.findall(rhs)
+            consts = len(_CONST.findall(rhs))
+            names.update(uses)
+            st.edges += 1 + len(uses) + consts
+            st.nodes += 1 + consts
+        st.nodes += len(names)
+    return st

@@ -1,0 +1,89 @@
+"""Counts over a corpus directory: per source kind and per origin (package,
+csmith, OpenCL source package, kernel family), written as report.json and
+printed as a table."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from mirecc.corpus.store import atomic_write_json
+
+COUNT_KEYS = ("functions", "statements", "graph_nodes", "graph_edges")
+
+
+def _read_hashes(path: Path) -> set[bytes]:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return set()
+    return {data[i:i + 8] for i in range(0, len(data), 8)}
+
+
+def build_report(root: Path, extra: dict | None = None) -> dict:
+    root = Path(root)
+    seen: dict[str, dict] = {}
+    try:
+        with open(root / "manifest.jsonl") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                sha = rec.get("sha256")
+                if sha and sha not in seen and (root / rec.get("ir", "")).is_file():
+                    seen[sha] = rec
+    except OSError:
+        pass
+    groups: dict[tuple, dict] = defaultdict(lambda: {"modules": 0, **{k: 0 for k in COUNT_KEYS}})
+    uniq: dict[tuple, set] = defaultdict(set)
+    for sha, rec in seen.items():
+        hashes = _read_hashes(root / "stmts" / sha[:2] / f"{sha}.bin")
+        kind, origin = rec.get("kind") or "?", rec.get("origin") or "?"
+        for key in (("total",), (kind,), (kind, origin)):
+            g = groups[key]
+            g["modules"] += 1
+            for k in COUNT_KEYS:
+                g[k] += rec.get(k) or 0
+            uniq[key] |= hashes
+    for key, g in groups.items():
+        g["unique_statements"] = len(uniq[key])
+    dropped = 0
+    try:
+        dropped = sum(1 for _ in open(root / "dropped.jsonl"))
+    except OSError:
+        pass
+    states = {}
+    for f in sorted((root / "state").glob("*.json")):
+        try:
+            states[f.stem] = json.loads(f.read_text())
+        except ValueError:
+            pass
+    report = {
+        "corpus": str(root),
+        "total": groups.get(("total",), {"modules": 0}),
+        "by_kind": {k[0]: v for k, v in sorted(groups.items()) if len(k) == 1 and k[0] != "total"},
+        "by_origin": {f"{k[0]}/{k[1]}": v for k, v in sorted(groups.items()) if len(k) == 2},
+        "eval_duplicates_dropped": dropped,
+        "state": states,
+        **(extra or {}),
+    }
+    atomic_write_json(root / "report.json", report)
+    return report
+
+
+def format_table(report: dict) -> str:
+    cols = ("modules", "functions", "statements", "unique_statements", "graph_nodes",
+            "graph_edges")
+    rows = [("TOTAL", report["total"])]
+    rows += [(k, v) for k, v in report["by_kind"].items()]
+    rows += [("  " + k, v) for k, v in report["by_origin"].items()]
+    width = max([len(r[0]) for r in rows] + [10])
+    out = [f"{'source':<{width}} " + " ".join(f"{c:>12}" for c in
+                                                 ("modules", "functions", "stmts", "uniq stmts",
+                                                  "nodes~", "edges~"))]
+    for name, g in rows:
+        out.append(f"{name:<{width}} " + " ".join(f"{g.get(c, 0):>12}" for c in cols))
+    out.append(f"evaluation-kernel duplicates dropped: {report['eval_duplicates_dropped']}")
+    return "\n".join(out)
