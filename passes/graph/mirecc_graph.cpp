@@ -52,6 +52,7 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -73,6 +74,15 @@ struct Graph {
   std::vector<int32_t> nodeText;  // index into the string table
   std::vector<int64_t> fullOffsets{0};
   std::string fullBytes;
+  // Where each node's full text comes from, filled in once the module is
+  // printed (see Builder::finishText).
+  enum FullKind : uint8_t { kText, kStatement, kResult, kGlobalLine };
+  struct FullSource {
+    FullKind kind;
+    const void *value;  // the instruction / global, or nullptr
+    int32_t text;       // index into Builder::texts_ for kText, -1 = empty
+  };
+  std::vector<FullSource> fullSources;
   // Edges.
   std::vector<uint8_t> edgeFlow;
   std::vector<int32_t> edgeSource, edgeTarget, edgePosition;
@@ -98,15 +108,14 @@ struct Graph {
     return id;
   }
 
-  int32_t addNode(NodeType type, int32_t textId, llvm::StringRef full,
+  int32_t addNode(NodeType type, int32_t textId, FullSource full,
                   int32_t function, int32_t block, int32_t loop) {
     nodeType.push_back(type);
     nodeText.push_back(textId);
     nodeFunction.push_back(function);
     nodeBlock.push_back(block);
     nodeLoop.push_back(loop);
-    fullBytes.append(full.data(), full.size());
-    fullOffsets.push_back((int64_t)fullBytes.size());
+    fullSources.push_back(full);
     return (int32_t)nodeType.size() - 1;
   }
 
@@ -128,30 +137,95 @@ llvm::StringRef trimLeft(llvm::StringRef s) { return s.ltrim(" \t\n"); }
 // Records where each instruction and global variable lands in the printed
 // module, so that the module is printed once (printing values one by one
 // re-scans the module for every value).
+// Instructions are printed in module order (functions, blocks,
+// instructions), the order in which the builder numbers them, so their spans
+// are kept in vectors indexed by that ordinal.
 struct SpanRecorder : llvm::AssemblyAnnotationWriter {
-  llvm::DenseMap<const llvm::Value *, uint64_t> start, end;
-  void emitInstructionAnnot(const llvm::Instruction *i,
+  std::vector<uint64_t> instStart, instEnd;
+  llvm::DenseMap<const llvm::Value *, uint64_t> globalEnd;
+  void emitInstructionAnnot(const llvm::Instruction *,
                             llvm::formatted_raw_ostream &os) override {
-    start[i] = os.tell();
+    instStart.push_back(os.tell());
   }
   void printInfoComment(const llvm::Value &v,
                         llvm::formatted_raw_ostream &os) override {
-    end[&v] = os.tell();
+    if (llvm::isa<llvm::Instruction>(v))
+      instEnd.push_back(os.tell());
+    else if (llvm::isa<llvm::GlobalVariable>(v))
+      globalEnd[&v] = os.tell();
   }
 };
 
 class Builder {
  public:
-  explicit Builder(const llvm::Module &m) : module_(m), slots_(&m) {
-    llvm::raw_string_ostream os(text_);
-    m.print(os, &spans_);
-    os.flush();
+  explicit Builder(const llvm::Module &m) : module_(m), slots_(&m) {}
+  double printMs = 0;
+
+  // Prints the module once (in a second thread, while the graph's structure
+  // is built), then fills in the nodes' full text from the printed module.
+  void run() {
+    std::thread printer([this] {
+      auto t0 = std::chrono::steady_clock::now();
+      llvm::raw_string_ostream os(text_);
+      module_.print(os, &spans_);
+      os.flush();
+      printMs = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0).count();
+    });
+    build();
+    printer.join();
+    finishText();
   }
 
   Graph &graph() { return g_; }
 
+  static Graph::FullSource empty() { return {Graph::kText, nullptr, -1}; }
+  Graph::FullSource immediate(std::string s) {
+    texts_.push_back(std::move(s));
+    return {Graph::kText, nullptr, (int32_t)texts_.size() - 1};
+  }
+
+  void finishText() {
+    std::string &out = g_.fullBytes;
+    g_.fullOffsets.reserve(g_.fullSources.size() + 1);
+    for (size_t n = 0; n < g_.fullSources.size(); ++n) {
+      const Graph::FullSource &src = g_.fullSources[n];
+      switch (src.kind) {
+        case Graph::kText:
+          if (src.text >= 0) out += texts_[src.text];
+          break;
+        case Graph::kStatement:
+          out += statement(src.text);
+          break;
+        case Graph::kResult: {
+          // "<type> <name>" of an instruction result, e.g. "i32 %5".
+          int32_t t = g_.nodeText[n];
+          out.append(g_.stringBytes, g_.stringOffsets[t],
+                     g_.stringOffsets[t + 1] - g_.stringOffsets[t]);
+          out += ' ';
+          llvm::StringRef text =
+              statement(ordinal_.lookup((const llvm::Instruction *)src.value));
+          size_t eq = text.find(" = ");
+          out += (eq == llvm::StringRef::npos ? text : text.take_front(eq)).str();
+          break;
+        }
+        case Graph::kGlobalLine: {
+          // A global's definition line, as printed in the module.
+          uint64_t e = spans_.globalEnd.lookup((const llvm::Value *)src.value);
+          llvm::StringRef all(text_);
+          size_t b = all.take_front(e).rfind('\n');
+          out += all.slice(b == llvm::StringRef::npos ? 0 : b + 1, e).str();
+          break;
+        }
+      }
+      g_.fullOffsets.push_back((int64_t)out.size());
+    }
+    g_.fullSources.clear();
+    g_.fullSources.shrink_to_fit();
+  }
+
   void build() {
-    g_.addNode(kInstruction, g_.intern("[external]"), "", -1, 0, -1);
+    g_.addNode(kInstruction, g_.intern("[external]"), empty(), -1, 0, -1);
     std::vector<FunctionEnds> ends;
     int32_t fnIndex = 0;
     for (const llvm::Function &f : module_) {
@@ -175,15 +249,9 @@ class Builder {
     // One node per distinct constant operand, in order of first use.
     for (const auto &c : constantOrder_) {
       const auto &uses = constantUses_[c];
-      std::string full;
-      if (llvm::isa<llvm::GlobalVariable>(c) && spans_.end.count(c)) {
-        // The global's definition line, as printed in the module.
-        uint64_t e = spans_.end.lookup(c);
-        size_t b = llvm::StringRef(text_).take_front(e).rfind('\n');
-        full = llvm::StringRef(text_).slice(b == llvm::StringRef::npos ? 0 : b + 1, e).str();
-      } else {
-        full = printValue(c);
-      }
+      Graph::FullSource full = llvm::isa<llvm::GlobalVariable>(c)
+                                   ? Graph::FullSource{Graph::kGlobalLine, c, -1}
+                                   : immediate(printValue(c));
       int32_t node = g_.addNode(kConstant, g_.intern(typeText(c->getType())),
                                 full, -1, blockCount_, -1);
       for (const auto &u : uses) g_.addEdge(kData, node, u.first, u.second);
@@ -235,7 +303,7 @@ class Builder {
     FunctionEnds ends;
     if (f.isDeclaration()) {
       int32_t node = g_.addNode(kInstruction, g_.intern("; undefined function"),
-                                "", fn, 0, -1);
+                                empty(), fn, 0, -1);
       ends.entry = node;
       ends.exits.push_back(node);
       return ends;
@@ -277,9 +345,10 @@ class Builder {
       int32_t loopId = loop ? loopIds.lookup(loop) : -1;
       int32_t first = -1, last = -1;
       for (const llvm::Instruction &inst : bb) {
-        llvm::StringRef full = statement(&inst);
         int32_t node = g_.addNode(kInstruction, g_.intern(inst.getOpcodeName()),
-                                  full, fn, blockCount_, loopId);
+                                  {Graph::kStatement, &inst, ordinal}, fn,
+                                  blockCount_, loopId);
+        ordinal_[&inst] = ordinal++;
         instNodes[&inst] = node;
         if (last >= 0) g_.addEdge(kControl, last, node, 0);
         if (auto *call = llvm::dyn_cast<llvm::CallInst>(&inst)) {
@@ -297,7 +366,7 @@ class Builder {
             uses.push_back({node, position});
           } else if (auto *op = llvm::dyn_cast<llvm::Instruction>(v)) {
             int32_t var = g_.addNode(kVariable, g_.intern(typeText(op->getType())),
-                                     variableText(op), fn, blockCount_, -1);
+                                     {Graph::kResult, op, -1}, fn, blockCount_, -1);
             g_.addEdge(kData, var, node, position);
             producerEdges.push_back({op, var});
           } else if (auto *arg = llvm::dyn_cast<llvm::Argument>(v)) {
@@ -322,7 +391,7 @@ class Builder {
         arg->printAsOperand(os, /*PrintType=*/false, slots_);
       }
       int32_t var = g_.addNode(kVariable, g_.intern(typeText(arg->getType())),
-                               full, fn, blockCount_, -1);
+                               immediate(std::move(full)), fn, blockCount_, -1);
       for (const auto &u : argUses[arg]) g_.addEdge(kData, var, u.first, u.second);
     }
     for (const auto &pe : producerEdges) {
@@ -356,20 +425,14 @@ class Builder {
   }
 
   // The instruction as printed in the module, without indentation.
-  llvm::StringRef statement(const llvm::Instruction *inst) {
-    uint64_t b = spans_.start.lookup(inst), e = spans_.end.lookup(inst);
+  llvm::StringRef statement(int32_t ordinal) {
+    if (ordinal < 0 || (size_t)ordinal >= spans_.instStart.size() ||
+        (size_t)ordinal >= spans_.instEnd.size())
+      return "";
+    uint64_t b = spans_.instStart[ordinal], e = spans_.instEnd[ordinal];
     return trimLeft(llvm::StringRef(text_).slice(b, e)).rtrim(" \n");
   }
 
-  // "<type> <name>" of an instruction result, e.g. "i32 %5".
-  std::string variableText(const llvm::Instruction *inst) {
-    llvm::StringRef text = statement(inst);
-    size_t eq = text.find(" = ");
-    std::string s = typeText(inst->getType());
-    s += ' ';
-    s += (eq == llvm::StringRef::npos ? text : text.take_front(eq)).str();
-    return s;
-  }
 
   std::string llvmTypeText(llvm::Type *t) {
     auto it = llvmTypeCache_.find(t);
@@ -393,8 +456,11 @@ class Builder {
       constantUses_;
   std::unordered_map<llvm::Type *, std::string> typeCache_;
   std::unordered_map<llvm::Type *, std::string> llvmTypeCache_;
-  std::string text_;
+  std::string text_;  // the printed module
   SpanRecorder spans_;
+  std::vector<std::string> texts_;
+  llvm::DenseMap<const llvm::Instruction *, int32_t> ordinal_;
+  int32_t ordinal = 0;
 };
 
 // ---------------------------------------------------------------- output ---
@@ -607,7 +673,7 @@ int main(int argc, char **argv) {
   auto t1 = std::chrono::steady_clock::now();
 
   Builder builder(*module);
-  builder.build();
+  builder.run();
   auto t2 = std::chrono::steady_clock::now();
   if (!writeGraph(output, builder.graph(), *module, input)) {
     llvm::errs() << "mirecc-graph: error: " << output << ": cannot write the graph\n";
@@ -621,9 +687,10 @@ int main(int argc, char **argv) {
     const Graph &g = builder.graph();
     char line[256];
     snprintf(line, sizeof line,
-             "{\"nodes\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"build_ms\":%.1f,"
+             "{\"nodes\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"print_ms\":%.1f,\"build_ms\":%.1f,"
              "\"write_ms\":%.1f}\n",
-             g.nodeType.size(), g.edgeFlow.size(), ms(t0, t1), ms(t1, t2), ms(t2, t3));
+             g.nodeType.size(), g.edgeFlow.size(), ms(t0, t1), builder.printMs, ms(t1, t2),
+             ms(t2, t3));
     llvm::errs() << line;
   }
   return 0;
