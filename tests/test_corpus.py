@@ -161,6 +161,19 @@ def test_eval_filter_drops_a_planted_duplicate(env, tmp_path):
     assert report["eval_duplicates_dropped"] == 1 and report["total"]["modules"] == 1
 
 
+def test_refilter_drops_stored_copies(env, tmp_path):
+    bc = _bitcode(env.cc, KERNEL, tmp_path, "saxpy")
+    corpus = Corpus(tmp_path / "corpus")                 # stored before the filter knew it
+    assert corpus.add(bc, {"kind": "test", "origin": "fixture", "path": "saxpy.c"}) == "added"
+    text = subprocess.run(["llvm-dis-14", "-o", "-", str(tmp_path / "saxpy.bc")],
+                          capture_output=True, text=True, check=True).stdout
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "k.ll").write_text(_as_old_llvm(text))
+    assert Corpus(corpus.root, EvalFilter([tmp_path / "eval"])).refilter() == 1
+    report = build_report(corpus.root)
+    assert report["total"]["modules"] == 0 and report["eval_duplicates_dropped"] == 1
+
+
 def test_normalisation_ignores_names_and_llvm9_unnamed_parameters():
     new = "define dso_local void @f(float* noundef %0, i32 noundef %1) local_unnamed_addr #0 {"
     old = "define void @kernel(float*, i32) local_unnamed_addr #4 !kernel_arg_type !9 {"
@@ -203,3 +216,21 @@ def test_mire_corpus_cli_parses():
                                       "kernels", "--jobs", "1"])
     assert args.sources == "kernels" and args.jobs == 1
     assert build_parser().parse_args(["bench"]).command == "bench"
+
+
+def test_opencl_kernel_compiles_with_inferred_defines(env, tmp_path):
+    from mirecc.corpus.opencl import CL_FLAGS, add_cl_files
+    tree = tmp_path / "src"
+    tree.mkdir()
+    (tree / "plain.cl").write_text(
+        "__kernel void k(__global float *a) { a[get_global_id(0)] *= 2.0f; }\n")
+    (tree / "templ.cl").write_text(
+        "__kernel void t(__global T *a) { a[get_global_id(0)] *= SCALE; }\n")
+    (tree / "broken.cl").write_text("__kernel void b( {\n")
+    corpus = Corpus(tmp_path / "corpus")
+    counts = add_cl_files(corpus, sorted(tree.glob("*.cl")), "fixture", tree, jobs=2)
+    assert (counts["added"], counts["compile_failed"], counts["with_inferred_defines"]) == (2, 1, 1)
+    assert "broken.cl" in counts["failures"]
+    recs = {r["path"]: r for r in _manifest(corpus.root)}
+    assert recs["plain.cl"]["flags"] == CL_FLAGS and recs["plain.cl"]["kind"] == "opencl"
+    assert recs["templ.cl"]["flags"][-2:] == ["-DT=float", "-DSCALE=1"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,18 @@ def _progress():
     return make
 
 
+def _interrupt_on_signals() -> None:
+    """SIGTERM, and SIGINT even in a background job (where the shell ignores
+    it), raise KeyboardInterrupt so that running builds are killed as a group
+    and state files stay consistent."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
+    _interrupt_on_signals()
     from mirecc.corpus.evalfilter import DEFAULT_EVAL_DIRS, EvalFilter
     from mirecc.corpus.report import build_report, format_table
     from mirecc.corpus.store import Corpus
@@ -73,6 +85,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_filter(args: argparse.Namespace) -> int:
+    from mirecc.corpus.evalfilter import DEFAULT_EVAL_DIRS, EvalFilter
+    from mirecc.corpus.store import Corpus
+    ev = EvalFilter([Path(d) for d in args.eval_dirs] if args.eval_dirs else DEFAULT_EVAL_DIRS)
+    n = Corpus(Path(args.out), ev).refilter(progress=_progress())
+    print(f"mire corpus: {n} module(s) dropped as copies of {ev.files} evaluation kernel "
+          f"file(s)")
+    return 0
+
+
 def add_parser(sub) -> None:
     corpus = sub.add_parser("corpus", help="build the pretraining IR corpus",
                             description="Build a deduplicated IR corpus from Debian source "
@@ -100,3 +122,7 @@ def add_parser(sub) -> None:
     r = csub.add_parser("report", help="recount an existing corpus")
     r.add_argument("--out", default=str(DEFAULT_OUT))
     r.set_defaults(func=cmd_report)
+    f = csub.add_parser("filter", help="re-apply the evaluation-kernel filter to a corpus")
+    f.add_argument("--out", default=str(DEFAULT_OUT))
+    f.add_argument("--eval-dirs", nargs="*")
+    f.set_defaults(func=cmd_filter)

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mirecc.corpus.store import Corpus, State
-from mirecc.corpus.util import clean_env, tool
+from mirecc.corpus.util import clean_env, say, tool
 
 
 def compile_captured(sources: list[Path], capture: Path, flags: list[str], *, jobs: int,
@@ -74,6 +74,8 @@ def run_batches(corpus: Corpus, source: str, items: list[tuple[str, str]], *,
         shutil.rmtree(bdir, ignore_errors=True)
         if bar:
             bar.update(len(chunk))
+        say(bar, f"{source}: {len(state.data['done'])} of {len(items)} programs "
+                 f"(+{counts.get('added', 0)} modules, {len(failures)} failed to compile)")
     if bar:
         bar.close()
     return totals

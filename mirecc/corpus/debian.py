@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from mirecc.corpus.store import Corpus, State
-from mirecc.corpus.util import clean_env, run_logged, tail, tool
+from mirecc.corpus.util import clean_env, run_logged, say, tail, tool
 
 # name -> recipe.  build: auto|configure|cmake|make; args: configure/cmake
 # arguments; make: make arguments; subdir: where the build system is;
@@ -177,6 +177,7 @@ def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
     for package in todo:
         if bar:
             bar.set_postfix_str(package)
+        say(bar, f"debian {package}: fetching and building")
         t0 = time.monotonic()
         deadline = t0 + timeout
         recipe = PACKAGES.get(package, {})
@@ -218,8 +219,8 @@ def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
         results[package] = info
         if bar:
             bar.update(1)
-            bar.write(f"debian {package}: {info['status']} "
-                      f"(+{info.get('merge', {}).get('added', 0)} modules, {info['seconds']} s)")
+        say(bar, f"debian {package}: {info['status']} "
+                 f"(+{info.get('merge', {}).get('added', 0)} modules, {info['seconds']} s)")
     if bar:
         bar.close()
     return results

@@ -13,6 +13,7 @@ files are fragments included by others or templates the host fills in
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +24,7 @@ from pathlib import Path
 from mirecc.capture import compiler_version
 from mirecc.corpus.debian import fetch
 from mirecc.corpus.store import Corpus, State
+from mirecc.corpus.util import say
 
 # opencv, ffmpeg and gromacs fetch through this machine's Debian mirror; the
 # others named in DESIGN.md answered 404 for their tarballs here (2026-11-21)
@@ -40,39 +42,69 @@ def cl_compiler() -> str:
     return found
 
 
-def compile_cl(path: Path, clang: str, timeout: float = 120) -> tuple[bytes | None, str]:
+_UNKNOWN_TYPE = re.compile(r"error: unknown type name '(\w+)'")
+_UNDECLARED = re.compile(r"error: use of undeclared identifier '(\w+)'")
+
+
+def compile_cl(path: Path, clang: str, timeout: float = 120, rounds: int = 6,
+               includes: list[Path] = ()) -> tuple[bytes | None, str, list[str]]:
+    """Compile one .cl file; returns (bitcode or None, error, defines used).
+
+    Kernels that the host specialises with ``-D`` (OpenCV: ``T``, ``cn``,
+    ``rowsPerWI``...) fail as they stand; each failed round adds ``-DX=float``
+    for an unknown type name and ``-DY=1`` for an undeclared identifier that
+    clang reports, up to ``rounds`` times.  The defines go in the manifest."""
+    defines: list[str] = []
+    err = ""
     with tempfile.TemporaryDirectory(prefix="mirecc-cl-") as tmp:
         out = Path(tmp) / "k.bc"
-        try:
-            proc = subprocess.run([clang, *CL_FLAGS, f"-I{path.parent}", str(path), "-o",
-                                   str(out)], capture_output=True, text=True, timeout=timeout,
-                                  cwd=path.parent)
-        except subprocess.TimeoutExpired:
-            return None, f"timed out after {timeout} s"
-        if proc.returncode or not out.is_file():
+        for _ in range(rounds):
+            try:
+                proc = subprocess.run([clang, *CL_FLAGS, f"-I{path.parent}",
+                                       *(f"-I{i}" for i in includes), *defines, str(path),
+                                       "-o", str(out)], capture_output=True, text=True,
+                                      timeout=timeout, cwd=path.parent)
+            except subprocess.TimeoutExpired:
+                return None, f"timed out after {timeout} s", defines
+            if proc.returncode == 0 and out.is_file():
+                return out.read_bytes(), "", defines
             lines = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
-            return None, (lines[0] if lines else proc.stderr.strip())[-300:]
-        return out.read_bytes(), ""
+            err = (lines[0] if lines else proc.stderr.strip())[-300:]
+            # types first: parameters of an unknown type make their uses look undeclared
+            known = {d[2:].split("=")[0] for d in defines}
+            new = [f"-D{n}=float" for n in dict.fromkeys(_UNKNOWN_TYPE.findall(proc.stderr))
+                   if n not in known]
+            if not new:
+                new = [f"-D{n}=1" for n in dict.fromkeys(_UNDECLARED.findall(proc.stderr))
+                       if n not in known]
+            if not new:
+                break
+            defines += new
+    return None, err, defines
 
 
 def add_cl_files(corpus: Corpus, files: list[Path], origin: str, base: Path, *,
                  jobs: int = 2, extra: dict | None = None) -> dict:
+    includes = [d for d in (base, base / "src", base / "include") if d.is_dir()]
     clang = cl_compiler()
     version = compiler_version(clang)
-    counts = {"files": len(files), "added": 0, "duplicate": 0, "eval_dropped": 0, "error": 0,
-              "compile_failed": 0}
+    counts = {"files": len(files), "added": 0, "duplicate": 0, "eval_dropped": 0,
+              "ir_error": 0, "compile_failed": 0, "with_inferred_defines": 0}
     failures = {}
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        results = list(pool.map(lambda f: compile_cl(f, clang), files))
-    for f, (bc, err) in zip(files, results):
+        results = list(pool.map(lambda f: compile_cl(f, clang, includes=includes), files))
+    for f, (bc, err, defines) in zip(files, results):
         rel = str(f.relative_to(base)) if f.is_relative_to(base) else str(f)
         if bc is None:
             counts["compile_failed"] += 1
             failures[rel] = err
             continue
         record = {"kind": "opencl", "origin": origin, "path": rel, "language": "cl",
-                  "flags": CL_FLAGS, "compiler_version": version, **(extra or {})}
-        counts[corpus.add(bc, record)] += 1
+                  "flags": CL_FLAGS + defines, "compiler_version": version, **(extra or {})}
+        status = corpus.add(bc, record)
+        counts["ir_error" if status == "error" else status] += 1
+        if defines:
+            counts["with_inferred_defines"] += 1
     counts["failures"] = dict(list(failures.items())[:50])
     return counts
 
@@ -110,7 +142,7 @@ def build_opencl(corpus: Corpus, packages: list[str], *, jobs: int = 2, progress
         results[package] = info
         if bar:
             bar.update(1)
-            bar.write(f"opencl {package}: {info['status']} ({info.get('added', 0)} of "
+        say(bar, f"opencl {package}: {info['status']} ({info.get('added', 0)} of "
                       f"{info.get('files', 0)} .cl files added)")
     if bar:
         bar.close()

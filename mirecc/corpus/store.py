@@ -118,6 +118,46 @@ class Corpus:
         atomic_write_bytes(ir, bitcode)
         return "added"
 
+    def refilter(self, progress=None) -> int:
+        """Apply the evaluation-kernel filter to every module already stored
+        (after the evaluation set or the normalisation changed): matches are
+        moved to dropped.jsonl and their files removed.  Returns how many."""
+        if self.eval_filter is None:
+            return 0
+        records = {}
+        try:
+            with open(self.root / "manifest.jsonl") as fh:
+                for line in fh:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue
+                    records.setdefault(rec.get("sha256"), rec)
+        except OSError:
+            return 0
+        dropped = 0
+        items = [(sha, rec) for sha, rec in records.items() if sha and self.ir_path(sha).is_file()]
+        bar = progress(total=len(items), desc="eval filter", unit="mod") if progress else None
+        for sha, rec in items:
+            ir = self.ir_path(sha)
+            try:
+                text = disassemble(ir.read_bytes(), str(ir))
+            except (IRTextError, OSError):
+                text = None
+            if text is not None and self.eval_filter.matches(text):
+                self._dropped.add(sha)
+                append_line_locked(self.root / "dropped.jsonl", json.dumps(
+                    {k: v for k, v in rec.items() if k in ("sha256", "kind", "origin", "path")},
+                    sort_keys=True))
+                ir.unlink()
+                self.stmts_path(sha).unlink(missing_ok=True)
+                dropped += 1
+            if bar:
+                bar.update(1)
+        if bar:
+            bar.close()
+        return dropped
+
     def merge_capture(self, capture_dir: Path, kind: str, origin: str, *,
                       base: Path | None = None, extra: dict | None = None,
                       origin_of=None) -> dict:

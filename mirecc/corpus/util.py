@@ -70,6 +70,16 @@ def run_logged(cmd: list[str], *, cwd: Path, env: dict, log: Path, timeout: floa
     return rc
 
 
+def say(bar, message: str) -> None:
+    """A progress line: through the bar when it is shown, else plainly on
+    stderr (a log file), with the time."""
+    if bar is not None and not getattr(bar, "disable", True):
+        bar.write(message, file=sys.stderr)
+    else:
+        import time
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def tail(path: Path, n: int = 6) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
