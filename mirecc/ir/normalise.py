@@ -98,13 +98,13 @@ _PARAM_ATTRS = re.compile(
     r"signext|zeroext|inreg|returned|nofree|noext|immarg|"
     r"(?:dereferenceable|dereferenceable_or_null|range|captures|initializes|nofpclass)"
     r"\((?:[^()]|\([^()]*\))*\))(?![\w.])\s?")
-_NEW_FLAGS = [
-    (re.compile(r"\b(or) disjoint\b"), r"\1"),
-    (re.compile(r"\b(zext|uitofp) nneg\b"), r"\1"),
-    (re.compile(r"\b(icmp) samesign\b"), r"\1"),
-    (re.compile(r"\b(getelementptr(?: inbounds)?)(?: nusw| nuw| inrange\(-?\d+, ?-?\d+\))+"), r"\1"),
-    (re.compile(r"\b(trunc)(?: nuw| nsw)+"), r"\1"),
-    (re.compile(r"(@llvm\.lifetime\.(?:start|end)\.p\d+)\(i64 -?\d+, "), r"\1("),
+_NEW_FLAGS = [   # (cheap substring guard, pattern, replacement)
+    (" disjoint", re.compile(r"\b(or) disjoint\b"), r"\1"),
+    (" nneg", re.compile(r"\b(zext|uitofp) nneg\b"), r"\1"),
+    (" samesign", re.compile(r"\b(icmp) samesign\b"), r"\1"),
+    ("getelementptr", re.compile(r"\b(getelementptr(?: inbounds)?)(?: nusw| nuw| inrange\(-?\d+, ?-?\d+\))+"), r"\1"),
+    ("trunc n", re.compile(r"\b(trunc)(?: nuw| nsw)+"), r"\1"),
+    ("@llvm.lifetime", re.compile(r"(@llvm\.lifetime\.(?:start|end)\.p\d+)\(i64 -?\d+, "), r"\1("),
 ]
 _NOOP_CAST = re.compile(r"^(?:%id = )?bitcast (ptr(?: addrspace\(\d+\))?) \S+ to \1$")
 _SPACES = re.compile(r"\s+")
@@ -185,27 +185,38 @@ def normalise_statement(text: str) -> str | None:
     s = text.strip()
     if not s or _DEBUG.match(s):                                   # rule 1
         return None
-    s = _TYPE_NAME.sub(lambda m: "%\x01" + m.group(1), s)          # rule 6
-    s = _GLOBAL.sub(_global, s)                                    # rule 7
+    if "struct." in s or "union." in s or "class." in s:
+        s = _TYPE_NAME.sub(lambda m: "%\x01" + m.group(1), s)      # rule 6
+    if "@" in s:
+        s = _GLOBAL.sub(_global, s)                                # rule 7
     strings: list[str] = []
 
     def _mask(m: re.Match) -> str:
         strings.append(m.group(0))
         return f"\x00{len(strings) - 1}\x00"
 
-    s = _STR.sub(_mask, s)
-    s = _MD_ATTACH.sub("", s)                                      # rule 2
-    s = _MD_REF.sub("!id", s)
-    s = _ATTR_GROUP.sub("", s)                                     # rule 3
-    s = _opaque_pointers(s)                                        # rule 4
+    if '"' in s:
+        s = _STR.sub(_mask, s)
+    if "!" in s:
+        s = _MD_ATTACH.sub("", s)                                  # rule 2
+        s = _MD_REF.sub("!id", s)
+    if "#" in s:
+        s = _ATTR_GROUP.sub("", s)                                 # rule 3
+    if "*" in s:
+        s = _opaque_pointers(s)                                    # rule 4
     s = _LOCAL.sub("%id", s)                                       # rule 8
     s = s.replace("%\x01", "%")
-    s = _CONST_GEP0.sub(r"\2", s)                                  # rule 5
-    s = _CONST_BITCAST.sub(r"\2", s)
-    s = _PARAM_ATTRS.sub("", s)                                    # rule 9
-    for pattern, repl in _NEW_FLAGS:                               # rule 10
-        s = pattern.sub(repl, s)
-    s = re.sub(r"\x00(\d+)\x00", lambda m: strings[int(m.group(1))], s)
+    if "(" in s:
+        if "getelementptr" in s:
+            s = _CONST_GEP0.sub(r"\2", s)                         # rule 5
+        if "cast (" in s:
+            s = _CONST_BITCAST.sub(r"\2", s)
+        s = _PARAM_ATTRS.sub("", s)                                # rule 9
+    for guard, pattern, repl in _NEW_FLAGS:                        # rule 10
+        if guard in s:
+            s = pattern.sub(repl, s)
+    if strings:
+        s = re.sub(r"\x00(\d+)\x00", lambda m: strings[int(m.group(1))], s)
     s = _SPACES.sub(" ", s).strip().lower()                        # rule 11
     s = s.replace("( ", "(").replace(" )", ")").replace(" ,", ",")
     if _NOOP_CAST.match(s):                                        # rule 12
