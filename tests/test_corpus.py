@@ -97,6 +97,18 @@ def test_resume_skips_done_work(env, tmp_path, monkeypatch):
     assert len(state["done"]) == 5
 
 
+def test_state_merges_writers_and_forgets(tmp_path):
+    from mirecc.corpus.store import State
+    a, b = State(tmp_path, "debian"), State(tmp_path, "debian")   # two processes
+    a.mark_done("zlib", {"status": "ok"})
+    b.mark_done("bzip2", {"status": "ok"})
+    fresh = State(tmp_path, "debian")
+    assert fresh.is_done("zlib") and fresh.is_done("bzip2")
+    fresh.forget("zlib")
+    assert not State(tmp_path, "debian").is_done("zlib")
+    assert State(tmp_path, "debian").is_done("bzip2")
+
+
 def test_dedup_by_content(env, tmp_path):
     corpus = Corpus(tmp_path / "corpus")
     bc = _bitcode(env.cc, "int f(int x) { return x * 3; }\n", tmp_path)

@@ -49,6 +49,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     ev = None if args.no_eval_filter else EvalFilter(
         [Path(d) for d in args.eval_dirs] if args.eval_dirs else DEFAULT_EVAL_DIRS)
     corpus = Corpus(Path(args.out), ev)
+    if args.redo:
+        from mirecc.corpus.store import State
+        for source in sources:
+            state = State(corpus.root, source)
+            for key in args.redo.split(","):
+                if state.is_done(key):
+                    state.forget(key)
     progress = _progress()
     timings = {}
     for source in sources:
@@ -115,6 +122,8 @@ def add_parser(sub) -> None:
     b.add_argument("--kernel-count", type=int, default=1000,
                    help="generated loop-kernel programs (default: %(default)s)")
     b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--redo", help="comma-separated items (packages) to build again even "
+                   "if their state says done")
     b.add_argument("--eval-dirs", nargs="*", help="directories of evaluation .ll files "
                    "whose copies are dropped (default: ../shared/datasets kernels)")
     b.add_argument("--no-eval-filter", action="store_true")

@@ -33,7 +33,9 @@ PACKAGES: dict[str, dict] = {
     "xz-utils": {"args": ["--disable-shared", "--disable-doc", "--disable-nls"]},
     "expat": {"subdir_glob": "expat", "args": ["--disable-shared", "--without-docbook"]},
     "jansson": {"build": "cmake", "args": ["-DJANSSON_BUILD_DOCS=OFF"]},
-    "lua5.4": {"build": "make", "make": ["-C", "src", "a", "lua", "MYLIBS=-ldl"],
+    # Debian's lua Makefile compiles through $(LIBTOOL), which debian/rules sets
+    "lua5.4": {"build": "make", "make": ["-C", "src", "a", "lua", "MYLIBS=-ldl",
+                                         "LIBTOOL=libtool --quiet"],
                "make_vars": True},
     "sqlite3": {"args": ["--disable-tcl", "--disable-shared"], "apt": ["tcl"]},
     "libpng1.6": {"args": ["--disable-shared"]},

@@ -134,8 +134,7 @@ def build_opencl(corpus: Corpus, packages: list[str], *, jobs: int = 2, progress
         info["seconds"] = round(time.monotonic() - t0, 1)
         if info["status"] == "error" and "apt-get source" in info.get("error", ""):
             state.data.setdefault("fetch_failed", {})[package] = info
-            state.data["done"].pop(package, None)
-            state.save()
+            state.forget(package)
         else:
             state.data.get("fetch_failed", {}).pop(package, None)
             state.mark_done(package, info)

@@ -50,6 +50,7 @@ class State:
         except (OSError, ValueError):
             self.data = {}
         self.data.setdefault("done", {})
+        self._forgotten: set[str] = set()
 
     def is_done(self, key: str) -> bool:
         return key in self.data["done"]
@@ -59,7 +60,27 @@ class State:
         self.save()
 
     def save(self) -> None:
-        atomic_write_json(self.path, self.data)
+        """Write the state, merged with what another process may have written
+        meanwhile (their ``done`` entries are kept), under a lock."""
+        import fcntl
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                on_disk = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                on_disk = {}
+            merged_done = {**on_disk.get("done", {}), **self.data["done"]}
+            self.data = {**on_disk, **self.data, "done": merged_done}
+            for key in self._forgotten:
+                self.data["done"].pop(key, None)
+            atomic_write_json(self.path, self.data)
+
+    def forget(self, key: str) -> None:
+        """Mark ``key`` not done (to be redone)."""
+        self.data["done"].pop(key, None)
+        self._forgotten.add(key)
+        self.save()
 
 
 class Corpus:
