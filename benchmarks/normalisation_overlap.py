@@ -118,12 +118,13 @@ def measure(sources: list[Path], cc14: str, cc19: str, modes: dict[str, list[str
                 per_file.append({"file": str(src.relative_to(ROOT) if src.is_relative_to(ROOT) else src),
                                  "after": overlap(n14, n19)["covered"]})
             norm = {cc: [n for n in map(normalise_statement, raw[cc]) if n is not None] for cc in raw}
+            seen14 = set(norm[cc14])
             m = {
                 "files": used,
                 "before": overlap(raw[cc14], raw[cc19]),
                 "after": overlap(norm[cc14], norm[cc19]),
                 "worst_files": sorted(per_file, key=lambda d: d["after"])[:3],
-                "top_unmatched_19": Counter(s for s in norm[cc19] if s not in set(norm[cc14])).most_common(8),
+                "top_unmatched_19": Counter(s for s in norm[cc19] if s not in seen14).most_common(8),
             }
             result["modes"][mode] = m
     return result
