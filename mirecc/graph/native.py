@@ -79,7 +79,13 @@ def run_builder(builder: str, path: str, timeout: Optional[float] = None) -> Pro
     """Run one builder on ``path`` and load its output."""
     with tempfile.TemporaryDirectory(prefix="mirecc-graph-") as tmp:
         out = os.path.join(tmp, "graph.mgraph")
-        proc = subprocess.run([builder, "-o", out, path], capture_output=True, timeout=timeout)
+        try:
+            proc = subprocess.run([builder, "-o", out, path], capture_output=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise GraphBuildError(f"{path}: graph builder timed out after {timeout} s") from None
+        except OSError as exc:
+            raise GraphBuildError(f"{path}: cannot run the graph builder {builder}: {exc}") from None
         if proc.returncode != 0:
             msg = proc.stderr.decode("utf-8", "replace").strip()
             msg = msg.removeprefix("mirecc-graph: error: ") or f"{builder} exited {proc.returncode}"
