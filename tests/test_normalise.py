@@ -92,6 +92,8 @@ PAIRS = [
     ("%6 = getelementptr inbounds [4 x i32], [4 x i32]* %2, i64 0, i64 %5",
      "%6 = getelementptr inbounds nuw [4 x i32], ptr %2, i64 0, i64 %5"),
     ("%t = trunc i64 %a to i32", "%t = trunc nuw nsw i64 %a to i32"),
+    ("call void @llvm.va_start(i8* %12)", "call void @llvm.va_start.p0(ptr %12)"),
+    ("call void @llvm.lifetime.end.p0i8(i64 8, i8* %3)", "call void @llvm.lifetime.end.p0(ptr %3)"),
     ("%r = call i32 @f(i32* noundef nonnull align 4 dereferenceable(4) %x)",
      "%r = call range(i32 0, 10) i32 @f(ptr noundef nonnull align 4 dereferenceable(4) %x)"),
 ]

@@ -16,7 +16,8 @@ vocabulary.  ``docs/normalisation.md`` lists the rules with one example each;
 4. Typed pointers (clang 14: ``i32*``, ``%struct.s**``, ``void (i8*)*``)
    become ``ptr`` (``ptr addrspace(N)`` keeps its address space), as clang 15+
    prints them; intrinsic names lose the pointee part of their type suffix
-   (``@llvm.memcpy.p0i8.p0i8.i64`` -> ``@llvm.memcpy.p0.p0.i64``).
+   (``@llvm.memcpy.p0i8.p0i8.i64`` -> ``@llvm.memcpy.p0.p0.i64``), and
+   ``@llvm.va_start/va_end/va_copy`` lose the ``.p0`` that LLVM 19 added.
 5. Constant expressions that only re-type a pointer collapse to the pointer,
    as clang 15+ prints them: ``getelementptr inbounds ([4 x i8], ptr @s,
    i64 0, i64 0)`` and ``bitcast (ptr @g to ptr)`` -> ``@g``.
@@ -170,6 +171,8 @@ def _opaque_pointers(s: str) -> str:
 def _global(m: re.Match) -> str:
     name = m.group(1) if m.group(1) is not None else m.group(2)
     if name.startswith("llvm."):
+        if name.startswith(("llvm.va_start", "llvm.va_end", "llvm.va_copy")):
+            return "@" + name.split(".p")[0]       # overloaded (.p0) only since LLVM 19
         return "@" + _INTRINSIC_PTR.sub(r".p\1", name)
     if name in KNOWN_GLOBALS or name.lower() in KNOWN_GLOBALS or name.startswith(_KNOWN_PREFIXES):
         return "@" + name

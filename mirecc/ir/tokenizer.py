@@ -29,14 +29,17 @@ the JSON (``decoders.WordPiece(cleanup=False)`` then ``Replace``), so
 
 The shipped ``mirecc/data/tokenizer.json`` is a stand-in trained on IR made
 here; it must be retrained on the real pretraining corpus.  It was made with
-(from the repository root, ~1 min):
+(from the repository root; the first command compiles 55 C files four times,
+a few minutes, the second takes ~40 s):
 
     .venv/bin/python benchmarks/normalisation_overlap.py --save-ir /tmp/mirecc-ir
     .venv/bin/python -m mirecc.ir.tokenizer train --corpus /tmp/mirecc-ir \\
         --out mirecc/data/tokenizer.json
 
 (the bundled programs, zlib and lua 5.4 from ``.work/src``, each compiled by
-clang-14 and clang-19 at ``-O1 -Xclang -disable-llvm-passes`` and ``-O2``).
+clang-14 and clang-19 at ``-O1 -Xclang -disable-llvm-passes`` and ``-O2``:
+314k statements, 5.2k unique; vocabulary 1692, p50 11 / p99 23 tokens with
+[CLS] and [SEP], 0.074% over 64).
 """
 
 from __future__ import annotations
