@@ -24,7 +24,8 @@ from mirecc.corpus.util import clean_env, run_logged, say, tail, tool
 
 # name -> recipe.  build: auto|configure|cmake|make; args: configure/cmake
 # arguments; make: make arguments; subdir: where the build system is;
-# apt: extra apt packages it needs.
+# apt: extra apt packages it needs; files: {path: text} written into the tree
+# first (headers debian/rules generates).
 PACKAGES: dict[str, dict] = {
     "zlib": {"build": "configure", "args": ["--static"]},
     "bzip2": {"build": "make", "make": ["libbz2.a", "bzip2"]},
@@ -36,7 +37,9 @@ PACKAGES: dict[str, dict] = {
     # Debian's lua Makefile compiles through $(LIBTOOL), which debian/rules sets
     "lua5.4": {"build": "make", "make": ["-C", "src", "a", "lua", "MYLIBS=-ldl",
                                          "LIBTOOL=libtool --quiet"],
-               "make_vars": True},
+               "make_vars": True, "apt": ["libtool-bin"],
+               "files": {"src/lua5.4-deb-multiarch.h":
+                         '#define DEB_HOST_MULTIARCH "x86_64-linux-gnu"\n'}},
     "sqlite3": {"args": ["--disable-tcl", "--disable-shared"], "apt": ["tcl"]},
     "libpng1.6": {"args": ["--disable-shared"]},
     "libwebp": {"args": ["--disable-shared"]},
@@ -114,6 +117,8 @@ def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs
     def left() -> float:
         return deadline - time.monotonic()
 
+    for rel, content in recipe.get("files", {}).items():
+        (tree / rel).write_text(content)  # what debian/rules would have generated
     src = tree
     if recipe.get("subdir_glob"):
         cand = [p for p in tree.glob(recipe["subdir_glob"]) if p.is_dir()]
