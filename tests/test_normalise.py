@@ -128,7 +128,7 @@ def test_split_statements_joins_switch_and_skips_labels():
   switch i32 %0, label %3 [
     i32 0, label %2
     i32 1, label %2
-  ]
+  ], !dbg !12
 
 2:                                                ; preds = %1, %1
   ret i32 1
@@ -138,7 +138,7 @@ def test_split_statements_joins_switch_and_skips_labels():
 }
 """
     assert list(split_statements(text)) == [
-        "switch i32 %0, label %3 [ i32 0, label %2 i32 1, label %2 ]", "ret i32 1", "ret i32 0"]
+        "switch i32 %0, label %3 [ i32 0, label %2 i32 1, label %2 ], !dbg !12", "ret i32 1", "ret i32 0"]
     assert [normalise_statement(s) for s in split_statements(text)][0] == \
         "switch i32 %id, label %id [ i32 0, label %id i32 1, label %id ]"
 

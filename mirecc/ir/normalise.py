@@ -300,7 +300,7 @@ def split_statements(text: str) -> Iterator[str]:
             continue                                   # blank, comment, label
         if open_bracket:
             pending.append(stripped)
-            if stripped == "]":
+            if stripped.startswith("]"):
                 open_bracket = False
             continue
         if pending and stripped.startswith(_CONTINUATION):
