@@ -172,10 +172,21 @@ class Builder {
       printMs = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0).count();
     });
+    auto t0 = std::chrono::steady_clock::now();
     build();
+    auto t1 = std::chrono::steady_clock::now();
     printer.join();
+    auto t2 = std::chrono::steady_clock::now();
     finishText();
+    auto t3 = std::chrono::steady_clock::now();
+    auto ms = [](auto a, auto b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    walkMs = ms(t0, t1);
+    waitMs = ms(t1, t2);
+    textMs = ms(t2, t3);
   }
+  double walkMs = 0, waitMs = 0, textMs = 0;
 
   Graph &graph() { return g_; }
 
@@ -687,9 +698,11 @@ int main(int argc, char **argv) {
     const Graph &g = builder.graph();
     char line[256];
     snprintf(line, sizeof line,
-             "{\"nodes\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"print_ms\":%.1f,\"build_ms\":%.1f,"
+             "{\"nodes\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"print_ms\":%.1f,"
+             "\"walk_ms\":%.1f,\"wait_ms\":%.1f,\"text_ms\":%.1f,\"build_ms\":%.1f,"
              "\"write_ms\":%.1f}\n",
-             g.nodeType.size(), g.edgeFlow.size(), ms(t0, t1), builder.printMs, ms(t1, t2),
+             g.nodeType.size(), g.edgeFlow.size(), ms(t0, t1), builder.printMs, builder.walkMs,
+             builder.waitMs, builder.textMs, ms(t1, t2),
              ms(t2, t3));
     llvm::errs() << line;
   }
