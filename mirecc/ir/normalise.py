@@ -88,7 +88,9 @@ _MD_REF = re.compile(r"!\d+")
 _ATTR_GROUP = re.compile(r"\s*#\d+\b")
 _TYPE_NAME = re.compile(r'%"?(struct|union|class)\.(?:[-\w.$:<>, ]*?"|[-\w.$]+)')
 _GLOBAL = re.compile(r'@(?:"([^"]*)"|([-\w.$]+))')
-_LOCAL = re.compile(r'%(?:"[^"]*"|[-\w.$]+)')
+# %struct/%union/%class without a name are already normal (rule 6): C has no
+# variable of those names, so they are never locals.
+_LOCAL = re.compile(r'%(?:"[^"]*"|(?!(?:struct|union|class)(?![-\w.$]))[-\w.$]+)')
 _INTRINSIC_PTR = re.compile(r"\.p(\d+)[^.()\s]*")
 _CONST_GEP0 = re.compile(
     r"getelementptr (?:inbounds )?\((?:[^(),]|\[[^\]]*\])+, (ptr(?: addrspace\(\d+\))?) "
