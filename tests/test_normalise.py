@@ -45,8 +45,24 @@ drops the `None`s. A missing file, non-UTF-8 text or text LLVM cannot parse
 raises `IRError` naming the file.
 
 Measured effect: `benchmarks/normalisation_overlap.py` compiles the bundled
-programs, zlib and lua 5.4 with clang-14 and clang-19 and compares their
-statements before and after normalisation.
+programs, zlib and lua 5.4 (52 C files) with clang-14 and with a newer clang
+and compares their statements. *jaccard*: of the two sets of distinct
+statements; *covered*: share of the newer clang's statement occurrences whose
+text is in clang-14's set. Measured 2026-11-21:
+
+| flags | newer clang | before: jaccard / covered | after: jaccard / covered |
+|---|---|---|---|
+| `-O1 -Xclang -disable-llvm-passes` | 19 | 0.032 / 0.161 | 0.996 / 1.000 |
+| same, with `-g` | 19 | 0.003 / 0.034 | 0.998 / 1.000 |
+| `-O1 -Xclang -disable-llvm-passes` | 22 | 0.031 / 0.161 | 0.997 / 1.000 |
+| `-O2` | 19 | 0.041 / 0.154 | 0.727 / 0.974 |
+| `-O2` | 22 | 0.037 / 0.147 | 0.662 / 0.970 |
+
+At `-O1 -Xclang -disable-llvm-passes` (mirecc's side IR run) the front ends
+agree almost completely once normalised; at `-O2` what remains is real
+optimiser differences (LLVM 19+ rewrites constant-offset GEPs as
+`getelementptr inbounds i8`, forms `umin`/`umax` intrinsics...), which
+normalisation should not hide.
 """
 
 
