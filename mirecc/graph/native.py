@@ -3,9 +3,10 @@
 Where it is looked for, in order:
 
 1. ``$MIRECC_GRAPH_BUILDER`` (a path to the executable);
-2. the repository's CMake build: ``build/passes/graph/`` and
-   ``build/*/passes/graph/`` (e.g. ``build/llvm19`` for
-   ``-DMIRECC_LLVM_VERSION=19``);
+2. the repository's CMake builds: ``build/passes/graph/`` and
+   ``build/*/passes/graph/`` (``build/native`` is the suggested directory,
+   ``build/llvm19`` for ``-DMIRECC_LLVM_VERSION=19``; ``build`` itself is
+   left to the README's toolchain-file example);
 3. a per-user build: ``$XDG_CACHE_HOME/mirecc/build[/*]/passes/graph/``.
 
 Several builds (one per LLVM major) may exist: the lowest major is tried
@@ -43,8 +44,8 @@ def _cache_dir() -> str:
 
 def build_command() -> str:
     """The commands that build the native builder in this checkout."""
-    return (f"cmake -S {REPO} -B {REPO}/build && "
-            f"cmake --build {REPO}/build --target mirecc-graph")
+    return (f"cmake -S {REPO} -B {REPO}/build/native && "
+            f"cmake --build {REPO}/build/native --target mirecc-graph")
 
 
 def find_builders() -> List[str]:
