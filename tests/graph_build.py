@@ -16,8 +16,18 @@ import subprocess
 from mirecc.graph import native
 
 
+_BUILT: tuple[str | None, str] | None = None  # one build per test session
+
+
 def ensure_builder(tmp_dir: str) -> tuple[str | None, str]:
     """(path of a builder, "") or (None, why not)."""
+    global _BUILT
+    if _BUILT is None:
+        _BUILT = _ensure_builder(tmp_dir)
+    return _BUILT
+
+
+def _ensure_builder(tmp_dir: str) -> tuple[str | None, str]:
     found = native.find_builders()
     if found:
         return found[0], ""
