@@ -5,7 +5,9 @@
 #   scripts/setup.sh --test    the same, installed editable, plus test tools
 #
 # System packages: clang-14, llvm-14-dev, libomp-14-dev (for -fopenmp),
-# cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark).
+# cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark);
+# with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference).
+# The native graph builder (passes/graph) is built into build/native.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +16,9 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 missing=()
-for pkg in clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev; do
+packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev)
+[ "$mode" = "--test" ] && packages+=(libtinfo5)
+for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
         || missing+=("$pkg")
 done
@@ -38,7 +42,14 @@ if [ "$mode" = "--test" ]; then
     # apt when running as root and none exists); the test skips without it.
     .venv/bin/python benchmarks/real_projects.py --projects zlib --fetch-only >/dev/null \
         || echo "setup: could not fetch zlib's source; its test will be skipped" >&2
+    # ProGraML 0.3.2 only as the reference in the graph parity tests: its
+    # Python package does not import on 3.11, its bundled llvm2graph-10 runs.
+    .venv/bin/pip install -q --no-deps programl==0.3.2
 else
     .venv/bin/pip install -q .
 fi
+
+# Native ProGraML-schema graph builder against LLVM 14 (mirecc-graph-14).
+cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/native --target mirecc-graph -j2 >/dev/null
 echo "setup: mirecc installed in $(pwd)/.venv (compiler: $(.venv/bin/mirecc --version | head -1))" >&2
