@@ -119,6 +119,8 @@ def test_dedup_by_content(env, tmp_path):
     assert len(_manifest(corpus.root)) == 1
     report = build_report(corpus.root)
     assert report["total"]["modules"] == 1 and report["total"]["functions"] == 1
+    assert 1 <= report["total"]["unique_normalised_statements"] \
+        <= report["total"]["unique_statements"]
     assert "TOTAL" in format_table(report)
 
 

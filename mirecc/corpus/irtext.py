@@ -5,6 +5,8 @@ statements are printed the way clang 14 prints them.  Counts:
 
 - functions: ``define`` bodies;
 - statements: instruction lines inside bodies (labels, braces, comments out);
+  unique statements by exact printed text, and after mirecc.ir's
+  normalisation (``normalise_statement``) when that module is present;
 - graph-size proxy: ProGraML-like nodes = instructions + values they define
   or use (each distinct ``%``/``@`` name per function, plus one node per
   constant operand use), edges = one control edge per instruction + one data
@@ -80,10 +82,13 @@ class ModuleStats:
     nodes: int = 0
     edges: int = 0
     statement_hashes: set[bytes] = field(default_factory=set)
+    normalised_hashes: set[bytes] | None = None
 
     def as_dict(self) -> dict:
         return {"functions": self.functions, "statements": self.statements,
                 "unique_statements": len(self.statement_hashes),
+                "unique_normalised_statements": None if self.normalised_hashes is None
+                else len(self.normalised_hashes),
                 "graph_nodes": self.nodes, "graph_edges": self.edges}
 
 
@@ -91,8 +96,34 @@ def stmt_hash(s: str) -> bytes:
     return hashlib.blake2b(s.encode(), digest_size=8).digest()
 
 
+def _normaliser():
+    """mirecc.ir's statement normaliser, when that package is there."""
+    try:
+        from mirecc.ir.normalise import normalise_statement
+        return normalise_statement
+    except ImportError:
+        return None
+
+
+def normalised_hashes(text: str) -> set[bytes] | None:
+    """Hashes of the module's statements after mirecc.ir normalisation."""
+    norm = _normaliser()
+    if norm is None:
+        return None
+    out = set()
+    for _, body in function_bodies(text):
+        for line in body:
+            s = statement(line)
+            if s is not None:
+                n = norm(s)
+                if n:
+                    out.add(stmt_hash(n))
+    return out
+
+
 def module_stats(text: str) -> ModuleStats:
     st = ModuleStats()
+    st.normalised_hashes = normalised_hashes(text)
     for _, body in function_bodies(text):
         st.functions += 1
         names: set[str] = set()

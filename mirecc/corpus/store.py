@@ -4,6 +4,7 @@ Layout of a corpus directory::
 
     ir/<aa>/<sha256>.bc        each module once (sha256 of the bitcode)
     stmts/<aa>/<sha256>.bin    its distinct statement hashes (8 bytes each, sorted)
+    stmts/<aa>/<sha256>.norm.bin  the same after mirecc.ir normalisation
     manifest.jsonl             one line per module: sha256, ir, kind, origin,
                                path, flags, compiler version, counts
     dropped.jsonl              modules dropped as copies of evaluation kernels
@@ -33,6 +34,7 @@ CONFIG_TEST = re.compile(r"(^|/)(conftest|ztest)[^/]*\.(c|cc|cpp)$|(^|/)CMakeFil
 
 MANIFEST_KEYS = ("sha256", "ir", "kind", "origin", "path", "flags", "language",
                  "compiler_version", "functions", "statements", "unique_statements",
+                 "unique_normalised_statements",
                  "graph_nodes", "graph_edges")
 
 
@@ -109,6 +111,9 @@ class Corpus:
     def stmts_path(self, sha: str) -> Path:
         return self.root / "stmts" / sha[:2] / f"{sha}.bin"
 
+    def norm_path(self, sha: str) -> Path:
+        return self.root / "stmts" / sha[:2] / f"{sha}.norm.bin"
+
     def add(self, bitcode: bytes, record: dict, text: str | None = None) -> str:
         """Add one module; returns 'added', 'duplicate', 'eval_dropped' or 'error'."""
         sha = hashlib.sha256(bitcode).hexdigest()
@@ -131,6 +136,8 @@ class Corpus:
             return "eval_dropped"
         stats = module_stats(text)
         atomic_write_bytes(self.stmts_path(sha), b"".join(sorted(stats.statement_hashes)))
+        if stats.normalised_hashes is not None:
+            atomic_write_bytes(self.norm_path(sha), b"".join(sorted(stats.normalised_hashes)))
         line = {"sha256": sha, "ir": str(ir.relative_to(self.root)), **record,
                 **stats.as_dict()}
         for key in MANIFEST_KEYS:
@@ -172,6 +179,7 @@ class Corpus:
                     sort_keys=True))
                 ir.unlink()
                 self.stmts_path(sha).unlink(missing_ok=True)
+                self.norm_path(sha).unlink(missing_ok=True)
                 dropped += 1
             if bar:
                 bar.update(1)
