@@ -107,6 +107,10 @@ def test_state_merges_writers_and_forgets(tmp_path):
     fresh.forget("zlib")
     assert not State(tmp_path, "debian").is_done("zlib")
     assert State(tmp_path, "debian").is_done("bzip2")
+    redo = State(tmp_path, "debian")
+    redo.mark_done("zlib", {"status": "ok", "again": True})
+    a.mark_done("lz4", {"status": "ok"})       # a's stale view of zlib does not win
+    assert State(tmp_path, "debian").data["done"]["zlib"].get("again")
 
 
 def test_dedup_by_content(env, tmp_path):

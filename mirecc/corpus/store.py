@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 from mirecc.corpus.evalfilter import EvalFilter
@@ -58,7 +59,8 @@ class State:
         return key in self.data["done"]
 
     def mark_done(self, key: str, info: dict) -> None:
-        self.data["done"][key] = info
+        self.data["done"][key] = {**info, "marked_at": time.time()}
+        self._forgotten.discard(key)
         self.save()
 
     def save(self) -> None:
@@ -72,7 +74,11 @@ class State:
                 on_disk = json.loads(self.path.read_text())
             except (OSError, ValueError):
                 on_disk = {}
-            merged_done = {**on_disk.get("done", {}), **self.data["done"]}
+            # per item, the entry marked last wins (another process may have redone it)
+            merged_done = dict(on_disk.get("done", {}))
+            for k, v in self.data["done"].items():
+                if v.get("marked_at", 0) >= merged_done.get(k, {}).get("marked_at", 0):
+                    merged_done[k] = v
             self.data = {**on_disk, **self.data, "done": merged_done}
             for key in self._forgotten:
                 self.data["done"].pop(key, None)
