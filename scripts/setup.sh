@@ -6,7 +6,8 @@
 #
 # System packages: clang-14, llvm-14-dev, libomp-14-dev (for -fopenmp),
 # cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark);
-# with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference).
+# with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference)
+# and clang-19.
 # The native graph builder (passes/graph) is built into build/native.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,9 @@ sudo=""
 
 missing=()
 packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev)
-[ "$mode" = "--test" ] && packages+=(libtinfo5)
+# clang-19: the 14-vs-19 statement-overlap test (not libomp-19-dev: it
+# conflicts with libomp-14-dev).
+[ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19)
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
         || missing+=("$pkg")
