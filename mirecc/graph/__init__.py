@@ -24,11 +24,27 @@ __all__ = [
 ]
 
 
-def build_graph(path: str | os.PathLike, timeout: Optional[float] = None) -> ProgramGraph:
+def build_graph(path: str | os.PathLike, timeout: Optional[float] = None,
+                builder: str = "auto") -> ProgramGraph:
     """The program graph of the LLVM module at ``path`` (``.ll`` or ``.bc``).
 
     Raises :class:`GraphBuildError` (message names the file and the problem)
     for a missing file, malformed IR, an empty module or non-UTF-8 text, and
     :class:`BuilderNotFound` when the native builder is not built.
     """
+    # --- llvmlite fallback hook (mirecc/graph/fallback.py) ---
+    # builder: "native" (only mirecc-graph), "llvmlite" (only the pure-Python
+    # fallback) or "auto" (native, falling back to llvmlite when not built).
+    if builder not in ("auto", "native", "llvmlite"):
+        raise ValueError(f"builder must be 'auto', 'native' or 'llvmlite', not {builder!r}")
+    if builder == "llvmlite":
+        from .fallback import build_graph_llvmlite
+        return build_graph_llvmlite(path)
+    if builder == "auto":
+        try:
+            find_builder()
+        except BuilderNotFound:
+            from .fallback import build_graph_llvmlite
+            return build_graph_llvmlite(path)
+    # --- end of the fallback hook ---
     return build_graph_native(path, timeout=timeout)
