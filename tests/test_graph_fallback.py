@@ -203,14 +203,21 @@ def test_clang14_same_structure_as_native(tmp_path, lang, flags):
             assert tf[i] == "ptr", f"node {i}"
 
 
-def test_clang19_bitcode_same_counts(tmp_path):
-    """Bitcode carries no source text: LLVM 22's printer and its upgrades
-    (llvm.lifetime.* lose their size operand and are re-declared last) show.
-    Node and edge counts by type still match where no lifetime markers are."""
+@pytest.mark.parametrize("flags", [["-O0"], O1], ids=["O0", "O1"])
+def test_clang19_bitcode_same_graph_as_native(tmp_path, flags):
+    """Bitcode carries no source text to read statements from: LLVM 22's
+    upgrade of llvm.lifetime.* (size operand dropped, re-declared at the
+    module's end) is undone from the alloca's size and first use, so the
+    structure is the same; only those calls' statements differ ("(i64 24,
+    ptr %3) #5" in LLVM 19, "(ptr %3)" in LLVM 22)."""
     b = need_builder(19)
-    bc = compile_ir(tmp_path, 19, "c", ["-O0", "-c"])
+    bc = compile_ir(tmp_path, 19, "c", [*flags, "-c"])
     a, f = native.run_builder(b, str(bc)), build_graph_llvmlite(bc)
-    assert_same_graph(a, f)
+    assert_same_structure(a, f)
+    assert a.node_texts() == f.node_texts()
+    for x, y in zip(a.full_texts(), f.full_texts()):
+        if x != y:
+            assert x.startswith("call void @llvm.lifetime.") and y.startswith(x.split("(")[0])
 
 
 # -- the fallback on its own (no native builder needed)

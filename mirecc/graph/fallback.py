@@ -11,24 +11,52 @@ same order with the same flow and position; the same function and loop
 tables. Loops are natural loops (one per header, as LLVM's LoopInfo)
 computed here from dominators over the CFG.
 
-Texts come from llvmlite's LLVM (22), printed once and split (printing value
-by value re-numbers the module each time). Where the native builder was
-built against another LLVM the printers can differ:
+llvmlite's LLVM is 22; the native builder's is 14 or 19. What the
+fallback does so that the graphs agree anyway:
 
-* clang-14 IR with typed pointers (``i32*``) is upgraded to opaque pointers
-  by LLVM 22, so pointer type texts are ``ptr`` (never ``struct*``), pointer
-  bitcasts that were constant expressions are folded away (a call through
-  ``bitcast (... @f)`` becomes ``call ... @f`` with a mismatched type: no
-  constant node there, no call edge on either side) and zero-index constant
-  GEPs fold to their global. Counts match where none of these occur.
-* debug intrinsics (``llvm.dbg.*``) are debug records in LLVM 22, not
-  instructions: IR compiled with ``-g`` has fewer instruction nodes (and
-  call edges) than the native graph.
-* attribute spellings LLVM 22 upgrades (``nocapture`` -> ``captures(none)``)
-  and ``#N`` attribute group numbers can differ in statement texts.
+* The module is printed once and split into statements (printing value by
+  value re-numbers the module each time). For text IR written by an LLVM
+  printer (``; ModuleID`` first: clang -S), statements, global definition
+  lines and the function order are taken from the file itself -- they are
+  what the native builder's LLVM prints back; LLVM 22 prints some things
+  differently (metadata and attribute-group numbers, upgraded intrinsics).
+* Switch case values are not operands in LLVM 22: they are read back from
+  the statement, as constants at operand positions 2, 4, ...
+* ``llvm.lifetime.start/end`` lose their size operand in LLVM 22 (and are
+  re-declared at the module's end, the old declarations left behind
+  renamed ``.i64``): the size is put back as an ``i64`` constant at
+  position 0 (from the statement, or for bitcode from the alloca's
+  allocation size), the leftovers dropped, the declarations put back where
+  clang declared them (source order; for bitcode: after the definition
+  that first uses them).
+* Intrinsics LLVM 22 renames (``llvm.memcpy.p0i8.p0i8.i64`` ->
+  ``llvm.memcpy.p0.p0.i64``, ``llvm.va_start`` -> ``llvm.va_start.p0``)
+  keep the source's name and place (text IR only).
+* ``getCalledFunction`` (call edges) is LLVM's: the callee must have the
+  call's function type (checked on parameter types; on the printed type for
+  varargs callees).
+* Typed-pointer IR (clang-14): a callee written ``bitcast (... @f ...)`` is
+  a constant operand without a call edge, as in LLVM 14; LLVM <= 18's
+  ``inrange i32 0`` GEP syntax (C++ vtables), which LLVM 22 rejects, is
+  dropped before parsing.
 
-For clang-19 IR and the LLVM 19 builder, the graph is the same array by
-array (tests/test_graph_fallback.py).
+What still differs (tests/test_graph_fallback.py checks the rest exactly):
+
+* clang-14 IR (typed pointers, read as opaque ``ptr`` by LLVM 22): type
+  texts of pointer values are ``ptr`` (native: ``i32*``, ``struct*``);
+  constants that only typed pointers tell apart merge (``double* null``
+  and ``%struct.P* null`` are one ``ptr null``), zero-index constant GEPs
+  fold to their global, and a function cast as an argument (``i8* bitcast
+  (@dtor ...)``) is the function itself (not data): fewer constant nodes
+  and data edges from constants. For clang-14 *bitcode*, also intrinsic
+  names (LLVM 22 manglings) and, in some modules, their declarations'
+  places.
+* bitcode: statements of lifetime calls are LLVM 22's (``(ptr %3)``).
+* IR with debug intrinsics (``-g``): LLVM 22 holds them as debug records,
+  not instructions: fewer instruction nodes than LLVM 14's graph.
+* other LLVM 22 auto-upgrades not listed here.
+
+For clang-19 IR (text) and the LLVM 19 builder, every array is the same.
 """
 
 from __future__ import annotations
@@ -179,6 +207,11 @@ def _cast_callee(stmt: str):
     return (expr[k + 4:-1], expr)
 
 
+_ALLOCA = re.compile(r"%\S+ = alloca (.+?)(?:, i\d+ (\d+))?(?:, align \d+)?(?:, addrspace\(\d+\))?(?:, !.*)?$")
+_ARRAY = re.compile(r"([\[<])(\d+) x (.+)[\]>]$")
+_FP_SIZES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16,
+             "ppc_fp128": 16}
+
 _PLAIN_NAME = re.compile(rb"[-a-zA-Z$._][-a-zA-Z$._0-9]*\Z")
 
 
@@ -320,6 +353,9 @@ class _Builder:
         self.lib = _ffi()
         self.source = source
         self.renamed: Dict[int, bytes] = {}
+        self.scanned: Dict[int, tuple] = {}
+        self.sizes: Dict[str, Optional[int]] = {}
+        self.td = None
         self.module = module
         self.mod = ctypes.cast(module._ptr, _VP).value
         # Graph arrays (Python lists, converted at the end).
@@ -408,8 +444,17 @@ class _Builder:
                             lib.LLVMPY_DisposeGlobalsIter, self.mod)
         # The upgrade of llvm.lifetime.* (size operand dropped) leaves the old
         # declarations behind, renamed, unused: not in the native graph.
-        functions = [f for f in functions
-                     if not _STALE_INTRINSIC.match(lib.LLVMPY_GetValueName(f) or b"")]
+        stale = [f for f in functions if _STALE_INTRINSIC.match(lib.LLVMPY_GetValueName(f) or b"")]
+        functions = [f for f in functions if f not in stale]
+        if self.source is None:
+            # Intrinsics LLVM 22 upgraded (llvm.lifetime.*, typed-pointer
+            # manglings) are re-declared after the last definition.
+            last = max((i for i, f in enumerate(functions) if not lib.LLVMPY_IsDeclaration(f)),
+                       default=-1)
+            moved = [f for f in functions[last + 1:]
+                     if (lib.LLVMPY_GetValueName(f) or b"").startswith(b"llvm.")]
+            if moved:
+                functions = self.place_redeclared(functions, moved)
         definitions = [f for f in functions if not lib.LLVMPY_IsDeclaration(f)]
         if len(bodies) != len(definitions):
             raise GraphBuildError(f"printed module has {len(bodies)} function bodies for "
@@ -545,32 +590,22 @@ class _Builder:
             out.append(dest)
         return out
 
-    def visit_function(self, f: int, fn: int, stmts: List[str]):
+    def scan(self, f: int):
+        """Blocks, instructions, operands, opcodes and successors of ``f``."""
         lib = self.lib
         blocks = _iterate(lib, lib.LLVMPY_FunctionBlocksIter, lib.LLVMPY_BlocksIterNext,
                           lib.LLVMPY_DisposeBlocksIter, f)
         block_index = {b: i for i, b in enumerate(blocks)}
         insts = [_iterate(lib, lib.LLVMPY_BlockInstructionsIter, lib.LLVMPY_InstructionsIterNext,
                           lib.LLVMPY_DisposeInstructionsIter, b) for b in blocks]
-        total = sum(len(x) for x in insts)
-        printed = stmts
-        src = self.source_body.get(f)
-        if src is not None and len(src) == total:
-            stmts = src
-        if total != len(stmts):
-            name = (lib.LLVMPY_GetValueName(f) or b"").decode("utf-8", "replace")
-            raise GraphBuildError(
-                f"function {name}: {total} instructions but {len(stmts)} printed statements")
-        # Operands and opcodes of every instruction, and the CFG.
         opnd = lib.LLVMPY_InstructionOperandsIter
         onext = lib.LLVMPY_OperandsIterNext
         odisp = lib.LLVMPY_DisposeOperandsIter
-        kind_of = lib.LLVMPY_GetValueKind
         opcode_of = lib.LLVMPY_GetOpcodeName
         ops_of: List[List[int]] = []
         opcodes: List[str] = []
         succ: List[List[int]] = []
-        for bi, bl in enumerate(insts):
+        for bl in insts:
             for inst in bl:
                 it = opnd(inst)
                 ops = []
@@ -588,6 +623,111 @@ class _Builder:
             if bl and opcodes[-1] == "br" and len(targets) == 2:
                 targets.reverse()
             succ.append(targets)
+        return blocks, block_index, insts, ops_of, opcodes, succ
+
+    def alloc_size(self, alloca: str) -> Optional[int]:
+        """Allocation size in bytes of "%x = alloca T, align N" (None if not
+        worked out: dynamic count, literal structs, unknown types)."""
+        m = _ALLOCA.match(alloca)
+        if not m:
+            return None
+        size = self.type_size(m.group(1).strip())
+        if size is None:
+            return None
+        count = m.group(2)
+        return size * (int(count) if count else 1)
+
+    def type_size(self, t: str) -> Optional[int]:
+        if t in self.sizes:
+            return self.sizes[t]
+        size = None
+        m = _ARRAY.match(t)
+        if t == "ptr" or t.startswith("ptr addrspace("):
+            size = self.pointer_size(t)
+        elif re.fullmatch(r"i\d+", t):
+            bits = int(t[1:])
+            size = 1
+            while size * 8 < bits:
+                size *= 2
+        elif t in _FP_SIZES:
+            size = _FP_SIZES[t]
+        elif m:
+            elem = self.type_size(m.group(3))
+            if elem is not None:
+                n = int(m.group(2))
+                size = n * elem
+                if m.group(1) == "<":  # vectors: alloc size rounds to a power of two
+                    p = 1
+                    while p < size:
+                        p *= 2
+                    size = p
+        elif t.startswith("%"):
+            name = t[1:]
+            if name.startswith('"') and name.endswith('"'):
+                name = name[1:-1]
+            try:
+                ty = self.module.get_struct_type(name)
+                size = self.target_data().get_abi_size(ty)
+            except (NameError, ValueError, RuntimeError):
+                size = None
+        self.sizes[t] = size
+        return size
+
+    def pointer_size(self, t: str) -> int:
+        m = re.search(r"addrspace\((\d+)\)", t)
+        space = m.group(1) if m else "0"
+        for spec in self.module.data_layout.split("-"):
+            pm = re.match(r"p(\d*):(\d+)", spec)
+            if pm and (pm.group(1) or "0") == space:
+                return int(pm.group(2)) // 8
+        return 8
+
+    def target_data(self):
+        if self.td is None:
+            import llvmlite.binding as llvm
+            self.td = llvm.create_target_data(self.module.data_layout)
+        return self.td
+
+    def place_redeclared(self, functions: List[int], moved: List[int]) -> List[int]:
+        """Bitcode has no source order to go by: put intrinsics LLVM 22
+        re-declared at the module's end back where clang declared them,
+        right after the definition that first uses them (clang declares a
+        function when it first emits a use), behind the functions that
+        definition used earlier."""
+        lib = self.lib
+        first: Dict[int, Tuple[int, int]] = {}
+        fnset = set(functions)
+        for pos, f in enumerate(functions):
+            if lib.LLVMPY_IsDeclaration(f):
+                continue
+            scanned = self.scanned[f] = self.scan(f)
+            for k, ops in enumerate(scanned[3]):
+                for v in ops:
+                    if v in fnset and v not in first:
+                        first[v] = (pos, k)
+        out = [f for f in functions if f not in moved]
+        for m in sorted((m for m in moved if m in first), key=first.get):
+            pos, k = first[m]
+            at = out.index(functions[pos]) + 1
+            while (at < len(out) and first.get(out[at], (-1, 0))[0] == pos
+                   and first[out[at]][1] < k):
+                at += 1
+            out.insert(at, m)
+        return out + [m for m in moved if m not in first]
+
+    def visit_function(self, f: int, fn: int, stmts: List[str]):
+        lib = self.lib
+        blocks, block_index, insts, ops_of, opcodes, succ = self.scanned.pop(f, None) or self.scan(f)
+        total = len(ops_of)
+        printed = stmts
+        src = self.source_body.get(f)
+        if src is not None and len(src) == total:
+            stmts = src
+        if total != len(stmts):
+            name = (lib.LLVMPY_GetValueName(f) or b"").decode("utf-8", "replace")
+            raise GraphBuildError(
+                f"function {name}: {total} instructions but {len(stmts)} printed statements")
+        kind_of = lib.LLVMPY_GetValueKind
 
         # Loops, numbered in header order.
         bodies = _loops(succ) if blocks else {}
@@ -625,7 +765,7 @@ class _Builder:
             loop = innermost[bi]
             first = last = -1
             block = self.block_count
-            for inst in bl:
+            for ii, inst in enumerate(bl):
                 op = opcodes[ordinal]
                 t = self.opcodes.get(op)
                 if t is None:
@@ -657,6 +797,21 @@ class _Builder:
                         # LLVM 22 drops llvm.lifetime.*'s size operand: put it
                         # back where the statement still has it.
                         m = _LIFETIME_SIZE.search(stmt)
+                        if m is None and ops[0] in inst_ord:
+                            # No source to read the size from (bitcode): the
+                            # alloca's allocation size, as clang wrote it.
+                            size = self.alloc_size(printed[inst_ord[ops[0]]])
+                            if size is not None:
+                                ptr = ops[0]
+                                # Typed-pointer IR called it on "bitcast %a to
+                                # i8*" just before; LLVM 22 looks through it.
+                                for jj in range(ii - 1, max(ii - 4, -1), -1):
+                                    prev = bl[jj]
+                                    if (opcodes[inst_ord[prev]] == "bitcast"
+                                            and ops_of[inst_ord[prev]][:1] == [ptr]):
+                                        ptr = prev
+                                        break
+                                ops = [("i64", str(size)), ptr, ops[1]]
                         if m:
                             ptr = ops[0]
                             if m.group(2) and stmts is not printed:
