@@ -40,6 +40,25 @@ def _normalised(root: Path, sha: str, rec: dict) -> set[bytes]:
     return hashes
 
 
+_ITEM_KEYS = ("status", "version", "seconds", "failed_stage", "exit_status", "error",
+              "merge", "files", "added", "duplicate", "compile_failed",
+              "with_inferred_defines", "log")
+
+
+def _summarise_state(state: dict) -> dict:
+    """Per package (debian, opencl): its outcome; per generated program
+    (kernels, csmith): counts only."""
+    done = state.get("done", {})
+    out: dict = {"done": len(done),
+                 "fetch_failed": {k: v.get("error", "")[:300]
+                                  for k, v in state.get("fetch_failed", {}).items()}}
+    if done and all("ok" in v and "status" not in v for v in done.values()):
+        out["compile_failed"] = sum(1 for v in done.values() if not v.get("ok"))
+    else:
+        out["items"] = {k: {f: v[f] for f in _ITEM_KEYS if f in v} for k, v in done.items()}
+    return out
+
+
 def build_report(root: Path, extra: dict | None = None) -> dict:
     root = Path(root)
     seen: dict[str, dict] = {}
@@ -80,7 +99,7 @@ def build_report(root: Path, extra: dict | None = None) -> dict:
     states = {}
     for f in sorted((root / "state").glob("*.json")):
         try:
-            states[f.stem] = json.loads(f.read_text())
+            states[f.stem] = _summarise_state(json.loads(f.read_text()))
         except ValueError:
             pass
     report = {
@@ -89,7 +108,7 @@ def build_report(root: Path, extra: dict | None = None) -> dict:
         "by_kind": {k[0]: v for k, v in sorted(groups.items()) if len(k) == 1 and k[0] != "total"},
         "by_origin": {f"{k[0]}/{k[1]}": v for k, v in sorted(groups.items()) if len(k) == 2},
         "eval_duplicates_dropped": dropped,
-        "state": states,
+        "sources": states,
         **(extra or {}),
     }
     atomic_write_json(root / "report.json", report)
