@@ -252,3 +252,15 @@ def test_opencl_kernel_compiles_with_inferred_defines(env, tmp_path):
     recs = {r["path"]: r for r in _manifest(corpus.root)}
     assert recs["plain.cl"]["flags"] == CL_FLAGS and recs["plain.cl"]["kind"] == "opencl"
     assert recs["templ.cl"]["flags"][-2:] == ["-DT=float", "-DSCALE=1"]
+
+
+def test_patched_autotools_inputs_trigger_autoreconf(tmp_path):
+    import os
+    from mirecc.corpus.debian import _patched_after_configure
+    (tmp_path / "configure").write_text("")
+    (tmp_path / "configure.ac").write_text("")
+    os.utime(tmp_path / "configure.ac", (1000, 1000))
+    assert not _patched_after_configure(tmp_path)
+    (tmp_path / "Makefile.am").write_text("")          # a Debian patch, newer than configure
+    os.utime(tmp_path / "configure", (1000, 1000))
+    assert _patched_after_configure(tmp_path)

@@ -114,6 +114,18 @@ def fetch(package: str, work: Path, log: Path, timeout: float) -> tuple[Path, st
     return trees[0], version
 
 
+def _patched_after_configure(src: Path) -> bool:
+    """Debian's patches touched configure.ac or a Makefile.am after configure
+    was generated: make would rerun an automake of another version and fail
+    ("version mismatch"), so regenerate everything first."""
+    try:
+        generated = (src / "configure").stat().st_mtime
+    except OSError:
+        return True
+    inputs = [src / "configure.ac", src / "configure.in", src / "Makefile.am"]
+    return any(p.exists() and p.stat().st_mtime > generated + 1 for p in inputs)
+
+
 def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs: int,
           deadline: float) -> tuple[int, str]:
     """Build ``tree``; returns (exit status, stage reached)."""
@@ -142,7 +154,8 @@ def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs
             kind = "make"
     make = ["make", "-k", f"-j{jobs}"]
     if kind == "configure":
-        if not (src / "configure").exists():
+        if not (src / "configure").exists() or recipe.get("autoreconf") \
+                or _patched_after_configure(src):
             rc = run_logged(["autoreconf", "-fi"], cwd=src, env=env, log=log, timeout=left())
             if rc:
                 return rc, "autoreconf"
