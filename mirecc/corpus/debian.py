@@ -225,6 +225,17 @@ def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
                 info["log_tail"] = tail(log, 4)
             info["merge"] = corpus.merge_capture(capture, "debian", package, base=tree,
                                                  extra={"version": version})
+        except KeyboardInterrupt:
+            # stopped (Ctrl-C, SIGTERM): keep what was captured, build it again next time
+            info.update(status="interrupted", seconds=round(time.monotonic() - t0, 1))
+            if capture.exists():
+                info["merge"] = corpus.merge_capture(capture, "debian", package,
+                                                     extra={"version": info.get("version")})
+            state.data.setdefault("interrupted", {})[package] = info
+            state.save()
+            say(bar, f"debian {package}: interrupted, {info.get('merge', {}).get('added', 0)} "
+                     f"captured modules kept")
+            raise
         except Exception as exc:  # one package never stops the run
             info["status"] = "error"
             info["error"] = str(exc)[:500]
