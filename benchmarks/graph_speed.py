@@ -22,6 +22,11 @@ Protocol
   (``--stats``: parse, print, build, write) of the fastest run, nodes and
   edges. Then the time ``mirecc.graph.load`` takes to load the file.
   Target: under 2 s wall.
+* The llvmlite fallback (``mirecc.graph.fallback``) is timed
+  ``--fallback-repeats`` times (default 1, 0 skips it) on the same bitcode,
+  each run a fresh Python process (wall time includes the imports; the
+  in-process build time is reported beside it), with its peak memory and
+  the arrays, if any, in which its graph differs from each native builder's.
 * ``--llvm2graph``: ProGraML's llvm2graph-10 (programl 0.3.2 wheel) once on
   the same module, text IR rewritten for LLVM 10 (tests/graph_ref.py), with
   its wall time, peak memory and node/edge counts next to mirecc's. It takes
@@ -142,6 +147,37 @@ def bench_builder(builder: str, bc: Path, out_dir: Path, repeats: int) -> dict:
     }
 
 
+def bench_fallback(bc: Path, out_dir: Path, repeats: int, natives: list[dict]) -> dict:
+    """The llvmlite fallback (mirecc.graph.fallback) in a fresh Python process
+    per run: wall time (imports included) and peak memory of the process."""
+    from mirecc.graph import load
+    out = out_dir / "sqlite3-fallback.mgraph"
+    code = ("import sys, time; t = time.perf_counter(); "
+            "from mirecc.graph.fallback import build_graph_llvmlite; from mirecc.graph import dump; "
+            "g = build_graph_llvmlite(sys.argv[1]); b = time.perf_counter() - t; "
+            "dump(g, sys.argv[2]); print(round(b, 3), file=sys.stderr)")
+    cmd = [sys.executable, "-c", code, str(bc), str(out)]
+    runs = []
+    for _ in range(repeats):
+        wall, rss, rc, err, cpu = timed(cmd)
+        if rc != 0:
+            raise SystemExit(f"fallback failed: {err.decode(errors='replace')[-2000:]}")
+        runs.append((wall, rss, float(err.decode().strip().splitlines()[-1]), cpu))
+    g = load(out)
+    same = {}
+    for r in natives:  # same arrays as a native builder's graph of this module?
+        n = load(out_dir / f"sqlite3-{Path(r['builder']).name}.mgraph")
+        same[f"llvm{r['llvm_major']}"] = sorted(
+            k for k in n.arrays if k in g.arrays and not (
+                n.arrays[k].shape == g.arrays[k].shape and (n.arrays[k] == g.arrays[k]).all()))
+    best = min(runs, key=lambda r: r[0])
+    return {"wall_s_min": round(best[0], 3), "wall_s_all": [round(r[0], 3) for r in runs],
+            "build_s_in_process": best[2], "cpu_s_min": round(min(r[3] for r in runs), 3),
+            "peak_rss_mb": round(max(r[1] for r in runs) / 1024, 1),
+            "nodes": g.num_nodes, "edges": g.num_edges,
+            "arrays_differing_from_native": same}
+
+
 def bench_llvm2graph(ll: Path, out_dir: Path) -> dict:
     sys.path.insert(0, str(REPO / "tests"))
     import graph_ref
@@ -169,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--llvm2graph", action="store_true",
                     help="also time ProGraML's llvm2graph-10 (minutes, GBs)")
+    ap.add_argument("--fallback-repeats", type=int, default=1,
+                    help="runs of the llvmlite fallback (mirecc.graph.fallback); 0 = skip")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
 
@@ -189,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     for b in builders:
         log(f"timing {b}")
         result["mirecc_graph"].append(bench_builder(b, bc, out_dir, max(1, args.repeats)))
+    if args.fallback_repeats > 0:
+        log("timing the llvmlite fallback")
+        result["fallback"] = bench_fallback(bc, out_dir, args.fallback_repeats,
+                                            result["mirecc_graph"])
     if args.llvm2graph:
         ll = compile_ir(src, out_dir, text=True)
         result["llvm2graph_10"] = bench_llvm2graph(ll, out_dir)
@@ -203,6 +245,13 @@ def main(argv: list[str] | None = None) -> int:
               f"peak {r['peak_rss_mb']:.0f} MB; {r['nodes']} nodes, {r['edges']} edges, "
               f"{r['instructions']} instructions, {r['loops']} loops; "
               f"phases {r['phases_ms_fastest']}; Python load {r['python_load_s'] * 1000:.1f} ms")
+    if "fallback" in result:
+        r = result["fallback"]
+        print(f"  llvmlite fallback: {r['wall_s_min']:.2f} s min of {len(r['wall_s_all'])} "
+              f"(fresh process, imports included; {r['build_s_in_process']:.2f} s in-process build), "
+              f"CPU {r['cpu_s_min']:.2f} s, peak {r['peak_rss_mb']:.0f} MB; {r['nodes']} nodes, "
+              f"{r['edges']} edges; arrays differing from the native graphs: "
+              f"{r['arrays_differing_from_native']}")
     if "llvm2graph_10" in result:
         r = result["llvm2graph_10"]
         if "wall_s" in r and "nodes" in r:
