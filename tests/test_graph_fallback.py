@@ -141,11 +141,12 @@ def assert_same_graph(a: mg.ProgramGraph, b: mg.ProgramGraph) -> None:
 
 
 # clang-19 IR: the same graph as mirecc-graph-19, texts included.
-CASES19 = [("c", ["-O0"]), ("c", O1), ("c", ["-O2"]), ("cxx", O1), ("cxx", ["-O2"]),
+CASES19 = [("c", ["-O0"]), ("c", O1), ("c", ["-O2"]), ("c", ["-g", *O1]), ("cxx", O1),
+           ("cxx", ["-O2"]), ("cxx", ["-g", "-O0"]),
            ("cxx-classes", O1), ("c-mixed", O1), ("opencl", O1), ("opencl", ["-O2"])]
 
 
-@pytest.mark.parametrize("lang,flags", CASES19, ids=[f"{l}{f[0]}" for l, f in CASES19])
+@pytest.mark.parametrize("lang,flags", CASES19, ids=["".join([l, *f[:2]]) for l, f in CASES19])
 def test_clang19_same_graph_as_native(tmp_path, lang, flags):
     b = need_builder(19)
     ll = compile_ir(tmp_path, 19, lang, flags)
@@ -203,7 +204,7 @@ def test_clang14_same_structure_as_native(tmp_path, lang, flags):
             assert tf[i] == "ptr", f"node {i}"
 
 
-@pytest.mark.parametrize("flags", [["-O0"], O1], ids=["O0", "O1"])
+@pytest.mark.parametrize("flags", [["-O0"], O1, ["-g", *O1]], ids=["O0", "O1", "g-O1"])
 def test_clang19_bitcode_same_graph_as_native(tmp_path, flags):
     """Bitcode carries no source text to read statements from: LLVM 22's
     upgrade of llvm.lifetime.* (size operand dropped, re-declared at the
