@@ -38,7 +38,9 @@ fallback does so that the graphs agree anyway:
 * Typed-pointer IR (clang-14): a callee written ``bitcast (... @f ...)`` is
   a constant operand without a call edge, as in LLVM 14; LLVM <= 18's
   ``inrange i32 0`` GEP syntax (C++ vtables), which LLVM 22 rejects, is
-  dropped before parsing.
+  dropped before parsing; a function cast as an operand (``i8* bitcast
+  (@dtor ...)`` for ``__cxa_throw``), folded to the function by LLVM 22,
+  is the constant again (text IR).
 
 What still differs (tests/test_graph_fallback.py checks the rest exactly):
 
@@ -46,11 +48,11 @@ What still differs (tests/test_graph_fallback.py checks the rest exactly):
   texts of pointer values are ``ptr`` (native: ``i32*``, ``struct*``);
   constants that only typed pointers tell apart merge (``double* null``
   and ``%struct.P* null`` are one ``ptr null``), zero-index constant GEPs
-  fold to their global, and a function cast as an argument (``i8* bitcast
-  (@dtor ...)``) is the function itself (not data): fewer constant nodes
-  and data edges from constants. For clang-14 *bitcode*, also intrinsic
-  names (LLVM 22 manglings) and, in some modules, their declarations'
-  places.
+  fold to their global: fewer constant nodes. For clang-14 *bitcode*,
+  also: a function cast as an operand is the function (no data edge),
+  intrinsic names are LLVM 22's manglings, and the places of re-declared
+  intrinsics are a heuristic (right for lifetime markers on zlib and
+  sqlite3; memset/memcpy/va_* can land elsewhere than clang put them).
 * bitcode: statements of lifetime calls are LLVM 22's (``(ptr %3)``).
 * clang-14 IR with debug intrinsics (``-g``): LLVM 22 holds them as debug
   records, not instructions: fewer instruction nodes (and call edges) than
@@ -213,6 +215,30 @@ _ALLOCA = re.compile(r"%\S+ = alloca (.+?)(?:, i\d+ (\d+))?(?:, align \d+)?(?:, 
 _ARRAY = re.compile(r"([\[<])(\d+) x (.+)[\]>]$")
 _FP_SIZES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16,
              "ppc_fp128": 16}
+
+def _function_cast(stmt: str, name: str):
+    """(type, "bitcast (<type> @f to <type>)") for function ``name`` cast in
+    ``stmt``, else None."""
+    start = 0
+    while True:
+        i = stmt.find(" bitcast (", start)
+        if i < 0:
+            return None
+        depth, j = 0, i + len(" bitcast ")
+        while j < len(stmt):
+            if stmt[j] == "(":
+                depth += 1
+            elif stmt[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        expr = stmt[i + 1:j + 1]
+        if (name + " to ") in expr:
+            k = expr.rfind(" to ")
+            return (expr[k + 4:-1], expr)
+        start = i + 1
+
 
 _PLAIN_NAME = re.compile(rb"[-a-zA-Z$._][-a-zA-Z$._0-9]*\Z")
 
@@ -841,7 +867,21 @@ class _Builder:
                         self.add_edge(DATA, var, node, pos)
                         producers.append((v, var))
                         results.append((var, v))
-                    elif k == _FUNCTION or k in _NOT_DATA:
+                    elif k == _FUNCTION:
+                        # Typed-pointer IR: "i8* bitcast (... @f to i8*)" as an
+                        # operand is a constant there; LLVM 22 folds it to @f.
+                        if stmts is not printed and " bitcast (" in stmt and not (
+                                pos == len(ops) - 1 and op in ("call", "invoke")):
+                            c = _function_cast(stmt, _llvm_name(
+                                "@", lib.LLVMPY_GetValueName(v) or b""))
+                            if c is not None:
+                                uses = const_uses.get(c)
+                                if uses is None:
+                                    uses = const_uses[c] = []
+                                    const_order.append(c)
+                                    const_kind[c] = _CASE
+                                uses.append((node, pos))
+                    elif k in _NOT_DATA:
                         pass
                     elif k == _ARGUMENT:
                         uses = arg_uses.get(v)
