@@ -321,3 +321,38 @@ def test_fallback_missing_file(tmp_path):
     p = tmp_path / "nope.ll"
     with pytest.raises(mg.GraphBuildError, match=f"{p}: no such file"):
         build_graph_llvmlite(p)
+
+
+HANDWRITTEN = r"""
+@0 = private constant [3 x i8] c"hi\00"
+@g = global i32 5
+@al = alias i32, ptr @g
+declare i32 @puts(ptr)
+define i32 @"weird name"(i32 %x, i32) {
+entry:
+  %c = icmp sgt i32 %x, 0
+  br i1 %c, label %a, label %b
+a:
+  %p = phi i32 [ 0, %entry ], [ %n, %a ]
+  %n = add i32 %p, 1
+  %v = load i32, ptr @al
+  %d = icmp slt i32 %n, %v
+  br i1 %d, label %a, label %b
+b:
+  %r = phi i32 [ 1, %entry ], [ %n, %a ]
+  %q = call i32 @puts(ptr @0)
+  indirectbr ptr blockaddress(@"weird name", %a), [label %a, label %b]
+dead:
+  ret i32 %0
+}
+"""
+
+
+def test_handwritten_ir_same_graph_as_native(tmp_path):
+    """Not printer output (no '; ModuleID'): statements come from LLVM 22's
+    printer. Quoted names, unnamed globals and arguments, an alias, a
+    blockaddress, indirectbr and an unreachable block."""
+    b = need_builder(19)
+    ll = tmp_path / "hand.ll"
+    ll.write_text(HANDWRITTEN)
+    assert_same_graph(native.run_builder(b, str(ll)), build_graph_llvmlite(ll))
