@@ -280,6 +280,12 @@ def test_build_graph_builder_choice(tmp_path, monkeypatch):
     monkeypatch.setenv("MIRECC_GRAPH_BUILDER", str(tmp_path / "nope"))
     with pytest.raises(mg.BuilderNotFound):
         mg.build_graph(ll, builder="native")
+    # An explicit MIRECC_GRAPH_BUILDER that names nothing is an error, also
+    # for "auto": the user asked for that tool.
+    with pytest.raises(mg.BuilderNotFound):
+        mg.build_graph(ll)
+    # With no tool configured and none built, "auto" uses the fallback.
+    monkeypatch.delenv("MIRECC_GRAPH_BUILDER")
     monkeypatch.setattr(native, "find_builders", lambda: [])
     assert mg.build_graph(ll).meta["producer"].startswith("mirecc.graph.fallback")
     with pytest.raises(ValueError):

@@ -5,8 +5,11 @@
     g.node_counts(), g.edge_counts(), g.edge_index, g.statements(), g.loop_ids
 
 ``build_graph`` runs the native builder (``passes/graph``, built by the
-top-level CMakeLists.txt); see :mod:`mirecc.graph.native` for where it is
-looked for and :mod:`mirecc.graph.format` for the file format.
+top-level CMakeLists.txt) and, where none is built, the pure-Python builder
+on llvmlite (:mod:`mirecc.graph.fallback`, same graph; its known
+differences on typed-pointer IR are in its docstring).  See
+:mod:`mirecc.graph.native` for where the native tool is looked for and
+:mod:`mirecc.graph.format` for the file format.
 """
 
 from __future__ import annotations
@@ -28,23 +31,24 @@ def build_graph(path: str | os.PathLike, timeout: Optional[float] = None,
                 builder: str = "auto") -> ProgramGraph:
     """The program graph of the LLVM module at ``path`` (``.ll`` or ``.bc``).
 
+    ``builder``: "native" (only mirecc-graph), "llvmlite" (only the fallback)
+    or "auto" (native, else llvmlite when no native tool is built; a
+    ``MIRECC_GRAPH_BUILDER`` that names no executable is an error, not a
+    reason to fall back).
+
     Raises :class:`GraphBuildError` (message names the file and the problem)
     for a missing file, malformed IR, an empty module or non-UTF-8 text, and
-    :class:`BuilderNotFound` when the native builder is not built.
+    :class:`BuilderNotFound` when the requested builder is not available.
     """
-    # --- llvmlite fallback hook (mirecc/graph/fallback.py) ---
-    # builder: "native" (only mirecc-graph), "llvmlite" (only the pure-Python
-    # fallback) or "auto" (native, falling back to llvmlite when not built).
     if builder not in ("auto", "native", "llvmlite"):
         raise ValueError(f"builder must be 'auto', 'native' or 'llvmlite', not {builder!r}")
     if builder == "llvmlite":
         from .fallback import build_graph_llvmlite
         return build_graph_llvmlite(path)
-    if builder == "auto":
+    if builder == "auto" and not os.environ.get("MIRECC_GRAPH_BUILDER"):
         try:
             find_builder()
         except BuilderNotFound:
             from .fallback import build_graph_llvmlite
             return build_graph_llvmlite(path)
-    # --- end of the fallback hook ---
     return build_graph_native(path, timeout=timeout)
