@@ -63,7 +63,7 @@ class ModuleInfo:
         return cls(d["source_filename"], d["triple"], functions, d["declarations"])
 
 
-def _idoms(succ: list[list[int]]) -> list[int]:
+def immediate_dominators(succ: list[list[int]]) -> list[int]:
     """Immediate dominators (Cooper, Harvey & Kennedy 2001); -1 if unreachable."""
     n = len(succ)
     order: list[int] = []  # post-order from the entry block
@@ -126,7 +126,7 @@ def _dominates(idom: list[int], a: int, b: int) -> bool:
 
 def natural_loops(succ: list[list[int]]) -> list[tuple[int, frozenset[int], int]]:
     """(header, body, depth) for each natural loop; back edges to one header merge."""
-    idom = _idoms(succ)
+    idom = immediate_dominators(succ)
     preds: list[list[int]] = [[] for _ in succ]
     for b, targets in enumerate(succ):
         for t in targets:

@@ -343,9 +343,9 @@ def _split_module(text: str) -> Tuple[List[List[str]], List[str]]:
 def _loops(succ: List[List[int]]):
     """Natural loops as LoopInfo finds them: (header, body) per header with a
     back edge from a reachable block, blocks reachable from the entry only."""
-    from ..irinfo import _idoms
+    from ..irinfo import immediate_dominators
     n = len(succ)
-    idom = _idoms(succ)
+    idom = immediate_dominators(succ)
     preds: List[List[int]] = [[] for _ in range(n)]
     for b in range(n):
         if idom[b] != -1:
