@@ -264,3 +264,18 @@ def test_patched_autotools_inputs_trigger_autoreconf(tmp_path):
     (tmp_path / "Makefile.am").write_text("")          # a Debian patch, newer than configure
     os.utime(tmp_path / "configure", (1000, 1000))
     assert _patched_after_configure(tmp_path)
+
+
+def test_package_built_by_another_process_is_skipped(tmp_path):
+    from mirecc.corpus.debian import _try_lock, build_packages
+    from mirecc.corpus.store import State
+    corpus = Corpus(tmp_path / "corpus")
+    held = _try_lock(corpus.root / "_work" / "debian" / "zlib.lock")
+    assert held is not None
+    try:
+        assert build_packages(corpus, ["zlib"]) == {}      # no fetch, no build
+        assert not State(corpus.root, "debian").is_done("zlib")
+    finally:
+        held.close()
+    State(corpus.root, "debian").mark_done("zlib", {"status": "ok"})   # done elsewhere
+    assert build_packages(corpus, ["zlib"]) == {}

@@ -199,63 +199,92 @@ def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
     bar = progress(total=len(packages), initial=len(packages) - len(todo), desc="debian",
                    unit="pkg") if progress else None
     for package in todo:
-        if bar:
-            bar.set_postfix_str(package)
-        say(bar, f"debian {package}: fetching and building")
-        t0 = time.monotonic()
-        deadline = t0 + timeout
-        recipe = PACKAGES.get(package, {})
-        log = logs / f"{package}.log"
-        if log.exists():
-            log.unlink()
-        info: dict = {"package": package}
-        capture = work / package / "capture"
+        if state.reload_done(package):
+            continue                      # another process finished it meanwhile
+        lock = _try_lock(work / f"{package}.lock")
+        if lock is None:
+            say(bar, f"debian {package}: being built by another process, skipped")
+            continue
         try:
-            if recipe.get("apt"):
-                _run_apt(recipe["apt"], log, min(600, timeout))
-            tree, version = fetch(package, work, log, min(600, timeout))
-            info["version"] = version
-            if capture.exists():
-                shutil.rmtree(capture)  # a resumed build starts over
-            rc, stage = build(package, recipe, tree, capture, log, jobs, deadline)
-            info["status"] = "ok" if rc == 0 else ("timeout" if rc == 124 else "failed")
-            if rc:
-                info["failed_stage"] = stage
-                info["exit_status"] = rc
-                info["log_tail"] = tail(log, 4)
-            info["merge"] = corpus.merge_capture(capture, "debian", package, base=tree,
-                                                 extra={"version": version})
-        except KeyboardInterrupt:
-            # stopped (Ctrl-C, SIGTERM): keep what was captured, build it again next time
-            info.update(status="interrupted", seconds=round(time.monotonic() - t0, 1))
-            if capture.exists():
-                info["merge"] = corpus.merge_capture(capture, "debian", package,
-                                                     extra={"version": info.get("version")})
-            state.data.setdefault("interrupted", {})[package] = info
-            state.save()
-            say(bar, f"debian {package}: interrupted, {info.get('merge', {}).get('added', 0)} "
-                     f"captured modules kept")
-            raise
-        except Exception as exc:  # one package never stops the run
-            info["status"] = "error"
-            info["error"] = str(exc)[:500]
-            if capture.exists():
-                info["merge"] = corpus.merge_capture(capture, "debian", package)
-        info["seconds"] = round(time.monotonic() - t0, 1)
-        info["log"] = str(log)
-        if info["status"] == "error" and "apt-get source" in info.get("error", "") \
-                and not info.get("merge", {}).get("added"):
-            # not fetched (mirror, network): try again on the next run
-            state.data.setdefault("fetch_failed", {})[package] = info
-            state.save()
-        else:
-            state.data.get("fetch_failed", {}).pop(package, None)
-            state.mark_done(package, info)
-        results[package] = info
+            results[package] = _one_package(corpus, state, package, work, logs, jobs,
+                                            timeout, bar)
+        finally:
+            lock.close()
         if bar:
             bar.update(1)
-        say(bar, f"debian {package}: {info['status']} "
-                 f"(+{info.get('merge', {}).get('added', 0)} modules, {info['seconds']} s)")
     if bar:
         bar.close()
     return results
+
+
+def _try_lock(path: Path):
+    """An exclusive lock on ``path`` (kept while the returned file is open),
+    or None when another process holds it."""
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def _one_package(corpus: Corpus, state: State, package: str, work: Path, logs: Path,
+                 jobs: int, timeout: float, bar) -> dict:
+    if bar:
+        bar.set_postfix_str(package)
+    say(bar, f"debian {package}: fetching and building")
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    recipe = PACKAGES.get(package, {})
+    log = logs / f"{package}.log"
+    if log.exists():
+        log.unlink()
+    info: dict = {"package": package}
+    capture = work / package / "capture"
+    try:
+        if recipe.get("apt"):
+            _run_apt(recipe["apt"], log, min(600, timeout))
+        tree, version = fetch(package, work, log, min(600, timeout))
+        info["version"] = version
+        if capture.exists():
+            shutil.rmtree(capture)  # a resumed build starts over
+        rc, stage = build(package, recipe, tree, capture, log, jobs, deadline)
+        info["status"] = "ok" if rc == 0 else ("timeout" if rc == 124 else "failed")
+        if rc:
+            info["failed_stage"] = stage
+            info["exit_status"] = rc
+            info["log_tail"] = tail(log, 4)
+        info["merge"] = corpus.merge_capture(capture, "debian", package, base=tree,
+                                             extra={"version": version})
+    except KeyboardInterrupt:
+        # stopped (Ctrl-C, SIGTERM): keep what was captured, build it again next time
+        info.update(status="interrupted", seconds=round(time.monotonic() - t0, 1))
+        if capture.exists():
+            info["merge"] = corpus.merge_capture(capture, "debian", package,
+                                                 extra={"version": info.get("version")})
+        state.data.setdefault("interrupted", {})[package] = info
+        state.save()
+        say(bar, f"debian {package}: interrupted, {info.get('merge', {}).get('added', 0)} "
+                 f"captured modules kept")
+        raise
+    except Exception as exc:  # one package never stops the run
+        info["status"] = "error"
+        info["error"] = str(exc)[:500]
+        if capture.exists():
+            info["merge"] = corpus.merge_capture(capture, "debian", package)
+    info["seconds"] = round(time.monotonic() - t0, 1)
+    info["log"] = str(log)
+    if info["status"] == "error" and "apt-get source" in info.get("error", "") \
+            and not info.get("merge", {}).get("added"):
+        # not fetched (mirror, network): try again on the next run
+        state.data.setdefault("fetch_failed", {})[package] = info
+        state.save()
+    else:
+        state.data.get("fetch_failed", {}).pop(package, None)
+        state.mark_done(package, info)
+    say(bar, f"debian {package}: {info['status']} "
+             f"(+{info.get('merge', {}).get('added', 0)} modules, {info['seconds']} s)")
+    return info

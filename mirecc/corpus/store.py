@@ -58,6 +58,17 @@ class State:
     def is_done(self, key: str) -> bool:
         return key in self.data["done"]
 
+    def reload_done(self, key: str) -> bool:
+        """Whether ``key`` is done on disk now (another process may have done it)."""
+        try:
+            on_disk = json.loads(self.path.read_text()).get("done", {})
+        except (OSError, ValueError):
+            return self.is_done(key)
+        if key in on_disk and key not in self._forgotten:
+            self.data["done"][key] = on_disk[key]
+            return True
+        return self.is_done(key)
+
     def mark_done(self, key: str, info: dict) -> None:
         self.data["done"][key] = {**info, "marked_at": time.time()}
         self._forgotten.discard(key)
