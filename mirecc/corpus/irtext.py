@@ -7,10 +7,9 @@ statements are printed the way clang 14 prints them.  Counts:
 - statements: instruction lines inside bodies (labels, braces, comments out);
   unique statements by exact printed text, and after mirecc.ir's
   normalisation (``normalise_statement``) when that module is present;
-- graph-size proxy: ProGraML-like nodes = instructions + values they define
-  or use (each distinct ``%``/``@`` name per function, plus one node per
-  constant operand use), edges = one control edge per instruction + one data
-  edge per operand use.  A proxy until mirecc/graph lands.
+
+Graph sizes are not counted here: the report builds each module's real
+ProGraML-schema graph with mirecc.graph.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-_NAME = re.compile(r'[%@](?:"[^"]*"|[-\w.$]+)')
-_CONST = re.compile(r'(?<![\w%@#!.])(?:-?\d+(?:\.\d+)?(?:e[-+]\d+)?|0x[0-9A-Fa-f]+|null|undef|zeroinitializer|true|false)\b')
 _COMMENT = re.compile(r'\s*;.*$')
 
 
@@ -79,8 +76,6 @@ def statement(line: str) -> str | None:
 class ModuleStats:
     functions: int = 0
     statements: int = 0
-    nodes: int = 0
-    edges: int = 0
     statement_hashes: set[bytes] = field(default_factory=set)
     normalised_hashes: set[bytes] | None = None
 
@@ -88,8 +83,7 @@ class ModuleStats:
         return {"functions": self.functions, "statements": self.statements,
                 "unique_statements": len(self.statement_hashes),
                 "unique_normalised_statements": None if self.normalised_hashes is None
-                else len(self.normalised_hashes),
-                "graph_nodes": self.nodes, "graph_edges": self.edges}
+                else len(self.normalised_hashes)}
 
 
 def stmt_hash(s: str) -> bytes:
@@ -126,22 +120,10 @@ def module_stats(text: str) -> ModuleStats:
     st.normalised_hashes = normalised_hashes(text)
     for _, body in function_bodies(text):
         st.functions += 1
-        names: set[str] = set()
         for line in body:
             s = statement(line)
             if s is None:
                 continue
             st.statements += 1
             st.statement_hashes.add(stmt_hash(s))
-            lhs, eq, rhs = s.partition(" = ")
-            if not eq or not lhs.startswith("%"):
-                rhs = s
-            else:
-                names.add(lhs)
-            uses = _NAME.findall(rhs)
-            consts = len(_CONST.findall(rhs))
-            names.update(uses)
-            st.edges += 1 + len(uses) + consts
-            st.nodes += 1 + consts
-        st.nodes += len(names)
     return st

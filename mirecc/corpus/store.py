@@ -35,8 +35,7 @@ CONFIG_TEST = re.compile(r"(^|/)(conftest|ztest)[^/]*\.(c|cc|cpp)$|(^|/)CMakeFil
 
 MANIFEST_KEYS = ("sha256", "ir", "kind", "origin", "path", "flags", "language",
                  "compiler_version", "functions", "statements", "unique_statements",
-                 "unique_normalised_statements",
-                 "graph_nodes", "graph_edges")
+                 "unique_normalised_statements")
 
 
 def atomic_write_json(path: Path, obj) -> None:
