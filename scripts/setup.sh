@@ -3,6 +3,8 @@
 #
 #   scripts/setup.sh           system packages (when missing) + .venv with mirecc
 #   scripts/setup.sh --test    the same, installed editable, plus test tools
+#   scripts/setup.sh --corpus  the same as plain, plus what `mire corpus build`
+#                              needs to build Debian packages, csmith programs
 #
 # System packages: clang-14, llvm-14-dev, libomp-14-dev (for -fopenmp),
 # cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark);
@@ -21,6 +23,9 @@ packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev)
 # clang-19: the 14-vs-19 statement-overlap test (not libomp-19-dev: it
 # conflicts with libomp-14-dev).
 [ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19)
+[ "$mode" = "--corpus" ] && packages+=(csmith libcsmith-dev libtool-bin autoconf automake
+    libtool pkg-config tcl zlib1g-dev libbz2-dev liblzma-dev libpcre2-dev libssl-dev
+    libreadline-dev libzstd-dev liblz4-dev libpng-dev libjpeg-dev)
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
         || missing+=("$pkg")
