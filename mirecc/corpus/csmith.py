@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from mirecc.corpus.compile import run_batches
@@ -21,8 +22,10 @@ def csmith_program(seed: int) -> str:
     exe = shutil.which("csmith")
     if not exe:
         raise FileNotFoundError("csmith is not installed: apt-get install csmith libcsmith-dev")
-    proc = subprocess.run([exe, "--seed", str(seed)], capture_output=True, text=True,
-                          timeout=60)
+    # csmith writes platform.info into its working directory: give it its own.
+    with tempfile.TemporaryDirectory(prefix="mirecc-csmith-") as scratch:
+        proc = subprocess.run([exe, "--seed", str(seed)], capture_output=True, text=True,
+                              timeout=60, cwd=scratch)
     if proc.returncode:
         raise RuntimeError(f"csmith --seed {seed} failed: {proc.stderr.strip()[:200]}")
     return proc.stdout
