@@ -111,7 +111,9 @@ def build_report(root: Path, extra: dict | None = None) -> dict:
     except OSError:
         pass
     sizes = graph_sizes(root, seen)
-    graph_errors = sum(1 for v in sizes.values() if "error" in v)
+    no_functions = sum(1 for v in sizes.values()
+                       if "no function definitions" in v.get("error", ""))
+    graph_errors = sum(1 for v in sizes.values() if "error" in v) - no_functions
     groups: dict[tuple, dict] = defaultdict(lambda: {"modules": 0, **{k: 0 for k in COUNT_KEYS}})
     uniq: dict[tuple, set] = defaultdict(set)
     norm_uniq: dict[tuple, set] = defaultdict(set)
@@ -149,6 +151,7 @@ def build_report(root: Path, extra: dict | None = None) -> dict:
         "by_origin": {f"{k[0]}/{k[1]}": v for k, v in sorted(groups.items()) if len(k) == 2},
         "eval_duplicates_dropped": dropped,
         "graph_build_errors": graph_errors,
+        "modules_without_functions": no_functions,
         "sources": states,
         **(extra or {}),
     }
@@ -169,7 +172,9 @@ def format_table(report: dict) -> str:
     for name, g in rows:
         out.append(f"{name:<{width}} " + " ".join(f"{g.get(c, 0):>12}" for c in cols))
     out.append(f"evaluation-kernel duplicates dropped: {report['eval_duplicates_dropped']}; "
-               f"modules whose graph could not be built: {report.get('graph_build_errors', 0)}")
+               f"modules with no function definitions (no graph): "
+               f"{report.get('modules_without_functions', 0)}; "
+               f"graph build errors: {report.get('graph_build_errors', 0)}")
     out.append("uniq stmts: distinct printed statements; uniq norm: distinct after "
                "mirecc.ir normalisation; graph nodes/edges: ProGraML-schema graphs "
                "built by mirecc.graph")
