@@ -162,9 +162,10 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     machine = machine_description(clang)
     steps = len(sources) * 2 * (compile_repeats + run_repeats)
     results = []
+    # disable=None: no progress bar when stderr is not a terminal (CI logs)
     with tempfile.TemporaryDirectory(prefix="mire-bench-") as tmp, \
             tqdm(total=steps, desc="mire bench", unit="step", file=sys.stderr,
-                 disable=None)  # None: no bar when stderr is not a terminal as bar:
+                 disable=None) as bar:
         os.environ.setdefault("MIRECC_CC", clang)  # compare against the very same clang
         for source in sources:
             bar.set_postfix_str(source.stem)
