@@ -17,7 +17,6 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from mirecc.cmdline import TU_LANGUAGES, Invocation, Source
 from mirecc.pipeline import Pipeline, TURequest, TUResult

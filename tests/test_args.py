@@ -18,7 +18,6 @@ those rows the stream must be the explanation followed by exactly clang's.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess

@@ -72,7 +72,7 @@ def statements(draw):
         f"%id = {draw(st.sampled_from(['sext', 'zext', 'trunc', 'bitcast', 'fptosi', 'sitofp']))} {t} {a} to {draw(types())}",
         f"%id = phi {t} [ {a}, %id ], [ {b}, %id ]",
         f"%id = select i1 %id, {t} {a}, {t} {b}",
-        f"br i1 %id, label %id, label %id",
+        "br i1 %id, label %id, label %id",
         "br label %id",
         f"ret {t} {a}",
         "ret void",

@@ -13,7 +13,6 @@ or not, is merged into the corpus; the package is then marked done.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time

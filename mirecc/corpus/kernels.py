@@ -122,9 +122,9 @@ def _conditional(r, name):
     k = _const(r, t)
     body = r.choice([
         f"if (b[i] > ({t}){k}) a[i] = b[i] {_op(r, t)} c[i]; else a[i] = c[i];",
-        f"if (c[i] != 0) a[i] = b[i];",
+        "if (c[i] != 0) a[i] = b[i];",
         f"a[i] = b[i] < c[i] ? b[i] : c[i] {_op(r, t)} ({t}){k};",
-        f"if (b[i] > c[i]) {{ a[i] += b[i]; }} else if (b[i] < 0) {{ a[i] -= c[i]; }}",
+        "if (b[i] > c[i]) { a[i] += b[i]; } else if (b[i] < 0) { a[i] -= c[i]; }",
     ])
     return (f"void {name}({t} *{_rq(r)}a, const {t} *{_rq(r)}b, const {t} *{_rq(r)}c, int n)\n"
             f"{{\n  for (int i = 0; i < {n}; i++) {{\n    {body}\n  }}\n}}\n")

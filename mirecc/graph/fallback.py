@@ -994,8 +994,6 @@ class _Builder:
 
 def build_graph_llvmlite(path: str | os.PathLike) -> ProgramGraph:
     """Build the graph of an LLVM module (``.ll`` or ``.bc``) with llvmlite."""
-    import llvmlite
-    import llvmlite.binding as llvm
     path = os.fspath(path)
     module, text, ctx = _read_module(path)
     try:
