@@ -8,8 +8,8 @@
 #
 # System packages: clang-14, llvm-14-dev, libomp-14-dev (for -fopenmp),
 # cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark);
-# with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference)
-# and clang-19.
+# with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference),
+# clang-19 and llvm-19-dev.
 # The native graph builder (passes/graph) is built into build/native.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +20,9 @@ sudo=""
 
 missing=()
 packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev)
-# clang-19: the 14-vs-19 statement-overlap test (not libomp-19-dev: it
-# conflicts with libomp-14-dev).
-[ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19)
+# clang-19 and llvm-19-dev: the 14-vs-19 statement-overlap test and the
+# LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev).
+[ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev)
 [ "$mode" = "--corpus" ] && packages+=(csmith libcsmith-dev libtool-bin autoconf automake
     libtool pkg-config tcl zlib1g-dev libbz2-dev liblzma-dev libpcre2-dev libssl-dev
     libreadline-dev libzstd-dev liblz4-dev libpng-dev libjpeg-dev)
@@ -60,4 +60,9 @@ fi
 # Native ProGraML-schema graph builder against LLVM 14 (mirecc-graph-14).
 cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/native --target mirecc-graph -j2 >/dev/null
+if [ "$mode" = "--test" ]; then
+    # and against LLVM 19 (mirecc-graph-19), for IR from newer clangs
+    cmake -S . -B build/llvm19 -DCMAKE_BUILD_TYPE=Release -DMIRECC_LLVM_VERSION=19 >/dev/null
+    cmake --build build/llvm19 --target mirecc-graph -j2 >/dev/null
+fi
 echo "setup: mirecc installed in $(pwd)/.venv (compiler: $(.venv/bin/mirecc --version | head -1))" >&2
