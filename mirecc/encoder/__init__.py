@@ -1,0 +1,7 @@
+"""MIREncoder (PACT'24): the multi-modal IR encoder, training side.
+
+The model lives in :mod:`mirecc.encoder.model` and needs torch; importing
+this package does not, so the driver and torch-less installs can import
+``mirecc.encoder`` (for its constants and, later, the ONNX runtime side)
+without paying for or requiring torch.
+"""
