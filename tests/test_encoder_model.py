@@ -94,8 +94,12 @@ def test_shapes():
     model = MIREncoder(cfg)
     h, emb = model.statements(batch["stmt_ids"])
     assert h.shape == (12, 64, 16) and emb.shape == (12, 16)
-    out, losses = model(batch, generator=gen)
-    assert out["mlm_logits"].shape == (12, 64, 60)
+    assert model.statements.mlm_logits(h).shape == (12, 64, 60)
+    from mirecc.encoder.model import mask_tokens
+    masked, labels = mask_tokens(batch["mlm_ids"], gen, cfg.vocab_size)
+    batch["mlm_ids"] = masked
+    out, losses = model(batch, {"mlm_labels": labels}, generator=gen)
+    assert out["mlm_logits"].shape == ((labels != -100).sum().item(), 60)
     assert [z.shape for z in out["z"]] == [(12, 16)] * 3
     assert out["graph_emb"].shape == out["text_emb"].shape == (2, 16)
     assert out["match_logits"].shape == (2,)

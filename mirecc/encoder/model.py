@@ -203,12 +203,15 @@ class StatementEncoder(nn.Module):
         return self.mlm_transform(h) @ self.tok_emb.weight.t() + self.mlm_bias
 
     def mlm_loss(self, ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """masked ids (B, L), labels (B, L) -> (logits (B, L, V), loss)."""
+        """masked ids (B, L), labels (B, L) -> (logits (M, V) at the M
+        selected positions, loss). Projecting only the selected ~15% of
+        positions onto the vocabulary saves most of the head's cost."""
         h, _ = self(ids)
-        logits = self.mlm_logits(h)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1),
-                               ignore_index=IGNORE_INDEX)
-        return logits, loss
+        sel = labels != IGNORE_INDEX                                # (B, L)
+        logits = self.mlm_logits(h[sel])                            # (M, V)
+        if logits.size(0) == 0:                  # nothing selected: no signal, not NaN
+            return logits, logits.sum()
+        return logits, F.cross_entropy(logits, labels[sel])
 
 
 # --------------------------------------------------------- graph encoder
