@@ -40,6 +40,10 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 if [ "$mode" = "--test" ]; then
+    # torch (training code and its tests only; the driver never imports it)
+    # first: anything that depends on torch installed before it would pull
+    # the CUDA wheels; 2.13.0 is a local CPU wheel on these machines.
+    .venv/bin/pip install -q torch==2.13.0
     # compat mode: a plain path entry, not an import hook (which costs ~10 ms
     # of start-up on every compile)
     .venv/bin/pip install -q -e ".[test]" --config-settings editable_mode=compat
