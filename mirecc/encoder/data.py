@@ -1,0 +1,285 @@
+"""Corpus directory -> MIREncoder batches (the format in :mod:`mirecc.encoder.model`).
+
+    index = CorpusIndex(".work/corpus")
+    tok = mirecc.ir.tokenizer.load()
+    mods = [encode_module(index.ir_path(sha), tok, cache_dir=index.root / "encoded")
+            for sha in index.train[:8]]
+    batch = collate(mods, mlm_per_batch=64, generator=torch.Generator().manual_seed(0))
+
+Node texts: an instruction node reads its normalised statement; where
+:func:`mirecc.ir.normalise.normalise_statement` gives ``None`` (debug
+intrinsics, no-op pointer casts) or the node has no statement (``[external]``,
+a declared function) it reads its ProGraML ``text`` (the opcode, or the
+placeholder text), lowercased.  Variable and constant nodes read their type
+text, normalised the same way (``i32*`` -> ``ptr``).
+
+Size rule: :func:`collate` keeps modules in order while the batch has at most
+``max_nodes`` nodes; a module that alone has more than ``max_nodes`` nodes is
+skipped (counted in ``batch["skipped"]`` when the batch is returned), never
+truncated, since cutting a graph leaves dangling flows.  The caller chooses
+``max_nodes`` (default :data:`MAX_NODES`).
+
+Only :func:`collate` needs torch; indexing and encoding are numpy only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.fsutil import atomic_write_bytes
+
+#: modules whose sha256 hex prefix (first 4 digits, as an integer) is below
+#: HELDOUT_FRACTION * 65536 are held out: stable as the corpus grows
+HELDOUT_FRACTION = 0.05
+#: default cap on nodes in one batch (and on one module)
+MAX_NODES = 20000
+#: bump when encode_module's output changes (invalidates the caches)
+ENCODING_VERSION = 1
+
+_ARRAY_KEYS = ("stmt_ids", "node_stmt", "node_type", "edges_0", "edges_1", "edges_2")
+
+
+# ------------------------------------------------------------------ index
+
+def is_heldout(sha: str, fraction: float = HELDOUT_FRACTION) -> bool:
+    """Whether a module (by its sha256 hex) is in the held-out split."""
+    return int(sha[:4], 16) < fraction * 65536
+
+
+class CorpusIndex:
+    """The modules of a corpus directory (``manifest.jsonl`` + ``ir/aa/sha.bc``).
+
+    A module is listed once (first manifest line per sha256) and only if its
+    bitcode exists. ``kinds`` keeps only those manifest kinds.  ``train`` and
+    ``heldout`` are the sorted sha256 lists of the two splits.
+    """
+
+    def __init__(self, root: str | Path, kinds: Iterable[str] | None = None,
+                 heldout_fraction: float = HELDOUT_FRACTION):
+        self.root = Path(root)
+        kinds = set(kinds) if kinds is not None else None
+        self.records: dict[str, dict] = {}
+        with open(self.root / "manifest.jsonl") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                    sha = rec["sha256"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if sha in self.records or (kinds is not None and rec.get("kind") not in kinds):
+                    continue
+                if not self.ir_path(sha, rec).is_file():
+                    continue
+                self.records[sha] = rec
+        shas = sorted(self.records)
+        self.train = [s for s in shas if not is_heldout(s, heldout_fraction)]
+        self.heldout = [s for s in shas if is_heldout(s, heldout_fraction)]
+
+    def ir_path(self, sha: str, rec: dict | None = None) -> Path:
+        rec = rec if rec is not None else self.records.get(sha, {})
+        ir = rec.get("ir") or f"ir/{sha[:2]}/{sha}.bc"
+        return self.root / ir
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+# --------------------------------------------------------------- encoding
+
+@dataclass
+class EncodedModule:
+    """One module's graph with tokenised, deduplicated node texts.
+
+    stmt_ids (S, L) int32, L = longest statement in the module (<= 64);
+    node_stmt (N,) int32 into stmt_ids; node_type (N,) uint8;
+    edges: three (2, E_f) int32 arrays (control, data, call).
+    """
+    stmt_ids: np.ndarray
+    node_stmt: np.ndarray
+    node_type: np.ndarray
+    edges: tuple
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_type.shape[0])
+
+    def arrays(self) -> dict:
+        d = {"stmt_ids": self.stmt_ids, "node_stmt": self.node_stmt, "node_type": self.node_type}
+        d.update({f"edges_{f}": e for f, e in enumerate(self.edges)})
+        return d
+
+    @classmethod
+    def from_arrays(cls, d) -> EncodedModule:
+        return cls(np.asarray(d["stmt_ids"]), np.asarray(d["node_stmt"]),
+                   np.asarray(d["node_type"]), tuple(np.asarray(d[f"edges_{f}"]) for f in range(3)))
+
+
+def node_texts(graph) -> list[str]:
+    """The text every node of a ProgramGraph reads (see the module docstring)."""
+    from mirecc.graph import schema
+    from mirecc.ir.normalise import normalise_statement
+    short = graph.node_texts()
+    full = graph.full_texts()
+    types = graph.node_type.tolist()
+    out = []
+    for t, s, f in zip(types, short, full):
+        if t == schema.INSTRUCTION:
+            text = normalise_statement(f) if f else None
+        else:
+            text = normalise_statement(s)
+        out.append(text if text is not None else s.strip().lower())
+    return out
+
+
+_TOK_SHA: dict = {}
+
+
+def tokenizer_sha256(tokenizer) -> str:
+    """sha256 of the tokenizer's serialised JSON (``tokenizer.tok.to_str()``,
+    equivalent to hashing its file): a retrained tokenizer changes it."""
+    key = id(tokenizer)
+    if key not in _TOK_SHA:
+        _TOK_SHA[key] = (tokenizer, hashlib.sha256(tokenizer.tok.to_str().encode()).hexdigest())
+    return _TOK_SHA[key][1]
+
+
+def cache_path(cache_dir: Path, bc_path: Path) -> Path:
+    sha = Path(bc_path).stem
+    return Path(cache_dir) / sha[:2] / f"{sha}.npz"
+
+
+def encode_module(bc_path: str | Path, tokenizer, cache_dir: str | Path | None = None,
+                  tok_sha: str | None = None) -> EncodedModule:
+    """Build the graph of ``bc_path``, tokenise its deduplicated node texts.
+
+    With ``cache_dir``, the result is kept in ``cache_dir/aa/<stem>.npz``
+    (stem = the corpus sha256), valid only for the same tokenizer (its JSON's
+    sha256, or ``tok_sha`` if given) and :data:`ENCODING_VERSION`.
+    Raises :class:`mirecc.graph.GraphBuildError` for IR the builder rejects.
+    """
+    bc_path = Path(bc_path)
+    tok_sha = tok_sha or tokenizer_sha256(tokenizer)
+    cpath = cache_path(Path(cache_dir), bc_path) if cache_dir is not None else None
+    if cpath is not None and cpath.is_file():
+        try:
+            with np.load(cpath, allow_pickle=False) as z:
+                if (str(z["tokenizer_sha256"]) == tok_sha
+                        and int(z["version"]) == ENCODING_VERSION):
+                    return EncodedModule.from_arrays({k: z[k] for k in _ARRAY_KEYS})
+        except (OSError, ValueError, KeyError):
+            pass   # damaged or old entry: rebuild
+    from mirecc.graph import build_graph
+    graph = build_graph(bc_path)
+    texts = node_texts(graph)
+    uniq: dict[str, int] = {}
+    node_stmt = np.fromiter((uniq.setdefault(t, len(uniq)) for t in texts),
+                            dtype=np.int32, count=len(texts))
+    ids, masks = tokenizer.encode_batch(list(uniq))
+    ids = np.asarray(ids, dtype=np.int32).reshape(len(uniq), -1)
+    L = int(np.asarray(masks).sum(1).max()) if len(uniq) else 1
+    stmt_ids = np.ascontiguousarray(ids[:, :L])
+    flow = graph.edge_flow
+    src, dst = graph.edge_source, graph.edge_target
+    edges = tuple(np.stack([src[flow == f], dst[flow == f]]).astype(np.int32) for f in range(3))
+    mod = EncodedModule(stmt_ids, node_stmt, np.asarray(graph.node_type, dtype=np.uint8), edges)
+    if cpath is not None:
+        buf = io.BytesIO()
+        np.savez(buf, tokenizer_sha256=np.array(tok_sha), version=np.array(ENCODING_VERSION),
+                 **mod.arrays())
+        atomic_write_bytes(cpath, buf.getvalue())
+    return mod
+
+
+# ---------------------------------------------------------------- batches
+
+def select_modules(modules: Sequence[EncodedModule], max_nodes: int = MAX_NODES
+                   ) -> tuple[list[EncodedModule], int]:
+    """The size rule: modules in order while the total stays <= max_nodes;
+    a module alone over max_nodes is skipped. Returns (kept, skipped)."""
+    kept, total, skipped = [], 0, 0
+    for m in modules:
+        if m.num_nodes > max_nodes or total + m.num_nodes > max_nodes:
+            skipped += 1
+            continue
+        kept.append(m)
+        total += m.num_nodes
+    return kept, skipped
+
+
+def collate(modules: Sequence[EncodedModule], mlm_per_batch: int = 64, generator=None,
+            max_nodes: int = MAX_NODES) -> dict:
+    """Merge encoded modules into one batch dict of torch tensors.
+
+    Statements are deduplicated across the batch; ``stmt_ids`` is trimmed to
+    the batch's longest statement; node and edge indices are offset per
+    module; ``mlm_ids`` holds ``min(mlm_per_batch, S)`` statements drawn
+    without replacement with ``generator`` (none when ``mlm_per_batch`` is 0).
+    Modules that do not fit ``max_nodes`` are dropped (see
+    :func:`select_modules`); ``batch["skipped"]`` counts them (an int, not a
+    tensor) and ``batch["num_graphs"]`` counts the modules kept.
+    Raises ValueError when no module fits.
+    """
+    import torch
+    kept, skipped = select_modules(modules, max_nodes)
+    if not kept:
+        raise ValueError("no module fits in a batch of max_nodes="
+                         f"{max_nodes} nodes ({skipped} skipped)")
+    L = max(m.stmt_ids.shape[1] for m in kept)
+    rows: dict[bytes, int] = {}
+    stmt_rows, node_stmt, node_type, node_graph = [], [], [], []
+    edges = [[], [], []]
+    offset = 0
+    for g, m in enumerate(kept):
+        padded = np.zeros((m.stmt_ids.shape[0], L), dtype=np.int64)
+        padded[:, :m.stmt_ids.shape[1]] = m.stmt_ids
+        remap = np.empty(padded.shape[0], dtype=np.int64)
+        for i, row in enumerate(padded):
+            key = row.tobytes()
+            j = rows.get(key)
+            if j is None:
+                j = rows[key] = len(stmt_rows)
+                stmt_rows.append(row)
+            remap[i] = j
+        node_stmt.append(remap[m.node_stmt])
+        node_type.append(m.node_type.astype(np.int64))
+        node_graph.append(np.full(m.num_nodes, g, dtype=np.int64))
+        for f in range(3):
+            edges[f].append(m.edges[f].astype(np.int64) + offset)
+        offset += m.num_nodes
+    stmt_ids = torch.from_numpy(np.stack(stmt_rows))
+    batch = {
+        "stmt_ids": stmt_ids,
+        "node_stmt": torch.from_numpy(np.concatenate(node_stmt)),
+        "node_type": torch.from_numpy(np.concatenate(node_type)),
+        "node_graph": torch.from_numpy(np.concatenate(node_graph)),
+        "edge_index": [torch.from_numpy(np.concatenate(e, axis=1).reshape(2, -1)) for e in edges],
+        "num_graphs": len(kept),
+        "skipped": skipped,
+    }
+    if mlm_per_batch > 0:
+        k = min(mlm_per_batch, stmt_ids.size(0))
+        pick = torch.randperm(stmt_ids.size(0), generator=generator)[:k]
+        batch["mlm_ids"] = stmt_ids[pick]
+    return batch
+
+
+def iter_encoded(index: CorpusIndex, shas: Iterable[str], tokenizer,
+                 cache_dir: str | Path | None = None):
+    """(sha, EncodedModule) for each module of ``shas`` whose graph builds;
+    modules the graph builder rejects (e.g. no function definitions) are
+    left out. ``cache_dir`` defaults to ``index.root / "encoded"``."""
+    from mirecc.graph import GraphBuildError
+    cache_dir = index.root / "encoded" if cache_dir is None else cache_dir
+    tok_sha = tokenizer_sha256(tokenizer)
+    for sha in shas:
+        try:
+            yield sha, encode_module(index.ir_path(sha), tokenizer, cache_dir, tok_sha)
+        except GraphBuildError:
+            continue
