@@ -128,13 +128,16 @@ def node_texts(graph) -> list[str]:
     short = graph.node_texts()
     full = graph.full_texts()
     types = graph.node_type.tolist()
+    memo: dict[tuple[str, str], str] = {}   # (raw text, fallback): many repeat
     out = []
     for t, s, f in zip(types, short, full):
-        if t == schema.INSTRUCTION:
-            text = normalise_statement(f) if f else None
-        else:
-            text = normalise_statement(s)
-        out.append(text if text is not None else s.strip().lower())
+        raw = f if t == schema.INSTRUCTION else s
+        key = (raw, s)
+        text = memo.get(key)
+        if text is None:
+            norm = normalise_statement(raw) if raw else None
+            text = memo[key] = norm if norm is not None else s.strip().lower()
+        out.append(text)
     return out
 
 
