@@ -139,3 +139,13 @@ def test_collate_offsets_and_forward(corpus, tok):
     assert small["skipped"] >= 1 and "mlm_ids" not in small
     with pytest.raises(ValueError):
         data.collate(mods, 0, g, max_nodes=1)
+
+
+def test_pack_batches():
+    sizes = {f"{i:064x}": n for i, n in enumerate([5, 7, 3, 11, 2, 9, 4])}
+    batches, skipped = data.pack_batches(sizes, max_nodes=10, seed=3)
+    assert skipped == [f"{3:064x}"]                                   # 11 > 10
+    assert sorted(s for b in batches for s in b) == sorted(set(sizes) - set(skipped))
+    assert all(sum(sizes[s] for s in b) <= 10 for b in batches)
+    assert data.pack_batches(sizes, max_nodes=10, seed=3) == (batches, skipped)
+    assert all(len(b) <= 2 for b in data.pack_batches(sizes, 10, max_modules=2)[0])

@@ -17,7 +17,9 @@ Size rule: :func:`collate` keeps modules in order while the batch has at most
 ``max_nodes`` nodes; a module that alone has more than ``max_nodes`` nodes is
 skipped (counted in ``batch["skipped"]`` when the batch is returned), never
 truncated, since cutting a graph leaves dangling flows.  The caller chooses
-``max_nodes`` (default :data:`MAX_NODES`).
+``max_nodes`` (default :data:`MAX_NODES`). :func:`pack_batches` groups a
+shuffled corpus into batches that fit, so that collate drops nothing but
+the modules alone over the cap.
 
 Only :func:`collate` needs torch; indexing and encoding are numpy only.
 """
@@ -286,3 +288,32 @@ def iter_encoded(index: CorpusIndex, shas: Iterable[str], tokenizer,
             yield sha, encode_module(index.ir_path(sha), tokenizer, cache_dir, tok_sha)
         except GraphBuildError:
             continue
+
+
+def pack_batches(sizes: dict[str, int], max_nodes: int = MAX_NODES, max_modules: int = 64,
+                 seed: int = 0) -> tuple[list[list[str]], list[str]]:
+    """Group modules (sha -> node count) into batches of at most ``max_nodes``
+    nodes and ``max_modules`` modules, in an order shuffled by ``seed``
+    (first fit over the shuffled order). Modules alone over ``max_nodes``
+    are left out: returns (batches, skipped shas). Feeding each group to
+    :func:`collate` with the same ``max_nodes`` drops nothing."""
+    import random
+    order = sorted(sizes)
+    random.Random(seed).shuffle(order)
+    batches: list[list[str]] = []
+    totals: list[int] = []
+    skipped = []
+    for sha in order:
+        n = sizes[sha]
+        if n > max_nodes:
+            skipped.append(sha)
+            continue
+        for i, t in enumerate(totals):
+            if t + n <= max_nodes and len(batches[i]) < max_modules:
+                batches[i].append(sha)
+                totals[i] += n
+                break
+        else:
+            batches.append([sha])
+            totals.append(n)
+    return batches, skipped
