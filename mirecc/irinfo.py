@@ -124,13 +124,15 @@ def _dominates(idom: list[int], a: int, b: int) -> bool:
         b = idom[b]
 
 
-def natural_loops(succ: list[list[int]]) -> list[tuple[int, frozenset[int], int]]:
-    """(header, body, depth) for each natural loop; back edges to one header merge."""
+def loop_bodies(succ: list[list[int]]) -> dict[int, set[int]]:
+    """Natural loops as LLVM's LoopInfo finds them: header -> body, back edges
+    to one header merged, only blocks reachable from the entry."""
     idom = immediate_dominators(succ)
     preds: list[list[int]] = [[] for _ in succ]
     for b, targets in enumerate(succ):
-        for t in targets:
-            preds[t].append(b)
+        if idom[b] != -1:  # an unreachable block is in no loop
+            for t in targets:
+                preds[t].append(b)
     bodies: dict[int, set[int]] = {}
     for tail, targets in enumerate(succ):
         if idom[tail] == -1:
@@ -144,7 +146,12 @@ def natural_loops(succ: list[list[int]]) -> list[tuple[int, frozenset[int], int]
                     if b not in body:
                         body.add(b)
                         work.extend(preds[b])
-    loops = [(h, frozenset(body)) for h, body in sorted(bodies.items())]
+    return bodies
+
+
+def natural_loops(succ: list[list[int]]) -> list[tuple[int, frozenset[int], int]]:
+    """(header, body, depth) for each natural loop, by header."""
+    loops = [(h, frozenset(body)) for h, body in sorted(loop_bodies(succ).items())]
     result = []
     for h, body in loops:
         depth = 1 + sum(1 for h2, body2 in loops if h2 != h and h in body2)

@@ -74,6 +74,7 @@ import numpy as np
 
 from . import schema
 from .format import ProgramGraph
+from ..irinfo import loop_bodies
 from .native import GraphBuildError
 
 _lib = None
@@ -338,42 +339,6 @@ def _split_module(text: str) -> Tuple[List[List[str]], List[str]]:
                 if not s.startswith("#dbg_") and cur:
                     cur[-1] += "\n" + line.rstrip(" ")
     return bodies, globals_
-
-
-def _loops(succ: List[List[int]]):
-    """Natural loops as LoopInfo finds them: (header, body) per header with a
-    back edge from a reachable block, blocks reachable from the entry only."""
-    from ..irinfo import immediate_dominators
-    n = len(succ)
-    idom = immediate_dominators(succ)
-    preds: List[List[int]] = [[] for _ in range(n)]
-    for b in range(n):
-        if idom[b] != -1:
-            for t in succ[b]:
-                preds[t].append(b)
-
-    def dominates(a: int, b: int) -> bool:
-        while True:
-            if a == b:
-                return True
-            if b == 0:
-                return False
-            b = idom[b]
-
-    bodies: Dict[int, set] = {}
-    for tail in range(n):
-        if idom[tail] == -1:
-            continue
-        for header in succ[tail]:
-            if dominates(header, tail):
-                body = bodies.setdefault(header, {header})
-                work = [tail]
-                while work:
-                    b = work.pop()
-                    if b not in body:
-                        body.add(b)
-                        work.extend(preds[b])
-    return bodies
 
 
 class _Builder:
@@ -758,7 +723,7 @@ class _Builder:
         kind_of = lib.LLVMPY_GetValueKind
 
         # Loops, numbered in header order.
-        bodies = _loops(succ) if blocks else {}
+        bodies = loop_bodies(succ) if blocks else {}
         headers = sorted(bodies)
         loop_id = {}
         for h in headers:
