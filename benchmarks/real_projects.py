@@ -93,6 +93,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mirecc.bench import cpu_model
+from mirecc.capture import compiler_version
+from mirecc.corpus.util import neutral_build_env
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_WORK = REPO / ".work"
 LUA_TESTS = Path(__file__).resolve().parent / "lua_tests"
@@ -135,14 +139,7 @@ def build_env(**extra: str) -> dict[str, str]:
     """The environment for builds: ours without MIRECC_* (default mode; only
     the pinned compilers) and without variables that would change a
     project's build from outside."""
-    drop = {"CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS",
-            "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS"}
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MIRECC_") and k not in drop}
-    env["LC_ALL"] = "C"
-    env.update(_PINNED)
-    env.update(extra)
-    return env
+    return neutral_build_env(**{**_PINNED, **extra})
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -210,14 +207,6 @@ def real_compiler(mirecc: Path, cxx: bool = False) -> str:
             continue
     raise BenchError(f"cannot ask {mirecc} which compiler it uses (exit status "
                      f"{proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
-
-
-def compiler_version(compiler: str) -> str:
-    try:
-        out = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-        return out.splitlines()[0].strip()
-    except (OSError, IndexError):
-        return "unknown"
 
 
 @dataclass(frozen=True)
@@ -895,15 +884,7 @@ def report(results: list[ProjectResult], machine: dict) -> str:
 
 
 def machine_info(clang: str) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "clang": compiler_version(clang),
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "clang": compiler_version(clang),
             "python": platform.python_version(), "platform": platform.platform()}
 
 

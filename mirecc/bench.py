@@ -14,7 +14,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -31,30 +30,22 @@ def bundled_programs_dir() -> Path:
     return installed if installed.is_dir() else source_tree
 
 
-def mirecc_executable(cxx: bool = False) -> str:
-    name = "mirecc++" if cxx else "mirecc"
-    beside = Path(sys.executable).parent / name
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which(name)
-    if not found:
-        raise FileNotFoundError(f"{name} is not installed (pip install the package)")
-    return found
-
-
-def machine_description(compiler: str) -> dict:
-    cpu = platform.processor() or "unknown"
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (else what platform knows)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    version = subprocess.run([compiler, "--version"], capture_output=True,
-                             text=True).stdout.splitlines()[0]
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-            "python": platform.python_version(), "compiler": version}
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine_description(compiler: str) -> dict:
+    from mirecc.capture import compiler_version
+
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version(), "compiler": compiler_version(compiler)}
 
 
 @dataclass
@@ -152,13 +143,14 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
 
     from mirecc.compiler import find_compiler
     from mirecc.config import load_config
+    from mirecc.toolchain import installed_driver
 
     sources = sorted(programs.glob("*.c"))
     if not sources:
         print(f"mire bench: no .c programs in {programs}", file=sys.stderr)
         return 2
     clang = clang or find_compiler(load_config(), cxx=False)
-    mirecc = mirecc_executable()
+    mirecc = installed_driver("mirecc")
     machine = machine_description(clang)
     steps = len(sources) * 2 * (compile_repeats + run_repeats)
     results = []

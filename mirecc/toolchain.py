@@ -14,14 +14,34 @@ from pathlib import Path
 from mirecc.fsutil import atomic_write_bytes
 
 
-def _driver_paths() -> tuple[str, str]:
-    """Absolute paths of mirecc and mirecc++ for the running installation."""
-    candidates = []
+def _script_dirs() -> list[Path]:
+    """Where this installation's scripts are: beside the running mirecc, and
+    the bin/ of the running Python (a venv)."""
+    dirs = []
     invoked = Path(sys.argv[0])
     if invoked.name.startswith("mirecc"):
-        candidates.append(invoked.absolute().parent)
-    candidates.append(Path(sys.executable).parent)  # bin/ of the venv
-    for directory in candidates:
+        dirs.append(invoked.absolute().parent)
+    dirs.append(Path(sys.executable).parent)
+    return dirs
+
+
+def installed_driver(name: str = "mirecc") -> str:
+    """Absolute path of this installation's ``mirecc`` or ``mirecc++``
+    (else the one on PATH)."""
+    for directory in _script_dirs():
+        if (directory / name).is_file():
+            return str(directory / name)
+    found = shutil.which(name)
+    if found:
+        return os.path.abspath(found)
+    raise FileNotFoundError(f"{name} not found next to {sys.executable} or on PATH "
+                            f"(is the package installed with pip?)")
+
+
+def _driver_paths() -> tuple[str, str]:
+    """Absolute paths of mirecc and mirecc++ for the running installation,
+    taken from one directory where both are."""
+    for directory in _script_dirs():
         cc, cxx = directory / "mirecc", directory / "mirecc++"
         if cc.is_file() and cxx.is_file():
             return str(cc), str(cxx)

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mirecc.corpus.store import Corpus, State
-from mirecc.corpus.util import clean_env, say, tool
+from mirecc.corpus.util import clean_env, say
+from mirecc.toolchain import installed_driver
 
 
 def compile_captured(sources: list[Path], capture: Path, flags: list[str], *, jobs: int,
@@ -17,7 +18,7 @@ def compile_captured(sources: list[Path], capture: Path, flags: list[str], *, jo
     """``mirecc <flags> -c`` each source with MIRECC_CAPTURE_DIR=capture;
     returns {source: error text} for those that failed."""
     env = clean_env(MIRECC_CAPTURE_DIR=str(capture))
-    cc = tool("mirecc")
+    cc = installed_driver("mirecc")
     failures: dict[str, str] = {}
 
     def one(src: Path) -> None:

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from mirecc.corpus.store import Corpus, State
-from mirecc.corpus.util import clean_env, run_logged, say, tail, tool
+from mirecc.corpus.util import clean_env, run_logged, say, tail
+from mirecc.toolchain import installed_driver
 
 # name -> recipe.  build: auto|configure|cmake|make; args: configure/cmake
 # arguments; configure_env: CC/CFLAGS only in the environment; make: make
@@ -128,7 +129,7 @@ def _patched_after_configure(src: Path) -> bool:
 def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs: int,
           deadline: float) -> tuple[int, str]:
     """Build ``tree``; returns (exit status, stage reached)."""
-    cc, cxx = tool("mirecc"), tool("mirecc++")
+    cc, cxx = installed_driver("mirecc"), installed_driver("mirecc++")
     env = clean_env(CC=cc, CXX=cxx, CFLAGS=FLAGS, CXXFLAGS=FLAGS,
                     MIRECC_CAPTURE_DIR=str(capture))
 

@@ -4,35 +4,35 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 
-def tool(name: str) -> str:
-    """mirecc / mirecc++ next to the running Python (a venv), else on PATH."""
-    here = Path(sys.executable).parent / name
-    if here.exists():
-        return str(here)
-    found = shutil.which(name)
-    if not found:
-        raise FileNotFoundError(f"{name} not found next to {sys.executable} or on PATH")
-    return found
+# Variables that would change a project's build from outside.
+BUILD_VARIABLES = {"CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS",
+                   "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS"}
+
+
+def neutral_build_env(**extra: str) -> dict[str, str]:
+    """Our environment without MIRECC_* and without BUILD_VARIABLES, in the C
+    locale, plus ``extra``: a project then builds as its own files say."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MIRECC_") and k not in BUILD_VARIABLES}
+    env["LC_ALL"] = "C"
+    env.update(extra)
+    return env
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    drop = {"CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS",
-            "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_") and k not in drop}
-    env["LC_ALL"] = "C"
-    env["MIRECC_QUIET"] = "1"
-    # the corpus is clang 14 IR unless asked otherwise (mirecc picks the newest clang)
-    env["MIRECC_CC"] = os.environ.get("MIRECC_CORPUS_CC", "clang-14")
-    env["MIRECC_CXX"] = os.environ.get("MIRECC_CORPUS_CXX", "clang++-14")
-    env.update(extra)
-    return env
+    """The environment of corpus builds: quiet mirecc driving clang 14 (the
+    corpus is clang 14 IR unless asked otherwise; mirecc picks the newest)."""
+    return neutral_build_env(**{
+        "MIRECC_QUIET": "1",
+        "MIRECC_CC": os.environ.get("MIRECC_CORPUS_CC", "clang-14"),
+        "MIRECC_CXX": os.environ.get("MIRECC_CORPUS_CXX", "clang++-14"),
+        **extra})
 
 
 def run_logged(cmd: list[str], *, cwd: Path, env: dict, log: Path, timeout: float) -> int:

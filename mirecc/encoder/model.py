@@ -27,7 +27,6 @@ statements, ``L`` = 64 tokens):
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Optional
 
@@ -35,7 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mirecc.ir.tokenizer import CLS_ID, MASK_ID, MAX_LENGTH, PAD_ID, SEP_ID, SPECIAL_TOKENS
+from mirecc.ir.tokenizer import MASK_ID, MAX_LENGTH, PAD_ID, SPECIAL_TOKENS
 
 #: vocabulary of the shipped tokenizer (mirecc/data/tokenizer.json)
 VOCAB_SIZE = 8043
