@@ -259,13 +259,18 @@ def _deb822_stanzas(text: str) -> list[dict[str, str]]:
     return stanzas
 
 
-def deb_src_configured() -> bool:
-    """True when some apt source has a deb-src entry."""
+def _sources_texts():
+    """(path, text) of each readable apt sources file."""
     for path in _sources_files():
         try:
-            text = path.read_text(errors="replace")
+            yield path, path.read_text(errors="replace")
         except OSError:
             continue
+
+
+def deb_src_configured() -> bool:
+    """True when some apt source has a deb-src entry."""
+    for path, text in _sources_texts():
         if path.suffix == ".sources":
             for stanza in _deb822_stanzas(text):
                 if "deb-src" in stanza.get("types", "").split() \
@@ -279,11 +284,7 @@ def deb_src_configured() -> bool:
 def _debian_signed_by() -> str | None:
     """The Signed-By keyring of the existing entry for the Debian mirror: the
     deb-src entry must use the same one, or apt refuses the sources list."""
-    for path in _sources_files():
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
+    for path, text in _sources_texts():
         if path.suffix == ".sources":
             for stanza in _deb822_stanzas(text):
                 if any(u.rstrip("/") == DEBIAN_MIRROR for u in stanza.get("uris", "").split()):
