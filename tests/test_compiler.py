@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from envs import isolated_env
+
 CLANG = "/usr/bin/clang-14"
 CLANGXX = "/usr/bin/clang++-14"
 BIN = Path(sys.executable).parent
@@ -28,11 +30,7 @@ SOURCE = "int f(int x) { for (int i = 0; i < x; i++) x ^= i; return x; }\n"
 
 
 def base_env(tmp_path: Path, **extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
-    env.update({"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
-                "HOME": str(tmp_path / "home"), "LC_ALL": "C"})
-    env.update(extra)
-    return env
+    return isolated_env(tmp_path, **extra)
 
 
 def run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:

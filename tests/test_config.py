@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from envs import isolated_env
+
 CLANG = "/usr/bin/clang-14"
 CLANG_IN_LLVM_DIR = "/usr/lib/llvm-14/bin/clang"   # same compiler, another path
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
@@ -28,11 +30,7 @@ SOURCE = "int f(int x) { return x + 1; }\n"
 
 def base_env(tmp_path: Path, **extra: str) -> dict:
     """No MIRECC_* from the caller; no MIRECC_CC unless a test sets it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
-    env.update({"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
-                "HOME": str(tmp_path / "home"), "LC_ALL": "C"})
-    env.update(extra)
-    return env
+    return isolated_env(tmp_path, **extra)
 
 
 def mirecc(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from envs import isolated_env
+
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
 
@@ -31,12 +33,8 @@ int twice(int x) { return 2 * x; }
 
 
 def base_env(tmp_path: Path, **extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
-    env.update({"MIRECC_CC": CLANG, "MIRECC_CACHE_DIR": str(tmp_path / "cache"),
-                "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
-                "HOME": str(tmp_path / "home"), "LC_ALL": "C"})
-    env.update(extra)
-    return env
+    return isolated_env(tmp_path, **{"MIRECC_CC": CLANG,
+                                     "MIRECC_CACHE_DIR": str(tmp_path / "cache"), **extra})
 
 
 def mirecc(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from envs import isolated_env
+
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
 WARNING_PREFIX = "mirecc: warning:"
@@ -46,19 +48,11 @@ int f(int x) { return x +; }
 
 
 def base_env(tmp_path: Path, **extra: str) -> dict:
-    """A controlled environment: nothing of the caller's MIRECC_* leaks in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    """A controlled environment with a private TMPDIR, so that leftovers of
+    the ML path can be seen."""
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir(exist_ok=True)
-    env.update({
-        "MIRECC_CC": CLANG,
-        "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
-        "HOME": str(tmp_path / "home"),
-        "TMPDIR": str(tmpdir),           # so leftovers of the ML path can be seen
-        "LC_ALL": "C",
-    })
-    env.update(extra)
-    return env
+    return isolated_env(tmp_path, **{"MIRECC_CC": CLANG, "TMPDIR": str(tmpdir), **extra})
 
 
 def run(cmd: list[str], cwd: Path, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:

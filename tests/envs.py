@@ -1,0 +1,15 @@
+"""The environment tests run mirecc and clang in: nothing of the caller's
+MIRECC_* leaks in, caches and HOME are private to the test, C locale."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def isolated_env(tmp_path: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    env.update({"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
+                "HOME": str(tmp_path / "home"), "LC_ALL": "C"})
+    env.update(extra)
+    return env
