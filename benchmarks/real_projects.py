@@ -85,7 +85,6 @@ import json
 import os
 import platform
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -95,7 +94,7 @@ from pathlib import Path
 
 from mirecc.bench import cpu_model
 from mirecc.capture import compiler_version
-from mirecc.corpus.util import neutral_build_env
+from mirecc.corpus.util import neutral_build_env, run_logged, tail
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_WORK = REPO / ".work"
@@ -142,36 +141,15 @@ def build_env(**extra: str) -> dict[str, str]:
     return neutral_build_env(**{**_PINNED, **extra})
 
 
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(text[-lines:])
-
-
 def run(cmd: list[str], *, cwd: Path, env: dict[str, str], log_path: Path,
-        stage: str, check: bool = True, timeout: float | None = 3600) -> int:
-    """Run ``cmd`` with its output appended to ``log_path``; raise BenchError
-    (with the log's tail) when it fails and ``check`` is set."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a") as fh:
-        fh.write(f"\n$ cd {cwd} && {shlex.join(cmd)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, timeout=timeout)
-            rc = proc.returncode
-        except FileNotFoundError as exc:
-            fh.write(f"cannot run: {exc}\n")
-            rc = 127
-        except subprocess.TimeoutExpired:
-            fh.write(f"timed out after {timeout} s\n")
-            rc = 124
-        fh.write(f"[exit status {rc}]\n")
+        stage: str, check: bool = True, timeout: float = 3600) -> int:
+    """Run ``cmd`` with its output appended to ``log_path`` (the whole process
+    group is killed on timeout); raise BenchError (with the log's tail) when
+    it fails and ``check`` is set."""
+    rc = run_logged(cmd, cwd=cwd, env=env, log=log_path, timeout=timeout)
     if rc != 0 and check:
         raise BenchError(f"{stage} failed (exit status {rc}); log: {log_path}\n"
-                         f"{_tail(log_path)}")
+                         f"{tail(log_path, 25)}")
     return rc
 
 
@@ -369,13 +347,13 @@ def fetch_source(package: str, src_root: Path, *, configure_apt: bool = True,
              log_path=fetch_log, stage=f"apt-get source {package}", check=False)
     if rc != 0 and configure_apt and os.geteuid() == 0 \
             and re.search(r"Unable to find a source package|must put some 'deb-src'",
-                          _tail(fetch_log, 10)):
+                          tail(fetch_log, 10)):
         _apt_update(logs)  # deb-src configured but its index never downloaded
         rc = run(["apt-get", "source", package], cwd=pkg_dir, env=build_env(),
                  log_path=fetch_log, stage=f"apt-get source {package}", check=False)
     if rc != 0:
         raise FetchError(f"apt-get source {package} failed (exit status {rc}); "
-                         f"log: {fetch_log}\n{_tail(fetch_log, 8)}")
+                         f"log: {fetch_log}\n{tail(fetch_log, 8)}")
     trees = [p for p in pkg_dir.iterdir() if p.is_dir()]
     if len(trees) != 1:
         raise FetchError(f"apt-get source {package} left {len(trees)} directories in {pkg_dir}")
