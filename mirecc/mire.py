@@ -19,6 +19,25 @@ def _bench(args: argparse.Namespace) -> int:
                      args.run_repeats, args.cc)
 
 
+def _add_lazy(parser: argparse.ArgumentParser, module: str) -> None:
+    """Arguments from ``module.add_arguments``, run by ``module.run``: the
+    module (and torch) is imported only when the subcommand is used... and
+    for --help, which has to list the arguments."""
+    import importlib
+
+    def run(args: argparse.Namespace) -> int:
+        return importlib.import_module(module).run(args)
+    try:
+        importlib.import_module(module).add_arguments(parser)
+    except ImportError as exc:   # e.g. no torch: say so when the command is run
+        def run(args: argparse.Namespace, exc=exc) -> int:  # noqa: F811
+            print(f"mire {parser.prog.split()[-1]}: {exc}; install the training extras: "
+                  "pip install 'mirecc[train]'", file=sys.stderr)
+            return 2
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mire", description="mirecc's tool for everything that is not compiling")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -40,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)
+
+    pretrain = sub.add_parser(
+        "pretrain", help="pretrain the MIREncoder on a corpus (needs torch: pip install .[train])",
+        description="Pretrain MIREncoder (masked language modelling, graph auto-encoder, "
+                    "IR-graph matching) with checkpoints, resume and a metrics log. For "
+                    "several processes: torchrun --nproc-per-node N -m mirecc.encoder.train ...")
+    _add_lazy(pretrain, "mirecc.encoder.train")
     return parser
 
 

@@ -82,7 +82,7 @@ def test_parameter_counts():
     paper = MIREncoder(EncoderConfig.paper()).num_parameters()["total"]
     small = MIREncoder(EncoderConfig.small()).num_parameters()["total"]
     assert abs(paper - 22e6) <= 0.15 * 22e6, paper
-    assert 2e6 <= small <= 8e6, small
+    assert 1e6 <= small <= 4e6, small   # trains in about an hour on 2 cores
 
 
 @needs_torch

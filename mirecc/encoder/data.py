@@ -89,6 +89,11 @@ class CorpusIndex:
         ir = rec.get("ir") or f"ir/{sha[:2]}/{sha}.bc"
         return self.root / ir
 
+    @staticmethod
+    def ir_path_of(root: Path, sha: str) -> Path:
+        """Where a module's bitcode lies by the corpus layout (no manifest read)."""
+        return root / "ir" / sha[:2] / f"{sha}.bc"
+
     def __len__(self) -> int:
         return len(self.records)
 
@@ -290,30 +295,86 @@ def iter_encoded(index: CorpusIndex, shas: Iterable[str], tokenizer,
             continue
 
 
-def pack_batches(sizes: dict[str, int], max_nodes: int = MAX_NODES, max_modules: int = 64,
-                 seed: int = 0) -> tuple[list[list[str]], list[str]]:
-    """Group modules (sha -> node count) into batches of at most ``max_nodes``
-    nodes and ``max_modules`` modules, in an order shuffled by ``seed``
-    (first fit over the shuffled order). Modules alone over ``max_nodes``
-    are left out: returns (batches, skipped shas). Feeding each group to
-    :func:`collate` with the same ``max_nodes`` drops nothing."""
+def pack_batches(sizes: dict, max_nodes: int = MAX_NODES, max_modules: int = 64,
+                 seed: int = 0, max_statements: int = 0) -> tuple[list[list[str]], list[str]]:
+    """Group modules into batches of at most ``max_nodes`` nodes,
+    ``max_modules`` modules and (when ``max_statements`` > 0) that many
+    statements, in an order shuffled by ``seed`` (first fit over the
+    shuffled order). ``sizes`` maps sha -> node count, or sha -> (nodes,
+    distinct statements) as :func:`encode_corpus` returns. A module alone
+    over a cap is left out: returns (batches, skipped shas). Feeding each
+    group to :func:`collate` with the same ``max_nodes`` drops nothing.
+    (Statements are summed per module: an upper bound, since collate
+    deduplicates them across the batch.)"""
     import random
     order = sorted(sizes)
     random.Random(seed).shuffle(order)
     batches: list[list[str]] = []
-    totals: list[int] = []
+    totals: list[list[int]] = []
     skipped = []
+    stmt_cap = max_statements or float("inf")
     for sha in order:
-        n = sizes[sha]
-        if n > max_nodes:
+        size = sizes[sha]
+        n, k = (size, 0) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        if n > max_nodes or k > stmt_cap:
             skipped.append(sha)
             continue
-        for i, t in enumerate(totals):
-            if t + n <= max_nodes and len(batches[i]) < max_modules:
+        for i, (tn, tk) in enumerate(totals):
+            if tn + n <= max_nodes and tk + k <= stmt_cap and len(batches[i]) < max_modules:
                 batches[i].append(sha)
-                totals[i] += n
+                totals[i] = [tn + n, tk + k]
                 break
         else:
             batches.append([sha])
-            totals.append(n)
+            totals.append([n, k])
     return batches, skipped
+
+
+def _encode_one(job):
+    root, sha, cache_dir, tok_sha = job
+    from mirecc.graph import GraphBuildError
+    from mirecc.ir import tokenizer as tokmod
+    global _WORKER_TOKENIZER
+    if _WORKER_TOKENIZER is None:
+        _WORKER_TOKENIZER = tokmod.load()
+    try:
+        mod = encode_module(CorpusIndex.ir_path_of(Path(root), sha), _WORKER_TOKENIZER,
+                            cache_dir, tok_sha)
+    except GraphBuildError:
+        return sha, None
+    return sha, (mod.num_nodes, int(mod.stmt_ids.shape[0]))
+
+
+_WORKER_TOKENIZER = None
+
+
+def encode_corpus(index: CorpusIndex, tokenizer, shas: Sequence[str] | None = None,
+                  jobs: int = 0, progress: bool = True) -> dict[str, tuple[int, int]]:
+    """Encode (and cache under ``index.root/encoded``) every module of
+    ``shas`` (default: all) with ``jobs`` processes (0: one per core).
+    Returns sha -> (nodes, distinct statements) for the modules whose graph
+    builds; the others are left out. Re-running reads the cache."""
+    import os
+    from multiprocessing import get_context
+    from tqdm import tqdm
+    shas = list(index.records) if shas is None else list(shas)
+    cache_dir = index.root / "encoded"
+    tok_sha = tokenizer_sha256(tokenizer)
+    work = [(str(index.root), s, cache_dir, tok_sha) for s in shas]
+    jobs = jobs or os.cpu_count() or 1
+    sizes: dict[str, tuple[int, int]] = {}
+    bar = tqdm(total=len(work), desc="encode modules", unit="mod", disable=not progress)
+    if jobs == 1:
+        results = map(_encode_one, work)
+        for sha, size in results:
+            if size is not None:
+                sizes[sha] = size
+            bar.update()
+    else:
+        with get_context("fork").Pool(jobs) as pool:
+            for sha, size in pool.imap_unordered(_encode_one, work, chunksize=4):
+                if size is not None:
+                    sizes[sha] = size
+                bar.update()
+    bar.close()
+    return sizes
