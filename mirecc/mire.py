@@ -1,7 +1,6 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
-Subcommands arrive with the issues that need them (corpus, pretrain, embed,
-train a head); today: ``bench`` and ``corpus``.
+Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``.
 """
 
 from __future__ import annotations
@@ -66,6 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "IR-graph matching) with checkpoints, resume and a metrics log. For "
                     "several processes: torchrun --nproc-per-node N -m mirecc.encoder.train ...")
     _add_lazy(pretrain, "mirecc.encoder.train")
+
+    export = sub.add_parser(
+        "export", help="export a pretrained encoder to ONNX with its manifest (needs torch)",
+        description="Export model.pt to statements.onnx + graph.onnx (opset 18, dynamic "
+                    "shapes), check each against torch, copy the tokenizer and write manifest.json.")
+    _add_lazy(export, "mirecc.encoder.export")
+
+    embed = sub.add_parser(
+        "embed", help="embed LLVM IR or a source file with the shipped encoder",
+        description="Module, function and loop embeddings from the frozen encoder in ONNX "
+                    "Runtime, with an on-disk statement cache shared by concurrent runs.")
+    _add_lazy(embed, "mirecc.encoder.runtime")
     return parser
 
 

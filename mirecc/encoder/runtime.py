@@ -1,0 +1,320 @@
+"""Embedding IR with the frozen encoder in ONNX Runtime (no torch).
+
+    from mirecc.encoder.runtime import Encoder
+    enc = Encoder()                       # the shipped model, hashes verified
+    emb = enc.embed_file("kernel.c")      # or .ll / .bc
+    emb.module                            # (256,) float32
+    emb.functions["main"], emb.loops["main:3"]
+
+Steps for one module: program graph (:func:`mirecc.graph.build_graph`),
+node texts (normalised statements, :func:`mirecc.encoder.data.node_texts`),
+distinct texts looked up in the statement cache
+(:mod:`mirecc.encoder.stmtcache`), the rest tokenised, sorted by length and
+run through ``statements.onnx`` in buckets trimmed to their longest
+statement, then ``graph.onnx`` over the whole graph.
+
+Granularities: an embedding of a set of nodes is the mean statement
+embedding of its instruction nodes concatenated with the mean node
+embedding (over the three subgraphs) of all its nodes: the same two halves
+that the IR-graph matching task was trained to relate. Module: every node;
+function: the nodes of the function; loop: the instructions whose innermost
+loop it is, and those of the loops nested in it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.model import ModelError, load_model
+
+#: the shipped model directory (written by ``mire export``)
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "encoder"
+#: intra-op threads of the graph session. onnxruntime 1.31's ScatterND with
+#: reduction="add" (what index_add_ exports to) races on repeated indices
+#: when it runs on several threads: 2 threads gave differences of ~1e-2 from
+#: torch and between two runs on 3000 nodes / 7000 edges, 1 thread gives 0.
+#: The GCN is a small share of the time, so one thread costs little.
+GRAPH_THREADS = 1
+#: statements per transformer call; a bucket is trimmed to its longest statement
+BUCKET_ROWS = 64
+IR_SUFFIXES = (".ll", ".bc")
+SOURCE_SUFFIXES = {".c": "c", ".i": "c", ".cc": "c++", ".cpp": "c++", ".cxx": "c++", ".C": "c++",
+                   ".cl": "cl", ".cu": "cuda", ".m": "objective-c"}
+
+
+class EmbedError(Exception):
+    """The input cannot be embedded; the message names the file and the problem."""
+
+
+class Embeddings:
+    """Module, function and loop embeddings of one LLVM module."""
+
+    def __init__(self, module: np.ndarray, functions: dict, loops: dict, stats: dict):
+        self.module, self.functions, self.loops, self.stats = module, functions, loops, stats
+
+    def to_json(self) -> dict:
+        return {"module": self.module.tolist(),
+                "functions": {k: v.tolist() for k, v in self.functions.items()},
+                "loops": {k: v.tolist() for k, v in self.loops.items()},
+                "stats": self.stats}
+
+
+class Encoder:
+    """The frozen encoder: two ONNX Runtime sessions and the tokenizer.
+
+    ``model_dir`` defaults to the shipped model; every file is checked
+    against the manifest's sha256 (:class:`mirecc.model.ModelError` if one
+    differs). ``cache``: a :class:`~mirecc.encoder.stmtcache.StatementCache`
+    path, ``None`` for the default path, or ``False`` for no cache.
+    """
+
+    def __init__(self, model_dir: str | Path | None = None, cache=None, threads: int = 0):
+        import onnxruntime as ort
+        from mirecc.ir import tokenizer as tokmod
+        self.info = load_model(model_dir or DEFAULT_MODEL_DIR)
+        root = self.info.directory
+        self.manifest = json.loads((root / "manifest.json").read_text())
+        self.dim_statement = int(self.manifest["embedding"]["statement"])
+        self.dim_node = int(self.manifest["embedding"]["node"])
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        try:
+            self.statements = ort.InferenceSession(str(root / "statements.onnx"), opts,
+                                                   providers=["CPUExecutionProvider"])
+            graph_opts = ort.SessionOptions()
+            graph_opts.intra_op_num_threads = GRAPH_THREADS
+            graph_opts.log_severity_level = 3
+            self.graph = ort.InferenceSession(str(root / "graph.onnx"), graph_opts,
+                                              providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise ModelError(f"{root}: cannot load the ONNX model: {exc}") from None
+        self.tokenizer = tokmod.load(root / "tokenizer.json")
+        self.cache = None
+        if cache is not False:
+            from mirecc.encoder.stmtcache import CacheError, StatementCache, default_path
+            try:
+                self.cache = StatementCache(cache or default_path(), self.info.cache_version,
+                                            self.dim_statement)
+            except CacheError as exc:
+                import sys
+                print(f"mire: warning: {exc}; embedding without the statement cache",
+                      file=sys.stderr)
+
+    # ------------------------------------------------------------ statements
+
+    def embed_statements(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """Embeddings (len(texts), C) of distinct statement texts, and how
+        many of them came from the cache."""
+        out = np.empty((len(texts), self.dim_statement), dtype=np.float32)
+        cached = self.cache.get_many(texts) if self.cache is not None else {}
+        missing = []
+        for i, t in enumerate(texts):
+            vec = cached.get(t)
+            if vec is None:
+                missing.append(i)
+            else:
+                out[i] = vec
+        if missing:
+            ids, masks = self.tokenizer.encode_batch([texts[i] for i in missing])
+            ids = np.asarray(ids, dtype=np.int64)
+            lengths = np.asarray(masks).sum(1)
+            order = np.argsort(lengths, kind="stable")
+            for b in range(0, len(order), BUCKET_ROWS):
+                rows = order[b:b + BUCKET_ROWS]
+                L = max(1, int(lengths[rows].max()))
+                emb = self.statements.run(None, {"ids": ids[rows, :L]})[0]
+                out[np.asarray(missing)[rows]] = emb
+            if self.cache is not None:
+                self.cache.put_many([texts[i] for i in missing], out[missing])
+        return out, len(texts) - len(missing)
+
+    # ----------------------------------------------------------------- graph
+
+    def embed_graph(self, graph) -> Embeddings:
+        """Embeddings of a :class:`mirecc.graph.ProgramGraph`."""
+        from mirecc.encoder.data import node_texts
+        from mirecc.graph import schema
+        t0 = time.perf_counter()
+        texts = node_texts(graph)
+        index: dict[str, int] = {}
+        node_stmt = np.fromiter((index.setdefault(t, len(index)) for t in texts),
+                                dtype=np.int64, count=len(texts))
+        stmt_emb, hits = self.embed_statements(list(index))
+        t1 = time.perf_counter()
+        flow, src, dst = graph.edge_flow, graph.edge_source, graph.edge_target
+        feeds = {"stmt_emb": stmt_emb, "node_stmt": node_stmt,
+                 "node_type": np.asarray(graph.node_type, dtype=np.int64)}
+        for f, name in enumerate(("edges_control", "edges_data", "edges_call")):
+            feeds[name] = np.stack([src[flow == f], dst[flow == f]]).astype(np.int64)
+        z = self.graph.run(None, feeds)[0].mean(0)                 # (N, D)
+        t2 = time.perf_counter()
+
+        stmt_of_node = stmt_emb[node_stmt]                          # (N, C)
+        is_inst = np.asarray(graph.node_type) == schema.INSTRUCTION
+
+        def pooled(nodes: np.ndarray) -> np.ndarray:
+            inst = nodes & is_inst
+            text = stmt_of_node[inst].mean(0) if inst.any() else np.zeros(self.dim_statement, np.float32)
+            node = z[nodes].mean(0) if nodes.any() else np.zeros(self.dim_node, np.float32)
+            return np.concatenate([text, node]).astype(np.float32)
+
+        everything = np.ones(len(texts), dtype=bool)
+        func = np.asarray(graph.node_function)
+        offs = graph.arrays["node_full_text_offsets"]
+        has_statement = is_inst & (np.diff(offs) > 0)   # declarations have none
+        functions = {name: pooled(func == f) for f, name in enumerate(graph.function_names)
+                     if (has_statement & (func == f)).any()}
+        node_loop = np.asarray(graph.node_loop)
+        parent = graph.arrays["loop_parent"].tolist()
+        subtree: list[list[int]] = [[] for _ in parent]   # a loop and the loops nested in it
+        for j in range(len(parent)):
+            k = j
+            while k >= 0:
+                subtree[k].append(j)
+                k = parent[k]
+        loops = {lid: pooled(np.isin(node_loop, subtree[i]))
+                 for i, lid in enumerate(graph.loop_ids)}
+        stats = {"nodes": int(len(texts)), "statements": int(is_inst.sum()),
+                 "distinct_texts": len(index), "cached_texts": hits,
+                 "statement_seconds": round(t1 - t0, 4), "graph_seconds": round(t2 - t1, 4)}
+        return Embeddings(pooled(everything), functions, loops, stats)
+
+    # ------------------------------------------------------------------ files
+
+    def embed_file(self, path: str | Path, clang: str | None = None,
+                   flags: list[str] | None = None) -> Embeddings:
+        """Embeddings of ``.ll``/``.bc`` IR, or of a source file compiled to
+        IR as the driver sees it (``-O2 -Xclang -disable-llvm-passes``, plus
+        ``flags``) with ``clang`` (default: the clang matching the native
+        graph builder, else the newest on PATH)."""
+        from mirecc.graph import GraphBuildError, build_graph
+        path = Path(path)
+        if not path.is_file():
+            raise EmbedError(f"{path}: no such file")
+        t0 = time.perf_counter()
+        if path.suffix in IR_SUFFIXES:
+            try:
+                graph = build_graph(path)
+            except GraphBuildError as exc:
+                raise EmbedError(str(exc)) from None
+            emb = self.embed_graph(graph)
+        elif path.suffix in SOURCE_SUFFIXES:
+            with tempfile.TemporaryDirectory(prefix="mire-embed-") as tmp:
+                bc = Path(tmp) / (path.stem + ".bc")
+                compile_to_ir(path, bc, clang or default_clang(), flags or [])
+                try:
+                    graph = build_graph(bc)
+                except GraphBuildError as exc:
+                    raise EmbedError(f"{path}: {exc}") from None
+                emb = self.embed_graph(graph)
+        else:
+            raise EmbedError(f"{path}: not LLVM IR (.ll, .bc) or a C/C++/OpenCL/CUDA source")
+        emb.stats["total_seconds"] = round(time.perf_counter() - t0, 4)
+        return emb
+
+
+def default_clang() -> str:
+    """The clang whose LLVM major has a native graph builder (its IR is what
+    the encoder was pretrained on), else the newest clang on PATH."""
+    import shutil
+    from mirecc.compiler import newest_clang_on_path
+    from mirecc.graph.native import BuilderNotFound, find_builders
+    try:
+        builders = find_builders()
+    except BuilderNotFound:
+        builders = []
+    for b in builders:
+        major = b.rsplit("-", 1)[-1]
+        found = shutil.which(f"clang-{major}")
+        if found:
+            return found
+    clang = newest_clang_on_path(cxx=False)
+    if not clang:
+        raise EmbedError("no clang on PATH to compile the source to LLVM IR")
+    return clang
+
+
+def compile_to_ir(source: Path, out: Path, clang: str, flags: list[str]) -> None:
+    cmd = [clang, *flags, "-O2", "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
+           "-w", "-o", str(out), str(source)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        msg = proc.stderr.strip().splitlines()
+        raise EmbedError(f"{source}: clang could not compile it to LLVM IR: "
+                         + (msg[0] if msg else f"exit {proc.returncode}"))
+
+
+def embed_file(path: str | Path, model_dir: str | Path | None = None, **kw) -> Embeddings:
+    """One-call API: load the (shipped) model and embed ``path``."""
+    return Encoder(model_dir).embed_file(path, **kw)
+
+
+# -------------------------------------------------------------------- CLI
+
+def add_arguments(p) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help=".ll, .bc or a C/C++/OpenCL/CUDA source")
+    p.add_argument("--granularity", choices=("module", "function", "loop", "all"), default="module")
+    p.add_argument("-o", "--output", help="save to this file instead of printing: .json, or "
+                   ".npz (arrays named module/<file>, function/<file>/<name>, loop/<file>/<id>)")
+    p.add_argument("--model", help="model directory (default: the shipped encoder)")
+    p.add_argument("--no-cache", action="store_true", help="do not use the statement cache")
+    p.add_argument("--cache", help="statement cache file (default: $MIRECC_CACHE_DIR, else "
+                   "$XDG_CACHE_HOME/mirecc, else ~/.cache/mirecc: embeddings.sqlite)")
+    p.add_argument("--clang", help="clang for source files (default: the one matching the "
+                   "native graph builder, else the newest on PATH)")
+    p.add_argument("--flags", default="", help="extra compile flags for source files, e.g. '-I inc -DN=4'")
+    p.add_argument("--stats", action="store_true", help="print timing and cache figures to stderr")
+
+
+def run(args) -> int:
+    import shlex
+    import sys
+    from mirecc.fsutil import atomic_write_bytes
+    try:
+        enc = Encoder(args.model, cache=False if args.no_cache else args.cache)
+    except ModelError as exc:
+        print(f"mire embed: {exc}", file=sys.stderr)
+        return 2
+    results = {}
+    status = 0
+    for f in args.files:
+        try:
+            results[f] = enc.embed_file(f, clang=args.clang, flags=shlex.split(args.flags))
+        except EmbedError as exc:
+            print(f"mire embed: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        if args.stats:
+            print(f"{f}: {results[f].stats}", file=sys.stderr)
+    want = {"module": ("module",), "function": ("functions",), "loop": ("loops",),
+            "all": ("module", "functions", "loops")}[args.granularity]
+    if args.output and args.output.endswith(".npz"):
+        import io
+        arrays = {}
+        for f, e in results.items():
+            if "module" in want:
+                arrays[f"module/{f}"] = e.module
+            for kind, table in (("functions", e.functions), ("loops", e.loops)):
+                if kind in want:
+                    arrays.update({f"{kind[:-1]}/{f}/{k}": v for k, v in table.items()})
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        atomic_write_bytes(Path(args.output), buf.getvalue())
+    else:
+        doc = {"model": enc.info.cache_version,
+               "files": {f: {k: v for k, v in e.to_json().items() if k in want + ("stats",)}
+                         for f, e in results.items()}}
+        text = json.dumps(doc, indent=None if not args.output else 1) + "\n"
+        if args.output:
+            atomic_write_bytes(Path(args.output), text.encode())
+        else:
+            sys.stdout.write(text)
+    return status
