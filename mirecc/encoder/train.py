@@ -152,6 +152,24 @@ def load_model(path: str | Path) -> MIREncoder:
     return model.eval()
 
 
+def record_step(args, model, optimizer, losses, step, total, per_epoch, eval_every, stopping,
+                eval_batches, run_args, paths, extra, bar) -> None:
+    """Rank 0's bookkeeping after a step: metrics line, checkpoint, held-out evaluation."""
+    ckpt_path, metrics_path = paths
+    if step % args.log_every == 0 or step == total:
+        log_metrics(metrics_path, {"kind": "train", "step": step, "epoch": step / per_epoch,
+                                   **extra, **{f"loss_{k}": v.item() for k, v in losses.items()}})
+    if step % args.checkpoint_every == 0 or step == total or stopping:
+        save_checkpoint(ckpt_path, model, optimizer, step, run_args, extra["elapsed_s"])
+    if step % eval_every == 0 or step == total or stopping:
+        m = evaluate(model, eval_batches)
+        log_metrics(metrics_path, {"kind": "heldout", "step": step, "epoch": step / per_epoch, **m})
+        bar.write(f"step {step}: held-out MLM acc {m['mlm_accuracy']:.3f} "
+                  f"(majority {m['mlm_chance_majority']:.3f}), AUC control/data/call "
+                  f"{m['auc_control']:.3f}/{m['auc_data']:.3f}/{m['auc_call']:.3f}, "
+                  f"matching {m['match_accuracy']:.3f} (chance 0.5)")
+
+
 def log_metrics(path: Path, record: dict) -> None:
     """Append one JSON line (O_APPEND: a line is never interleaved or torn)."""
     with open(path, "a") as fh:
@@ -188,6 +206,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=0,
                    help="stop after this many steps (0: --epochs full passes)")
     p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--stop-at", type=int, default=0,
+                   help="stop with a checkpoint at this step, as if interrupted; run again "
+                        "to resume (e.g. to split training over sessions)")
     p.add_argument("--time-budget", type=float, default=0.0,
                    help="minutes; stop (with a checkpoint) when exceeded (0: no limit)")
     p.add_argument("--max-nodes", type=int, default=6000, help="nodes per batch (and per module)")
@@ -268,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     run_args = {k: v for k, v in vars(args).items() if k != "func"}
     eval_batches = []
     if rank == 0:
-        hb, hskip = make_batches(index, heldout, sizes, args, seed=0)
+        hb, _ = make_batches(index, heldout, sizes, args, seed=0)
         mods = load_modules(index, [s for b in hb for s in b], tok)
         for i, b in enumerate(hb):
             eval_batches.append(collate([mods[s] for s in b], args.mlm_per_batch,
@@ -291,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
             batches, _ = make_batches(index, train, sizes, args, seed=args.seed + epoch)
             batches = batches[rank::world][:per_epoch]
             batches_epoch = epoch
-        shas = batches[i]
+        shas = batches[i % len(batches)]   # another shuffle may pack into fewer batches
         mods = load_modules(index, shas, tok)
         torch.manual_seed(args.seed * 1_000_003 + step * world + rank)
         batch = collate([mods[s] for s in shas], args.mlm_per_batch, None, args.max_nodes)
@@ -307,33 +328,27 @@ def run(args: argparse.Namespace) -> int:
         stmts_done += int(batch["stmt_ids"].size(0)) + int(batch["mlm_ids"].size(0))
         bar.update()
         bar.set_postfix(loss=f"{losses['loss'].item():.3f}", mlm=f"{losses['mlm'].item():.2f}")
-        if rank != 0:
-            continue
-        if step % args.log_every == 0 or step == total:
-            now = time.monotonic()
-            log_metrics(metrics_path, {
-                "kind": "train", "step": step, "epoch": step / per_epoch, "lr": lr,
-                "grad_norm": grad_norm.item(), "statements_per_s": stmts_done / (now - tick),
-                "elapsed_s": now - start,
-                **{f"loss_{k}": v.item() for k, v in losses.items()}})
-            stmts_done, tick = 0, now
-        over_time = args.time_budget and (time.monotonic() - start) > args.time_budget * 60
-        if step % args.checkpoint_every == 0 or step == total or over_time:
-            save_checkpoint(ckpt_path, model, optimizer, step, run_args,
-                            time.monotonic() - start)
-        if step % eval_every == 0 or step == total or over_time:
-            m = evaluate(model, eval_batches)
-            log_metrics(metrics_path, {"kind": "heldout", "step": step, "epoch": step / per_epoch,
-                                       **m})
-            bar.write(f"step {step}: held-out MLM acc {m['mlm_accuracy']:.3f} "
-                      f"(majority {m['mlm_chance_majority']:.3f}), AUC control/data/call "
-                      f"{m['auc_control']:.3f}/{m['auc_data']:.3f}/{m['auc_call']:.3f}, "
-                      f"matching {m['match_accuracy']:.3f} (chance 0.5)")
-        if over_time:
-            bar.write(f"time budget of {args.time_budget} min reached at step {step}")
+        over_time = bool(args.time_budget and (time.monotonic() - start) > args.time_budget * 60)
+        if world > 1:   # every rank must stop at the same step
+            import torch.distributed as dist
+            flag = torch.tensor([float(over_time)])
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            over_time = bool(flag.item())
+        stopping = over_time or step == args.stop_at
+        if rank == 0:
+            record_step(args, model, optimizer, losses, step, total, per_epoch, eval_every,
+                        stopping, eval_batches, run_args, paths=(ckpt_path, metrics_path),
+                        extra={"lr": lr, "grad_norm": grad_norm.item(),
+                               "statements_per_s": stmts_done / (time.monotonic() - tick),
+                               "elapsed_s": time.monotonic() - start}, bar=bar)
+            if step % args.log_every == 0:
+                stmts_done, tick = 0, time.monotonic()
+        if stopping:
+            bar.write(f"stopped at step {step} of {total}" + (
+                f": time budget of {args.time_budget} min reached" if over_time else ""))
             break
     bar.close()
-    if rank == 0:
+    if rank == 0 and (step == total or over_time):
         import io
         buf = io.BytesIO()
         torch.save({"model": model.state_dict(), "config": cfg.to_dict(), "step": step,
