@@ -87,3 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mire: interrupted", file=sys.stderr)
         return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
