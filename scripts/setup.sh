@@ -46,7 +46,7 @@ if [ "$mode" = "--test" ]; then
     .venv/bin/pip install -q torch==2.13.0
     # compat mode: a plain path entry, not an import hook (which costs ~10 ms
     # of start-up on every compile)
-    .venv/bin/pip install -q -e ".[test]" --config-settings editable_mode=compat
+    .venv/bin/pip install -q -e ".[test,train,bench]" --config-settings editable_mode=compat
     # Bytecode now: environments with PYTHONDONTWRITEBYTECODE=1 would otherwise
     # recompile mirecc's modules on every compiler call (~9 ms each).
     .venv/bin/python -m compileall -q mirecc

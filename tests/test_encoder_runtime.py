@@ -1,0 +1,181 @@
+"""The frozen encoder: ONNX export parity, the onnxruntime Encoder against
+torch end to end, tamper refusal, the statement cache and ``mire embed``."""
+
+import json
+import multiprocessing
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch not installed (encoder training extra)")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscript")
+
+from mirecc.encoder import export  # noqa: E402
+from mirecc.encoder.model import EncoderConfig, MIREncoder  # noqa: E402
+from mirecc.encoder.runtime import Encoder, EmbedError  # noqa: E402
+from mirecc.encoder.stmtcache import StatementCache  # noqa: E402
+from mirecc.model import ModelError  # noqa: E402
+
+CLANG = "/usr/bin/clang-14"
+SOURCE = """
+float dot(const float *x, const float *y, int n) {
+  float s = 0;
+  for (int i = 0; i < n; i++) s += x[i] * y[i];
+  return s;
+}
+void mm(int n, float *a, float *b, float *c) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) c[i * n + j] = dot(a + i * n, b + j * n, n);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny encoder with the real vocabulary, trained for nothing, exported."""
+    root = tmp_path_factory.mktemp("model")
+    torch.manual_seed(0)
+    model = MIREncoder(EncoderConfig(n_layer=1, n_head=2, n_embd=16, gcn_dim=8,
+                                     match_hidden=8)).eval()
+    torch.save({"model": model.state_dict(), "config": model.cfg.to_dict(), "args": {}},
+               root / "model.pt")
+    manifest = export.write_model_dir(root / "model.pt", root / "onnx", "tiny", None)
+    return model, root / "onnx", manifest
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    if not shutil.which(CLANG):
+        pytest.skip(f"{CLANG} not installed")
+    path = tmp_path_factory.mktemp("src") / "mm.c"
+    path.write_text(SOURCE)
+    return path
+
+
+def test_export_writes_a_verified_manifest_within_parity(tiny):
+    _, model_dir, manifest = tiny
+    assert set(manifest["files"]) == {"statements.onnx", "graph.onnx", "tokenizer.json"}
+    for diff in manifest["onnx"]["parity_max_abs_diff"].values():
+        assert diff < export.PARITY_TOLERANCE
+    assert manifest["onnx"]["opset"] == 18
+    assert manifest["embedding"] == {"statement": 16, "node": 8, "module": 24}
+
+
+def test_onnx_matches_torch_on_new_shapes_and_empty_subgraphs(tiny):
+    model, model_dir, _ = tiny
+    (ids,), graph_args = export.example_inputs(model, S=11, L=33, N=57, E=0, seed=7)
+    graph_args = graph_args[:3] + (graph_args[3], graph_args[4], torch.zeros(2, 0, dtype=torch.long))
+    assert export.check_parity(export.StatementGraph(model), (ids,),
+                               model_dir / "statements.onnx") < 1e-4
+    assert export.check_parity(export.NodeGraph(model), graph_args, model_dir / "graph.onnx",
+                               threads=1) < 1e-4
+
+
+def torch_module_embedding(model, graph):
+    """The module embedding computed in torch, statements padded to 64 tokens
+    (no buckets, no cache): what the runtime must reproduce."""
+    from mirecc.encoder.data import node_texts
+    from mirecc.ir.tokenizer import load
+    texts = node_texts(graph)
+    uniq = list(dict.fromkeys(texts))
+    ids, _ = load().encode_batch(uniq)
+    node_stmt = torch.tensor([uniq.index(t) for t in texts])
+    with torch.no_grad():
+        stmt = model.statements(torch.tensor(ids))[1]
+        flow = torch.from_numpy(graph.edge_flow.astype(np.int64))
+        ei = torch.from_numpy(graph.edge_index)
+        z = export.NodeGraph(model)(stmt, node_stmt, torch.from_numpy(graph.node_type.astype(np.int64)),
+                                    *(ei[:, flow == f] for f in range(3))).mean(0)
+    inst = torch.from_numpy(graph.node_type == 0)
+    return torch.cat([stmt[node_stmt][inst].mean(0), z.mean(0)]).numpy()
+
+
+def test_runtime_matches_torch_end_to_end(tiny, source, tmp_path):
+    from mirecc.graph import build_graph
+    from mirecc.encoder.runtime import compile_to_ir
+    model, model_dir, _ = tiny
+    bc = tmp_path / "mm.bc"
+    compile_to_ir(source, bc, CLANG, [])
+    enc = Encoder(model_dir, cache=tmp_path / "cache.sqlite")
+    emb = enc.embed_file(bc)
+    want = torch_module_embedding(model, build_graph(bc))
+    np.testing.assert_allclose(emb.module, want, atol=1e-4)
+    assert set(emb.functions) == {"dot", "mm"}                 # definitions only
+    assert sorted(emb.loops) == sorted(build_graph(bc).loop_ids) and len(emb.loops) == 3
+    assert emb.stats["cached_texts"] == 0 and emb.stats["distinct_texts"] > 10
+    again = enc.embed_file(bc)                                 # warm: every text cached
+    assert again.stats["cached_texts"] == again.stats["distinct_texts"]
+    np.testing.assert_allclose(again.module, emb.module, atol=1e-6)
+    # the source path compiles as the driver does and gives the same module
+    np.testing.assert_allclose(enc.embed_file(source, clang=CLANG).module, emb.module, atol=1e-6)
+
+
+def test_tampered_model_is_refused(tiny, tmp_path):
+    _, model_dir, _ = tiny
+    bad = tmp_path / "bad"
+    shutil.copytree(model_dir, bad)
+    blob = bytearray((bad / "graph.onnx").read_bytes())
+    blob[-10] ^= 0xFF
+    (bad / "graph.onnx").write_bytes(bytes(blob))
+    with pytest.raises(ModelError, match="graph.onnx: model file is corrupt or was modified"):
+        Encoder(bad, cache=False)
+
+
+def test_bad_inputs_name_the_file(tiny, tmp_path):
+    _, model_dir, _ = tiny
+    enc = Encoder(model_dir, cache=False)
+    with pytest.raises(EmbedError, match="nope.ll: no such file"):
+        enc.embed_file(tmp_path / "nope.ll")
+    (tmp_path / "x.txt").write_text("hello")
+    with pytest.raises(EmbedError, match="x.txt: not LLVM IR"):
+        enc.embed_file(tmp_path / "x.txt")
+    (tmp_path / "broken.c").write_text("int f( {")
+    with pytest.raises(EmbedError, match="broken.c: clang could not compile it"):
+        enc.embed_file(tmp_path / "broken.c", clang=CLANG)
+
+
+def _fill(args):
+    path, worker = args
+    cache = StatementCache(path, "m", 4)
+    texts = [f"stmt {i}" for i in range(300)]                  # all workers write the same keys
+    for _ in range(5):
+        cache.put_many(texts, np.full((300, 4), worker, dtype=np.float32))
+        got = cache.get_many(texts)
+        assert len(got) == 300
+    return len(cache)
+
+
+def test_statement_cache_is_safe_for_concurrent_processes(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        counts = pool.map(_fill, [(path, w) for w in range(4)])
+    assert counts == [300] * 4
+    cache = StatementCache(path, "m", 4)
+    vecs = cache.get_many(["stmt 0", "stmt 299", "missing"])
+    assert set(vecs) == {"stmt 0", "stmt 299"}                 # first writer wins, whole rows
+    assert len(set(vecs["stmt 0"].tolist())) == 1
+    assert StatementCache(path, "another model", 4).get_many(["stmt 0"]) == {}
+
+
+def test_mire_embed_cli(tiny, source, tmp_path):
+    _, model_dir, _ = tiny
+    cmd = [sys.executable, "-m", "mirecc.mire", "embed", "--model", str(model_dir),
+           "--cache", str(tmp_path / "c.sqlite"), "--clang", CLANG]
+    out = subprocess.run(cmd + ["--granularity", "all", str(source)], capture_output=True,
+                         text=True, check=True)
+    doc = json.loads(out.stdout)
+    entry = doc["files"][str(source)]
+    assert len(entry["module"]) == 24 and set(entry["functions"]) == {"dot", "mm"}
+    assert len(entry["loops"]) == 3
+    npz = tmp_path / "e.npz"
+    subprocess.run(cmd + ["--granularity", "function", "-o", str(npz), str(source)], check=True)
+    with np.load(npz) as z:
+        assert sorted(z.files) == [f"function/{source}/dot", f"function/{source}/mm"]
+        np.testing.assert_allclose(z[f"function/{source}/dot"], entry["functions"]["dot"], atol=1e-6)
+    bad = subprocess.run(cmd + [str(tmp_path / "missing.c")], capture_output=True, text=True)
+    assert bad.returncode == 1 and "missing.c: no such file" in bad.stderr
