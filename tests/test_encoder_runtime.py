@@ -6,7 +6,6 @@ import multiprocessing
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
