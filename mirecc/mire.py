@@ -18,26 +18,36 @@ def _bench(args: argparse.Namespace) -> int:
                      args.run_repeats, args.cc)
 
 
-def _add_lazy(parser: argparse.ArgumentParser, module: str) -> None:
-    """Arguments from ``module.add_arguments``, run by ``module.run``: the
-    module (and torch) is imported only when the subcommand is used... and
-    for --help, which has to list the arguments."""
+def _add_lazy(parser: argparse.ArgumentParser, module: str, chosen: bool) -> None:
+    """Arguments from ``module.add_arguments``, run by ``module.run``. The
+    module (for pretrain and export: torch) is imported only when its
+    subcommand is the one being run (``chosen``), so that ``mire embed``
+    starts without torch and ``mire --help`` imports nothing heavy."""
     import importlib
 
     def run(args: argparse.Namespace) -> int:
         return importlib.import_module(module).run(args)
+    parser.set_defaults(func=run)
+    if not chosen:
+        return
     try:
         importlib.import_module(module).add_arguments(parser)
-    except ImportError as exc:   # e.g. no torch: say so when the command is run
-        def run(args: argparse.Namespace, exc=exc) -> int:  # noqa: F811
-            print(f"mire {parser.prog.split()[-1]}: {exc}; install the training extras: "
+    except ImportError as exc:   # e.g. no torch: say so, and what to install
+        name, why = parser.prog.split()[-1], str(exc)
+
+        def missing(args: argparse.Namespace) -> int:
+            print(f"mire {name}: {why}; install the training extras: "
                   "pip install 'mirecc[train]'", file=sys.stderr)
             return 2
         parser.add_argument("rest", nargs=argparse.REMAINDER)
-    parser.set_defaults(func=run)
+        parser.set_defaults(func=missing)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``mire`` parser; ``argv`` (default: sys.argv[1:]) tells which
+    subcommand's heavy module to import for its arguments."""
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = argparse.ArgumentParser(prog="mire", description="mirecc's tool for everything that is not compiling")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -64,24 +74,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pretrain MIREncoder (masked language modelling, graph auto-encoder, "
                     "IR-graph matching) with checkpoints, resume and a metrics log. For "
                     "several processes: torchrun --nproc-per-node N -m mirecc.encoder.train ...")
-    _add_lazy(pretrain, "mirecc.encoder.train")
+    _add_lazy(pretrain, "mirecc.encoder.train", chosen == "pretrain")
 
     export = sub.add_parser(
         "export", help="export a pretrained encoder to ONNX with its manifest (needs torch)",
         description="Export model.pt to statements.onnx + graph.onnx (opset 18, dynamic "
                     "shapes), check each against torch, copy the tokenizer and write manifest.json.")
-    _add_lazy(export, "mirecc.encoder.export")
+    _add_lazy(export, "mirecc.encoder.export", chosen == "export")
 
     embed = sub.add_parser(
         "embed", help="embed LLVM IR or a source file with the shipped encoder",
         description="Module, function and loop embeddings from the frozen encoder in ONNX "
                     "Runtime, with an on-disk statement cache shared by concurrent runs.")
-    _add_lazy(embed, "mirecc.encoder.runtime")
+    _add_lazy(embed, "mirecc.encoder.runtime", chosen == "embed")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:
