@@ -1,6 +1,6 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
-Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``.
+Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``.
 """
 
 from __future__ import annotations
@@ -86,7 +86,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         "embed", help="embed LLVM IR or a source file with the shipped encoder",
         description="Module, function and loop embeddings from the frozen encoder in ONNX "
                     "Runtime, with an on-disk statement cache shared by concurrent runs.")
-    _add_lazy(embed, "mirecc.encoder.runtime", chosen == "embed")
+    _add_lazy(embed, "mirecc.encoder.embedcli", chosen == "embed")
+
+    serve = sub.add_parser(
+        "serve", help="run the per-user embedding server (mire embed --server starts it)",
+        description="Hold the encoder loaded and answer embedding requests on a Unix socket "
+                    "only this user can reach; exits when idle.")
+    _add_lazy(serve, "mirecc.encoder.server", chosen == "serve")
     return parser
 
 

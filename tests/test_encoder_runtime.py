@@ -178,3 +178,43 @@ def test_mire_embed_cli(tiny, source, tmp_path):
         np.testing.assert_allclose(z[f"function/{source}/dot"], entry["functions"]["dot"], atol=1e-6)
     bad = subprocess.run(cmd + [str(tmp_path / "missing.c")], capture_output=True, text=True)
     assert bad.returncode == 1 and "missing.c: no such file" in bad.stderr
+
+
+def test_embedding_server_round_trip(tiny, source, tmp_path):
+    """mire embed --server starts a per-user server, answers from it with the
+    same vectors as in-process, reports bad input, and refuses another model."""
+    from tests.envs import isolated_env
+    _, model_dir, _ = tiny
+    env = isolated_env(tmp_path, XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    base = [sys.executable, "-m", "mirecc.mire"]
+    embed = base + ["embed", "--model", str(model_dir), "--clang", CLANG, "--granularity", "all"]
+    local = json.loads(subprocess.run(embed + [str(source)], env=env, capture_output=True,
+                                      text=True, check=True).stdout)
+    try:
+        served = subprocess.run(embed + ["--server", str(source)], env=env, capture_output=True,
+                                text=True, check=True)
+        assert served.stderr == ""                             # no fallback warning
+        sock = tmp_path / "run" / "mirecc" / "embed.sock"
+        assert sock.exists() and (sock.parent.stat().st_mode & 0o777) == 0o700
+        a, b = local["files"][str(source)], json.loads(served.stdout)["files"][str(source)]
+        np.testing.assert_allclose(a["module"], b["module"], atol=1e-6)
+        assert a["loops"].keys() == b["loops"].keys()
+        bad = subprocess.run(embed + ["--server", str(tmp_path / "none.c")], env=env,
+                             capture_output=True, text=True)
+        assert bad.returncode == 1 and "none.c: no such file" in bad.stderr
+        # a request for another model: refused by the server, embedded in-process
+        other = tmp_path / "other"
+        shutil.copytree(model_dir, other)
+        fallback = subprocess.run(base + ["embed", "--model", str(other), "--clang", CLANG,
+                                          "--server", str(source)],
+                                  env=env, capture_output=True, text=True, check=True)
+        assert "warning: the server holds" in fallback.stderr
+        np.testing.assert_allclose(json.loads(fallback.stdout)["files"][str(source)]["module"],
+                                   a["module"], atol=1e-6)
+    finally:
+        subprocess.run(base + ["serve", "--stop"], env=env, capture_output=True)
+    for _ in range(100):                                       # it removes its socket on exit
+        if not sock.exists():
+            break
+        __import__("time").sleep(0.05)
+    assert not sock.exists()

@@ -58,6 +58,12 @@ class Embeddings:
     def __init__(self, module: np.ndarray, functions: dict, loops: dict, stats: dict):
         self.module, self.functions, self.loops, self.stats = module, functions, loops, stats
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Embeddings":
+        vec = lambda v: np.asarray(v, dtype=np.float32)  # noqa: E731
+        return cls(vec(d["module"]), {k: vec(v) for k, v in d["functions"].items()},
+                   {k: vec(v) for k, v in d["loops"].items()}, d.get("stats", {}))
+
     def to_json(self) -> dict:
         return {"module": self.module.tolist(),
                 "functions": {k: v.tolist() for k, v in self.functions.items()},
@@ -190,11 +196,12 @@ class Encoder:
     # ------------------------------------------------------------------ files
 
     def embed_file(self, path: str | Path, clang: str | None = None,
-                   flags: list[str] | None = None) -> Embeddings:
+                   flags: list[str] | None = None, cwd: str | None = None) -> Embeddings:
         """Embeddings of ``.ll``/``.bc`` IR, or of a source file compiled to
         IR as the driver sees it (``-O2 -Xclang -disable-llvm-passes``, plus
         ``flags``) with ``clang`` (default: the clang matching the native
-        graph builder, else the newest on PATH)."""
+        graph builder, else the newest on PATH), run in ``cwd`` (relative
+        paths in ``flags`` are relative to it)."""
         from mirecc.graph import GraphBuildError, build_graph
         path = Path(path)
         if not path.is_file():
@@ -209,7 +216,7 @@ class Encoder:
         elif path.suffix in SOURCE_SUFFIXES:
             with tempfile.TemporaryDirectory(prefix="mire-embed-") as tmp:
                 bc = Path(tmp) / (path.stem + ".bc")
-                compile_to_ir(path, bc, clang or default_clang(), flags or [])
+                compile_to_ir(path, bc, clang or default_clang(), flags or [], cwd)
                 try:
                     graph = build_graph(bc)
                 except GraphBuildError as exc:
@@ -242,10 +249,11 @@ def default_clang() -> str:
     return clang
 
 
-def compile_to_ir(source: Path, out: Path, clang: str, flags: list[str]) -> None:
+def compile_to_ir(source: Path, out: Path, clang: str, flags: list[str],
+                  cwd: str | None = None) -> None:
     cmd = [clang, *flags, "-O2", "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
            "-w", "-o", str(out), str(source)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         msg = proc.stderr.strip().splitlines()
         raise EmbedError(f"{source}: clang could not compile it to LLVM IR: "
@@ -255,66 +263,3 @@ def compile_to_ir(source: Path, out: Path, clang: str, flags: list[str]) -> None
 def embed_file(path: str | Path, model_dir: str | Path | None = None, **kw) -> Embeddings:
     """One-call API: load the (shipped) model and embed ``path``."""
     return Encoder(model_dir).embed_file(path, **kw)
-
-
-# -------------------------------------------------------------------- CLI
-
-def add_arguments(p) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help=".ll, .bc or a C/C++/OpenCL/CUDA source")
-    p.add_argument("--granularity", choices=("module", "function", "loop", "all"), default="module")
-    p.add_argument("-o", "--output", help="save to this file instead of printing: .json, or "
-                   ".npz (arrays named module/<file>, function/<file>/<name>, loop/<file>/<id>)")
-    p.add_argument("--model", help="model directory (default: the shipped encoder)")
-    p.add_argument("--no-cache", action="store_true", help="do not use the statement cache")
-    p.add_argument("--cache", help="statement cache file (default: $MIRECC_CACHE_DIR, else "
-                   "$XDG_CACHE_HOME/mirecc, else ~/.cache/mirecc: embeddings.sqlite)")
-    p.add_argument("--clang", help="clang for source files (default: the one matching the "
-                   "native graph builder, else the newest on PATH)")
-    p.add_argument("--flags", default="", help="extra compile flags for source files, e.g. '-I inc -DN=4'")
-    p.add_argument("--stats", action="store_true", help="print timing and cache figures to stderr")
-
-
-def run(args) -> int:
-    import shlex
-    import sys
-    from mirecc.fsutil import atomic_write_bytes
-    try:
-        enc = Encoder(args.model, cache=False if args.no_cache else args.cache)
-    except ModelError as exc:
-        print(f"mire embed: {exc}", file=sys.stderr)
-        return 2
-    results = {}
-    status = 0
-    for f in args.files:
-        try:
-            results[f] = enc.embed_file(f, clang=args.clang, flags=shlex.split(args.flags))
-        except EmbedError as exc:
-            print(f"mire embed: {exc}", file=sys.stderr)
-            status = 1
-            continue
-        if args.stats:
-            print(f"{f}: {results[f].stats}", file=sys.stderr)
-    want = {"module": ("module",), "function": ("functions",), "loop": ("loops",),
-            "all": ("module", "functions", "loops")}[args.granularity]
-    if args.output and args.output.endswith(".npz"):
-        import io
-        arrays = {}
-        for f, e in results.items():
-            if "module" in want:
-                arrays[f"module/{f}"] = e.module
-            for kind, table in (("functions", e.functions), ("loops", e.loops)):
-                if kind in want:
-                    arrays.update({f"{kind[:-1]}/{f}/{k}": v for k, v in table.items()})
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        atomic_write_bytes(Path(args.output), buf.getvalue())
-    else:
-        doc = {"model": enc.info.cache_version,
-               "files": {f: {k: v for k, v in e.to_json().items() if k in want + ("stats",)}
-                         for f, e in results.items()}}
-        text = json.dumps(doc, indent=None if not args.output else 1) + "\n"
-        if args.output:
-            atomic_write_bytes(Path(args.output), text.encode())
-        else:
-            sys.stdout.write(text)
-    return status
