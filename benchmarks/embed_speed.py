@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{ms(r['wall']['max'])}]; initEmbedding + getProgramVector in process "
             f"{ms(r['in_process']['median'])} [{ms(r['in_process']['min'])}-"
             f"{ms(r['in_process']['max'])}]; import {ms(r['import_s']['median'])}; "
-            f"{r['dim']} dims; vs mire in process cold "
+            f"{r['dim']} dims; mire in process cold / IR2Vec in process "
             f"{inp['files'][f['label']]['cold']['wall']['median'] / r['in_process']['median']:.2f}x")
 
     t = inv[target["label"]]
