@@ -417,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
         f"model: {model} ({info.name} {info.version}); mire: {mire}",
         "protocol: fresh process `mire embed FILE --model DIR --cache C -o OUT.json`; cold: C in a "
         "fresh empty directory each run; warm: C filled by an untimed warm-up run;",
-        f"          {args.repeats} rounds per file ({big_rounds} for the big one), each cold then "
+        f"          {args.repeats} rounds per file"
+        + (f" ({big_rounds} for the big one)" if "big" in rounds else "") + ", each cold then "
         f"warm; in process: Encoder loaded once, embed_file with a fresh cache, then again; "
         f"IR2Vec {i2v.get('version')} (fa, program vector) on the llvm-dis-14 text of the same "
         f"module, one fresh process per round",
