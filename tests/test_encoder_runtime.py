@@ -75,9 +75,9 @@ def test_onnx_matches_torch_on_new_shapes_and_empty_subgraphs(tiny):
                                threads=1) < 1e-4
 
 
-def torch_module_embedding(model, graph):
-    """The module embedding computed in torch, statements padded to 64 tokens
-    (no buckets, no cache): what the runtime must reproduce."""
+def torch_node_embeddings(model, graph):
+    """Per node: its statement embedding and its node embedding, computed in
+    torch with statements padded to 64 tokens (no buckets, no cache)."""
     from mirecc.encoder.data import node_texts
     from mirecc.ir.tokenizer import load
     texts = node_texts(graph)
@@ -90,8 +90,14 @@ def torch_module_embedding(model, graph):
         ei = torch.from_numpy(graph.edge_index)
         z = export.NodeGraph(model)(stmt, node_stmt, torch.from_numpy(graph.node_type.astype(np.int64)),
                                     *(ei[:, flow == f] for f in range(3))).mean(0)
-    inst = torch.from_numpy(graph.node_type == 0)
-    return torch.cat([stmt[node_stmt][inst].mean(0), z.mean(0)]).numpy()
+    return stmt[node_stmt].numpy(), z.numpy()
+
+
+def pooled(stmt, z, graph, nodes):
+    """The runtime's definition, by masks: mean statement embedding of the
+    instructions among ``nodes``, then mean node embedding of ``nodes``."""
+    inst = nodes & (graph.node_type == 0)
+    return np.concatenate([stmt[inst].mean(0), z[nodes].mean(0)])
 
 
 def test_runtime_matches_torch_end_to_end(tiny, source, tmp_path):
@@ -102,10 +108,22 @@ def test_runtime_matches_torch_end_to_end(tiny, source, tmp_path):
     compile_to_ir(source, bc, CLANG, [])
     enc = Encoder(model_dir, cache=tmp_path / "cache.sqlite")
     emb = enc.embed_file(bc)
-    want = torch_module_embedding(model, build_graph(bc))
-    np.testing.assert_allclose(emb.module, want, atol=1e-4)
+    graph = build_graph(bc)
+    stmt, z = torch_node_embeddings(model, graph)
+    everything = np.ones(graph.num_nodes, dtype=bool)
+    np.testing.assert_allclose(emb.module, pooled(stmt, z, graph, everything), atol=1e-4)
     assert set(emb.functions) == {"dot", "mm"}                 # definitions only
-    assert sorted(emb.loops) == sorted(build_graph(bc).loop_ids) and len(emb.loops) == 3
+    names = graph.function_names
+    for name in ("dot", "mm"):
+        want = pooled(stmt, z, graph, graph.node_function == names.index(name))
+        np.testing.assert_allclose(emb.functions[name], want, atol=1e-4, err_msg=name)
+    assert sorted(emb.loops) == sorted(graph.loop_ids) and len(emb.loops) == 3
+    parent = graph.arrays["loop_parent"].tolist()
+    for i, lid in enumerate(graph.loop_ids):                   # a loop covers its nested loops
+        members = [i] + [j for j in range(len(parent)) if parent[j] == i]
+        want = pooled(stmt, z, graph, np.isin(graph.node_loop, members))
+        np.testing.assert_allclose(emb.loops[lid], want, atol=1e-4, err_msg=lid)
+    assert any(p >= 0 for p in parent)                         # mm's loops are nested
     assert emb.stats["cached_texts"] == 0 and emb.stats["distinct_texts"] > 10
     again = enc.embed_file(bc)                                 # warm: every text cached
     assert again.stats["cached_texts"] == again.stats["distinct_texts"]

@@ -163,35 +163,45 @@ class Encoder:
         z = self.graph.run(None, feeds)[0].mean(0)                 # (N, D)
         t2 = time.perf_counter()
 
-        stmt_of_node = stmt_emb[node_stmt]                          # (N, C)
         is_inst = np.asarray(graph.node_type) == schema.INSTRUCTION
+        inst_text = stmt_emb[node_stmt[is_inst]]                    # (N_inst, C)
 
-        def pooled(nodes: np.ndarray) -> np.ndarray:
-            inst = nodes & is_inst
-            text = stmt_of_node[inst].mean(0) if inst.any() else np.zeros(self.dim_statement, np.float32)
-            node = z[nodes].mean(0) if nodes.any() else np.zeros(self.dim_node, np.float32)
-            return np.concatenate([text, node]).astype(np.float32)
+        def pooled(text_sum, text_n, node_sum, node_n) -> np.ndarray:
+            return np.concatenate([text_sum / max(text_n, 1), node_sum / max(node_n, 1)]
+                                  ).astype(np.float32)
 
-        everything = np.ones(len(texts), dtype=bool)
+        # functions: one pass of segment sums (a mask per function is O(F x N))
         func = np.asarray(graph.node_function)
+        F = len(graph.function_names)
+        t_sum, t_n = segment_sums(inst_text, func[is_inst], F)
+        z_sum, z_n = segment_sums(z, func, F)
         offs = graph.arrays["node_full_text_offsets"]
-        has_statement = is_inst & (np.diff(offs) > 0)   # declarations have none
-        functions = {name: pooled(func == f) for f, name in enumerate(graph.function_names)
-                     if (has_statement & (func == f)).any()}
-        node_loop = np.asarray(graph.node_loop)
-        parent = graph.arrays["loop_parent"].tolist()
-        subtree: list[list[int]] = [[] for _ in parent]   # a loop and the loops nested in it
-        for j in range(len(parent)):
-            k = j
-            while k >= 0:
-                subtree[k].append(j)
-                k = parent[k]
-        loops = {lid: pooled(np.isin(node_loop, subtree[i]))
+        has_statement = is_inst & (np.diff(offs) > 0)               # declarations have none
+        defined = np.bincount(func[has_statement & (func >= 0)], minlength=F) > 0
+        functions = {name: pooled(t_sum[f], t_n[f], z_sum[f], z_n[f])
+                     for f, name in enumerate(graph.function_names) if defined[f]}
+        # loops: each loop's own instructions, then add every loop into its
+        # parent, innermost first, so a loop covers the loops nested in it
+        node_loop = np.asarray(graph.node_loop)[is_inst]
+        L = graph.num_loops
+        lt_sum, lt_n = segment_sums(inst_text, node_loop, L)
+        lz_sum, lz_n = segment_sums(z[is_inst], node_loop, L)
+        parent = graph.arrays["loop_parent"]
+        for j in np.argsort(-np.asarray(graph.arrays["loop_depth"]), kind="stable").tolist():
+            p = int(parent[j])
+            if p >= 0:
+                lt_sum[p] += lt_sum[j]
+                lt_n[p] += lt_n[j]
+                lz_sum[p] += lz_sum[j]
+                lz_n[p] += lz_n[j]
+        loops = {lid: pooled(lt_sum[i], lt_n[i], lz_sum[i], lz_n[i])
                  for i, lid in enumerate(graph.loop_ids)}
+        module = pooled(inst_text.sum(0, dtype=np.float64), len(inst_text),
+                        z.sum(0, dtype=np.float64), len(z))
         stats = {"nodes": int(len(texts)), "statements": int(is_inst.sum()),
                  "distinct_texts": len(index), "cached_texts": hits,
                  "statement_seconds": round(t1 - t0, 4), "graph_seconds": round(t2 - t1, 4)}
-        return Embeddings(pooled(everything), functions, loops, stats)
+        return Embeddings(module, functions, loops, stats)
 
     # ------------------------------------------------------------------ files
 
@@ -226,6 +236,21 @@ class Encoder:
             raise EmbedError(f"{path}: not LLVM IR (.ll, .bc) or a C/C++/OpenCL/CUDA source")
         emb.stats["total_seconds"] = round(time.perf_counter() - t0, 4)
         return emb
+
+
+def segment_sums(x: np.ndarray, seg: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-segment row sums (num, C) in float64 and row counts (num,) of
+    x (n, C) by segment id seg (n,); ids < 0 are ignored."""
+    keep = seg >= 0
+    seg, x = seg[keep], x[keep]
+    sums = np.zeros((num, x.shape[1]), dtype=np.float64)
+    counts = np.bincount(seg, minlength=num)[:num] if len(seg) else np.zeros(num, np.int64)
+    if len(seg):
+        order = np.argsort(seg, kind="stable")
+        seg, x = seg[order], x[order].astype(np.float64)
+        starts = np.r_[0, np.flatnonzero(np.diff(seg)) + 1]
+        sums[seg[starts]] = np.add.reduceat(x, starts, axis=0)
+    return sums, counts
 
 
 def default_clang() -> str:
