@@ -36,6 +36,11 @@ Protocol
   pyc`` reruns the warm command on the 2k module with the bytecode cache
   usable (``PYTHONPYCACHEPREFIX`` private, filled by a warm-up), as
   ``overhead.py`` does.
+* Through the per-user server (small and 2k modules): ``mire embed --server
+  FILE`` with a private socket directory and statement cache; per round the
+  server is stopped and the cache removed, then one timed first call (the
+  client starts the server, which loads the model: what the first compile
+  of a build pays) and three timed later calls (server up, cache warm).
 * Start-up alone (fresh processes, ``--repeats`` each, interleaved): ``python
   -c pass``; ``import numpy, onnxruntime``; ``mirecc.mire.build_parser()``
   (what every ``mire`` start does before it runs a subcommand); ``import`` of

@@ -54,7 +54,11 @@ def _embed_all(args) -> tuple[dict, int]:
             args.server = False
         if encoder is None:
             from mirecc.encoder.runtime import Encoder
-            encoder = Encoder(args.model, cache=False if args.no_cache else args.cache)
+            from mirecc.model import ModelError
+            try:
+                encoder = Encoder(args.model, cache=False if args.no_cache else args.cache)
+            except ModelError as exc:
+                raise SystemExit(f"mire embed: {exc}") from None
         from mirecc.encoder.runtime import EmbedError
         try:
             results[f] = encoder.embed_file(f, clang=args.clang, flags=flags).to_json()
@@ -65,11 +69,10 @@ def _embed_all(args) -> tuple[dict, int]:
 
 
 def run(args) -> int:
-    from mirecc.model import ModelError
     try:
         results, status = _embed_all(args)
-    except ModelError as exc:
-        print(f"mire embed: {exc}", file=sys.stderr)
+    except SystemExit as exc:   # the model cannot be loaded
+        print(exc, file=sys.stderr)
         return 2
     want = GRANULARITIES[args.granularity]
     if args.stats:
