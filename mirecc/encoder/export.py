@@ -160,6 +160,17 @@ def training_summary(run_dir: Path) -> dict:
     return summary
 
 
+def pretrain_command(args: dict) -> str:
+    """The ``mire pretrain`` command line that reproduces a run's arguments."""
+    parts = ["mire pretrain"]
+    for k, v in sorted(args.items()):
+        if k in ("command",) or v is None or v is False:
+            continue
+        flag = "--" + k.replace("_", "-")
+        parts.append(flag if v is True else f"{flag} {v}")
+    return " ".join(parts)
+
+
 def write_model_dir(model_pt: Path, out_dir: Path, name: str, corpus: Path | None) -> dict:
     """Export, copy the tokenizer, write the manifest (last, atomically: a
     directory without a manifest is not a model)."""
@@ -188,7 +199,8 @@ def write_model_dir(model_pt: Path, out_dir: Path, name: str, corpus: Path | Non
         "embedding": {"statement": model.cfg.n_embd, "node": model.cfg.gcn_dim,
                       "module": model.cfg.n_embd + model.cfg.gcn_dim},
         "onnx": {"opset": OPSET, "parity_max_abs_diff": diffs, "torch": torch.__version__},
-        "training": {**training_summary(model_pt.parent), "args": state.get("args")},
+        "training": {**training_summary(model_pt.parent), "args": state.get("args"),
+                     "command": pretrain_command(state.get("args") or {})},
         "corpus": corpus_summary,
     }
     atomic_write_bytes(out_dir / MANIFEST_NAME,
