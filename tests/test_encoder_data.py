@@ -149,3 +149,16 @@ def test_pack_batches():
     assert all(sum(sizes[s] for s in b) <= 10 for b in batches)
     assert data.pack_batches(sizes, max_nodes=10, seed=3) == (batches, skipped)
     assert all(len(b) <= 2 for b in data.pack_batches(sizes, 10, max_modules=2)[0])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_encode_corpus_matches_encode_module(corpus, tok, tmp_path, jobs):
+    index = data.CorpusIndex(corpus)
+    shutil.rmtree(corpus / "encoded", ignore_errors=True)
+    sizes = data.encode_corpus(index, tok, jobs=jobs, progress=False)
+    assert set(sizes) == set(index.records)
+    for sha, (nodes, stmts) in sizes.items():
+        mod = data.encode_module(index.ir_path(sha), tok, cache_dir=tmp_path)  # no shared cache
+        assert (nodes, stmts) == (mod.num_nodes, mod.stmt_ids.shape[0])
+        cached = data.encode_module(index.ir_path(sha), tok, cache_dir=corpus / "encoded")
+        np.testing.assert_array_equal(cached.stmt_ids, mod.stmt_ids)

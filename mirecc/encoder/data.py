@@ -89,11 +89,6 @@ class CorpusIndex:
         ir = rec.get("ir") or f"ir/{sha[:2]}/{sha}.bc"
         return self.root / ir
 
-    @staticmethod
-    def ir_path_of(root: Path, sha: str) -> Path:
-        """Where a module's bitcode lies by the corpus layout (no manifest read)."""
-        return root / "ir" / sha[:2] / f"{sha}.bc"
-
     def __len__(self) -> int:
         return len(self.records)
 
@@ -330,22 +325,25 @@ def pack_batches(sizes: dict, max_nodes: int = MAX_NODES, max_modules: int = 64,
     return batches, skipped
 
 
-def _encode_one(job):
-    root, sha, cache_dir, tok_sha = job
-    from mirecc.graph import GraphBuildError
-    from mirecc.ir import tokenizer as tokmod
+_WORKER_TOKENIZER = None
+
+
+def _init_worker(tokenizer_json: str) -> None:
+    """Pool initializer: the caller's tokenizer, rebuilt from its JSON."""
     global _WORKER_TOKENIZER
-    if _WORKER_TOKENIZER is None:
-        _WORKER_TOKENIZER = tokmod.load()
+    from tokenizers import Tokenizer
+    from mirecc.ir.tokenizer import IRTokenizer
+    _WORKER_TOKENIZER = IRTokenizer(Tokenizer.from_str(tokenizer_json))
+
+
+def _encode_one(job, tokenizer=None):
+    sha, ir_path, cache_dir, tok_sha = job
+    from mirecc.graph import GraphBuildError
     try:
-        mod = encode_module(CorpusIndex.ir_path_of(Path(root), sha), _WORKER_TOKENIZER,
-                            cache_dir, tok_sha)
+        mod = encode_module(ir_path, tokenizer or _WORKER_TOKENIZER, cache_dir, tok_sha)
     except GraphBuildError:
         return sha, None
     return sha, (mod.num_nodes, int(mod.stmt_ids.shape[0]))
-
-
-_WORKER_TOKENIZER = None
 
 
 def encode_corpus(index: CorpusIndex, tokenizer, shas: Sequence[str] | None = None,
@@ -360,18 +358,17 @@ def encode_corpus(index: CorpusIndex, tokenizer, shas: Sequence[str] | None = No
     shas = list(index.records) if shas is None else list(shas)
     cache_dir = index.root / "encoded"
     tok_sha = tokenizer_sha256(tokenizer)
-    work = [(str(index.root), s, cache_dir, tok_sha) for s in shas]
+    work = [(s, index.ir_path(s), cache_dir, tok_sha) for s in shas]
     jobs = jobs or os.cpu_count() or 1
     sizes: dict[str, tuple[int, int]] = {}
     bar = tqdm(total=len(work), desc="encode modules", unit="mod", disable=not progress)
     if jobs == 1:
-        results = map(_encode_one, work)
-        for sha, size in results:
+        for sha, size in (_encode_one(job, tokenizer) for job in work):
             if size is not None:
                 sizes[sha] = size
             bar.update()
     else:
-        with get_context("fork").Pool(jobs) as pool:
+        with get_context("fork").Pool(jobs, _init_worker, (tokenizer.tok.to_str(),)) as pool:
             for sha, size in pool.imap_unordered(_encode_one, work, chunksize=4):
                 if size is not None:
                     sizes[sha] = size
