@@ -106,14 +106,15 @@ def mask_tokens(ids: torch.Tensor, generator: Optional[torch.Generator] = None,
         selected positions and -100 elsewhere.
     """
     special = ids < len(SPECIAL_TOKENS)   # [PAD] [UNK] [CLS] [SEP] [MASK] are never selected
-    r = torch.rand(ids.shape, generator=generator, device=ids.device)
+    # drawn on the CPU (where generators live), then moved: same draws on any device
+    r = torch.rand(ids.shape, generator=generator).to(ids.device)
     selected = (r < MASK_PROB) & ~special
     labels = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))
-    r2 = torch.rand(ids.shape, generator=generator, device=ids.device)
+    r2 = torch.rand(ids.shape, generator=generator).to(ids.device)
     to_mask = selected & (r2 < MASK_REPLACE)
     to_random = selected & (r2 >= MASK_REPLACE) & (r2 < MASK_REPLACE + RANDOM_REPLACE)
     random_ids = torch.randint(len(SPECIAL_TOKENS), vocab_size, ids.shape,
-                               generator=generator, device=ids.device)
+                               generator=generator).to(ids.device)
     out = torch.where(to_mask, torch.full_like(ids, MASK_ID), ids)
     out = torch.where(to_random, random_ids, out)
     return out, labels
@@ -229,7 +230,8 @@ class StatementEncoder(nn.Module):
         positions onto the vocabulary, which saves most of the head's cost.
         Logits and labels come in bucket order; the loss is the mean over all M."""
         lengths = (ids != PAD_ID).sum(1)
-        order = torch.argsort(lengths) if ids.size(0) > bucket_rows else torch.arange(ids.size(0))
+        order = (torch.argsort(lengths) if ids.size(0) > bucket_rows
+                 else torch.arange(ids.size(0), device=ids.device))
         states, targets = [], []
         for chunk in order.split(bucket_rows):
             L = max(1, int(lengths[chunk].max()))
@@ -327,7 +329,7 @@ class GraphEncoder(nn.Module):
         counts = torch.bincount(node_graph)                         # (G,)
         offsets = torch.cumsum(counts, 0) - counts                  # (G,)
         g = node_graph[edge_index[0]]                               # (E,)
-        r = torch.rand(g.shape, generator=generator, device=g.device)
+        r = torch.rand(g.shape, generator=generator).to(g.device)
         dst = offsets[g] + (r * counts[g]).long().clamp(max=counts[g] - 1)
         return torch.stack([edge_index[0], dst])
 
@@ -459,6 +461,7 @@ class MIREncoder(nn.Module):
             src, labels = targets["match_src"], targets["match_labels"]
         else:
             src, labels = self.matching.pairs(out["num_graphs"], self.cfg.match_neg_prob, generator)
+        src, labels = src.to(out["graph_emb"].device), labels.to(out["graph_emb"].device)
         out["match_logits"] = self.matching(out["text_emb"][src], out["graph_emb"])
         out["match_labels"] = labels
         losses["match"] = F.binary_cross_entropy_with_logits(out["match_logits"], labels)

@@ -21,7 +21,9 @@ output directory holds:
 
 Multi-process: ``torchrun --nproc-per-node N -m mirecc.encoder.train ...``
 runs distributed data parallel (gloo on CPU, nccl on GPUs); each rank takes
-every N-th batch and rank 0 alone evaluates and writes.
+every N-th batch and rank 0 alone evaluates and writes. A visible GPU is
+used unless ``--cpu`` (one per rank, ``LOCAL_RANK``); the GPU path has not
+been run here: no GPU was lent to the machine this was written on.
 """
 from __future__ import annotations
 
@@ -80,7 +82,9 @@ def evaluate(model: MIREncoder, batches: list[dict], seed: int = 12345) -> dict:
     scores = {f: ([], []) for f in range(NUM_FLOWS)}
     match_correct = match_total = 0
     losses: dict[str, list[float]] = {}
+    device = next(model.parameters()).device
     for i, batch in enumerate(batches):
+        batch = to_device(batch, device)
         gen = torch.Generator().manual_seed(seed + i)
         ids, labels = mask_tokens(batch["mlm_ids"], gen, model.cfg.vocab_size)
         negs = [model.graph.negative_edges(e, batch["node_graph"], gen) for e in batch["edge_index"]]
@@ -90,8 +94,8 @@ def evaluate(model: MIREncoder, batches: list[dict], seed: int = 12345) -> dict:
                                        match_src=src, match_labels=mlabels))
         for k, v in loss.items():
             losses.setdefault(k, []).append(float(v))
-        sel = out["mlm_targets"]
-        correct += int((out["mlm_logits"].argmax(-1) == sel).sum())
+        sel = out["mlm_targets"].cpu()
+        correct += int((out["mlm_logits"].argmax(-1).cpu() == sel).sum())
         total += int(sel.numel())
         for t in sel.tolist():
             label_counts[t] = label_counts.get(t, 0) + 1
@@ -99,9 +103,9 @@ def evaluate(model: MIREncoder, batches: list[dict], seed: int = 12345) -> dict:
             pos = batch["edge_index"][f]
             if pos.size(1):
                 z = out["z"][f]
-                scores[f][0].append(model.graph.decode(z, pos).numpy())
-                scores[f][1].append(model.graph.decode(z, negs[f]).numpy())
-        match_correct += int(((out["match_logits"] > 0).float() == mlabels).sum())
+                scores[f][0].append(model.graph.decode(z, pos).cpu().numpy())
+                scores[f][1].append(model.graph.decode(z, negs[f]).cpu().numpy())
+        match_correct += int(((out["match_logits"].cpu() > 0).float() == mlabels).sum())
         match_total += int(mlabels.numel())
     model.train(was_training)
     metrics = {
@@ -120,6 +124,14 @@ def evaluate(model: MIREncoder, batches: list[dict], seed: int = 12345) -> dict:
     metrics["auc_chance"] = 0.5
     metrics.update({f"loss_{k}": float(np.mean(v)) for k, v in losses.items()})
     return metrics
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    """A collated batch with its tensors (and the edge list's) on ``device``."""
+    if device.type == "cpu":
+        return batch
+    move = lambda v: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    return {k: [move(e) for e in v] if isinstance(v, list) else move(v) for k, v in batch.items()}
 
 
 # ------------------------------------------------------------- scheduling
@@ -228,6 +240,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--no-resume", action="store_true", help="start over even if a checkpoint exists")
     p.add_argument("--threads", type=int, default=0, help="torch threads per process (0: all cores)")
+    p.add_argument("--cpu", action="store_true", help="train on the CPU even if a GPU is visible")
     p.add_argument("--jobs", type=int, default=0, help="processes for encoding the corpus")
     p.add_argument("--no-progress", action="store_true")
 
@@ -238,9 +251,14 @@ def run(args: argparse.Namespace) -> int:
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = torch.cuda.is_available() and not args.cpu
+    device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
+    if cuda:
+        torch.cuda.set_device(device)
     if world > 1:
         import torch.distributed as dist
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group("nccl" if cuda else "gloo")
     threads = args.threads or max(1, (os.cpu_count() or 1) // world)
     torch.set_num_threads(threads)
     out = Path(args.out)
@@ -260,16 +278,18 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = CONFIGS[args.config]()
     torch.manual_seed(args.seed)
-    model = MIREncoder(cfg)
+    model = MIREncoder(cfg).to(device)
     if rank == 0:
         model.print_parameters()
+        print(f"device: {device}" + (f" ({torch.cuda.get_device_name(device)})" if cuda else
+                                     f", {torch.get_num_threads()} threads"))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
     step, elapsed_before = 0, 0.0
     if ckpt_path.exists() and not args.no_resume:
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        state = torch.load(ckpt_path, map_location=device, weights_only=True)
         if state["config"] != cfg.to_dict():
             sys.exit(f"mire pretrain: {ckpt_path} was trained with another config; "
                      "use --no-resume or another --out")
@@ -280,7 +300,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"resuming from {ckpt_path} at step {step}")
     ddp = model
     if world > 1:
-        ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank] if cuda else None, find_unused_parameters=True)
 
     epoch_batches, _ = make_batches(index, train, sizes, args, seed=args.seed)
     per_epoch = max(1, len(epoch_batches) // world)
@@ -315,7 +336,8 @@ def run(args: argparse.Namespace) -> int:
         shas = batches[i % len(batches)]   # another shuffle may pack into fewer batches
         mods = load_modules(index, shas, tok)
         torch.manual_seed(args.seed * 1_000_003 + step * world + rank)
-        batch = collate([mods[s] for s in shas], args.mlm_per_batch, None, args.max_nodes)
+        batch = to_device(collate([mods[s] for s in shas], args.mlm_per_batch, None, args.max_nodes),
+                          device)
         lr = learning_rate(step, args.lr, args.warmup, total)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -331,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
         over_time = bool(args.time_budget and (time.monotonic() - start) > args.time_budget * 60)
         if world > 1:   # every rank must stop at the same step
             import torch.distributed as dist
-            flag = torch.tensor([float(over_time)])
+            flag = torch.tensor([float(over_time)], device=device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             over_time = bool(flag.item())
         stopping = over_time or step == args.stop_at
