@@ -1,9 +1,6 @@
 """mirecc.encoder.data: corpus index, per-module encoding and cache, collate."""
 
-import hashlib
-import json
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -13,17 +10,7 @@ torch = pytest.importorskip("torch", reason="torch not installed (encoder traini
 from mirecc.encoder import data
 from mirecc.graph import build_graph, schema
 
-CLANG = "/usr/bin/clang-14"
-
-SOURCES = {
-    "a.c": "int sq(int x) { return x * x; }\n"
-           "int sum(int *a, int n) { int s = 0; for (int i = 0; i < n; i++) s += sq(a[i]); return s; }\n",
-    "b.c": "double dot(const double *x, const double *y, int n) {\n"
-           "  double s = 0; for (int i = 0; i < n; i++) s += x[i] * y[i]; return s; }\n"
-           "double twice(const double *x, int n) { return 2 * dot(x, x, n); }\n",
-    "c.c": "struct node { int v; struct node *next; };\n"
-           "int len(struct node *p) { int n = 0; while (p) { n++; p = p->next; } return n; }\n",
-}
+from tests.encoder_corpus import CLANG, SOURCES, write_corpus, write_manifest
 
 
 @pytest.fixture(scope="module")
@@ -31,23 +18,10 @@ def corpus(tmp_path_factory):
     if not shutil.which(CLANG):
         pytest.skip(f"{CLANG} not installed")
     root = tmp_path_factory.mktemp("corpus")
-    lines = []
-    for name, src in SOURCES.items():
-        c = root / name
-        c.write_text(src)
-        bc = root / (name + ".bc")
-        subprocess.run([CLANG, "-O1", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
-                        str(c), "-o", str(bc)], check=True)
-        blob = bc.read_bytes()
-        sha = hashlib.sha256(blob).hexdigest()
-        dest = root / "ir" / sha[:2] / f"{sha}.bc"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(blob)
-        lines.append({"sha256": sha, "ir": str(dest.relative_to(root)),
-                      "kind": "test" if name != "c.c" else "other", "origin": name})
+    lines = write_corpus(root, SOURCES, lambda name: {"kind": "test" if name != "c.c" else "other"})
     lines.append(dict(lines[0]))                                   # duplicate line
     lines.append({"sha256": "ff" * 32, "ir": "ir/ff/missing.bc", "kind": "test"})  # no file
-    (root / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    write_manifest(root, lines)
     return root
 
 

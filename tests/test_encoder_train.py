@@ -1,7 +1,6 @@
 """mire pretrain: metrics, schedule, packing, and a real (tiny) training run
 that is stopped and resumed."""
 
-import hashlib
 import json
 import re
 import shutil
@@ -15,18 +14,11 @@ torch = pytest.importorskip("torch", reason="torch not installed (encoder traini
 
 from mirecc.encoder import data, train  # noqa: E402
 
-CLANG = "/usr/bin/clang-14"
-SOURCES = {
-    "a.c": "int sq(int x) { return x * x; }\n"
-           "int sum(int *a, int n) { int s = 0; for (int i = 0; i < n; i++) s += sq(a[i]); return s; }\n",
-    "b.c": "double dot(const double *x, const double *y, int n) {\n"
-           "  double s = 0; for (int i = 0; i < n; i++) s += x[i] * y[i]; return s; }\n"
-           "double twice(const double *x, int n) { return 2 * dot(x, x, n); }\n",
-    "c.c": "struct node { int v; struct node *next; };\n"
-           "int len(struct node *p) { int n = 0; while (p) { n++; p = p->next; } return n; }\n",
-    "d.c": "void scale(float *x, float a, int n) { for (int i = 0; i < n; i++) x[i] *= a; }\n"
-           "float first(float *x) { scale(x, 2.0f, 4); return x[0]; }\n",
-}
+from tests.encoder_corpus import CLANG, SOURCES, write_corpus, write_manifest  # noqa: E402
+
+MORE_SOURCES = {**SOURCES,
+                "d.c": "void scale(float *x, float a, int n) { for (int i = 0; i < n; i++) x[i] *= a; }\n"
+                       "float first(float *x) { scale(x, 2.0f, 4); return x[0]; }\n"}
 
 
 def test_roc_auc_matches_definition():
@@ -61,20 +53,8 @@ def corpus(tmp_path_factory):
     if not shutil.which(CLANG):
         pytest.skip(f"{CLANG} not installed")
     root = tmp_path_factory.mktemp("corpus")
-    lines = []
-    for name, src in SOURCES.items():
-        (root / name).write_text(src)
-        bc = root / (name + ".bc")
-        subprocess.run([CLANG, "-O1", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
-                        str(root / name), "-o", str(bc)], check=True)
-        blob = bc.read_bytes()
-        sha = hashlib.sha256(blob).hexdigest()
-        dest = root / "ir" / sha[:2] / f"{sha}.bc"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(blob)
-        lines.append({"sha256": sha, "ir": str(dest.relative_to(root)), "kind": "test",
-                      "origin": name, "graph_nodes": 100})
-    (root / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    write_manifest(root, write_corpus(root, MORE_SOURCES,
+                                      lambda name: {"kind": "test", "graph_nodes": 100}))
     return root
 
 
