@@ -18,6 +18,29 @@ def _bench(args: argparse.Namespace) -> int:
                      args.run_repeats, args.cc)
 
 
+#: subcommands whose module is imported only when they run:
+#: (name, module with add_arguments/run, help, description)
+LAZY_SUBCOMMANDS = [
+    ("pretrain", "mirecc.encoder.train",
+     "pretrain the MIREncoder on a corpus (needs torch: pip install .[train])",
+     "Pretrain MIREncoder (masked language modelling, graph auto-encoder, IR-graph "
+     "matching) with checkpoints, resume and a metrics log. For several processes: "
+     "torchrun --nproc-per-node N -m mirecc.encoder.train ..."),
+    ("export", "mirecc.encoder.export",
+     "export a pretrained encoder to ONNX with its manifest (needs torch)",
+     "Export model.pt to statements.onnx + graph.onnx (opset 18, dynamic shapes), check "
+     "each against torch, copy the tokenizer and write manifest.json."),
+    ("embed", "mirecc.encoder.embedcli",
+     "embed LLVM IR or a source file with the shipped encoder",
+     "Module, function and loop embeddings from the frozen encoder in ONNX Runtime, with "
+     "an on-disk statement cache shared by concurrent runs."),
+    ("serve", "mirecc.encoder.server",
+     "run the per-user embedding server (mire embed --server starts it)",
+     "Hold the encoder loaded and answer embedding requests on a Unix socket only this "
+     "user can reach; exits when idle."),
+]
+
+
 def _add_lazy(parser: argparse.ArgumentParser, module: str, chosen: bool) -> None:
     """Arguments from ``module.add_arguments``, run by ``module.run``. The
     module (for pretrain and export: torch) is imported only when its
@@ -69,30 +92,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)
 
-    pretrain = sub.add_parser(
-        "pretrain", help="pretrain the MIREncoder on a corpus (needs torch: pip install .[train])",
-        description="Pretrain MIREncoder (masked language modelling, graph auto-encoder, "
-                    "IR-graph matching) with checkpoints, resume and a metrics log. For "
-                    "several processes: torchrun --nproc-per-node N -m mirecc.encoder.train ...")
-    _add_lazy(pretrain, "mirecc.encoder.train", chosen == "pretrain")
-
-    export = sub.add_parser(
-        "export", help="export a pretrained encoder to ONNX with its manifest (needs torch)",
-        description="Export model.pt to statements.onnx + graph.onnx (opset 18, dynamic "
-                    "shapes), check each against torch, copy the tokenizer and write manifest.json.")
-    _add_lazy(export, "mirecc.encoder.export", chosen == "export")
-
-    embed = sub.add_parser(
-        "embed", help="embed LLVM IR or a source file with the shipped encoder",
-        description="Module, function and loop embeddings from the frozen encoder in ONNX "
-                    "Runtime, with an on-disk statement cache shared by concurrent runs.")
-    _add_lazy(embed, "mirecc.encoder.embedcli", chosen == "embed")
-
-    serve = sub.add_parser(
-        "serve", help="run the per-user embedding server (mire embed --server starts it)",
-        description="Hold the encoder loaded and answer embedding requests on a Unix socket "
-                    "only this user can reach; exits when idle.")
-    _add_lazy(serve, "mirecc.encoder.server", chosen == "serve")
+    for name, module, help_text, description in LAZY_SUBCOMMANDS:
+        _add_lazy(sub.add_parser(name, help=help_text, description=description), module,
+                  chosen == name)
     return parser
 
 
