@@ -236,3 +236,16 @@ def test_embedding_server_round_trip(tiny, source, tmp_path):
             break
         __import__("time").sleep(0.05)
     assert not sock.exists()
+
+
+def test_a_broken_statement_cache_is_dropped_with_one_warning(tiny, source, tmp_path, capsys):
+    _, model_dir, _ = tiny
+    path = tmp_path / "c.sqlite"
+    enc = Encoder(model_dir, cache=path)
+    want = Encoder(model_dir, cache=False).embed_file(source, clang=CLANG).module
+    enc.cache.db.close()            # any SQLite error from now on (as a disk I/O error would)
+    got = enc.embed_file(source, clang=CLANG).module
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    err = capsys.readouterr().err
+    assert err.count("embedding without the statement cache") == 1 and "c.sqlite" in err
+    assert enc.cache is None

@@ -58,12 +58,6 @@ class Embeddings:
     def __init__(self, module: np.ndarray, functions: dict, loops: dict, stats: dict):
         self.module, self.functions, self.loops, self.stats = module, functions, loops, stats
 
-    @classmethod
-    def from_json(cls, d: dict) -> "Embeddings":
-        vec = lambda v: np.asarray(v, dtype=np.float32)  # noqa: E731
-        return cls(vec(d["module"]), {k: vec(v) for k, v in d["functions"].items()},
-                   {k: vec(v) for k, v in d["loops"].items()}, d.get("stats", {}))
-
     def to_json(self) -> dict:
         return {"module": self.module.tolist(),
                 "functions": {k: v.tolist() for k, v in self.functions.items()},
@@ -86,8 +80,12 @@ class Encoder:
         self.info = load_model(model_dir or DEFAULT_MODEL_DIR)
         root = self.info.directory
         self.manifest = json.loads((root / "manifest.json").read_text())
-        self.dim_statement = int(self.manifest["embedding"]["statement"])
-        self.dim_node = int(self.manifest["embedding"]["node"])
+        try:
+            self.dim_statement = int(self.manifest["embedding"]["statement"])
+            self.dim_node = int(self.manifest["embedding"]["node"])
+        except (KeyError, TypeError, ValueError):
+            raise ModelError(f"{root / 'manifest.json'}: no 'embedding' table with the "
+                             "statement and node widths (not an encoder model?)") from None
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
         opts.inter_op_num_threads = 1
@@ -110,17 +108,28 @@ class Encoder:
                 self.cache = StatementCache(cache or default_path(), self.info.cache_version,
                                             self.dim_statement)
             except CacheError as exc:
-                import sys
-                print(f"mire: warning: {exc}; embedding without the statement cache",
-                      file=sys.stderr)
+                self._drop_cache(exc)
+
+    def _drop_cache(self, exc: Exception) -> None:
+        """The statement cache is an optimisation: on any error, say so once
+        and go on without it."""
+        import sys
+        print(f"mire: warning: {exc}; embedding without the statement cache", file=sys.stderr)
+        self.cache = None
 
     # ------------------------------------------------------------ statements
 
     def embed_statements(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """Embeddings (len(texts), C) of distinct statement texts, and how
         many of them came from the cache."""
+        from mirecc.encoder.stmtcache import CacheError
         out = np.empty((len(texts), self.dim_statement), dtype=np.float32)
-        cached = self.cache.get_many(texts) if self.cache is not None else {}
+        cached = {}
+        if self.cache is not None:
+            try:
+                cached = self.cache.get_many(texts)
+            except CacheError as exc:
+                self._drop_cache(exc)
         missing = []
         for i, t in enumerate(texts):
             vec = cached.get(t)
@@ -139,7 +148,10 @@ class Encoder:
                 emb = self.statements.run(None, {"ids": ids[rows, :L]})[0]
                 out[np.asarray(missing)[rows]] = emb
             if self.cache is not None:
-                self.cache.put_many([texts[i] for i in missing], out[missing])
+                try:
+                    self.cache.put_many([texts[i] for i in missing], out[missing])
+                except CacheError as exc:
+                    self._drop_cache(exc)
         return out, len(texts) - len(missing)
 
     # ----------------------------------------------------------------- graph
