@@ -5,3 +5,8 @@ this package does not, so the driver and torch-less installs can import
 ``mirecc.encoder`` (for its constants and, later, the ONNX runtime side)
 without paying for or requiring torch.
 """
+from pathlib import Path
+
+#: the shipped model directory (``mire export`` writes it): the default of
+#: the runtime, the server and ``mire embed``
+SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "encoder"

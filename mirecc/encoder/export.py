@@ -177,9 +177,7 @@ def write_model_dir(model_pt: Path, out_dir: Path, name: str, corpus: Path | Non
     from mirecc.ir import tokenizer as tokmod
     from mirecc.model import MANIFEST_NAME, sha256_file
     state = torch.load(model_pt, map_location="cpu", weights_only=True)
-    from mirecc.encoder.model import EncoderConfig
-    model = MIREncoder(EncoderConfig(**state["config"]))
-    model.load_state_dict(state["model"])
+    model = MIREncoder.from_state(state)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST_NAME).unlink(missing_ok=True)
     diffs = export_onnx(model, out_dir)

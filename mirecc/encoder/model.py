@@ -469,6 +469,14 @@ class MIREncoder(nn.Module):
                           + self.cfg.match_weight * losses["match"])
         return out, losses
 
+    @classmethod
+    def from_state(cls, state: dict) -> "MIREncoder":
+        """The model saved in ``model.pt`` / ``checkpoint.pt`` (a dict with
+        ``config`` and ``model``), in eval mode."""
+        model = cls(EncoderConfig(**state["config"]))
+        model.load_state_dict(state["model"])
+        return model.eval()
+
     def num_parameters(self) -> dict:
         """Parameters per part (the MLM decoder is tied to the token embedding)."""
         count = lambda m: sum(p.numel() for p in m.parameters())

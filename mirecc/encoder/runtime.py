@@ -31,10 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mirecc.encoder import SHIPPED_MODEL_DIR as DEFAULT_MODEL_DIR
 from mirecc.model import ModelError, load_model
-
-#: the shipped model directory (written by ``mire export``)
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "encoder"
 #: intra-op threads of the graph session. onnxruntime 1.31's ScatterND with
 #: reduction="add" (what index_add_ exports to) races on repeated indices
 #: when it runs on several threads: 2 threads gave differences of ~1e-2 from

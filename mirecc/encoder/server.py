@@ -44,9 +44,8 @@ def socket_path() -> Path:
 
 
 def _model_dir(model_dir) -> str:
-    if model_dir:
-        return str(Path(model_dir).resolve())
-    return str((Path(__file__).resolve().parent.parent / "data" / "encoder"))
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+    return str(Path(model_dir).resolve() if model_dir else SHIPPED_MODEL_DIR)
 
 
 # ------------------------------------------------------------------ client

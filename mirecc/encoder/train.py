@@ -156,14 +156,6 @@ def save_checkpoint(path: Path, model: MIREncoder, optimizer, step: int, args: d
     atomic_write_bytes(path, buf.getvalue())
 
 
-def load_model(path: str | Path) -> MIREncoder:
-    """A model from ``model.pt`` or ``checkpoint.pt``, in eval mode."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    model = MIREncoder(EncoderConfig(**state["config"]))
-    model.load_state_dict(state["model"])
-    return model.eval()
-
-
 def record_step(args, model, optimizer, losses, step, total, per_epoch, eval_every, stopping,
                 eval_batches, run_args, paths, extra, bar) -> None:
     """Rank 0's bookkeeping after a step: metrics line, checkpoint, held-out evaluation."""
@@ -196,7 +188,7 @@ def load_modules(index: CorpusIndex, shas: list[str], tokenizer) -> dict[str, En
     return {s: encode_module(index.ir_path(s), tokenizer, cache, tok_sha) for s in shas}
 
 
-def make_batches(index: CorpusIndex, shas: list[str], sizes: dict, args, seed: int
+def make_batches(shas: list[str], sizes: dict, args, seed: int
                  ) -> tuple[list[list[str]], list[str]]:
     return pack_batches({s: sizes[s] for s in shas if s in sizes}, max_nodes=args.max_nodes,
                         max_modules=args.max_modules, max_statements=args.max_statements,
@@ -303,14 +295,14 @@ def run(args: argparse.Namespace) -> int:
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank] if cuda else None, find_unused_parameters=True)
 
-    epoch_batches, _ = make_batches(index, train, sizes, args, seed=args.seed)
+    epoch_batches, _ = make_batches(train, sizes, args, seed=args.seed)
     per_epoch = max(1, len(epoch_batches) // world)
     total = args.max_steps or max(1, int(args.epochs * per_epoch))
     eval_every = args.eval_every or per_epoch
     run_args = {k: v for k, v in vars(args).items() if k != "func"}
     eval_batches = []
     if rank == 0:
-        hb, _ = make_batches(index, heldout, sizes, args, seed=0)
+        hb, _ = make_batches(heldout, sizes, args, seed=0)
         mods = load_modules(index, [s for b in hb for s in b], tok)
         for i, b in enumerate(hb):
             eval_batches.append(collate([mods[s] for s in b], args.mlm_per_batch,
@@ -330,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
     while step < total:
         epoch, i = divmod(step, per_epoch)
         if batches_epoch != epoch:   # each epoch its own shuffle
-            batches, _ = make_batches(index, train, sizes, args, seed=args.seed + epoch)
+            batches, _ = make_batches(train, sizes, args, seed=args.seed + epoch)
             batches = batches[rank::world][:per_epoch]
             batches_epoch = epoch
         shas = batches[i % len(batches)]   # another shuffle may pack into fewer batches
