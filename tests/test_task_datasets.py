@@ -1,7 +1,6 @@
 """Downstream-task datasets: loaders and IR2Vec's protocols, on the real
 data in ../shared/datasets (read in place) and on small hand-made samples."""
 
-import os
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -10,8 +9,7 @@ import pytest
 
 from mirecc.tasks import datasets as D
 
-SHARED = Path(os.environ.get("MIRECC_DATASETS",
-                             Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+SHARED = D.default_root()
 #: the test folds of the first 12 rows under StratifiedKFold(10, shuffle, 104)
 #: over all.txt order (scikit-learn 1.x)
 PINNED_AMD_FOLDS = [5, 7, 9, 4, 2, 4, 6, 3, 0, 9, 5, 4]

@@ -36,7 +36,7 @@ def _interrupt_on_signals() -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     _interrupt_on_signals()
-    from mirecc.corpus.evalfilter import DEFAULT_EVAL_DIRS, EvalFilter
+    from mirecc.corpus.evalfilter import EvalFilter
     from mirecc.corpus.report import build_report, format_table
     from mirecc.corpus.store import Corpus
 
@@ -47,7 +47,7 @@ def cmd_build(args: argparse.Namespace) -> int:
               f"{', '.join(SOURCES)}", file=sys.stderr)
         return 2
     ev = None if args.no_eval_filter else EvalFilter(
-        [Path(d) for d in args.eval_dirs] if args.eval_dirs else DEFAULT_EVAL_DIRS)
+        [Path(d) for d in args.eval_dirs] if args.eval_dirs else None)
     corpus = Corpus(Path(args.out), ev)
     if args.redo:
         from mirecc.corpus.store import State
@@ -93,9 +93,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_filter(args: argparse.Namespace) -> int:
-    from mirecc.corpus.evalfilter import DEFAULT_EVAL_DIRS, EvalFilter
+    from mirecc.corpus.evalfilter import EvalFilter
     from mirecc.corpus.store import Corpus
-    ev = EvalFilter([Path(d) for d in args.eval_dirs] if args.eval_dirs else DEFAULT_EVAL_DIRS)
+    ev = EvalFilter([Path(d) for d in args.eval_dirs] if args.eval_dirs else None)
     n = Corpus(Path(args.out), ev).refilter(progress=_progress())
     print(f"mire corpus: {n} module(s) dropped as copies of {ev.files} evaluation kernel "
           f"file(s)")

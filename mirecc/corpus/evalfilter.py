@@ -16,10 +16,11 @@ from pathlib import Path
 
 from mirecc.corpus.irtext import function_bodies
 
-DEFAULT_EVAL_DIRS = (
-    Path("/work/shared/datasets/devmap/kernels_ir"),
-    Path("/work/shared/datasets/thread_coarsening/kernels_ir"),
-)
+def default_eval_dirs() -> tuple[Path, Path]:
+    """The evaluation kernels' IR, under :func:`mirecc.tasks.datasets.default_root`."""
+    from mirecc.tasks.datasets import default_root
+    root = default_root()
+    return root / "devmap" / "kernels_ir", root / "thread_coarsening" / "kernels_ir"
 
 _META = re.compile(r',?\s*!(?:[\w.]+\s+)?!\d+|,?\s*!\w[\w.]*\s*!\{[^}]*\}|![\w.]+')
 _ATTRREF = re.compile(r'\s#\d+')
@@ -66,7 +67,8 @@ def function_hashes(text: str) -> set[str]:
 
 
 class EvalFilter:
-    def __init__(self, dirs=DEFAULT_EVAL_DIRS):
+    def __init__(self, dirs=None):
+        dirs = default_eval_dirs() if dirs is None else dirs
         self.hashes: set[str] = set()
         self.files = 0
         for d in dirs:
