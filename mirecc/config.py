@@ -17,6 +17,13 @@ import os
 CONFIG_FILE_NAME = ".mirecc.yaml"
 
 
+
+def default_cache_dir() -> str:
+    """mirecc's cache directory when none is configured:
+    ``$XDG_CACHE_HOME/mirecc``, else ``~/.cache/mirecc``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mirecc")
+
 class ConfigError(Exception):
     """A configuration problem; the message names where it comes from."""
 
@@ -65,9 +72,7 @@ class Config:
 
         if self.cache_dir:
             return Path(self.cache_dir).expanduser()
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-            os.path.expanduser("~"), ".cache")
-        return Path(base) / "mirecc"
+        return Path(default_cache_dir())
 
 
 def _as_bool(value: object) -> bool:

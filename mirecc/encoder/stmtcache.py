@@ -33,10 +33,8 @@ class CacheError(Exception):
 def default_path() -> Path:
     """``$MIRECC_CACHE_DIR``, else ``$XDG_CACHE_HOME/mirecc``, else ``~/.cache/mirecc``;
     the file is ``embeddings.sqlite`` there."""
-    base = os.environ.get("MIRECC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "mirecc")
-    return Path(base) / "embeddings.sqlite"
+    from mirecc.config import default_cache_dir
+    return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "embeddings.sqlite"
 
 
 class StatementCache:

@@ -38,8 +38,8 @@ class BuilderNotFound(GraphBuildError):
 
 
 def _cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "mirecc")
+    from mirecc.config import default_cache_dir
+    return default_cache_dir()
 
 
 def build_command() -> str:
