@@ -36,3 +36,13 @@ def mirecc_env(tmp_path: Path, toolchain) -> dict:
         "LC_ALL": "C",
     })
     return env
+
+
+@pytest.fixture(scope="session")
+def builder(tmp_path_factory) -> str:
+    """The native graph builder for LLVM 14 (built once if the checkout has none)."""
+    from graph_build import ensure_builder
+    path, why = ensure_builder(str(tmp_path_factory.mktemp("graph-builder")))
+    if path is None:
+        pytest.skip(why)
+    return path

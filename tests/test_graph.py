@@ -10,20 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graph_build import ensure_builder
 from mirecc import graph as mg
 from mirecc.graph import schema
 
 CLANG = "/usr/bin/clang-14"
 EMIT = ["-S", "-emit-llvm", "-O1", "-Xclang", "-disable-llvm-passes"]
-
-
-@pytest.fixture(scope="session")
-def builder(tmp_path_factory) -> str:
-    path, why = ensure_builder(str(tmp_path_factory.mktemp("graph-builder")))
-    if path is None:
-        pytest.skip(why)
-    return path
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 import graph_ref
-from graph_build import ensure_builder
 from mirecc import graph as mg
 from mirecc.graph import schema
 
@@ -47,14 +46,6 @@ def reference() -> str:
     if why:
         pytest.skip(why)
     return graph_ref.llvm2graph_path()
-
-
-@pytest.fixture(scope="module")
-def builder(tmp_path_factory) -> str:
-    path, why = ensure_builder(str(tmp_path_factory.mktemp("graph-builder")))
-    if path is None:
-        pytest.skip(why)
-    return path
 
 
 def _compile(tmp_path: Path, lang: str) -> Path:
