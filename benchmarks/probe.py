@@ -56,9 +56,7 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -87,33 +85,9 @@ def manifest_key(model_dir: Path) -> str:
 
 
 def random_model_dir(trained: Path, work: Path, seed: int) -> Path:
-    """A randomly initialised encoder with the trained model's config,
-    exported once into ``work`` (reused while config and seed match)."""
-    config = json.loads((trained / "manifest.json").read_text())["config"]
-    key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-    out = work / f"random-init-{key}-seed{seed}"
-    if (out / "manifest.json").is_file():
-        return out
-    import torch
-
-    from mirecc.encoder.export import write_model_dir
-    from mirecc.encoder.model import EncoderConfig, MIREncoder
-    print(f"probe: exporting a random-init encoder to {out} ...", file=sys.stderr)
-    work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".random-", dir=work) as tmp:
-        tmp = Path(tmp)
-        torch.manual_seed(seed)
-        m = MIREncoder(EncoderConfig(**config))
-        torch.save({"model": m.state_dict(), "config": m.cfg.to_dict(), "args": {}},
-                   tmp / "random.pt")
-        write_model_dir(tmp / "random.pt", tmp / "random-model", "random-init", None)
-        try:
-            os.replace(tmp / "random-model", out)
-        except OSError:        # another run got there first
-            if not (out / "manifest.json").is_file():
-                shutil.rmtree(out, ignore_errors=True)
-                os.replace(tmp / "random-model", out)
-    return out
+    """A randomly initialised encoder with the trained model's config."""
+    from mirecc.encoder.export import random_init_model_dir
+    return random_init_model_dir(trained, work, seed)
 
 
 def embed_all(model_dir: Path, paths: dict[str, Path], cache_file: Path,

@@ -11,6 +11,9 @@ from pathlib import Path
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.suite != "programs":
+        from mirecc.tasks.cli import run
+        return run(args)
     from mirecc.bench import bundled_programs_dir, run_bench
 
     programs = Path(args.programs) if args.programs else bundled_programs_dir()
@@ -75,9 +78,16 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     bench = sub.add_parser(
-        "bench", help="build the bundled programs with clang and mirecc and compare",
-        description="Compile each program with plain clang and with mirecc, check "
-                    "objects and outputs, and compare compile and run times.")
+        "bench", help="build the bundled programs with clang and mirecc and compare; "
+                      "or evaluate the OpenCL heads (devmap, coarsening)",
+        description="programs (default): compile each program with plain clang and with "
+                    "mirecc, check objects and outputs, and compare compile and run times. "
+                    "devmap / coarsening: compare mirecc's embeddings with IR2Vec and the "
+                    "prior art on the device-mapping and thread-coarsening datasets, on the "
+                    "same folds (needs pip install 'mirecc[train,bench]').")
+    bench.add_argument("suite", nargs="?", default="programs",
+                       choices=("programs", "devmap", "coarsening"),
+                       help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
     bench.add_argument("--out", default="mirecc-bench", help="where to save bench.md "
@@ -88,6 +98,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.add_argument("--cc", help="the plain clang to compare with (default: the "
                        "one mirecc drives)")
     bench.set_defaults(func=_bench)
+    from mirecc.tasks.cli import add_arguments as add_task_bench_arguments
+    add_task_bench_arguments(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from mirecc.encoder.model import MIREncoder
+from mirecc.encoder.model import EncoderConfig, MIREncoder
 from mirecc.fsutil import atomic_write_bytes
 
 OPSET = 18
@@ -205,6 +205,36 @@ def write_model_dir(model_pt: Path, out_dir: Path, name: str, corpus: Path | Non
                        (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
     return manifest
 
+
+
+def random_init_model_dir(trained: Path, work: Path, seed: int = 0) -> Path:
+    """A randomly initialised encoder with ``trained``'s config (the baseline
+    that shows what pretraining adds), exported once into ``work`` and reused
+    while config and seed match."""
+    import hashlib
+    import os
+    import tempfile
+    config = json.loads((Path(trained) / "manifest.json").read_text())["config"]
+    key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    out = Path(work) / f"random-init-{key}-seed{seed}"
+    if (out / "manifest.json").is_file():
+        return out
+    print(f"mire: exporting a random-init encoder to {out} ...", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".random-", dir=out.parent) as tmp:
+        tmp = Path(tmp)
+        torch.manual_seed(seed)
+        m = MIREncoder(EncoderConfig(**config))
+        torch.save({"model": m.state_dict(), "config": m.cfg.to_dict(), "args": {}},
+                   tmp / "random.pt")
+        write_model_dir(tmp / "random.pt", tmp / "random-model", "random-init", None)
+        try:
+            os.replace(tmp / "random-model", out)
+        except OSError:        # another run got there first
+            if not (out / "manifest.json").is_file():
+                shutil.rmtree(out, ignore_errors=True)
+                os.replace(tmp / "random-model", out)
+    return out
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=".work/pretrain/small/model.pt",

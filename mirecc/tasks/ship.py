@@ -1,0 +1,109 @@
+"""Train the OpenCL heads the driver uses and write their directories.
+
+A shipped head is trained on every row of its dataset, with the kernel's IR
+as the driver sees it in a build: the ``src`` column compiled by clang
+(``-x cl -O2 -Xclang -disable-llvm-passes``), not the dataset's LLVM 9 IR.
+Its ``metrics.json`` holds the cross-validated figures of the same head
+measured by ``mire bench`` in the same run (the ``src:`` rows).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.tasks import datasets as D
+from mirecc.tasks import features as F
+from mirecc.tasks import protocol as P
+from mirecc.tasks.heads import HeadConfig, train_head, write_onnx
+
+DEVMAP_TASK = "opencl-device-mapping"
+COARSENING_TASK = "opencl-thread-coarsening"
+PLATFORM_NAMES = {"amd": "AMD Tahiti 7970 GPU vs Intel Core i7-3820 CPU",
+                  "nvidia": "NVIDIA GTX 970 GPU vs Intel Core i7-3820 CPU"}
+
+
+def _spec_yaml(spec: dict) -> str:
+    import yaml
+    return ("# Written by `mire bench " + spec.pop("_command") + " --write-heads DIR`; "
+            "do not edit (head.onnx is trained for exactly these inputs).\n"
+            + yaml.safe_dump(spec, sort_keys=False))
+
+
+def _write_dir(target: Path, files: dict[str, bytes]) -> Path:
+    """Replace ``target`` with a directory holding ``files``, never leaving a
+    half-written head behind (a reader sees the old or the new one)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}-old-{os.getpid()}")
+        os.replace(target, old)
+    os.replace(tmp, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def _onnx_bytes(head) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "head.onnx"
+        write_onnx(head, path)
+        return path.read_bytes()
+
+
+def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfig,
+                     results: dict, out: Path, cache: Path | None) -> list[Path]:
+    from mirecc.model import load_model
+    encoder = load_model(encoder_dir).cache_version
+    written = []
+    if task == "devmap":
+        for plat in D.PLATFORMS:
+            rows = D.load_devmap(root, plat)
+            vec, _ = F.embed_kernels(F.kernel_texts(rows, "src"), encoder_dir, cache)
+            keep = [r for r in rows if r["src_key"] in vec]
+            X = np.hstack([np.stack([vec[r["src_key"]] for r in keep]),
+                           P.devmap_extra_features(keep)])
+            head = train_head(X, [r["oracle"] for r in keep], config, ["CPU", "GPU"])
+            measured = results["platforms"][plat]["results"]
+            spec = {"_command": "devmap", "task": DEVMAP_TASK, "languages": ["cl"],
+                    "head": "head.onnx", "encoder": encoder,
+                    "features": ["embedding", "log1p_transfer", "log1p_wgsize"],
+                    "classes": ["CPU", "GPU"], "platform": PLATFORM_NAMES[plat],
+                    "assumed": {"transfer": int(np.median([r["transfer"] for r in keep])),
+                                "wgsize": int(np.median([r["wgsize"] for r in keep]))},
+                    "trained_on": {"rows": len(keep), "ir": "clang -x cl, as the driver"},
+                    "metrics": "metrics.json"}
+            metrics = {"cross_validated_on_src": measured["src: OpenCL source via clang"],
+                       "dataset_ir_same_rows": measured["src: dataset IR, same rows"],
+                       "config": config.to_dict()}
+            written.append(_write_dir(Path(out) / f"devmap-{plat}", {
+                "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": _onnx_bytes(head),
+                "metrics.json": json.dumps(metrics, indent=1).encode()}))
+    elif task == "coarsening":
+        rows = D.load_coarsening(root)
+        vec, _ = F.embed_kernels(F.kernel_texts(rows, "src"), encoder_dir, cache)
+        keep = [r for r in rows if r["src_key"] in vec]
+        X = np.hstack([np.stack([vec[r["src_key"]] for r in keep]), P.coarsening_gpu_onehot(keep)])
+        head = train_head(X, [r["oracle_cf"] for r in keep], config, list(P.FACTORS))
+        spec = {"_command": "coarsening", "task": COARSENING_TASK, "languages": ["cl"],
+                "head": "head.onnx", "encoder": encoder,
+                "features": ["embedding", "gpu_onehot"], "classes": list(P.FACTORS),
+                "gpus": list(D.GPUS), "trained_on": {"rows": len(keep),
+                                                     "ir": "clang -x cl, as the driver"},
+                "metrics": "metrics.json"}
+        metrics = {"cross_validated_on_src": results["results"].get("src: OpenCL source via clang"),
+                   "dataset_ir_same_rows": results["results"].get("src: dataset IR, same rows"),
+                   "config": config.to_dict()}
+        written.append(_write_dir(Path(out) / "coarsening", {
+            "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": _onnx_bytes(head),
+            "metrics.json": json.dumps(metrics, indent=1).encode()}))
+    else:
+        raise ValueError(f"unknown task {task!r}")
+    return written
