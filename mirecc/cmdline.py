@@ -4,7 +4,7 @@ mirecc never rewrites the user's command: the final compile is always the
 exact argument list the user gave (plus, later, injected decision flags).
 This module only *reads* the command line to answer three questions:
 
-* does this call compile C/C++ sources with optimisation on?
+* does this call compile C/C++ (or OpenCL) sources with optimisation on?
 * which sources, in which language?
 * which flags must the side IR-emission run keep (defines, include paths,
   target, -f options) and which must it drop (outputs, dependency files,
@@ -157,8 +157,9 @@ SUFFIX_LANGUAGE = {
 # What the clang++ driver makes of C inputs (without -x): C++.
 CXX_DRIVER_LANGUAGE = {"c": "c++", "cpp-output": "c++-cpp-output",
                        "c-header": "c++-header"}
-# Languages whose translation units go through the decision pipeline.
-TU_LANGUAGES = {"c", "c++", "cpp-output", "c++-cpp-output"}
+# Languages whose translation units go through the decision pipeline
+# ("cl": OpenCL C, for the OpenCL task heads).
+TU_LANGUAGES = {"c", "c++", "cpp-output", "c++-cpp-output", "cl"}
 CXX_LANGUAGES = {"c++", "c++-cpp-output"}
 
 

@@ -49,6 +49,11 @@ class Config:
         "plugin": None,      # pass plugin to inject decisions with
         "heads_dir": None,   # extra directory searched for task heads
         "disable": False,    # pure pass-through: behave exactly as clang
+        "record": None,      # append one JSON line of decisions per TU to this file
+        "embed_server": True,  # embed through the per-user server (started if needed)
+        "opencl_transfer": None,  # bytes an OpenCL kernel's launch transfers
+        "opencl_wgsize": None,    # work-group size of an OpenCL kernel's launch
+        "opencl_gpu": None,       # the GPU that thread-coarsening heads decide for
         "source": "defaults",  # where the values came from, for messages
     }
     __slots__ = tuple(DEFAULTS)
@@ -117,6 +122,20 @@ def _as_timeout(value: object) -> float:
     return seconds
 
 
+def _as_positive_int(value: object) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a positive whole number, got {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    else:
+        raise ValueError(f"expected a positive whole number, got {value!r}")
+    if number <= 0:
+        raise ValueError(f"expected a positive whole number, got {value!r}")
+    return number
+
+
 MAX_TIMEOUT = 1e6  # seconds (11 days): anything longer means "no limit" in practice
 
 
@@ -134,6 +153,11 @@ FILE_KEYS = {
     "plugin": ("plugin", _as_str),
     "heads_dir": ("heads_dir", _as_str),
     "disable": ("disable", _as_bool),
+    "record": ("record", _as_str),
+    "embed_server": ("embed_server", _as_bool),
+    "opencl_transfer": ("opencl_transfer", _as_positive_int),
+    "opencl_wgsize": ("opencl_wgsize", _as_positive_int),
+    "opencl_gpu": ("opencl_gpu", _as_str),
 }
 
 # environment variable -> (Config field, parser); environment beats the file.
@@ -149,6 +173,11 @@ ENV_KEYS = {
     "MIRECC_PLUGIN": ("plugin", _as_str),
     "MIRECC_HEADS_DIR": ("heads_dir", _as_str),
     "MIRECC_DISABLE": ("disable", _as_bool),
+    "MIRECC_RECORD": ("record", _as_str),
+    "MIRECC_EMBED_SERVER": ("embed_server", _as_bool),
+    "MIRECC_OPENCL_TRANSFER": ("opencl_transfer", _as_positive_int),
+    "MIRECC_OPENCL_WGSIZE": ("opencl_wgsize", _as_positive_int),
+    "MIRECC_OPENCL_GPU": ("opencl_gpu", _as_str),
 }
 # MIRECC_QUIET=1 is the natural spelling of warnings: false.
 ENV_NEGATED = {"MIRECC_QUIET": "warnings"}
@@ -225,7 +254,7 @@ def load_config(start: str | None = None, environ: dict | None = None) -> Config
             except ValueError as exc:
                 raise ConfigError(f"{path}: bad value for '{key}': {exc}") from None
         # Relative paths in the file are relative to the file, not to the cwd.
-        for name in ("cache_dir", "capture_dir", "model", "plugin", "heads_dir"):
+        for name in ("cache_dir", "capture_dir", "model", "plugin", "heads_dir", "record"):
             if isinstance(values.get(name), str):
                 p = os.path.expanduser(str(values[name]))
                 values[name] = os.path.join(os.path.dirname(os.path.abspath(path)), p)
@@ -233,7 +262,7 @@ def load_config(start: str | None = None, environ: dict | None = None) -> Config
 
     for var, (name, parse) in ENV_KEYS.items():
         raw = env.get(var)
-        if raw is None or (raw == "" and name not in ("cache", "disable")):
+        if raw is None or (raw == "" and name not in ("cache", "disable", "embed_server")):
             continue
         try:
             values[name] = parse(raw)

@@ -3,7 +3,7 @@
 The promise, in ccache's words: exactly the same compiler output as a normal
 compilation.  The final compile is always the user's own argument list, run
 by the real clang (behind an optional launcher such as ccache); mirecc only
-adds flags that inject decisions.  Before it, for C/C++ translation units
+adds flags that inject decisions.  Before it, for C/C++ (and OpenCL) translation units
 compiled with optimisation, a guarded ML step may run; whatever goes wrong
 there, the user's compile runs unchanged, with one warning.
 
@@ -25,7 +25,9 @@ Every argument except the ones above goes to clang untouched.
 Configuration: .mirecc.yaml (searched upward from the working directory) or
 environment variables MIRECC_CC, MIRECC_CXX, MIRECC_PREFIX, MIRECC_CACHE_DIR,
 MIRECC_CACHE, MIRECC_CAPTURE_DIR, MIRECC_TIMEOUT, MIRECC_QUIET, MIRECC_MODEL,
-MIRECC_PLUGIN, MIRECC_HEADS_DIR, MIRECC_DISABLE, MIRECC_CONFIG.
+MIRECC_PLUGIN, MIRECC_HEADS_DIR, MIRECC_DISABLE, MIRECC_RECORD,
+MIRECC_EMBED_SERVER, MIRECC_OPENCL_TRANSFER, MIRECC_OPENCL_WGSIZE,
+MIRECC_OPENCL_GPU, MIRECC_CONFIG.
 """
 
 
@@ -141,18 +143,19 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
         return _exec(final)
 
     tus = [s for s in inv.sources if s.language in TU_LANGUAGES]
-    skipped = [f"{s.path}: {s.language} is not C/C++" for s in inv.sources
+    skipped = [f"{s.path}: {s.language} is not C, C++ or OpenCL" for s in inv.sources
                if s.language not in TU_LANGUAGES]
     if inv.kind != "compile" or not tus or not inv.optimised:
         if explain:
             reason = inv.reason if inv.kind != "compile" else (
-                "no C/C++ source" if not tus else
+                "no C, C++ or OpenCL source" if not tus else
                 "compiled without optimisation (-O0 or no -O): mirecc leaves it alone")
             _print_explanation(explain, compiler, inv.kind, reason, [], None, skipped,
                                to_stderr=_compiler_writes_stdout(inv))
         return _exec(final)
 
-    if not (explain or config.capture_dir or _heads_installed(config)):
+    if not (explain or config.capture_dir
+            or _heads_installed(config, {s.language for s in tus})):
         # Nothing would read the IR: skip the side run, pay only start-up.
         return _exec(final)
 
@@ -202,9 +205,12 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
     return _exec(final + extra)
 
 
-def _heads_installed(config) -> bool:
-    from mirecc.registry import default_heads_dirs, find_head_specs
-    return bool(find_head_specs(default_heads_dirs(config)))
+def _heads_installed(config, languages) -> bool:
+    """Is a head installed that applies to one of ``languages``?  A line scan
+    of each spec.yaml (registry.spec_languages), no YAML parser: heads for
+    OpenCL alone do not make a C compile run the side run."""
+    from mirecc.registry import default_heads_dirs, heads_for_languages
+    return bool(heads_for_languages(default_heads_dirs(config), languages))
 
 
 def _compiler_writes_stdout(inv) -> bool:

@@ -71,7 +71,10 @@ def render_text(data: dict) -> str:
         if tu["decisions"]:
             lines.append(f"  decisions: {len(tu['decisions'])}")
             for d in tu["decisions"]:
-                state = "applied" if d["applied"] else "not applied"
+                # advisory decisions are predictions recorded for the user
+                # (--explain, the record file); nothing in the compile changes
+                state = ("applied" if d["applied"] else
+                         "recorded" if d.get("advisory") else "not applied")
                 default = f" (compiler default: {d['default']})" if d["default"] else ""
                 lines.append(f"    {d['task']} {d['target']}: {d['value']}{default}, "
                              f"confidence {d['confidence']:.2f}, {state}: {d['reason']}")

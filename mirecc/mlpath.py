@@ -135,7 +135,7 @@ def _inject_debug_fault() -> None:
 
 def run(inv: Invocation, compiler: str, config, *, want_summary: bool,
         stdin_data: bytes | None = None) -> Outcome:
-    """Run the ML path for every C/C++ source of ``inv`` within the timeout."""
+    """Run the ML path for every C/C++/OpenCL source of ``inv`` within the timeout."""
     # The work directory is made and removed outside the deadline: the alarm
     # may interrupt anything inside it, and must not leave files behind.
     workdir = tempfile.mkdtemp(prefix="mirecc-")
@@ -157,8 +157,9 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
     from mirecc.pipeline import HeadError
 
     outcome = Outcome()
+    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
     try:
-        pipeline = Pipeline.load(config)
+        pipeline = Pipeline.load(config, languages)
     except (ModelError, HeadError) as exc:
         raise MLFailure(str(exc)) from None
     _check_plugin(config)
@@ -196,7 +197,10 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
                     raise MLFailure(str(exc)) from None
             request = TURequest(source.path, source.language, report.opt_level,
                                 tuple(inv.ir_flags), bc_path, sha)
-            report.result = pipeline.run(request, summary)
+            try:
+                report.result = pipeline.run(request, summary)
+            except (ModelError, HeadError) as exc:
+                raise MLFailure(str(exc)) from None
             report.cache = "miss" if cache else "off"
             if cache:
                 try:
@@ -207,4 +211,42 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
                     if not outcome.warnings:
                         outcome.warnings.append(str(exc))
         outcome.reports.append(report)
+        if config.record:
+            try:
+                record(config.record, report, inv, compiler)
+            except OSError as exc:
+                # The decisions stand; only this record of them is lost.
+                if not outcome.warnings:
+                    outcome.warnings.append(
+                        f"cannot append to the record file {config.record}: "
+                        f"{exc.strerror or exc}")
     return outcome
+
+
+def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
+    """Append one JSON line for ``report`` to the record file (``record`` in
+    .mirecc.yaml, ``MIRECC_RECORD``): what mirecc decided or predicted for the
+    TU, readable after ``CC=mirecc make``.  Appended under a lock: safe under
+    ``make -j``."""
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from mirecc import __version__
+    from mirecc.fsutil import append_line_locked
+
+    line = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cwd": os.getcwd(),
+        "source": report.source,
+        "output": inv.output,
+        "language": report.language,
+        "opt_level": report.opt_level,
+        "ir_sha256": report.bitcode_sha256,
+        "compiler": compiler,
+        "mirecc_version": __version__,
+        "cache": report.cache,
+        "decisions": [asdict(d) for d in report.result.decisions],
+        "no_decision_reasons": list(report.result.no_decision_reasons),
+    }
+    append_line_locked(Path(path).expanduser(), json.dumps(line, sort_keys=True))

@@ -8,8 +8,11 @@ answers.
 
 Task heads plug in through ``TASKS``: a head directory holds ``spec.yaml``
 with at least ``task: <name>``; the pipeline loads the head registered for
-that task.  No task is implemented yet, so with the heads shipped today the
-pipeline decides nothing, and says so.
+that task.  A head class is built as ``cls(directory, spec_dict, config)``
+and has ``name``, ``version`` (part of the cache key), ``applies_to``,
+``why_not`` and ``decide(request, summary) -> list[Decision]``; ``decide``
+may raise :class:`NoDecision` to say why it decided nothing.  With no head
+installed the pipeline decides nothing, and says so.
 """
 
 from __future__ import annotations
@@ -18,18 +21,29 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mirecc.irinfo import ModuleInfo
-from mirecc.registry import HeadSpec, default_heads_dirs, find_head_specs
+from mirecc.registry import (HeadSpec, default_heads_dirs, find_head_specs,
+                             heads_for_languages)
 from mirecc.model import NO_MODEL_VERSION, ModelInfo
 
 # Bumped when TUResult's meaning changes, so cached results are not reused.
-PIPELINE_SCHEMA = 1
+# 2: Decision.advisory (a recorded prediction that changes nothing in the compile).
+PIPELINE_SCHEMA = 2
 
-# task name -> head class; filled by the issues that bring each task.
-TASKS: dict[str, type] = {}
+# task name -> head class, or "module:Class" imported when a head of that task
+# is loaded (so that nothing of a task is imported before a head needs it).
+TASKS: dict[str, type | str] = {
+    "opencl-device-mapping": "mirecc.tasks.opencl:DeviceMappingHead",
+    "opencl-thread-coarsening": "mirecc.tasks.opencl:ThreadCoarseningHead",
+}
 
 
 class HeadError(Exception):
     """A head directory is unusable (the message names the file)."""
+
+
+class NoDecision(Exception):
+    """Raised by a head's ``decide`` when it has nothing to decide for this
+    TU; ``str()`` is the one-line reason --explain shows."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class Decision:
     confidence: float         # head's confidence in [0, 1]
     reason: str               # one line for --explain
     applied: bool             # False when confidence was too low to act
+    advisory: bool = False    # a prediction recorded for the user; nothing to apply
 
 
 @dataclass(frozen=True)
@@ -78,7 +93,18 @@ class TUResult:
                    list(d["no_decision_reasons"]))
 
 
-def load_head(spec: HeadSpec):
+def task_class(task: str) -> type:
+    """The head class registered for ``task`` (imported on first use)."""
+    entry = TASKS[task]
+    if isinstance(entry, str):
+        import importlib
+
+        module, _, attr = entry.partition(":")
+        entry = TASKS[task] = getattr(importlib.import_module(module), attr)
+    return entry
+
+
+def load_head(spec: HeadSpec, config=None):
     import yaml
 
     path = Path(spec.directory) / "spec.yaml"
@@ -93,25 +119,38 @@ def load_head(spec: HeadSpec):
     if task not in TASKS:
         known = ", ".join(sorted(TASKS)) or "none yet"
         raise HeadError(f"{path}: unknown task '{task}' (tasks this mirecc knows: {known})")
-    return TASKS[task](Path(spec.directory), data)
+    return task_class(task)(Path(spec.directory), data, config)
 
 
 class Pipeline:
     """Runs the installed heads over one translation unit at a time."""
 
-    def __init__(self, heads: list, model: ModelInfo | None, searched: list[str]):
+    def __init__(self, heads: list, model: ModelInfo | None, searched: list[str],
+                 other_languages: list[str] | None = None):
         self.heads = heads
         self.model = model
         self.searched = searched
+        # installed heads left unloaded because they apply to other languages
+        self.other_languages = other_languages or []
 
     @classmethod
-    def load(cls, config) -> "Pipeline":
+    def load(cls, config, languages=None) -> "Pipeline":
+        """Load the installed heads; with ``languages`` (clang language names),
+        only those that apply to one of them (see ``registry.spec_languages``),
+        so that a head for another language, even a broken one or one of a
+        task this mirecc does not know, costs and breaks nothing here."""
         from mirecc.model import load_model
 
         dirs = default_heads_dirs(config)
-        heads = [load_head(spec) for spec in find_head_specs(dirs)]
+        specs = find_head_specs(dirs)
+        others = []
+        if languages is not None:
+            wanted = heads_for_languages(dirs, languages)
+            others = [s.name for s in specs if s.name not in {w.name for w in wanted}]
+            specs = wanted
+        heads = [load_head(spec, config) for spec in specs]
         model = load_model(config.model) if config.model else None
-        return cls(heads, model, dirs)
+        return cls(heads, model, dirs, others)
 
     @property
     def version(self) -> str:
@@ -124,12 +163,18 @@ class Pipeline:
         result = TUResult(summary)
         if not self.heads:
             where = ", ".join(str(d) for d in self.searched)
+            other = (f"; heads for other languages: {', '.join(self.other_languages)}"
+                     if self.other_languages else "")
             result.no_decision_reasons.append(
-                f"no task heads are installed (searched: {where})")
+                f"no task heads are installed for {request.language} "
+                f"(searched: {where}{other})")
             return result
         for head in self.heads:
             if not head.applies_to(request):
                 result.no_decision_reasons.append(f"{head.name}: {head.why_not(request)}")
                 continue
-            result.decisions.extend(head.decide(request, summary))
+            try:
+                result.decisions.extend(head.decide(request, summary))
+            except NoDecision as exc:
+                result.no_decision_reasons.append(f"{head.name}: {exc}")
         return result

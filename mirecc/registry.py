@@ -1,8 +1,19 @@
 """Where task heads are installed, found with directory listings only.
 
 Kept apart from ``pipeline`` (which loads heads) because the driver asks
-"is any head installed?" on every optimised compile, and must answer it
-without importing anything heavy.
+"is a head installed for this language?" on every optimised compile, and
+must answer it without importing anything heavy (no PyYAML, no numpy).
+
+The language check: a head's ``spec.yaml`` may name the source languages it
+applies to with a ``languages:`` key at the top level, as a flow list on one
+line (``languages: [cl]``) or as a block list (``languages:`` followed by
+``- cl`` lines).  :func:`spec_languages` finds it with a line scan, not a YAML
+parser; a spec without that key (or one the scan cannot read) applies to
+every language, so an unreadable spec still reaches the pipeline, which
+reports it.  Language names are clang's (``c``, ``c++``, ``cl``); the
+preprocessed forms (``cpp-output``, ``c++-cpp-output``) count as ``c`` and
+``c++``.  Installing OpenCL-only heads therefore does not make a C or C++
+compile run the ML side run.
 """
 
 from __future__ import annotations
@@ -14,6 +25,10 @@ class HeadSpec:
     """A head directory: ``<dir>/<name>/spec.yaml``, not yet read."""
 
     __slots__ = ("name", "directory")
+
+    @property
+    def spec_path(self) -> str:
+        return os.path.join(self.directory, "spec.yaml")
 
     def __init__(self, name: str, directory: str):
         self.name = name
@@ -43,3 +58,62 @@ def find_head_specs(dirs: list[str]) -> list[HeadSpec]:
             if os.path.isfile(os.path.join(path, "spec.yaml")):
                 specs.append(HeadSpec(name, path))
     return specs
+
+
+# clang language -> the name heads use for it
+_SPEC_LANGUAGE = {"cpp-output": "c", "c++-cpp-output": "c++"}
+
+
+def spec_language(language: str) -> str:
+    """The language name a head's ``languages:`` list uses for a clang language."""
+    return _SPEC_LANGUAGE.get(language, language)
+
+
+def _unquote(item: str) -> str:
+    item = item.strip()
+    if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"":
+        item = item[1:-1]
+    return item.strip()
+
+
+def spec_languages(path: str) -> frozenset | None:
+    """The languages a ``spec.yaml`` names in its top-level ``languages:`` key,
+    found with a line scan; ``None`` (every language) when there is no such
+    key or the scan cannot read it."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read(65536).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for i, line in enumerate(lines):
+        if not line.startswith("languages:"):
+            continue
+        value = line[len("languages:"):].split(" #", 1)[0].strip()
+        if value.startswith("[") and value.endswith("]"):
+            items = [_unquote(x) for x in value[1:-1].split(",")]
+            return frozenset(x for x in items if x)
+        if value:
+            return None  # a scalar or something the scan does not read
+        items = []
+        for nxt in lines[i + 1:]:
+            stripped = nxt.split(" #", 1)[0].strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            if not nxt[:1].isspace() and not stripped.startswith("-"):
+                break  # the next top-level key
+            if not stripped.startswith("-"):
+                return None
+            items.append(_unquote(stripped[1:]))
+        return frozenset(x for x in items if x) or None
+    return None
+
+
+def heads_for_languages(dirs: list[str], languages) -> list[HeadSpec]:
+    """The installed heads that apply to any of the clang ``languages``."""
+    wanted = {spec_language(lang) for lang in languages}
+    found = []
+    for spec in find_head_specs(dirs):
+        names = spec_languages(spec.spec_path)
+        if names is None or names & wanted:
+            found.append(spec)
+    return found

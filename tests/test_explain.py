@@ -148,7 +148,7 @@ def test_non_c_inputs_are_listed_as_skipped(src):
     proc = mirecc(src, "--explain=json", "-O2", "-c", "walk.c", "helper.s")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["skipped"] == ["helper.s: assembler is not C/C++"]
+    assert data["skipped"] == ["helper.s: assembler is not C, C++ or OpenCL"]
     assert [tu["source"] for tu in data["translation_units"]] == ["walk.c"]
     assert (src / "walk.o").is_file() and (src / "helper.o").is_file()
 

@@ -1,0 +1,309 @@
+"""The OpenCL task heads in the driver: device mapping and thread coarsening.
+
+A head directory ``<heads_dir>/<name>/`` holds ``spec.yaml`` and the head's
+ONNX graph (written by :func:`mirecc.tasks.heads.write_onnx`)::
+
+    task: opencl-device-mapping          # or opencl-thread-coarsening
+    languages: [cl]
+    head: head.onnx                      # "features" (N, d) -> "probabilities" (N, classes)
+    encoder: "<ModelInfo.cache_version of the encoder it was trained on>"
+    features: [embedding, log1p_transfer, log1p_wgsize]   # coarsening: [embedding, gpu_onehot]
+    classes: [CPU, GPU]                  # coarsening: [1, 2, 4, 8, 16, 32]
+    platform: "..."                      # device mapping: free text
+    gpus: [Cypress, Tahiti, Fermi, Kepler]   # coarsening: order of the one-hot
+    assumed: {transfer: 123456, wgsize: 256} # device mapping: when the build does not say
+    metrics: metrics.json                # optional, not read here
+
+Both heads are advisory: their decisions change nothing in the compile
+(``applied=False, advisory=True``); they are shown by ``--explain`` and
+written to the record file (``record`` / ``MIRECC_RECORD``).
+
+This module imports only the standard library at the top: the pipeline
+imports it when a head of one of these tasks is loaded, and numpy,
+llvmlite and onnxruntime only when a head decides.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+DEVICE_MAPPING = "opencl-device-mapping"
+THREAD_COARSENING = "opencl-thread-coarsening"
+
+# (bitcode sha256, model directory) -> (module embedding, how it was computed):
+# the two heads of one TU share one embedding.
+_EMBEDDINGS: dict = {}
+# model directory -> ModelInfo (the manifest's hashes are checked once per call)
+_MODELS: dict = {}
+
+
+def _head_error(message: str):
+    from mirecc.pipeline import HeadError
+    return HeadError(" ".join(message.split()))
+
+
+def kernel_names(bitcode_path: str) -> list[str]:
+    """Names of the OpenCL kernels (``spir_kernel`` functions) defined in the module."""
+    import llvmlite.binding as llvm
+
+    with open(bitcode_path, "rb") as fh:
+        module = llvm.parse_bitcode(fh.read())
+    kernels = []
+    for fn in module.functions:
+        if fn.is_declaration:
+            continue
+        define = next((ln for ln in str(fn).splitlines() if ln.startswith("define ")), "")
+        if " spir_kernel " in define:
+            kernels.append(fn.name)
+    return kernels
+
+
+def encoder_model(config):
+    """The encoder the heads' embeddings come from: ``model`` of the
+    configuration, else the shipped one; verified against its manifest."""
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+    from mirecc.model import ModelError, load_model
+
+    directory = str(Path(config.model).resolve()) if config is not None and config.model \
+        else str(SHIPPED_MODEL_DIR)
+    if directory not in _MODELS:
+        try:
+            _MODELS[directory] = load_model(directory)
+        except ModelError as exc:
+            raise _head_error(f"encoder model: {exc}") from None
+    return _MODELS[directory]
+
+
+def module_embedding(request, config):
+    """The module embedding of ``request``'s bitcode and how it was made:
+    through the per-user embedding server (started if none answers, unless
+    ``embed_server: false``), else in this process."""
+    import numpy as np
+
+    info = encoder_model(config)
+    directory = str(info.directory)
+    key = (request.bitcode_sha256, directory)
+    if key in _EMBEDDINGS:
+        return _EMBEDDINGS[key]
+    vector, how = None, None
+    if config is None or config.embed_server:
+        from mirecc.encoder import server
+
+        reply = server.embed(request.bitcode_path, model_dir=directory)
+        if reply.get("ok"):
+            vector, how = reply.get("module"), "embedding server"
+        elif "error" in reply:
+            raise _head_error(f"embedding the IR of {request.source}: {reply['error']}")
+    if vector is None:
+        from mirecc.encoder.runtime import EmbedError, Encoder
+        from mirecc.model import ModelError
+
+        try:
+            vector = Encoder(directory).embed_file(request.bitcode_path).module
+        except (EmbedError, ModelError) as exc:
+            raise _head_error(f"embedding the IR of {request.source}: {exc}") from None
+        how = "in process"
+    vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+    _EMBEDDINGS[key] = (vector, how)
+    return vector, how
+
+
+class OpenCLHead:
+    """What the two OpenCL heads share: the spec, the ONNX head, the encoder check."""
+
+    task = ""
+    FEATURES: list[str] = []
+
+    def __init__(self, directory: Path, spec: dict, config=None):
+        self.directory = Path(directory)
+        self.spec_path = self.directory / "spec.yaml"
+        self.name = self.directory.name
+        self.spec = spec
+        self.config = config
+        self.languages = self._strings("languages")
+        head = spec.get("head")
+        if not isinstance(head, str) or not head:
+            raise self._error("'head' must name the head's ONNX file")
+        self.onnx_path = self.directory / head
+        if not self.onnx_path.is_file():
+            raise _head_error(f"{self.onnx_path}: head file named in {self.spec_path} "
+                              f"is missing")
+        self.encoder = spec.get("encoder")
+        if not isinstance(self.encoder, str) or not self.encoder:
+            raise self._error("'encoder' must be the cache_version of the encoder the "
+                              "head was trained on")
+        features = spec.get("features")
+        if features != self.FEATURES:
+            raise self._error(f"'features' is {features!r}; a {self.task} head takes "
+                              f"{self.FEATURES!r}")
+        self.classes = spec.get("classes")
+        if not isinstance(self.classes, list) or len(self.classes) < 2 or not all(
+                isinstance(c, (str, int, float)) and not isinstance(c, bool)
+                for c in self.classes):
+            raise self._error("'classes' must be a list of at least two names or numbers")
+        self._validate()
+        digest = hashlib.sha256()
+        for path in (self.spec_path, self.onnx_path):
+            try:
+                digest.update(path.read_bytes())
+            except OSError as exc:
+                raise _head_error(f"{path}: cannot read: {exc.strerror}") from None
+        # the cache key: the head's files and the build settings it reads
+        self.version = f"{self.task}/{self.name}@{digest.hexdigest()[:16]}{self._settings()}"
+
+    # ----------------------------------------------------------- validation
+
+    def _error(self, message: str):
+        return _head_error(f"{self.spec_path}: {message}")
+
+    def _strings(self, key: str) -> list[str]:
+        value = self.spec.get(key)
+        if not isinstance(value, list) or not value or not all(
+                isinstance(v, str) and v for v in value):
+            raise self._error(f"'{key}' must be a list of names")
+        return value
+
+    def _validate(self) -> None:
+        pass
+
+    def _settings(self) -> str:
+        return ""
+
+    # ------------------------------------------------------------- pipeline
+
+    def applies_to(self, request) -> bool:
+        from mirecc.registry import spec_language
+        return spec_language(request.language) in self.languages
+
+    def why_not(self, request) -> str:
+        return f"applies to {', '.join(self.languages)} sources, not {request.language}"
+
+    def _prepare(self, request):
+        """Kernels, embedding and how it was made; checks the encoder first."""
+        from mirecc.pipeline import NoDecision
+
+        try:
+            kernels = kernel_names(request.bitcode_path)
+        except (OSError, RuntimeError) as exc:
+            raise _head_error(f"cannot read the IR of {request.source}: {exc}") from None
+        if not kernels:
+            raise NoDecision("no OpenCL kernel (spir_kernel function) in the module")
+        info = encoder_model(self.config)
+        if info.cache_version != self.encoder:
+            raise self._error(f"the head was trained on encoder {self.encoder}, but the "
+                              f"encoder in use is {info.cache_version} ({info.directory})")
+        embedding, how = module_embedding(request, self.config)
+        return kernels, embedding, how
+
+    def _probabilities(self, rows):
+        """Run the ONNX head on raw feature rows; (N, len(classes)) probabilities."""
+        import numpy as np
+        from mirecc.tasks.heads import run_onnx
+
+        X = np.asarray(rows, dtype=np.float32)
+        try:
+            P = np.asarray(run_onnx(self.onnx_path, X))
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
+        if P.shape != (len(X), len(self.classes)) or not np.all(np.isfinite(P)):
+            raise _head_error(f"{self.onnx_path}: the head returned probabilities of shape "
+                              f"{P.shape}, expected ({len(X)}, {len(self.classes)})")
+        return P
+
+
+class DeviceMappingHead(OpenCLHead):
+    """CPU or GPU for the module's kernels, from [embedding, log1p(transfer),
+    log1p(work-group size)] (Grewe et al.'s task, as in MIREncoder)."""
+
+    task = DEVICE_MAPPING
+    FEATURES = ["embedding", "log1p_transfer", "log1p_wgsize"]
+
+    def _validate(self) -> None:
+        assumed = self.spec.get("assumed")
+        if not isinstance(assumed, dict):
+            raise self._error("'assumed' must map transfer and wgsize to the values used "
+                              "when the build does not give them")
+        for key in ("transfer", "wgsize"):
+            value = assumed.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not value > 0 or not math.isfinite(value):
+                raise self._error(f"'assumed.{key}' must be a positive number, got {value!r}")
+        self.assumed = assumed
+        platform = self.spec.get("platform")
+        self.platform = platform if isinstance(platform, str) and platform.strip() else None
+
+    def _setting(self, key: str):
+        """(value, where it came from) for ``transfer`` or ``wgsize``."""
+        configured = getattr(self.config, f"opencl_{key}", None) if self.config else None
+        if configured is not None:
+            return configured, f"configured: opencl_{key}"
+        return self.assumed[key], (f"assumed by the head; set opencl_{key} or "
+                                   f"MIRECC_OPENCL_{key.upper()} to give the real value")
+
+    def _settings(self) -> str:
+        return "|transfer={}|wgsize={}".format(self._setting("transfer")[0],
+                                               self._setting("wgsize")[0])
+
+    def decide(self, request, summary):
+        from mirecc.pipeline import Decision
+
+        kernels, embedding, how = self._prepare(request)
+        transfer, transfer_from = self._setting("transfer")
+        wgsize, wgsize_from = self._setting("wgsize")
+        row = [*embedding.tolist(), math.log1p(transfer), math.log1p(wgsize)]
+        p = self._probabilities([row])[0]
+        best = int(p.argmax())
+        device = self.classes[best]
+        on = f" on {self.platform}" if self.platform else ""
+        reason = (f"{device} predicted{on} for a launch transferring {transfer:g} bytes "
+                  f"({transfer_from}) with work-group size {wgsize:g} ({wgsize_from}); "
+                  f"module embedding {how}")
+        return [Decision(task=self.task, target=", ".join(kernels), value={"device": device},
+                         default=None, confidence=float(p[best]), reason=reason,
+                         applied=False, advisory=True)]
+
+
+class ThreadCoarseningHead(OpenCLHead):
+    """The thread-coarsening factor of the module's kernels for each GPU of
+    the head (or the configured one), from [embedding, one-hot of the GPU]
+    (Magni et al.'s task, as in MIREncoder)."""
+
+    task = THREAD_COARSENING
+    FEATURES = ["embedding", "gpu_onehot"]
+
+    def _validate(self) -> None:
+        self.gpus = self._strings("gpus")
+
+    def _settings(self) -> str:
+        gpu = getattr(self.config, "opencl_gpu", None) if self.config else None
+        return f"|gpu={gpu}" if gpu else ""
+
+    def decide(self, request, summary):
+        from mirecc.pipeline import Decision
+
+        configured = getattr(self.config, "opencl_gpu", None) if self.config else None
+        if configured is not None and configured not in self.gpus:
+            raise _head_error(f"opencl_gpu is '{configured}', which the head "
+                              f"{self.spec_path} does not know (its GPUs: "
+                              f"{', '.join(self.gpus)})")
+        kernels, embedding, how = self._prepare(request)
+        gpus = [configured] if configured else self.gpus
+        rows = []
+        for gpu in gpus:
+            onehot = [1.0 if g == gpu else 0.0 for g in self.gpus]
+            rows.append([*embedding.tolist(), *onehot])
+        P = self._probabilities(rows)
+        which = ("GPU configured: opencl_gpu" if configured else
+                 "one decision per GPU of the head; set opencl_gpu to pick one")
+        decisions = []
+        for gpu, p in zip(gpus, P):
+            best = int(p.argmax())
+            decisions.append(Decision(
+                task=self.task, target=", ".join(kernels),
+                value={"coarsening_factor": self.classes[best], "gpu": gpu},
+                default={"coarsening_factor": 1}, confidence=float(p[best]),
+                reason=f"coarsening factor {self.classes[best]} predicted for {gpu} "
+                       f"({which}); module embedding {how}",
+                applied=False, advisory=True))
+        return decisions
