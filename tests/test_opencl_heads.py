@@ -344,6 +344,13 @@ def test_spec_languages_line_scan(tmp_path):
         "task: x\nlanguages: cl\n": None,        # not a list: every language
         "task: x\n  languages: [cl]\n": None,    # not top level
     }
+    # what mirecc.tasks.ship writes: a comment line, then yaml.safe_dump's block lists
+    yaml = pytest.importorskip("yaml")
+    dumped = "# Written by `mire bench devmap --write-heads DIR`; do not edit\n" + yaml.safe_dump(
+        {"task": "opencl-device-mapping", "languages": ["cl"], "head": "head.onnx",
+         "features": ["embedding", "log1p_transfer", "log1p_wgsize"],
+         "trained_on": {"rows": 3}}, sort_keys=False)
+    cases[dumped] = {"cl"}
     for text, expected in cases.items():
         path = tmp_path / "spec.yaml"
         path.write_text(text)
