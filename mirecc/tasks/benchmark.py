@@ -92,7 +92,11 @@ class Job:
     seed: int = 0
 
 
-_SHARED: dict = {}       # set before the worker pool forks; read by _run_job
+_SHARED: dict = {}       # the current task's features, folds and head settings
+
+
+def _init_worker(shared: dict) -> None:
+    _SHARED.update(shared)
 
 
 def _run_job(job: Job) -> np.ndarray:
@@ -104,6 +108,9 @@ def _run_job(job: Job) -> np.ndarray:
 
 
 def run_jobs(jobs: list[Job], jobs_n: int, desc: str) -> dict[Job, np.ndarray]:
+    """Run the cross-validations, in ``jobs_n`` worker processes.  Workers
+    are spawned, not forked: a fork after torch or onnxruntime have started
+    their thread pools can deadlock the child."""
     from tqdm import tqdm
     unique = list(dict.fromkeys(jobs))
     bar = tqdm(total=len(unique), desc=desc, unit="cv", file=sys.stderr, disable=None,
@@ -114,7 +121,8 @@ def run_jobs(jobs: list[Job], jobs_n: int, desc: str) -> dict[Job, np.ndarray]:
             out[job] = _run_job(job)
             bar.update()
     else:
-        with ProcessPoolExecutor(jobs_n, mp_context=get_context("fork")) as pool:
+        with ProcessPoolExecutor(jobs_n, mp_context=get_context("spawn"),
+                                 initializer=_init_worker, initargs=(dict(_SHARED),)) as pool:
             for job, pred in zip(unique, pool.map(_run_job, unique)):
                 out[job] = pred
                 bar.update()
