@@ -259,7 +259,9 @@ class DeviceMappingHead(OpenCLHead):
         reason = (f"{device} predicted{on} for a launch transferring {transfer:g} bytes "
                   f"({transfer_from}) with work-group size {wgsize:g} ({wgsize_from}); "
                   f"module embedding {how}")
-        return [Decision(task=self.task, target=", ".join(kernels), value={"device": device},
+        # with the AMD and the NVIDIA head installed, the value says which is which
+        value = {"device": device, **({"platform": self.platform} if self.platform else {})}
+        return [Decision(task=self.task, target=", ".join(kernels), value=value,
                          default=None, confidence=float(p[best]), reason=reason,
                          applied=False, advisory=True)]
 
