@@ -47,7 +47,7 @@ class Config:
         "warnings": True,    # print the fail-open warning
         "model": None,       # directory of an encoder model (manifest.json)
         "plugin": None,      # pass plugin to inject decisions with
-        "heads_dir": None,   # extra directory searched for task heads
+        "heads_dir": None,   # directory of task heads, instead of the shipped ones
         "disable": False,    # pure pass-through: behave exactly as clang
         "record": None,      # append one JSON line of decisions per TU to this file
         "embed_server": True,  # embed through the per-user server (started if needed)

@@ -196,7 +196,7 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
                 except IRReadError as exc:
                     raise MLFailure(str(exc)) from None
             request = TURequest(source.path, source.language, report.opt_level,
-                                tuple(inv.ir_flags), bc_path, sha)
+                                tuple(inv.ir_flags), bc_path, sha, compiler)
             try:
                 report.result = pipeline.run(request, summary)
             except (ModelError, HeadError) as exc:

@@ -68,6 +68,7 @@ class TURequest:
     flags: tuple[str, ...]
     bitcode_path: str
     bitcode_sha256: str
+    compiler: str = ""        # the clang that emitted the bitcode (and compiles the TU)
 
 
 @dataclass

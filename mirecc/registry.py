@@ -39,13 +39,16 @@ class HeadSpec:
 
 
 def default_heads_dirs(config) -> list[str]:
-    """The configured directory, then the package's own ``heads``."""
-    dirs = [config.heads_dir] if config.heads_dir else []
+    """The configured directory, which replaces the shipped heads (a user's
+    own device-mapping head must not decide beside the shipped one; copy a
+    shipped head into it to keep that one too); else the package's own
+    ``heads``."""
+    if config.heads_dir:
+        return [config.heads_dir]
     package = os.path.dirname(os.path.abspath(__file__))
     installed = os.path.join(package, "heads")  # pip install: heads/ is package data
     source_tree = os.path.join(os.path.dirname(package), "heads")  # editable / checkout
-    dirs.append(installed if os.path.isdir(installed) else source_tree)
-    return dirs
+    return [installed if os.path.isdir(installed) else source_tree]
 
 
 def find_head_specs(dirs: list[str]) -> list[HeadSpec]:

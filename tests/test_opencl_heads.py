@@ -399,3 +399,42 @@ def test_advisory_decisions_round_trip():
     assert TUResult.from_dict(data) == result
     with pytest.raises(ValueError):
         TUResult.from_dict({**data, "schema": 1})
+
+
+def _newer_clang() -> str | None:
+    from mirecc.compiler import newest_clang_on_path
+    newest = newest_clang_on_path(cxx=False)
+    return newest if newest and os.path.realpath(newest) != os.path.realpath(CLANG) else None
+
+
+@pytest.mark.skipif(_newer_clang() is None, reason="needs a clang other than clang-14")
+def test_a_newer_driven_clang_gets_its_ir_re_emitted_for_the_encoder(kernel, heads):
+    """The heads and the graph builder read clang-14 IR; a build driven by a
+    newer clang (whose bitcode LLVM 14 cannot load) still gets predictions,
+    from the TU emitted again by clang-14, and its own compiler's object."""
+    newer = _newer_clang()
+    env = env_for(kernel, heads, MIRECC_CC=newer)
+    proc = run([MIRECC, "--explain", "-O2", "-c", "k.cl", "-o", "k.o"], kernel, env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "decisions: 5" in proc.stdout
+    assert "IR re-emitted with clang-14 (the encoder's clang)" in proc.stdout
+    subprocess.run([newer, "-O2", "-c", "k.cl", "-o", "ref.o"], cwd=kernel, check=True)
+    assert (kernel / "k.o").read_bytes() == (kernel / "ref.o").read_bytes()
+
+
+def test_the_shipped_heads_decide_for_a_kernel(kernel, tmp_path):
+    """The heads in the repository's heads/ (made by mire bench --write-heads)
+    load, match the shipped encoder and decide."""
+    shipped = Path(__file__).resolve().parents[1] / "heads"
+    if not (shipped / "devmap-amd" / "spec.yaml").is_file():
+        pytest.skip("no shipped OpenCL heads")
+    env = env_for(kernel, shipped)
+    proc = run([MIRECC, "--explain=json", "-O2", "-c", "k.cl", "-o", "k.o"], kernel, env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    [tu] = json.loads(proc.stdout)["translation_units"]
+    platforms = sorted(d["value"]["platform"] for d in tu["decisions"]
+                       if d["task"] == "opencl-device-mapping")
+    assert [p.split()[0] for p in platforms] == ["AMD", "NVIDIA"]
+    factors = [d["value"]["coarsening_factor"] for d in tu["decisions"]
+               if d["task"] == "opencl-thread-coarsening"]
+    assert len(factors) == len(GPUS) and set(factors) <= {1, 2, 4, 8, 16, 32}

@@ -161,6 +161,12 @@ def test_coarsening_bench_end_to_end_on_a_sample(tmp_path):
     assert spec["task"] == "opencl-thread-coarsening" and spec["classes"] == [1, 2, 4, 8, 16, 32]
     p = run_onnx(head_dir / "head.onnx", np.zeros((1, 256 + len(D.GPUS)), np.float32))
     assert p.shape == (1, 6)
+    # rerunning the command reproduces the shipped file byte for byte
+    first = (head_dir / "head.onnx").read_bytes()
+    write_task_heads("coarsening", root, SHIPPED_MODEL_DIR, FAST, res, tmp_path / "heads",
+                     tmp_path / "cache")
+    assert (head_dir / "head.onnx").read_bytes() == first
+    assert sorted(p.name for p in (tmp_path / "heads").iterdir()) == ["coarsening"]
 
 
 @needs_data

@@ -86,11 +86,12 @@ def module_embedding(request, config):
     key = (request.bitcode_sha256, directory)
     if key in _EMBEDDINGS:
         return _EMBEDDINGS[key]
+    bitcode, how_ir = encoder_bitcode(request)
     vector, how = None, None
     if config is None or config.embed_server:
         from mirecc.encoder import server
 
-        reply = server.embed(request.bitcode_path, model_dir=directory)
+        reply = server.embed(bitcode, model_dir=directory)
         if reply.get("ok"):
             vector, how = reply.get("module"), "embedding server"
         elif "error" in reply:
@@ -100,13 +101,37 @@ def module_embedding(request, config):
         from mirecc.model import ModelError
 
         try:
-            vector = Encoder(directory).embed_file(request.bitcode_path).module
+            vector = Encoder(directory).embed_file(bitcode).module
         except (EmbedError, ModelError) as exc:
             raise _head_error(f"embedding the IR of {request.source}: {exc}") from None
         how = "in process"
     vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+    how += how_ir
     _EMBEDDINGS[key] = (vector, how)
     return vector, how
+
+
+def encoder_bitcode(request) -> tuple[str, str]:
+    """The bitcode to embed and a note for the reason.  The heads were trained
+    on IR from the clang that matches the graph builder (clang-14 here); when
+    the build's compiler is another clang (its bitcode may not even load into
+    the builder's LLVM), the TU is emitted again with that clang, same flags."""
+    import os
+    from mirecc.encoder.runtime import EmbedError, compile_to_ir, default_clang
+
+    try:
+        clang = default_clang()
+    except EmbedError as exc:
+        raise _head_error(str(exc)) from None
+    if not request.compiler or os.path.realpath(request.compiler) == os.path.realpath(clang):
+        return request.bitcode_path, ""
+    out = Path(request.bitcode_path).with_suffix(".encoder.bc")
+    flags = [*request.flags, *(["-x", "cl"] if request.language == "cl" else [])]
+    try:
+        compile_to_ir(Path(request.source), out, clang, flags)
+    except EmbedError as exc:
+        raise _head_error(f"re-emitting the IR with {clang} for the encoder: {exc}") from None
+    return str(out), f"; IR re-emitted with {Path(clang).name} (the encoder's clang)"
 
 
 class OpenCLHead:

@@ -39,6 +39,9 @@ def _write_dir(target: Path, files: dict[str, bytes]) -> Path:
     half-written head behind (a reader sees the old or the new one)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)      # mkdtemp makes it 0700; a head is read by every user
     for name, data in files.items():
         (tmp / name).write_bytes(data)
     old = None
