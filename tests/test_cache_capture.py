@@ -69,7 +69,7 @@ def pipeline_version() -> str:
     from mirecc.config import Config
     from mirecc.pipeline import Pipeline
 
-    return Pipeline.load(Config()).version
+    return Pipeline.load(Config(), languages=["c"]).version   # as the driver loads it for dot.c
 
 
 # --- cache -------------------------------------------------------------------------
