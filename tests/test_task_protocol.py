@@ -142,6 +142,7 @@ def test_coarsening_metrics_on_a_hand_checked_case():
     # a: factor 4 -> 2/4 = 0.5; b: factor 32 is capped at 2 -> 1/0.8 = 1.25
     m = P.coarsening_metrics(rows, [4, 32])
     assert m["speedup"] == {"Tahiti": pytest.approx((0.5 + 1.25) / 2)}
+    assert m["speedup_spread"]["Tahiti"]["min"] == 0.5 and m["speedup_spread"]["Tahiti"]["max"] == 1.25
     assert m["speedup_average"] == pytest.approx(0.875)
     assert m["best_factor_rate"] == 0.5
     assert P.coarsening_oracle(rows)["speedup"]["Tahiti"] == pytest.approx((2 + 1.25) / 2)

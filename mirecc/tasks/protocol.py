@@ -130,15 +130,18 @@ def coarsening_folds(rows: list[dict], protocol: str) -> np.ndarray:
 def coarsening_metrics(rows: list[dict], pred) -> dict:
     """Mean speedup over factor 1 per GPU (arithmetic, as published) and
     their average; how often the predicted factor is the fastest."""
-    per_gpu = {}
+    per_gpu, spread = {}, {}
     for gpu in GPUS:
-        idx = [i for i, r in enumerate(rows) if r["gpu"] == gpu]
-        if idx:
-            per_gpu[gpu] = float(np.mean([coarsening_speedup(rows[i], int(pred[i])) for i in idx]))
+        sp = [coarsening_speedup(r, int(p)) for r, p in zip(rows, pred) if r["gpu"] == gpu]
+        if sp:
+            per_gpu[gpu] = float(np.mean(sp))
+            spread[gpu] = {"sd": float(np.std(sp)), "min": min(sp), "max": max(sp),
+                           "geomean": geomean(sp)}
     hits = [coarsening_speedup(r, int(p)) == coarsening_speedup(r, r["oracle_cf"])
             for r, p in zip(rows, pred)]
     return {"speedup": per_gpu, "speedup_average": float(np.mean(list(per_gpu.values()))),
-            "best_factor_rate": float(np.mean(hits)), "rows": len(rows)}
+            "speedup_spread": spread, "best_factor_rate": float(np.mean(hits)),
+            "rows": len(rows)}
 
 
 def coarsening_oracle(rows: list[dict]) -> dict:

@@ -108,7 +108,8 @@ def coarsening_markdown(res: dict) -> str:
         f"Thread coarsening, {res['kernels']} kernels x {len(GPUS)} GPUs; mean speedup over "
         f"factor 1 (arithmetic, per GPU, factor capped at the kernel's largest measured); "
         f"leave-one-row-out as IR2Vec (the kernel's other GPUs are in training) and "
-        f"leave-one-kernel-out.  Head: {_head(res['head'])}.",
+        f"leave-one-kernel-out (per-GPU spread of the per-kernel speedups: sd, min, max, "
+        f"geometric mean, in the JSON).  Head: {_head(res['head'])}.",
         "",
         "| representation + head | " + " | ".join(GPUS) + " | average | leave-kernel-out avg |",
         "|---|" + "---:|" * (len(GPUS) + 2),
