@@ -17,7 +17,8 @@ SHARED = D.default_root()
 needs_data = pytest.mark.skipif(not (SHARED / "devmap" / "all.txt").is_file(),
                                 reason=f"datasets not found at {SHARED} (set MIRECC_DATASETS)")
 torch = pytest.importorskip("torch")
-from mirecc.tasks.heads import HeadConfig, run_onnx, train_head, write_onnx  # noqa: E402
+from mirecc.tasks.heads import (HeadConfig, fit_temperature, run_onnx, train_head,  # noqa: E402
+                                with_temperature, write_onnx)
 
 FAST = HeadConfig(epochs=60)
 
@@ -36,6 +37,22 @@ def test_head_learns_and_its_onnx_matches(tmp_path):
     # deterministic: the same config gives the same weights
     again = train_head(X, y, HeadConfig(ensemble=3), classes=["CPU", "GPU"])
     assert np.array_equal(again.predict_proba(X), head.predict_proba(X))
+
+
+def test_temperature_makes_overconfident_probabilities_honest():
+    rng = np.random.default_rng(2)
+    y = rng.choice(["CPU", "GPU"], size=400)
+    right = rng.random(400) < 0.8                       # a classifier right 80% of the time
+    pred = np.where(right, y, np.where(y == "CPU", "GPU", "CPU"))
+    proba = np.where((pred == "GPU")[:, None], [[0.01, 0.99]], [[0.99, 0.01]])  # says 99%
+    cal = fit_temperature(proba, y, ["CPU", "GPU"])
+    assert cal["temperature"] > 1 and cal["nll_after"] < cal["nll_before"]
+    assert cal["ece_after"] < 0.05 < cal["ece_before"]
+    X = rng.normal(size=(50, 3)).astype(np.float32)
+    head = train_head(X, np.where(X[:, 0] > 0, "GPU", "CPU"), FAST)
+    cooler = with_temperature(head, 3.0)
+    assert np.array_equal(cooler.predict(X), head.predict(X))
+    assert cooler.predict_proba(X).max(1).mean() < head.predict_proba(X).max(1).mean()
 
 
 def test_head_keeps_classes_absent_from_training():
@@ -159,6 +176,8 @@ def test_coarsening_bench_end_to_end_on_a_sample(tmp_path):
     import yaml
     spec = yaml.safe_load((head_dir / "spec.yaml").read_text())
     assert spec["task"] == "opencl-thread-coarsening" and spec["classes"] == [1, 2, 4, 8, 16, 32]
+    cal = json.loads((head_dir / "metrics.json").read_text())["calibration"]
+    assert cal["rows"] == res["src_rows"] and cal["nll_after"] <= cal["nll_before"]
     p = run_onnx(head_dir / "head.onnx", np.zeros((1, 256 + len(D.GPUS)), np.float32))
     assert p.shape == (1, 6)
     # rerunning the command reproduces the shipped file byte for byte

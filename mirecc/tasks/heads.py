@@ -160,3 +160,57 @@ def run_onnx(model: bytes | str | Path, X: np.ndarray, input_name: str = "featur
     source = model if isinstance(model, bytes) else str(model)
     sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     return sess.run(None, {input_name: np.asarray(X, np.float32)})[0]
+
+
+def out_of_fold_proba(X: np.ndarray, y, folds: np.ndarray, config: HeadConfig,
+                      classes: list) -> np.ndarray:
+    """Each row's class probabilities from a head trained without its fold."""
+    X = np.asarray(X, np.float32)
+    y = np.asarray(y)
+    proba = np.zeros((len(X), len(classes)), np.float32)
+    for k in np.unique(folds):
+        test = folds == k
+        proba[test] = train_head(X[~test], y[~test], config, classes).predict_proba(X[test])
+    return proba
+
+
+def fit_temperature(proba: np.ndarray, y, classes: list) -> dict:
+    """The temperature T that makes out-of-fold probabilities honest
+    (Guo et al., 2017: minimise the negative log-likelihood of softmax(z/T)),
+    by a grid search over log T; with the NLL and expected calibration error
+    (10 bins) before and after."""
+    index = {c: i for i, c in enumerate(classes)}
+    target = np.asarray([index[v] for v in np.asarray(y).tolist()])
+    logits = np.log(np.clip(proba, 1e-12, 1.0))   # softmax(log p) = p, up to a constant
+
+    def scaled(T):
+        z = logits / T
+        z = z - z.max(1, keepdims=True)
+        p = np.exp(z)
+        return p / p.sum(1, keepdims=True)
+
+    def nll(p):
+        return float(-np.mean(np.log(np.clip(p[np.arange(len(p)), target], 1e-12, 1.0))))
+
+    def ece(p, bins=10):
+        conf, right = p.max(1), p.argmax(1) == target
+        edges = np.linspace(0, 1, bins + 1)
+        total = 0.0
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            inside = (conf > lo) & (conf <= hi)
+            if inside.any():
+                total += inside.mean() * abs(conf[inside].mean() - right[inside].mean())
+        return float(total)
+
+    grid = np.exp(np.linspace(np.log(0.25), np.log(20.0), 400))
+    best = min(grid, key=lambda T: nll(scaled(T)))
+    return {"temperature": float(best), "nll_before": nll(proba), "nll_after": nll(scaled(best)),
+            "ece_before": ece(proba), "ece_after": ece(scaled(best)), "rows": len(proba)}
+
+
+def with_temperature(head: MLPHead, temperature: float) -> MLPHead:
+    """The head with its logits divided by ``temperature`` (the last layer's
+    weights and bias scaled: the ONNX graph stays the same shape)."""
+    members = [[*layers[:-1], (layers[-1][0] / temperature, layers[-1][1] / temperature)]
+               for layers in head.members]
+    return MLPHead(head.mean, head.std, members, head.classes)

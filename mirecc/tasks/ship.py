@@ -3,8 +3,11 @@
 A shipped head is trained on every row of its dataset, with the kernel's IR
 as the driver sees it in a build: the ``src`` column compiled by clang
 (``-x cl -O2 -Xclang -disable-llvm-passes``), not the dataset's LLVM 9 IR.
-Its ``metrics.json`` holds the cross-validated figures of the same head
-measured by ``mire bench`` in the same run (the ``src:`` rows).
+Its confidences are calibrated: a temperature fitted on the out-of-fold
+probabilities of the same folds scales the logits (argmax, hence accuracy,
+unchanged).  Its ``metrics.json`` holds that calibration and the
+cross-validated figures of the same head measured by ``mire bench`` in the
+same run (the ``src:`` rows).
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ import numpy as np
 from mirecc.tasks import datasets as D
 from mirecc.tasks import features as F
 from mirecc.tasks import protocol as P
-from mirecc.tasks.heads import HeadConfig, train_head, write_onnx
+from mirecc.tasks.heads import (HeadConfig, fit_temperature, out_of_fold_proba, train_head,
+                                with_temperature, write_onnx)
 
 DEVMAP_TASK = "opencl-device-mapping"
 COARSENING_TASK = "opencl-thread-coarsening"
@@ -61,6 +65,15 @@ def _onnx_bytes(head) -> bytes:
         return path.read_bytes()
 
 
+def _calibrated_head(X, y, folds, config, classes):
+    """The head trained on every row, its confidences made honest by a
+    temperature fitted on out-of-fold probabilities (same folds as the
+    bench), so that --explain's "confidence 0.9" means right ~9 times in 10."""
+    calibration = fit_temperature(out_of_fold_proba(X, y, folds, config, classes), y, classes)
+    head = with_temperature(train_head(X, y, config, classes), calibration["temperature"])
+    return head, calibration
+
+
 def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfig,
                      results: dict, out: Path, cache: Path | None) -> list[Path]:
     from mirecc.model import load_model
@@ -73,7 +86,9 @@ def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfi
             keep = [r for r in rows if r["src_key"] in vec]
             X = np.hstack([np.stack([vec[r["src_key"]] for r in keep]),
                            P.devmap_extra_features(keep)])
-            head = train_head(X, [r["oracle"] for r in keep], config, ["CPU", "GPU"])
+            y = [r["oracle"] for r in keep]
+            folds = np.asarray(D.devmap_folds(rows))[[r["src_key"] in vec for r in rows]]
+            head, calibration = _calibrated_head(X, y, folds, config, ["CPU", "GPU"])
             measured = results["platforms"][plat]["results"]
             spec = {"_command": "devmap", "task": DEVMAP_TASK, "languages": ["cl"],
                     "head": "head.onnx", "encoder": encoder,
@@ -83,7 +98,8 @@ def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfi
                                 "wgsize": int(np.median([r["wgsize"] for r in keep]))},
                     "trained_on": {"rows": len(keep), "ir": "clang -x cl, as the driver"},
                     "metrics": "metrics.json"}
-            metrics = {"cross_validated_on_src": measured["src: OpenCL source via clang"],
+            metrics = {"calibration": calibration,
+                       "cross_validated_on_src": measured["src: OpenCL source via clang"],
                        "dataset_ir_same_rows": measured["src: dataset IR, same rows"],
                        "config": config.to_dict()}
             written.append(_write_dir(Path(out) / f"devmap-{plat}", {
@@ -94,14 +110,17 @@ def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfi
         vec, _ = F.embed_kernels(F.kernel_texts(rows, "src"), encoder_dir, cache)
         keep = [r for r in rows if r["src_key"] in vec]
         X = np.hstack([np.stack([vec[r["src_key"]] for r in keep]), P.coarsening_gpu_onehot(keep)])
-        head = train_head(X, [r["oracle_cf"] for r in keep], config, list(P.FACTORS))
+        y = [r["oracle_cf"] for r in keep]
+        head, calibration = _calibrated_head(X, y, P.coarsening_folds(keep, "row"), config,
+                                             list(P.FACTORS))
         spec = {"_command": "coarsening", "task": COARSENING_TASK, "languages": ["cl"],
                 "head": "head.onnx", "encoder": encoder,
                 "features": ["embedding", "gpu_onehot"], "classes": list(P.FACTORS),
                 "gpus": list(D.GPUS), "trained_on": {"rows": len(keep),
                                                      "ir": "clang -x cl, as the driver"},
                 "metrics": "metrics.json"}
-        metrics = {"cross_validated_on_src": results["results"].get("src: OpenCL source via clang"),
+        metrics = {"calibration": calibration,
+                   "cross_validated_on_src": results["results"].get("src: OpenCL source via clang"),
                    "dataset_ir_same_rows": results["results"].get("src: dataset IR, same rows"),
                    "config": config.to_dict()}
         written.append(_write_dir(Path(out) / "coarsening", {
