@@ -136,13 +136,6 @@ def run_jobs(jobs: list[Job], jobs_n: int, desc: str) -> dict[Job, np.ndarray]:
 
 # ------------------------------------------------------------- embeddings
 
-@dataclass
-class Embedded:
-    """Row-aligned vectors of one representation (None: no vector for that row)."""
-    name: str
-    vectors: list
-
-
 def embed_rows(rows: list[dict], model_dirs: dict[str, Path], cache_root: Path | None,
                kinds=("ir", "src")) -> tuple[dict[tuple[str, str], list], dict]:
     """(representation, IR kind) -> per-row vector or None, and failures."""

@@ -39,12 +39,6 @@ def upgrade_legacy_ir(text: str) -> str:
     return _UNTYPED_BYVAL.sub(lambda m: f"{m.group(1)} byval({m.group(1)[:-1]})", text)
 
 
-def opencl_ir_flags() -> list[str]:
-    """How the driver compiles a ``.cl`` file to IR (clang includes the
-    OpenCL builtin declarations by default since clang 13)."""
-    return ["-x", "cl", "-O2", "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm", "-w"]
-
-
 def content_key(kind: str, text: str) -> str:
     return hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()
 
@@ -146,10 +140,6 @@ def kernel_texts(rows: list[dict], kind: str) -> dict[str, tuple[str, str]]:
         row[f"{kind}_key"] = key
         out[key] = (kind, text)
     return out
-
-
-def warn(msg: str) -> None:
-    print(f"mire: warning: {msg}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------ IR2Vec
