@@ -21,8 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mirecc.irinfo import ModuleInfo
-from mirecc.registry import (HeadSpec, default_heads_dirs, find_head_specs,
-                             heads_for_languages)
+from mirecc.registry import HeadSpec, applies_to_any, default_heads_dirs, find_head_specs
 from mirecc.model import NO_MODEL_VERSION, ModelInfo
 
 # Bumped when TUResult's meaning changes, so cached results are not reused.
@@ -146,9 +145,8 @@ class Pipeline:
         specs = find_head_specs(dirs)
         others = []
         if languages is not None:
-            wanted = heads_for_languages(dirs, languages)
-            others = [s.name for s in specs if s.name not in {w.name for w in wanted}]
-            specs = wanted
+            others = [s.name for s in specs if not applies_to_any(s, languages)]
+            specs = [s for s in specs if applies_to_any(s, languages)]
         heads = [load_head(spec, config) for spec in specs]
         model = load_model(config.model) if config.model else None
         return cls(heads, model, dirs, others)

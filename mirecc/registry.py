@@ -111,12 +111,12 @@ def spec_languages(path: str) -> frozenset | None:
     return None
 
 
+def applies_to_any(spec: HeadSpec, languages) -> bool:
+    """Does the head apply to one of the clang ``languages``?"""
+    names = spec_languages(spec.spec_path)
+    return names is None or bool(names & {spec_language(lang) for lang in languages})
+
+
 def heads_for_languages(dirs: list[str], languages) -> list[HeadSpec]:
     """The installed heads that apply to any of the clang ``languages``."""
-    wanted = {spec_language(lang) for lang in languages}
-    found = []
-    for spec in find_head_specs(dirs):
-        names = spec_languages(spec.spec_path)
-        if names is None or names & wanted:
-            found.append(spec)
-    return found
+    return [spec for spec in find_head_specs(dirs) if applies_to_any(spec, languages)]
