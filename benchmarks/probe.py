@@ -52,7 +52,6 @@ Protocol
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -69,6 +68,7 @@ sys.path.insert(0, str(REPO))
 
 from mirecc.bench import cpu_model  # noqa: E402
 from mirecc.fsutil import atomic_write_bytes  # noqa: E402
+from mirecc.model import manifest_digest  # noqa: E402
 
 PROTOCOL = __doc__.split("Protocol\n--------\n", 1)[1].strip()
 PROBES = ("1-NN", "5-NN", "logreg")
@@ -76,19 +76,6 @@ TASKS = ("origin", "kind")
 
 
 # ----------------------------------------------------------------- models
-
-def manifest_key(model_dir: Path) -> str:
-    """Identifies a model's weights: the sha256 of its manifest's file hashes
-    (two exports of the same weights share a key, and so the embedding cache)."""
-    files = json.loads((model_dir / "manifest.json").read_text())["files"]
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def random_model_dir(trained: Path, work: Path, seed: int) -> Path:
-    """A randomly initialised encoder with the trained model's config."""
-    from mirecc.encoder.export import random_init_model_dir
-    return random_init_model_dir(trained, work, seed)
-
 
 def embed_all(model_dir: Path, paths: dict[str, Path], cache_file: Path,
               threads: int, label: str) -> tuple[dict[str, np.ndarray], dict[str, str], float]:
@@ -259,15 +246,16 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"probe: {len(heldout)} held-out modules, {len(big)} skipped (> {args.max_nodes} "
           f"graph nodes), {len(shas)} to embed", file=sys.stderr)
-    rand_dir = args.random_model or random_model_dir(args.model, args.work, args.seed)
+    from mirecc.encoder.export import random_init_model_dir  # torch: only here
+    rand_dir = args.random_model or random_init_model_dir(args.model, args.work, args.seed)
     encoders = {"trained": args.model, "random-init": rand_dir}
-    same_weights = manifest_key(args.model) == manifest_key(rand_dir)
+    same_weights = manifest_digest(args.model) == manifest_digest(rand_dir)
     if same_weights:
         print(f"probe: warning: {args.model} has the same weights as the random-init "
               f"encoder (seed {args.seed}): the two rows will be identical", file=sys.stderr)
     embeddings, errors, seconds = {}, {}, {}
     for name, mdir in encoders.items():
-        cache = args.work / "embeddings" / f"{manifest_key(mdir)}.npz"
+        cache = args.work / "embeddings" / f"{manifest_digest(mdir)}.npz"
         embeddings[name], errors[name], seconds[name] = embed_all(
             mdir, paths, cache, args.threads, name)
     ok = [s for s in shas if all(s in embeddings[n] for n in encoders)]
@@ -322,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "protocol": PROTOCOL,
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count()},
-        "models": {n: {"dir": str(d), "manifest_sha256_16": manifest_key(d),
+        "models": {n: {"dir": str(d), "manifest_sha256_16": manifest_digest(d),
                        "name": json.loads((d / "manifest.json").read_text()).get("name")}
                    for n, d in encoders.items()},
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},

@@ -35,8 +35,20 @@ class ModelInfo:
     @property
     def cache_version(self) -> str:
         """Identifies the model in cache keys: name, version and file hashes."""
-        digest = hashlib.sha256(json.dumps(self.files, sort_keys=True).encode()).hexdigest()
-        return f"{self.name}@{self.version}#{digest[:16]}"
+        return f"{self.name}@{self.version}#{files_digest(self.files)}"
+
+
+def files_digest(files: dict[str, str]) -> str:
+    """16 hex digits identifying a manifest's ``files`` table (the weights):
+    two exports of the same weights under other names share it."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def manifest_digest(directory: str | Path) -> str:
+    """:func:`files_digest` of a model directory's manifest, without
+    re-hashing the files (for cache file names, not for trust)."""
+    manifest = json.loads((Path(directory) / MANIFEST_NAME).read_text(encoding="utf-8"))
+    return files_digest(manifest["files"])
 
 
 def sha256_file(path: Path) -> str:

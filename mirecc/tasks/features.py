@@ -61,6 +61,15 @@ class EmbeddingTable:
             except (OSError, ValueError, KeyError):
                 self.vectors, self.failures = {}, {}   # unreadable cache: rebuild it
 
+    def missing(self, keys) -> list[str]:
+        """Keys neither embedded nor known to fail."""
+        return [k for k in keys if k not in self.vectors and k not in self.failures]
+
+    def lookup(self, keys) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+        """(key -> vector, key -> why it failed) for ``keys``."""
+        return ({k: self.vectors[k] for k in keys if k in self.vectors},
+                {k: self.failures[k] for k in keys if k in self.failures})
+
     def save(self) -> None:
         import io
         keys = sorted(self.vectors)
@@ -72,12 +81,6 @@ class EmbeddingTable:
                  failed_reasons=np.asarray(list(self.failures.values()), dtype=str))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.path, buf.getvalue())
-
-
-def model_key(model_dir: Path) -> str:
-    import json
-    manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
-    return hashlib.sha256(json.dumps(manifest["files"], sort_keys=True).encode()).hexdigest()[:16]
 
 
 def default_cache_root() -> Path:
@@ -95,8 +98,9 @@ def embed_kernels(kernels: dict[str, tuple[str, str]], model_dir: Path,
     from tqdm import tqdm
 
     model_dir = Path(model_dir)
-    table = EmbeddingTable((cache_root or default_cache_root()) / f"{model_key(model_dir)}.npz")
-    todo = [k for k in kernels if k not in table.vectors and k not in table.failures]
+    from mirecc.model import manifest_digest
+    table = EmbeddingTable((cache_root or default_cache_root()) / f"{manifest_digest(model_dir)}.npz")
+    todo = table.missing(kernels)
     if todo:
         encoder = Encoder(model_dir, cache=False)
         clang = clang or default_clang()
@@ -117,9 +121,7 @@ def embed_kernels(kernels: dict[str, tuple[str, str]], model_dir: Path,
                 except EmbedError as exc:
                     table.failures[key] = str(exc).replace(tmp + "/", "")
         table.save()
-    vectors = {k: table.vectors[k] for k in kernels if k in table.vectors}
-    failures = {k: table.failures[k] for k in kernels if k in table.failures}
-    return vectors, failures
+    return table.lookup(kernels)
 
 
 def kernel_texts(rows: list[dict], kind: str) -> dict[str, tuple[str, str]]:
@@ -170,7 +172,7 @@ def embed_ir2vec(kernels: dict[str, tuple[str, str]], cache_root: Path | None = 
     from mirecc.encoder.runtime import EmbedError, compile_to_ir, default_clang
 
     table = EmbeddingTable((cache_root or default_cache_root()) / f"{ir2vec_key()}.npz")
-    todo = [k for k in kernels if k not in table.vectors and k not in table.failures]
+    todo = table.missing(kernels)
     if todo:
         clang = clang or default_clang()
         with tempfile.TemporaryDirectory(prefix="mire-ir2vec-") as tmp:
@@ -208,6 +210,4 @@ def embed_ir2vec(kernels: dict[str, tuple[str, str]], cache_root: Path | None = 
                     done += 1
                 start += done
         table.save()
-    vectors = {k: table.vectors[k] for k in kernels if k in table.vectors}
-    failures = {k: table.failures[k] for k in kernels if k in table.failures}
-    return vectors, failures
+    return table.lookup(kernels)
