@@ -162,6 +162,24 @@ def feature_matrix(vectors: list, extra: np.ndarray, rows_idx: np.ndarray,
     return np.hstack([np.stack([vectors[i][part] for i in rows_idx]), extra[rows_idx]])
 
 
+def task_features(table_rows: list, emb: dict, extra: np.ndarray, y: np.ndarray):
+    """label -> (X, y, row indices) for every table row on the dataset IR,
+    plus the two ``src:`` rows on the kernels whose source compiles (their
+    clang IR, and the dataset IR of the same rows); and those row indices."""
+    every = np.arange(len(y))
+    features = {}
+    for label, rep, part, _ in table_rows:
+        vecs = None if rep == "none" else emb[(rep, "ir")]
+        features[label] = (feature_matrix(vecs, extra, every, PARTS[part]), y, every)
+    src_rows = np.asarray([i for i in every if emb[("trained", "src")][i] is not None])
+    if len(src_rows):
+        for label, kind in (("src: OpenCL source via clang", "src"),
+                            ("src: dataset IR, same rows", "ir")):
+            features[label] = (feature_matrix(emb[("trained", kind)], extra, src_rows),
+                               y[src_rows], src_rows)
+    return features, src_rows
+
+
 def machine() -> dict:
     from mirecc.bench import cpu_model
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": sys.version.split()[0],
@@ -206,19 +224,11 @@ def run_devmap(root: Path, model_dirs: dict[str, Path], config: HeadConfig,
         emb, failed = embed_rows(rows, model_dirs, cache_root)
         y = np.asarray([r["oracle"] for r in rows])
         extra = P.devmap_extra_features(rows)
-        every = np.arange(len(rows))
-        src_rows = np.asarray([i for i in every if emb[("trained", "src")][i] is not None])
-        features, folds = {}, {"ir2vec": np.asarray(D.devmap_folds(rows)),
-                               "kernel": P.group_kfold([r["benchmark"] for r in rows], 10)}
+        features, src_rows = task_features(DEVMAP_ROWS, emb, extra, y)
+        folds = {"ir2vec": np.asarray(D.devmap_folds(rows)),
+                 "kernel": P.group_kfold([r["benchmark"] for r in rows], 10)}
         for s in range(fold_seeds):
             folds[f"seed{s}"] = np.asarray(D.devmap_folds(rows, seed=s))
-        for label, rep, part, _ in DEVMAP_ROWS:
-            vecs = None if rep == "none" else emb[(rep, "ir")]
-            features[label] = (feature_matrix(vecs, extra, every, PARTS[part]), y, every)
-        features["src: OpenCL source via clang"] = (
-            feature_matrix(emb[("trained", "src")], extra, src_rows), y[src_rows], src_rows)
-        features["src: dataset IR, same rows"] = (
-            feature_matrix(emb[("trained", "ir")], extra, src_rows), y[src_rows], src_rows)
         _SHARED.update(features=features, folds=folds, config=config, classes=["CPU", "GPU"])
 
         jobs = [Job(label, head, "ir2vec") for label, _, _, head in DEVMAP_ROWS]
@@ -288,17 +298,7 @@ def run_coarsening(root: Path, model_dirs: dict[str, Path], config: HeadConfig,
     emb, failed = embed_rows(rows, model_dirs, cache_root)
     y = np.asarray([r["oracle_cf"] for r in rows])
     extra = P.coarsening_gpu_onehot(rows)
-    every = np.arange(len(rows))
-    src_rows = np.asarray([i for i in every if emb[("trained", "src")][i] is not None])
-    features = {}
-    for label, rep, part, _ in COARSENING_ROWS:
-        vecs = None if rep == "none" else emb[(rep, "ir")]
-        features[label] = (feature_matrix(vecs, extra, every, PARTS[part]), y, every)
-    if len(src_rows):
-        features["src: OpenCL source via clang"] = (
-            feature_matrix(emb[("trained", "src")], extra, src_rows), y[src_rows], src_rows)
-        features["src: dataset IR, same rows"] = (
-            feature_matrix(emb[("trained", "ir")], extra, src_rows), y[src_rows], src_rows)
+    features, src_rows = task_features(COARSENING_ROWS, emb, extra, y)
     folds = {p: P.coarsening_folds(rows, p) for p in ("row", "kernel")}
     _SHARED.update(features=features, folds=folds, config=config, classes=list(P.FACTORS))
     head_of = {label: head for label, _, _, head in COARSENING_ROWS}

@@ -108,6 +108,12 @@ def _fit_member(Xt, target, n_classes, config, seed, weight):
 
 
 def write_onnx(head: MLPHead, path: Path, input_name: str = "features") -> None:
+    """Write :func:`onnx_bytes` to ``path`` atomically."""
+    from mirecc.fsutil import atomic_write_bytes
+    atomic_write_bytes(Path(path), onnx_bytes(head, input_name))
+
+
+def onnx_bytes(head: MLPHead, input_name: str = "features") -> bytes:
     """The head as an ONNX graph: ``features`` (N, d) float32 ->
     ``probabilities`` (N, classes); checked against :meth:`predict_proba`."""
     import onnx
@@ -148,8 +154,7 @@ def write_onnx(head: MLPHead, path: Path, input_name: str = "features") -> None:
     diff = float(np.abs(got - head.predict_proba(check)).max())
     if diff > 1e-4:
         raise RuntimeError(f"ONNX head differs from the numpy head by {diff:.2e}")
-    from mirecc.fsutil import atomic_write_bytes
-    atomic_write_bytes(Path(path), data)
+    return data
 
 
 def run_onnx(model: bytes | str | Path, X: np.ndarray, input_name: str = "features") -> np.ndarray:

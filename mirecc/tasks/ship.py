@@ -22,8 +22,8 @@ import numpy as np
 from mirecc.tasks import datasets as D
 from mirecc.tasks import features as F
 from mirecc.tasks import protocol as P
-from mirecc.tasks.heads import (HeadConfig, fit_temperature, out_of_fold_proba, train_head,
-                                with_temperature, write_onnx)
+from mirecc.tasks.heads import (HeadConfig, fit_temperature, onnx_bytes, out_of_fold_proba,
+                                train_head, with_temperature)
 
 DEVMAP_TASK = "opencl-device-mapping"
 COARSENING_TASK = "opencl-thread-coarsening"
@@ -56,13 +56,6 @@ def _write_dir(target: Path, files: dict[str, bytes]) -> Path:
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
-
-
-def _onnx_bytes(head) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "head.onnx"
-        write_onnx(head, path)
-        return path.read_bytes()
 
 
 def _calibrated_head(X, y, folds, config, classes):
@@ -103,7 +96,7 @@ def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfi
                        "dataset_ir_same_rows": measured["src: dataset IR, same rows"],
                        "config": config.to_dict()}
             written.append(_write_dir(Path(out) / f"devmap-{plat}", {
-                "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": _onnx_bytes(head),
+                "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": onnx_bytes(head),
                 "metrics.json": json.dumps(metrics, indent=1).encode()}))
     elif task == "coarsening":
         rows = D.load_coarsening(root)
@@ -124,7 +117,7 @@ def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfi
                    "dataset_ir_same_rows": results["results"].get("src: dataset IR, same rows"),
                    "config": config.to_dict()}
         written.append(_write_dir(Path(out) / "coarsening", {
-            "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": _onnx_bytes(head),
+            "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": onnx_bytes(head),
             "metrics.json": json.dumps(metrics, indent=1).encode()}))
     else:
         raise ValueError(f"unknown task {task!r}")
