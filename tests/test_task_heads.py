@@ -83,47 +83,46 @@ def test_embedding_table_round_trip(tmp_path):
     assert F.EmbeddingTable(tmp_path / "m.npz").vectors == {}        # rebuilt, not a crash
 
 
+def _copy_filtered_csv(src: Path, dst: Path, keep) -> None:
+    with open(src, newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = [r for r in reader if keep(r)]
+        fields = reader.fieldnames
+    with open(dst, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _copy_sample(task: str, pick, root: Path) -> tuple[Path, Path, set]:
+    """all.txt, IR files and prior_art of the IR files ``pick`` keeps from
+    the listed ones; returns (source dir, copy dir, kept names)."""
+    src, dst = SHARED / task, root / task
+    (dst / "kernels_ir").mkdir(parents=True)
+    names = [ln.split()[1][2:] for ln in (src / "all.txt").read_text().splitlines()[1:]]
+    keep = pick(names)
+    (dst / "all.txt").write_text("FileNum ProgramName\n" + "".join(
+        f"{i} ./{n}\n" for i, n in enumerate(keep)))
+    for n in keep:
+        shutil.copy(src / "kernels_ir" / n, dst / "kernels_ir" / n)
+    shutil.copytree(src / "prior_art", dst / "prior_art")
+    return src, dst, set(keep)
+
+
 def _sample_root(tmp_path: Path, devmap_rows: int = 0, kernels: int = 0) -> Path:
     """A copy of a few rows of the real datasets in the same layout."""
     root = tmp_path / "datasets"
     if devmap_rows:
-        src, dst = SHARED / "devmap", root / "devmap"
-        (dst / "kernels_ir").mkdir(parents=True)
-        names = [ln.split()[1][2:] for ln in (src / "all.txt").read_text().splitlines()[1:]]
-        # every 11th row: a spread of benchmarks and both labels
-        keep = names[::max(1, len(names) // devmap_rows)][:devmap_rows]
-        (dst / "all.txt").write_text("FileNum ProgramName\n" + "".join(
-            f"{i} ./{n}\n" for i, n in enumerate(keep)))
-        for n in keep:
-            shutil.copy(src / "kernels_ir" / n, dst / "kernels_ir" / n)
+        # evenly spaced rows: a spread of benchmarks and both labels
+        src, dst, keep = _copy_sample(
+            "devmap", lambda names: names[::max(1, len(names) // devmap_rows)][:devmap_rows], root)
         for plat in D.PLATFORMS:
-            with open(src / f"cgo17-{plat}.csv", newline="") as fh:
-                reader = csv.DictReader(fh)
-                rows = [r for r in reader if D.devmap_ir_name(r) in set(keep)]
-                fields = reader.fieldnames
-            with open(dst / f"cgo17-{plat}.csv", "w", newline="") as fh:
-                w = csv.DictWriter(fh, fields)
-                w.writeheader()
-                w.writerows(rows)
-        shutil.copytree(src / "prior_art", dst / "prior_art")
+            _copy_filtered_csv(src / f"cgo17-{plat}.csv", dst / f"cgo17-{plat}.csv",
+                               lambda r: D.devmap_ir_name(r) in keep)
     if kernels:
-        src, dst = SHARED / "thread_coarsening", root / "thread_coarsening"
-        (dst / "kernels_ir").mkdir(parents=True)
-        names = [ln.split()[1][2:] for ln in (src / "all.txt").read_text().splitlines()[1:]]
-        keep = names[:kernels]
-        (dst / "all.txt").write_text("FileNum ProgramName\n" + "".join(
-            f"{i} ./{n}\n" for i, n in enumerate(keep)))
-        for n in keep:
-            shutil.copy(src / "kernels_ir" / n, dst / "kernels_ir" / n)
-        with open(src / "pact-2014-runtimes.csv", newline="") as fh:
-            reader = csv.DictReader(fh)
-            rows = [r for r in reader if r["kernel"] + ".ll" in set(keep)]
-            fields = reader.fieldnames
-        with open(dst / "pact-2014-runtimes.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fields)
-            w.writeheader()
-            w.writerows(rows)
-        shutil.copytree(src / "prior_art", dst / "prior_art")
+        src, dst, keep = _copy_sample("thread_coarsening", lambda names: names[:kernels], root)
+        _copy_filtered_csv(src / "pact-2014-runtimes.csv", dst / "pact-2014-runtimes.csv",
+                           lambda r: r["kernel"] + ".ll" in keep)
     return root
 
 
