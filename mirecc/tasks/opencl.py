@@ -28,14 +28,10 @@ import hashlib
 import math
 from pathlib import Path
 
+from mirecc.tasks.tu_embedding import encoder_model, module_embedding
+
 DEVICE_MAPPING = "opencl-device-mapping"
 THREAD_COARSENING = "opencl-thread-coarsening"
-
-# (bitcode sha256, model directory) -> (module embedding, how it was computed):
-# the two heads of one TU share one embedding.
-_EMBEDDINGS: dict = {}
-# model directory -> ModelInfo (the manifest's hashes are checked once per call)
-_MODELS: dict = {}
 
 
 def _head_error(message: str):
@@ -57,81 +53,6 @@ def kernel_names(bitcode_path: str) -> list[str]:
         if " spir_kernel " in define:
             kernels.append(fn.name)
     return kernels
-
-
-def encoder_model(config):
-    """The encoder the heads' embeddings come from: ``model`` of the
-    configuration, else the shipped one; verified against its manifest."""
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.model import ModelError, load_model
-
-    directory = str(Path(config.model).resolve()) if config is not None and config.model \
-        else str(SHIPPED_MODEL_DIR)
-    if directory not in _MODELS:
-        try:
-            _MODELS[directory] = load_model(directory)
-        except ModelError as exc:
-            raise _head_error(f"encoder model: {exc}") from None
-    return _MODELS[directory]
-
-
-def module_embedding(request, config):
-    """The module embedding of ``request``'s bitcode and how it was made:
-    through the per-user embedding server (started if none answers, unless
-    ``embed_server: false``), else in this process."""
-    import numpy as np
-
-    info = encoder_model(config)
-    directory = str(info.directory)
-    key = (request.bitcode_sha256, directory)
-    if key in _EMBEDDINGS:
-        return _EMBEDDINGS[key]
-    bitcode, how_ir = encoder_bitcode(request)
-    vector, how = None, None
-    if config is None or config.embed_server:
-        from mirecc.encoder import server
-
-        reply = server.embed(bitcode, model_dir=directory)
-        if reply.get("ok"):
-            vector, how = reply.get("module"), "embedding server"
-        elif "error" in reply:
-            raise _head_error(f"embedding the IR of {request.source}: {reply['error']}")
-    if vector is None:
-        from mirecc.encoder.runtime import EmbedError, Encoder
-        from mirecc.model import ModelError
-
-        try:
-            vector = Encoder(directory).embed_file(bitcode).module
-        except (EmbedError, ModelError) as exc:
-            raise _head_error(f"embedding the IR of {request.source}: {exc}") from None
-        how = "in process"
-    vector = np.asarray(vector, dtype=np.float32).reshape(-1)
-    how += how_ir
-    _EMBEDDINGS[key] = (vector, how)
-    return vector, how
-
-
-def encoder_bitcode(request) -> tuple[str, str]:
-    """The bitcode to embed and a note for the reason.  The heads were trained
-    on IR from the clang that matches the graph builder (clang-14 here); when
-    the build's compiler is another clang (its bitcode may not even load into
-    the builder's LLVM), the TU is emitted again with that clang, same flags."""
-    import os
-    from mirecc.encoder.runtime import EmbedError, compile_to_ir, default_clang
-
-    try:
-        clang = default_clang()
-    except EmbedError as exc:
-        raise _head_error(str(exc)) from None
-    if not request.compiler or os.path.realpath(request.compiler) == os.path.realpath(clang):
-        return request.bitcode_path, ""
-    out = Path(request.bitcode_path).with_suffix(".encoder.bc")
-    flags = [*request.flags, *(["-x", "cl"] if request.language == "cl" else [])]
-    try:
-        compile_to_ir(Path(request.source), out, clang, flags)
-    except EmbedError as exc:
-        raise _head_error(f"re-emitting the IR with {clang} for the encoder: {exc}") from None
-    return str(out), f"; IR re-emitted with {Path(clang).name} (the encoder's clang)"
 
 
 class OpenCLHead:
