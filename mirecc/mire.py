@@ -1,6 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
-Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``.
+Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
+``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from pathlib import Path
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.suite == "vectorize":
+        from mirecc.vectorize.bench import run
+        return run(args)
     if args.suite != "programs":
         from mirecc.tasks.cli import run
         return run(args)
@@ -41,6 +45,16 @@ LAZY_SUBCOMMANDS = [
      "run the per-user embedding server (mire embed --server starts it)",
      "Hold the encoder loaded and answer embedding requests on a Unix socket only this "
      "user can reach; exits when idle."),
+    ("vectorize-data", "mirecc.vectorize.cli",
+     "generate loop kernels and time every (VF, IF) of each (the vectorize dataset)",
+     "Generate loop kernels of many families, compile each with every (VF, IF) in "
+     "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
+     "reference, time them pinned with repeats, and write labels (resumable)."),
+    ("vectorize-train", "mirecc.vectorize.train",
+     "train the per-loop vectorize head on the vectorize dataset (needs torch)",
+     "Embed each kernel's target loop and function with the frozen encoder, train the "
+     "(VF, IF) head on the training families, evaluate by family, and write "
+     "heads/loop-vectorize."),
 ]
 
 
@@ -84,9 +98,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "mirecc, check objects and outputs, and compare compile and run times. "
                     "devmap / coarsening: compare mirecc's embeddings with IR2Vec and the "
                     "prior art on the device-mapping and thread-coarsening datasets, on the "
-                    "same folds (needs pip install 'mirecc[train,bench]').")
+                    "same folds (needs pip install 'mirecc[train,bench]'). vectorize: "
+                    "binaries built by mirecc -O3 (the loop-vectorize head) against clang "
+                    "-O3, on the dataset's held-out kernel families or --programs DIR.")
     bench.add_argument("suite", nargs="?", default="programs",
-                       choices=("programs", "devmap", "coarsening"),
+                       choices=("programs", "devmap", "coarsening", "vectorize"),
                        help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
@@ -100,6 +116,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
     from mirecc.tasks.cli import add_arguments as add_task_bench_arguments
     add_task_bench_arguments(bench)
+    from mirecc.vectorize.bench import add_arguments as add_vectorize_bench_arguments
+    add_vectorize_bench_arguments(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)

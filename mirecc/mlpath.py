@@ -210,6 +210,10 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
                     report.cache = "unwritable"
                     if not outcome.warnings:
                         outcome.warnings.append(str(exc))
+        if want_summary:
+            from mirecc.vectorize.head import explain_loop_decisions
+            report.result = explain_loop_decisions(report.result, compiler,
+                                                   list(inv.ir_flags), source.path)
         outcome.reports.append(report)
         if config.record:
             try:
@@ -220,7 +224,24 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
                     outcome.warnings.append(
                         f"cannot append to the record file {config.record}: "
                         f"{exc.strerror or exc}")
+    outcome.extra_args = _injection_args(outcome.reports, compiler, config)
     return outcome
+
+
+def _injection_args(reports, compiler: str, config) -> list[str]:
+    """Flags that apply the reports' applied decisions in the final compile."""
+    loops = {}
+    for report in reports:
+        for d in report.result.decisions:
+            if d.task == "loop-vectorize" and d.applied:
+                loops.setdefault(report.source, {})[d.target] = d.value
+    if not loops:
+        return []
+    from mirecc.vectorize.inject import InjectError, compile_args
+    try:
+        return compile_args(compiler, loops, config.resolved_cache_dir())
+    except InjectError as exc:
+        raise MLFailure(str(exc)) from None
 
 
 def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:

@@ -33,6 +33,7 @@ PIPELINE_SCHEMA = 2
 TASKS: dict[str, type | str] = {
     "opencl-device-mapping": "mirecc.tasks.opencl:DeviceMappingHead",
     "opencl-thread-coarsening": "mirecc.tasks.opencl:ThreadCoarseningHead",
+    "loop-vectorize": "mirecc.vectorize.head:LoopVectorizeHead",
 }
 
 

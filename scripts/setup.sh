@@ -13,6 +13,7 @@
 # The native graph builder (passes/graph) is built into build/native.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo="$(pwd)"
 
 mode="${1:-}"
 sudo=""
@@ -61,12 +62,21 @@ else
     .venv/bin/pip install -q .
 fi
 
-# Native ProGraML-schema graph builder against LLVM 14 (mirecc-graph-14).
+# Native ProGraML-schema graph builder and the loop-hints pass plugin against
+# LLVM 14 (mirecc-graph-14, mirecc-loophints-14.so).
 cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/native --target mirecc-graph -j2 >/dev/null
+cmake --build build/native --target mirecc-graph mirecc-loophints -j2 >/dev/null
 if [ "$mode" = "--test" ]; then
-    # and against LLVM 19 (mirecc-graph-19), for IR from newer clangs
+    # and against LLVM 19, for IR from newer clangs and the clang 19 plugin tests
     cmake -S . -B build/llvm19 -DCMAKE_BUILD_TYPE=Release -DMIRECC_LLVM_VERSION=19 >/dev/null
-    cmake --build build/llvm19 --target mirecc-graph -j2 >/dev/null
+    cmake --build build/llvm19 --target mirecc-graph mirecc-loophints -j2 >/dev/null
+else
+    # an installed (not editable) mirecc does not look in build/: it builds the
+    # plugin for the clang it drives into its per-user cache, now rather than
+    # in the first compile
+    (cd / && "$repo/.venv/bin/python" -c "from mirecc.compiler import find_compiler; \
+from mirecc.config import load_config; from mirecc.vectorize.plugin import clang_major, \
+ensure_plugin; ensure_plugin(clang_major(find_compiler(load_config(), cxx=False)))") \
+        || echo "setup: could not build the loop-hints plugin; mirecc builds it on first use" >&2
 fi
 echo "setup: mirecc installed in $(pwd)/.venv (compiler: $(.venv/bin/mirecc --version | head -1))" >&2

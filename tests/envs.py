@@ -9,7 +9,12 @@ from pathlib import Path
 
 def isolated_env(tmp_path: Path, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    # No task heads unless a test installs its own: the shipped heads (the
+    # loop-vectorize head decides for C/C++) are tested where they are named.
+    no_heads = tmp_path / "no-heads"
+    no_heads.mkdir(exist_ok=True)
     env.update({"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
-                "HOME": str(tmp_path / "home"), "LC_ALL": "C"})
+                "HOME": str(tmp_path / "home"), "LC_ALL": "C",
+                "MIRECC_HEADS_DIR": str(no_heads)})
     env.update(extra)
     return env

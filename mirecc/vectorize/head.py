@@ -1,0 +1,211 @@
+"""The loop-vectorize head in the driver: a (VF, IF) for each innermost loop.
+
+A head directory ``<heads_dir>/loop-vectorize/`` holds ``spec.yaml`` and
+the head's ONNX graph (written by ``mire vectorize-train``)::
+
+    task: loop-vectorize
+    languages: [c, c++]
+    head: head.onnx            # "features" (N, d) -> "probabilities" (N, classes)
+    encoder: "<ModelInfo.cache_version of the encoder it was trained on>"
+    features: [loop_embedding, function_embedding, reassociation]
+    classes: [default, 1x1, 2x1, ..., 64x16]   # "<VF>x<IF>"; default: LLVM's choice
+    min_confidence: 0.3        # below it, LLVM's choice stays
+    target: default            # the -march the labels were measured for
+    metrics: metrics.json      # optional, not read here
+
+The decisions are applied by the pass plugin (:mod:`mirecc.vectorize.inject`);
+a loop whose best class is ``default``, or whose confidence is below
+``min_confidence``, keeps LLVM's own choice.  With ``--explain`` each loop
+also gets its source line and what LLVM chooses on its own.
+
+Only the standard library is imported at the top (see mirecc.pipeline).
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from mirecc.tasks.tu_embedding import _head_error, encoder_model, tu_embedding
+
+TASK = "loop-vectorize"
+FEATURES = ["loop_embedding", "function_embedding", "reassociation"]
+OPT_LEVELS = ("2", "3", "fast")
+# flags that choose the target's instruction set: the labels were measured
+# for one target, so a TU built for another gets no decisions
+TARGET_FLAG_PREFIXES = ("-march=", "-mcpu=", "-mtune=", "-mavx", "-msse", "-mno-avx",
+                        "-mno-sse", "-mfma", "-mprefer-vector-width=", "--target=", "-target")
+
+
+def parse_class(name: str) -> tuple[int, int] | None:
+    """'4x2' -> (4, 2); 'default' -> None."""
+    if name == "default":
+        return None
+    vf, _, ic = name.partition("x")
+    return int(vf), int(ic)
+
+
+def reassociation_allowed(flags, opt_level: str) -> bool:
+    """Did the user allow floating-point reassociation (-ffast-math,
+    -fassociative-math, -Ofast)?  The last flag of each pair wins, as in clang."""
+    allowed = opt_level == "fast"
+    for flag in flags:
+        if flag in ("-ffast-math", "-fassociative-math", "-funsafe-math-optimizations"):
+            allowed = True
+        elif flag in ("-fno-fast-math", "-fno-associative-math",
+                      "-fno-unsafe-math-optimizations"):
+            allowed = False
+    return allowed
+
+
+def target_flags(flags) -> list[str]:
+    return [f for f in flags if f.startswith(TARGET_FLAG_PREFIXES)]
+
+
+class LoopVectorizeHead:
+    task = TASK
+
+    def __init__(self, directory: Path, spec: dict, config=None):
+        self.directory = Path(directory)
+        self.spec_path = self.directory / "spec.yaml"
+        self.name = self.directory.name
+        self.spec, self.config = spec, config
+        self.languages = spec.get("languages")
+        if not isinstance(self.languages, list) or not self.languages:
+            raise self._error("'languages' must be a list of names")
+        head = spec.get("head")
+        if not isinstance(head, str) or not head:
+            raise self._error("'head' must name the head's ONNX file")
+        self.onnx_path = self.directory / head
+        if not self.onnx_path.is_file():
+            raise _head_error(f"{self.onnx_path}: head file named in {self.spec_path} is missing")
+        self.encoder = spec.get("encoder")
+        if not isinstance(self.encoder, str) or not self.encoder:
+            raise self._error("'encoder' must be the cache_version of the encoder the "
+                              "head was trained on")
+        if spec.get("features") != FEATURES:
+            raise self._error(f"'features' is {spec.get('features')!r}; a {TASK} head "
+                              f"takes {FEATURES!r}")
+        self.classes = spec.get("classes")
+        try:
+            parsed = [parse_class(c) for c in self.classes]
+        except (TypeError, ValueError, AttributeError):
+            raise self._error("'classes' must be 'default' and '<VF>x<IF>' names") from None
+        if len(parsed) < 2 or any(p is not None and (p[0] < 1 or p[1] < 1) for p in parsed):
+            raise self._error("'classes' must be 'default' and '<VF>x<IF>' names")
+        self.factors = parsed
+        self.min_confidence = spec.get("min_confidence", 0.0)
+        if isinstance(self.min_confidence, bool) or not isinstance(
+                self.min_confidence, (int, float)) or not 0 <= self.min_confidence <= 1:
+            raise self._error("'min_confidence' must be a number in [0, 1]")
+        digest = hashlib.sha256()
+        for path in (self.spec_path, self.onnx_path):
+            try:
+                digest.update(path.read_bytes())
+            except OSError as exc:
+                raise _head_error(f"{path}: cannot read: {exc.strerror}") from None
+        self.version = f"{TASK}/{self.name}@{digest.hexdigest()[:16]}"
+
+    def _error(self, message: str):
+        return _head_error(f"{self.spec_path}: {message}")
+
+    # ------------------------------------------------------------- pipeline
+
+    def applies_to(self, request) -> bool:
+        from mirecc.registry import spec_language
+        return (spec_language(request.language) in self.languages
+                and request.opt_level in OPT_LEVELS)
+
+    def why_not(self, request) -> str:
+        from mirecc.registry import spec_language
+        if spec_language(request.language) not in self.languages:
+            return f"applies to {', '.join(self.languages)} sources, not {request.language}"
+        return f"applies with -O2, -O3 or -Ofast, not -O{request.opt_level}"
+
+    def decide(self, request, summary):
+        import numpy as np
+        from mirecc.graph import GraphBuildError
+        from mirecc.pipeline import Decision, NoDecision
+        from mirecc.vectorize.loops import match_loops, module_loops
+
+        chosen_target = target_flags(request.flags)
+        if chosen_target:
+            raise NoDecision(f"trained for the default target, not {' '.join(chosen_target)}")
+        try:
+            loops = [lp for lp in module_loops(request.bitcode_path) if lp.innermost]
+        except GraphBuildError as exc:
+            raise _head_error(f"cannot list the loops of {request.source}: {exc}") from None
+        if not loops:
+            raise NoDecision("no loops")
+        info = encoder_model(self.config)
+        if info.cache_version != self.encoder:
+            raise self._error(f"the head was trained on encoder {self.encoder}, but the "
+                              f"encoder in use is {info.cache_version} ({info.directory})")
+        emb, how = tu_embedding(request, self.config)
+        matched = match_loops(loops, list(emb.loops))
+        loops = [lp for lp in loops if lp.id in matched]
+        if not loops:
+            raise NoDecision("the encoder's IR (clang-14) has other loops than the build's")
+        reassoc = reassociation_allowed(request.flags, request.opt_level)
+        rows = [[*emb.loops[matched[lp.id]], *emb.functions[lp.function], float(reassoc)]
+                for lp in loops]
+        P = self._probabilities(np.asarray(rows, dtype=np.float32))
+        decisions = []
+        for lp, p in zip(loops, P):
+            best = int(p.argmax())
+            factors, confidence = self.factors[best], float(p[best])
+            if factors is None:
+                value, applied = None, False
+                why = "the head prefers LLVM's own choice"
+            else:
+                value = {"vectorize.width": factors[0], "interleave.count": factors[1]}
+                applied = confidence >= self.min_confidence
+                why = (f"VF {factors[0]} x IF {factors[1]} predicted" if applied else
+                       f"VF {factors[0]} x IF {factors[1]} predicted, but confidence "
+                       f"{confidence:.2f} < {self.min_confidence:g}: LLVM's choice stays")
+            decisions.append(Decision(
+                task=TASK, target=lp.id, value=value or {}, default=None,
+                confidence=confidence, reason=f"{why}; loop and function embeddings {how}",
+                applied=applied))
+        return decisions
+
+    def _probabilities(self, X):
+        import numpy as np
+        from mirecc.tasks.heads import run_onnx
+
+        try:
+            P = np.asarray(run_onnx(self.onnx_path, X))
+        except Exception as exc:  # onnxruntime raises its own types
+            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
+        if P.shape != (len(X), len(self.classes)) or not np.all(np.isfinite(P)):
+            raise _head_error(f"{self.onnx_path}: the head returned probabilities of shape "
+                              f"{P.shape}, expected ({len(X)}, {len(self.classes)})")
+        return P
+
+
+def explain_loop_decisions(result, compiler: str, flags: list[str], source: str):
+    """``result`` with each loop-vectorize decision's source line (in its
+    reason) and LLVM's own factors (its ``default``), for ``--explain`` only:
+    it costs one more front-end run and one more compile of the TU."""
+    from dataclasses import replace
+    from mirecc.vectorize.loops import (Loop, emit_ir_text, llvm_default_factors,
+                                        loop_lines)
+
+    ours = [d for d in result.decisions if d.task == TASK]
+    if not ours:
+        return result
+    loops = []
+    for d in ours:
+        fn, _, header = d.target.rpartition(":")
+        loops.append(Loop(d.target, fn, int(header), 0, True))
+    try:
+        lines = loop_lines(emit_ir_text(compiler, flags, source), loops)
+        defaults = llvm_default_factors(compiler, flags, source)
+    except (OSError, RuntimeError):
+        return result
+    decisions = []
+    for d in result.decisions:
+        line = lines.get(d.target) if d.task == TASK else None
+        if line:
+            d = replace(d, default=defaults.get(line), reason=f"{source}:{line}: {d.reason}")
+        decisions.append(d)
+    return replace(result, decisions=decisions)

@@ -1,0 +1,60 @@
+"""From applied loop-vectorize decisions to the flags of the final compile.
+
+The decisions go into a JSON file (format: passes/loophints/FORMAT.md) that
+the pass plugin reads.  Its name is the digest of its content, under the
+cache directory: the same decisions give the same file and the same command
+line (so ccache-style launchers, which hash the command line, never reuse
+an object built with other decisions), it is written once, atomically, and
+concurrent compiles under ``make -j`` never see half of one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+DECISIONS_VERSION = 1
+
+
+class InjectError(Exception):
+    """The decisions cannot reach the compile; ``str()`` is the one-line reason."""
+
+
+def decisions_document(loops_by_source: dict[str, dict[str, dict]]) -> dict:
+    """{source path as on the command line: {loop id: {vectorize.width, interleave.count}}}."""
+    return {"version": DECISIONS_VERSION,
+            "modules": {src: {"loops": dict(sorted(loops.items()))}
+                        for src, loops in sorted(loops_by_source.items()) if loops}}
+
+
+def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
+    from mirecc.fsutil import atomic_write_bytes
+
+    data = (json.dumps(document, sort_keys=True, indent=1) + "\n").encode()
+    path = Path(directory) / "loop-decisions" / f"{hashlib.sha256(data).hexdigest()[:24]}.json"
+    if not path.is_file():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, data)
+        except OSError as exc:
+            raise InjectError(f"cannot write the loop decisions file {path}: "
+                              f"{exc.strerror or exc}") from None
+    return path
+
+
+def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
+                 cache_dir: str | os.PathLike) -> list[str]:
+    """The flags that make ``compiler`` apply the decisions (none when there
+    are none); the plugin for its LLVM is built on first use."""
+    from mirecc.vectorize.plugin import PluginError, clang_major, ensure_plugin, plugin_args
+
+    document = decisions_document(loops_by_source)
+    if not document["modules"]:
+        return []
+    try:
+        major = clang_major(compiler)
+        plugin = ensure_plugin(major)
+    except PluginError as exc:
+        raise InjectError(str(exc)) from None
+    return plugin_args(major, plugin, write_decisions(document, cache_dir))

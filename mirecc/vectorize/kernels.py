@@ -1,0 +1,672 @@
+"""Deterministic generator of small C programs, each with one target loop.
+
+Every program has a ``__attribute__((noinline))`` function ``kernel`` whose
+innermost target loop is preceded by the macro ``MIRECC_LOOP_HINT`` (empty by
+default), so that the dataset runner can force a vectorization width and an
+interleave count with::
+
+    -DMIRECC_LOOP_HINT='_Pragma("clang loop vectorize_width(4) interleave_count(2)")'
+
+``main`` reads the sizes from argv, fills the inputs with an LCG, calls
+``kernel`` in a timed repeat loop and prints::
+
+    reps <calls timed>
+    time_ns <ns per call>
+    checksum <16 hex digits: FNV-1a of the output bytes / returned value>
+    value <sum of the outputs as a double, %.17g>
+
+The number of timed calls comes from the environment: ``MIRECC_REPS`` (>0:
+exactly that many) or, when it is unset or 0, doubling until one measurement
+takes ``MIRECC_TARGET_NS`` (default 15e6). Every kernel is idempotent (its
+outputs depend on its inputs only), so the checksum does not depend on the
+number of calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from itertools import product
+from pathlib import Path
+
+from mirecc.fsutil import atomic_write_bytes
+
+# ---------------------------------------------------------------------------
+# types
+
+#: short name -> (C type, is float, fill expression for ordinary data)
+TYPES = {
+    "i8": ("int8_t", False), "u8": ("uint8_t", False), "i16": ("int16_t", False),
+    "u16": ("uint16_t", False), "i32": ("int32_t", False), "u32": ("uint32_t", False),
+    "i64": ("int64_t", False), "f32": ("float", True), "f64": ("double", True),
+}
+
+
+def ctype(t: str) -> str:
+    return TYPES[t][0]
+
+
+def is_float(t: str) -> bool:
+    return TYPES[t][1]
+
+
+def fill(t: str, lo: int = -100, hi: int = 100, positive: bool = False) -> str:
+    """C expression for one deterministic input element of type ``t``."""
+    if is_float(t):
+        if positive:
+            return f"({ctype(t)})((double)(lcg() % 100001) / 100000.0)"
+        return f"({ctype(t)})((double)(lcg() % 200001) / 100000.0 - 1.0)"
+    if t.startswith("u"):
+        lo = max(lo, 0)
+    return f"({ctype(t)})((long)(lcg() % {hi - lo + 1}) + ({lo}))"
+
+
+# ---------------------------------------------------------------------------
+# the program template
+
+PRELUDE = r"""#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef MIRECC_LOOP_HINT
+#define MIRECC_LOOP_HINT
+#endif
+
+static uint64_t lcg_state = 0x%(seed)016xULL;
+static uint32_t lcg(void) {
+  lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (uint32_t)(lcg_state >> 33);
+}
+static uint64_t fnv = 1469598103934665603ULL;
+static void hash_bytes(const void *p, size_t n) {
+  const unsigned char *c = (const unsigned char *)p;
+  for (size_t i = 0; i < n; i++) { fnv ^= c[i]; fnv *= 1099511628211ULL; }
+}
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+static void *xalloc(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64)) { fprintf(stderr, "out of memory\n"); exit(2); }
+  memset(p, 0, bytes);
+  return p;
+}
+#define CLOBBER(p) __asm__ volatile("" : : "r"(p) : "memory")
+#define KEEP(x) __asm__ volatile("" : : "m"(x) : "memory")
+"""
+
+MAIN = r"""
+int main(int argc, char **argv) {
+%(args)s
+  const char *env_reps = getenv("MIRECC_REPS");
+  const char *env_target = getenv("MIRECC_TARGET_NS");
+  long reps = env_reps ? atol(env_reps) : 0;
+  double target = env_target ? atof(env_target) : 15e6;
+%(setup)s
+#define CALL() do { %(call)s } while (0)
+  CALL();  /* warm-up */
+  if (reps <= 0) {
+    long r = 1;
+    for (;;) {
+      double t0 = now_ns();
+      for (long rep_ = 0; rep_ < r; rep_++) CALL();
+      double el = now_ns() - t0;
+      if (el >= target || r >= (1L << 40)) { reps = r; printf("reps %%ld\ntime_ns %%.1f\n", r, el / r); break; }
+      long next = el > 0 ? (long)(r * (target / el) * 1.1) + 1 : r * 16;
+      if (next > r * 16) next = r * 16;
+      if (next <= r) next = r + 1;
+      r = next;
+    }
+  } else {
+    double t0 = now_ns();
+    for (long rep_ = 0; rep_ < reps; rep_++) CALL();
+    double el = now_ns() - t0;
+    printf("reps %%ld\ntime_ns %%.1f\n", reps, el / reps);
+  }
+  double value = 0;
+%(check)s
+  printf("checksum %%016llx\nvalue %%.17g\n", (unsigned long long)fnv, value);
+  return 0;
+}
+"""
+
+
+@dataclass
+class Kernel:
+    """One generated program."""
+    name: str
+    family: str
+    params: dict
+    args: list[str]
+    needs_reassoc: bool = False
+    source: str = ""
+    target_line: int = 0
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        d = asdict(self)
+        d.pop("source")
+        d["source_sha256"] = hashlib.sha256(self.source.encode()).hexdigest()
+        d["file"] = f"{self.name}.c"
+        return d
+
+
+def _arr_out(var: str, t: str, count: str) -> str:
+    """check code for an output array."""
+    return (f"  hash_bytes({var}, (size_t)({count}) * sizeof({ctype(t)}));\n"
+            f"  for (long q = 0; q < (long)({count}); q++) value += (double){var}[q];\n")
+
+
+def _scalar_out(var: str, t: str) -> str:
+    return f"  hash_bytes(&{var}, sizeof({var}));\n  value = (double){var};\n"
+
+
+def build(name: str, family: str, params: dict, args: list[str], *, kernel: str,
+          setup: str, call: str, check: str, argdecl: str, seed: int,
+          needs_reassoc: bool = False, defines: str = "", notes: str = "") -> Kernel:
+    src = (PRELUDE % {"seed": seed & 0xFFFFFFFFFFFFFFFF}) + defines + "\n" + kernel.strip("\n") \
+        + "\n" + MAIN % {"args": argdecl, "setup": setup, "call": call, "check": check}
+    lines = src.split("\n")
+    hint = [i for i, ln in enumerate(lines) if ln.strip() == "MIRECC_LOOP_HINT"]
+    assert len(hint) == 1, name
+    return Kernel(name=name, family=family, params=params, args=args,
+                  needs_reassoc=needs_reassoc, source=src, target_line=hint[0] + 2, notes=notes)
+
+
+def _argdecl(names: list[str]) -> str:
+    out = []
+    for i, nm in enumerate(names):
+        out.append(f"  long {nm} = argc > {i + 1} ? atol(argv[{i + 1}]) : 1000;")
+    return "\n".join(out)
+
+
+def _alloc(var: str, t: str, count: str, expr: str | None) -> str:
+    s = f"  {ctype(t)} *{var} = ({ctype(t)} *)xalloc((size_t)({count}) * sizeof({ctype(t)}));\n"
+    if expr:
+        s += f"  for (long q = 0; q < (long)({count}); q++) {var}[q] = {expr};\n"
+    return s
+
+
+SIZES = {"l1": 1000, "l2": 24000, "l3": 400000, "mem": 2000000}
+
+
+def _size(rng: random.Random, tag: str) -> int:
+    base = SIZES[tag]
+    return base + rng.randrange(0, 17)   # a non-multiple of every VF, sometimes
+
+
+# ---------------------------------------------------------------------------
+# families: each is f(rng, seed) -> list of Kernel (all variants; the caller
+# picks per_family of them)
+
+
+def fam_elementwise(rng, seed):
+    out = []
+    ops = {"muladd": "b[i] * c[i] + d", "add": "b[i] + c[i]", "mulsub": "b[i] * c[i] - b[i]",
+           "minmax": "(b[i] < c[i] ? b[i] : c[i]) + d"}
+    for t, op, sz in product(["i8", "i16", "i32", "i64", "f32", "f64"], list(ops), ["l1", "l2"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict c, {T} d, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    a[i] = ({T})({ops[op]});
+}}"""
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", fill(t, -10, 10)) \
+            + _alloc("c", t, "n", fill(t, -10, 10)) + f"  {T} d = ({T})3;\n"
+        out.append(build(f"elementwise-{t}-{op}-{sz}", "elementwise",
+                         {"type": t, "op": op, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(a, b, c, d, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_saxpy(rng, seed):
+    out = []
+    for t, sz, alias in product(["f32", "f64", "i32", "i64", "i16"], ["l1", "l2", "l3"],
+                                ["restrict", "alias"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        r = "restrict " if alias == "restrict" else ""
+        k = f"""__attribute__((noinline)) void kernel({T} *{r}z, const {T} *{r}x, const {T} *{r}y,
+                                        {T} alpha, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    z[i] = alpha * x[i] + y[i];
+}}"""
+        setup = _alloc("z", t, "n", None) + _alloc("x", t, "n", fill(t)) \
+            + _alloc("y", t, "n", fill(t)) + f"  {T} alpha = ({T})3;\n"
+        out.append(build(f"saxpy-{t}-{sz}-{alias}", "saxpy",
+                         {"type": t, "size": sz, "n": n, "restrict": alias == "restrict"},
+                         [str(n)], kernel=k, setup=setup,
+                         call="kernel(z, x, y, alpha, n); CLOBBER(z);",
+                         check=_arr_out("z", t, "n"), argdecl=_argdecl(["n"]), seed=seed,
+                         notes="without restrict the vectorizer needs runtime alias checks"))
+    return out
+
+
+def fam_reduce_int(rng, seed):
+    out = []
+    accs = {"i8": "i32", "u8": "u32", "i16": "i32", "i32": "i32", "u32": "u32", "i64": "i64"}
+    for t, op, sz in product(list(accs), ["sum", "max", "min", "xor"], ["l1", "l2", "l3"]):
+        T, A = ctype(t), ctype(accs[t] if op in ("sum", "xor") else t)
+        n = _size(rng, sz)
+        init = {"sum": "0", "xor": "0", "max": "b[0]", "min": "b[0]"}[op]
+        body = {"sum": "s += b[i];", "xor": "s ^= b[i];", "max": "s = b[i] > s ? b[i] : s;",
+                "min": "s = b[i] < s ? b[i] : s;"}[op]
+        k = f"""__attribute__((noinline)) {A} kernel(const {T} *restrict b, long n) {{
+  {A} s = {init};
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    {body}
+  return s;
+}}"""
+        setup = _alloc("b", t, "n", fill(t, -100, 100)) + f"  {A} res = 0;\n"
+        out.append(build(f"reduce_int-{t}-{op}-{sz}", "reduce_int",
+                         {"type": t, "acc": accs[t], "op": op, "size": sz, "n": n}, [str(n)],
+                         kernel=k, setup=setup, call="res = kernel(b, n); KEEP(res);",
+                         check=_scalar_out("res", t), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_reduce_float(rng, seed):
+    out = []
+    for t, op, sz in product(["f32", "f64"], ["sum", "dot", "sumsq", "max"], ["l1", "l2", "l3"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        body = {"sum": "s += b[i];", "dot": "s += b[i] * c[i];", "sumsq": "s += b[i] * b[i];",
+                "max": "s = b[i] > s ? b[i] : s;"}[op]
+        k = f"""__attribute__((noinline)) {T} kernel(const {T} *restrict b, const {T} *restrict c, long n) {{
+  {T} s = 0;
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    {body}
+  return s;
+}}"""
+        setup = _alloc("b", t, "n", fill(t, positive=True)) + _alloc("c", t, "n", fill(t, positive=True)) \
+            + f"  {T} res = 0;\n"
+        out.append(build(f"reduce_float-{t}-{op}-{sz}", "reduce_float",
+                         {"type": t, "op": op, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="res = kernel(b, c, n); KEEP(res);",
+                         check=_scalar_out("res", t), argdecl=_argdecl(["n"]), seed=seed,
+                         needs_reassoc=op != "max",
+                         notes="in-order FP reduction: vectorizing reassociates"))
+    return out
+
+
+def fam_strided(rng, seed):
+    out = []
+    for t, stride, kind, sz in product(["i32", "f32", "f64", "i16"], [2, 3, 4], ["load", "store"],
+                                       ["l1", "l2"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        stmt = (f"a[i] = b[{stride} * i] * k + b[{stride} * i + 1];" if kind == "load"
+                else f"a[{stride} * i] = b[i] * k; a[{stride} * i + 1] = b[i] + k;")
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b, {T} k, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++) {{
+    {stmt}
+  }}
+}}"""
+        na = "n" if kind == "load" else f"{stride} * n + 1"
+        nb = f"{stride} * n + 1" if kind == "load" else "n"
+        setup = _alloc("a", t, na, None) + _alloc("b", t, nb, fill(t, -10, 10)) + f"  {T} k = ({T})3;\n"
+        out.append(build(f"strided-{t}-s{stride}-{kind}-{sz}", "strided",
+                         {"type": t, "stride": stride, "kind": kind, "size": sz, "n": n},
+                         [str(n)], kernel=k, setup=setup, call="kernel(a, b, k, n); CLOBBER(a);",
+                         check=_arr_out("a", t, na), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_gather(rng, seed):
+    out = []
+    for t, it, sz, pat in product(["i32", "f32", "f64", "i64"], ["i32", "i64"], ["l1", "l2", "l3"],
+                                  ["random", "local"]):
+        T, I = ctype(t), ctype(it)
+        n = _size(rng, sz)
+        idx = "(lcg() % (uint32_t)m)" if pat == "random" else "((q + (long)(lcg() % 8)) % m)"
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {I} *restrict idx, const {T} *restrict c, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    a[i] = b[idx[i]] + c[i];
+}}"""
+        setup = ("  long m = n;\n" + _alloc("a", t, "n", None) + _alloc("b", t, "m", fill(t))
+                 + _alloc("idx", it, "n", f"({I}){idx}") + _alloc("c", t, "n", fill(t)))
+        out.append(build(f"gather-{t}-idx{it[1:]}-{sz}-{pat}", "gather",
+                         {"type": t, "index": it, "size": sz, "n": n, "pattern": pat}, [str(n)],
+                         kernel=k, setup=setup, call="kernel(a, b, idx, c, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_stencil1d(rng, seed):
+    out = []
+    for t, sz, pts in product(["f32", "f64", "i32", "i16"], ["l1", "l2", "l3"], [3, 5]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        r = pts // 2
+        terms = " + ".join(f"({T})({w}) * b[i + ({o})]" for w, o in
+                           zip([1, 2, 3, 2, 1][:pts] if pts == 5 else [1, 2, 1], range(-r, r + 1)))
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = {r}; i < n - {r}; i++)
+    a[i] = {terms};
+}}"""
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", fill(t, -50, 50))
+        out.append(build(f"stencil1d-{t}-p{pts}-{sz}", "stencil1d",
+                         {"type": t, "points": pts, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(a, b, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_stencil2d(rng, seed):
+    out = []
+    shapes = [(64, 64), (128, 100), (300, 301), (1000, 40), (40, 1000), (512, 512)]
+    for t, (rows, cols) in product(["f32", "f64", "i32", "i16"], shapes):
+        T = ctype(t)
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b, long rows, long cols) {{
+  for (long r = 1; r < rows - 1; r++) {{
+    MIRECC_LOOP_HINT
+    for (long c = 1; c < cols - 1; c++)
+      a[r * cols + c] = b[r * cols + c] * ({T})4 - b[(r - 1) * cols + c] - b[(r + 1) * cols + c]
+                        - b[r * cols + c - 1] - b[r * cols + c + 1];
+  }}
+}}"""
+        setup = _alloc("a", t, "rows * cols", None) + _alloc("b", t, "rows * cols", fill(t, -50, 50))
+        out.append(build(f"stencil2d-{t}-{rows}x{cols}", "stencil2d",
+                         {"type": t, "rows": rows, "cols": cols}, [str(rows), str(cols)], kernel=k,
+                         setup=setup, call="kernel(a, b, rows, cols); CLOBBER(a);",
+                         check=_arr_out("a", t, "rows * cols"), argdecl=_argdecl(["rows", "cols"]),
+                         seed=seed))
+    return out
+
+
+def fam_cond(rng, seed):
+    out = []
+    kinds = {
+        "ifelse": "if (b[i] > t) a[i] = b[i] * 2; else a[i] = c[i];",
+        "select": "a[i] = b[i] > t ? b[i] : c[i] + 1;",
+        "condstore": "if (b[i] > t) a[i] = c[i];",
+        "condload": "a[i] = b[i] > t ? c[i] * b[i] : 0;",
+    }
+    for t, kind, sz, sel in product(["i32", "f32", "f64", "i16", "i8"], list(kinds), ["l1", "l2"],
+                                    ["half", "rare"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        thr = "0" if sel == "half" else "90"
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict c, {T} t, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++) {{
+    {kinds[kind]}
+  }}
+}}"""
+        bf = fill(t, -100, 100) if not is_float(t) else f"({T})((long)(lcg() % 201) - 100)"
+        setup = _alloc("a", t, "n", "0") + _alloc("b", t, "n", bf) + _alloc("c", t, "n", fill(t, -10, 10)) \
+            + f"  {T} t = ({T}){thr};\n"
+        out.append(build(f"cond-{t}-{kind}-{sz}-{sel}", "cond",
+                         {"type": t, "kind": kind, "size": sz, "n": n, "selectivity": sel},
+                         [str(n)], kernel=k, setup=setup, call="kernel(a, b, c, t, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_convert(rng, seed):
+    out = []
+    convs = [("u8", "i32"), ("i8", "i32"), ("u8", "u16"), ("i16", "i64"), ("i32", "i16"),
+             ("i32", "i8"), ("i64", "i32"), ("i32", "f32"), ("f32", "i32"), ("f32", "f64"),
+             ("f64", "f32"), ("u16", "f32")]
+    for (src, dst), sz, op in product(convs, ["l1", "l2"], ["scale", "plain"]):
+        S, D = ctype(src), ctype(dst)
+        n = _size(rng, sz)
+        expr = f"({D})b[i]" if op == "plain" else f"({D})b[i] * ({D})3 + ({D})1"
+        k = f"""__attribute__((noinline)) void kernel({D} *restrict a, const {S} *restrict b, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    a[i] = {expr};
+}}"""
+        setup = _alloc("a", dst, "n", None) + _alloc("b", src, "n", fill(src, -100, 100))
+        out.append(build(f"convert-{src}to{dst}-{op}-{sz}", "convert",
+                         {"src": src, "dst": dst, "op": op, "size": sz, "n": n}, [str(n)],
+                         kernel=k, setup=setup, call="kernel(a, b, n); CLOBBER(a);",
+                         check=_arr_out("a", dst, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_short_trip(rng, seed):
+    out = []
+    for t, n, const in product(["f32", "i32", "i16", "f64"], [3, 5, 7, 8, 12, 16, 17, 24, 33],
+                               [False, True]):
+        T = ctype(t)
+        rows = 20000 // n + 1
+        bound = "N" if const else "n"
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict c, long rows, long n) {{
+  (void)n;
+  for (long r = 0; r < rows; r++) {{
+    MIRECC_LOOP_HINT
+    for (long i = 0; i < {bound}; i++)
+      a[r * {bound} + i] = b[r * {bound} + i] * c[i] + ({T})1;
+  }}
+}}"""
+        setup = _alloc("a", t, "rows * n", None) + _alloc("b", t, "rows * n", fill(t, -10, 10)) \
+            + _alloc("c", t, "n", fill(t, -10, 10))
+        defines = f"#define N {n}L\n" if const else ""
+        out.append(build(f"short_trip-{t}-n{n}-{'const' if const else 'var'}", "short_trip",
+                         {"type": t, "n": n, "rows": rows, "const_trip": const},
+                         [str(rows), str(n)], kernel=k, setup=setup,
+                         call="kernel(a, b, c, rows, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "rows * n"), argdecl=_argdecl(["rows", "n"]),
+                         seed=seed, defines=defines))
+    return out
+
+
+def fam_triad(rng, seed):
+    """Long trip counts: L1 / L2 / L3 / memory-sized arrays."""
+    out = []
+    for t, sz, ops in product(["f32", "f64", "i32", "i64", "i8"], ["l1", "l2", "l3", "mem"],
+                              ["triad", "copy_scale"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        stmt = "a[i] = b[i] + s * c[i];" if ops == "triad" else "a[i] = s * b[i];"
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict c, {T} s, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    {stmt}
+}}"""
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", fill(t, -10, 10)) \
+            + _alloc("c", t, "n", fill(t, -10, 10)) + f"  {T} s = ({T})3;\n"
+        out.append(build(f"triad-{t}-{ops}-{sz}", "triad",
+                         {"type": t, "op": ops, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(a, b, c, s, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_nested(rng, seed):
+    out = []
+    for t, (m, kk, nn), kind in product(["f32", "f64", "i32", "i16"],
+                                        [(32, 32, 32), (48, 40, 64), (16, 128, 100), (64, 16, 13)],
+                                        ["matmul", "rowsum"]):
+        T = ctype(t)
+        if kind == "matmul":
+            k = f"""__attribute__((noinline)) void kernel({T} *restrict c, const {T} *restrict a,
+                                        const {T} *restrict b, long M, long K, long N) {{
+  for (long i = 0; i < M; i++) {{
+    for (long j = 0; j < N; j++) c[i * N + j] = 0;
+    for (long k = 0; k < K; k++) {{
+      {T} aik = a[i * K + k];
+      MIRECC_LOOP_HINT
+      for (long j = 0; j < N; j++)
+        c[i * N + j] += aik * b[k * N + j];
+    }}
+  }}
+}}"""
+            outsz = "M * N"
+        else:
+            k = f"""__attribute__((noinline)) void kernel({T} *restrict c, const {T} *restrict a,
+                                        const {T} *restrict b, long M, long K, long N) {{
+  (void)K;
+  for (long i = 0; i < M; i++) {{
+    MIRECC_LOOP_HINT
+    for (long j = 0; j < N; j++)
+      c[i * N + j] = a[i * N + j] * b[j] + a[i * N + j];
+  }}
+}}"""
+            outsz = "M * N"
+        setup = _alloc("c", t, "M * N", None) + _alloc("a", t, "M * (K > N ? K : N)", fill(t, -5, 5)) \
+            + _alloc("b", t, "K * N", fill(t, -5, 5))
+        out.append(build(f"nested-{t}-{kind}-{m}x{kk}x{nn}", "nested",
+                         {"type": t, "kind": kind, "M": m, "K": kk, "N": nn},
+                         [str(m), str(kk), str(nn)], kernel=k, setup=setup,
+                         call="kernel(c, a, b, M, K, N); CLOBBER(c);",
+                         check=_arr_out("c", t, outsz), argdecl=_argdecl(["M", "K", "N"]),
+                         seed=seed))
+    return out
+
+
+def fam_dependence(rng, seed):
+    """Loop-carried dependences: the target loop is (mostly) not vectorizable."""
+    out = []
+    for t, kind, sz in product(["i32", "f32", "f64", "i64", "u8"],
+                               ["prefix", "rec1", "rec2", "rec4", "rec8", "rec_var"], ["l1", "l2"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        if kind == "prefix":
+            body = "a[i] = a[i - 1] + b[i];"
+            first = "1"
+        else:
+            d = {"rec1": "1", "rec2": "2", "rec4": "4", "rec8": "8", "rec_var": "dist"}[kind]
+            body = f"a[i] = a[i - {d}] * k + b[i];"
+            first = d
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b, {T} k, long dist, long n) {{
+  (void)k; (void)dist;
+  for (long i = 0; i < {first}; i++) a[i] = b[i];
+  MIRECC_LOOP_HINT
+  for (long i = {first}; i < n; i++)
+    {body}
+}}"""
+        kv = "(" + T + ")1" if not is_float(t) else f"({T})0.5"
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", fill(t, -5, 5)) \
+            + f"  {T} k = {kv};\n  long dist = 3;\n"
+        out.append(build(f"dependence-{t}-{kind}-{sz}", "dependence",
+                         {"type": t, "kind": kind, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(a, b, k, dist, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed,
+                         notes="loop-carried dependence; forcing a width must not change output"))
+    return out
+
+
+def fam_mac(rng, seed):
+    """Integer multiply-accumulate (dot products with widening)."""
+    out = []
+    combos = [("i16", "i32"), ("i8", "i32"), ("u8", "i32"), ("i32", "i64"), ("i32", "i32"),
+              ("i16", "i64"), ("u16", "u32")]
+    for (t, acc), sz, form in product(combos, ["l1", "l2", "l3"], ["dot", "axpydot"]):
+        T, A = ctype(t), ctype(acc)
+        n = _size(rng, sz)
+        expr = "(A)b[i] * (A)c[i]" if form == "dot" else "(A)b[i] * (A)c[i] + (A)b[i] * (A)3"
+        expr = expr.replace("(A)", f"({A})")
+        k = f"""__attribute__((noinline)) {A} kernel(const {T} *restrict b, const {T} *restrict c, long n) {{
+  {A} s = 0;
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    s += {expr};
+  return s;
+}}"""
+        setup = _alloc("b", t, "n", fill(t, -100, 100)) + _alloc("c", t, "n", fill(t, -100, 100)) \
+            + f"  {A} res = 0;\n"
+        out.append(build(f"mac-{t}to{acc}-{form}-{sz}", "mac",
+                         {"type": t, "acc": acc, "form": form, "size": sz, "n": n}, [str(n)],
+                         kernel=k, setup=setup, call="res = kernel(b, c, n); KEEP(res);",
+                         check=_scalar_out("res", acc), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_divmod(rng, seed):
+    out = []
+    for t, kind, sz in product(["i32", "u32", "i64", "i16", "u8"],
+                               ["div_var", "mod_var", "div_const", "mod_const", "div_pow2"],
+                               ["l1", "l2"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        expr = {"div_var": "b[i] / c[i]", "mod_var": "b[i] % c[i]", "div_const": "b[i] / 7",
+                "mod_const": "b[i] % 13", "div_pow2": "b[i] / 8"}[kind]
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict c, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    a[i] = ({T})({expr});
+}}"""
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", fill(t, -100, 100)) \
+            + _alloc("c", t, "n", fill(t, 1, 50))
+        out.append(build(f"divmod-{t}-{kind}-{sz}", "divmod",
+                         {"type": t, "kind": kind, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(a, b, c, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+FAMILIES = {
+    "elementwise": fam_elementwise, "saxpy": fam_saxpy, "reduce_int": fam_reduce_int,
+    "reduce_float": fam_reduce_float, "strided": fam_strided, "gather": fam_gather,
+    "stencil1d": fam_stencil1d, "stencil2d": fam_stencil2d, "cond": fam_cond,
+    "convert": fam_convert, "short_trip": fam_short_trip, "triad": fam_triad,
+    "nested": fam_nested, "dependence": fam_dependence, "mac": fam_mac, "divmod": fam_divmod,
+}
+
+DEFAULT_PER_FAMILY = 12
+
+
+def _family_seed(seed: int, family: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{family}".encode()).digest()[:8], "little")
+
+
+def generate(seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
+             families: list[str] | None = None) -> list[Kernel]:
+    """``per_family`` kernels of each family (all of them if a family has fewer),
+    chosen and sized deterministically from ``seed``."""
+    out = []
+    for fam in families or list(FAMILIES):
+        if fam not in FAMILIES:
+            raise ValueError(f"unknown kernel family {fam!r} (known: {', '.join(FAMILIES)})")
+        fseed = _family_seed(seed, fam)
+        rng = random.Random(fseed)
+        allk = FAMILIES[fam](rng, fseed)
+        random.Random(fseed ^ 0x5EED).shuffle(allk)
+        chosen = sorted(allk[:per_family], key=lambda k: k.name)
+        out.extend(chosen)
+    names = [k.name for k in out]
+    assert len(names) == len(set(names)), "kernel names must be unique"
+    return out
+
+
+def write_kernels(out_dir: Path | str, seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
+                  families: list[str] | None = None) -> list[dict]:
+    """Write ``<name>.c`` per kernel and ``index.json``; returns the index records."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    kernels = generate(seed, per_family, families)
+    records = []
+    for k in kernels:
+        path = out_dir / f"{k.name}.c"
+        data = k.source.encode()
+        if not path.exists() or path.read_bytes() != data:
+            atomic_write_bytes(path, data)
+        records.append(k.record())
+    index = {"seed": seed, "per_family": per_family, "families": families or list(FAMILIES),
+             "kernels": records}
+    atomic_write_bytes(out_dir / "index.json", (json.dumps(index, indent=1) + "\n").encode())
+    return records
