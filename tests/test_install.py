@@ -114,12 +114,14 @@ def test_package_comes_from_the_venv_with_its_data(installed):
         "  'template': root.joinpath('data/toolchain.cmake.in').is_file(),\n"
         "  'programs': sorted(p.name for p in root.joinpath('programs').iterdir()\n"
         "                     if p.name.endswith('.c')),\n"
-        "  'heads_readme': root.joinpath('heads/README.md').is_file()}))\n")
+        "  'heads_readme': root.joinpath('heads/README.md').is_file(),\n"
+        "  'plugin_source': root.joinpath('loophints/CMakeLists.txt').is_file()}))\n")
     proc = run([str(venv_python(venv)), "-c", probe], work, env)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert Path(info["file"]).resolve().is_relative_to(venv.resolve())
     assert info["template"] and info["heads_readme"]
+    assert info["plugin_source"]  # the loop-hints plugin is built from it on first use
     expected = sorted(p.name for p in (REPO / "benchmarks" / "programs").glob("*.c"))
     assert expected and info["programs"] == expected
     for script in ("mirecc", "mirecc++"):
@@ -158,17 +160,21 @@ def test_print_toolchain_file_names_the_venvs_mirecc(installed):
 def test_compiles_and_explains(installed):
     venv, work, env = installed
     (work / "x.c").write_text(SOURCE)
-    proc = run(["mirecc", "-O2", "-c", "x.c", "-o", "x.o"], work, env)
+    (work / "no-heads").mkdir(exist_ok=True)
+    no_heads = {**env, "MIRECC_HEADS_DIR": str(work / "no-heads")}
+    proc = run(["mirecc", "-O2", "-c", "x.c", "-o", "x.o"], work, no_heads)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     subprocess.run([CLANG, "-O2", "-c", "x.c", "-o", "ref.o"], cwd=work, check=True)
     assert (work / "x.o").read_bytes() == (work / "ref.o").read_bytes()
-    # The ML path too (llvmlite from the running environment).
-    proc = run(["mirecc", "--explain=json", "-O2", "-c", "x.c", "-o", "x.o"], work, env)
+    # The ML path too (llvmlite from the running environment), with the
+    # installed package's heads: the loop-vectorize head sees the loop.
+    proc = run(["mirecc", "--explain=json", "-O2", "-c", "x.c", "-o", "x.o"], work,
+               {**env, "MIRECC_EMBED_SERVER": "0"})
     assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stderr, proc.stderr
     [tu] = json.loads(proc.stdout)["translation_units"]
     assert tu["seen"]["loops"] == 1
-    [why] = tu["no_decision_reasons"]
-    assert str(venv) in why  # the installed package's heads directory was searched
+    assert [d["task"] for d in tu["decisions"]] == ["loop-vectorize"], tu
     (work / "y.cpp").write_text("int g(int x) { return x * 3; }\n")
     proc = run(["mirecc++", "-O2", "-c", "y.cpp", "-o", "y.o"], work, env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr

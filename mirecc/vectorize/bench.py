@@ -190,6 +190,21 @@ def report(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def labels_paragraph(metrics: dict) -> str:
+    """The head's figures computed from the dataset's timings (mire vectorize-train)."""
+    t = metrics["min_confidence"]
+    cv = metrics["family_cv"]["by_min_confidence"][str(t)]
+    held = metrics["held_out_from_labels"]
+    return (f"\nFrom the dataset's own timings (`mire vectorize-train`, speedup over LLVM's "
+            f"default with the same binaries as the labels): leave-one-family-out over the "
+            f"{metrics['trained_on']['kernels']} training kernels, geomean "
+            f"{cv['geomean']:.3f}x (oracle {cv['oracle_geomean']:.3f}x, worst "
+            f"{cv['worst']:.3f}, {cv['slower_than_0.95']} below 0.95); the held-out families "
+            f"({', '.join(metrics['trained_on']['held_out_families'])}, {held['kernels']} "
+            f"kernels) {held['geomean']:.3f}x (oracle {held['oracle_geomean']:.3f}x, worst "
+            f"{held['worst']:.3f}).  min_confidence {t} (chosen on the training families).\n")
+
+
 def plot(results: list[dict], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -230,11 +245,15 @@ def run(args: argparse.Namespace) -> int:
         programs = [{"name": p.stem, "source": p, "run": args.run}
                     for p in sorted(Path(args.programs).glob("*.c"))]
         families = None
+        head_metrics = None
     else:
-        heads = args.heads_dir or Path(__file__).resolve().parents[2] / "heads"
+        from mirecc.registry import default_heads_dirs
+
+        heads = args.heads_dir or Path(default_heads_dirs(load_config())[0])
         metrics = heads / "loop-vectorize" / "metrics.json"
         try:
-            families = json.loads(metrics.read_text())["trained_on"]["held_out_families"]
+            head_metrics = json.loads(metrics.read_text())
+            families = head_metrics["trained_on"]["held_out_families"]
         except (OSError, KeyError, ValueError) as exc:
             print(f"mire bench vectorize: {metrics}: cannot read the held-out families "
                   f"({exc}); train the head with mire vectorize-train", file=sys.stderr)
@@ -266,11 +285,16 @@ def run(args: argparse.Namespace) -> int:
             "flags": flags, "repeats": args.repeats, "cpu": timing_cpu(),
             "held_out_families": families, "summary": summary}
     text = report(results, meta)
+    if head_metrics:
+        text += labels_paragraph(head_metrics)
     atomic_write_bytes(out / "vectorize.md", text.encode())
     atomic_write_bytes(out / "vectorize.json",
                        (json.dumps({**meta, "results": results}, indent=1, default=str)
                         + "\n").encode())
     plot(results, out / "vectorize.png")
+    if args.update_readme:
+        from mirecc.tasks.report import update_readme
+        update_readme(Path(args.update_readme), "vectorize", text)
     print(text)
     print(f"saved {out / 'vectorize.md'}, vectorize.json, vectorize.png")
     return 0 if ok else 1
