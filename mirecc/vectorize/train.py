@@ -35,7 +35,7 @@ IFS = (1, 2, 4, 8, 16)
 CLASSES = ["default"] + [f"{vf}x{ic}" for vf in VFS for ic in IFS]
 #: softness of the targets: a 5% slower configuration gets e^-1 of the weight
 TAU = 0.05
-MIN_CONFIDENCE_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+MIN_CONFIDENCE_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 def held_out_families(families) -> list[str]:
