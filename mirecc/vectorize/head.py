@@ -131,18 +131,20 @@ class LoopVectorizeHead:
         if chosen_target:
             raise NoDecision(f"trained for the default target, not {' '.join(chosen_target)}")
         try:
-            loops = [lp for lp in module_loops(request.bitcode_path) if lp.innermost]
+            every_loop = module_loops(request.bitcode_path)
         except GraphBuildError as exc:
             raise _head_error(f"cannot list the loops of {request.source}: {exc}") from None
-        if not loops:
+        if not every_loop:
             raise NoDecision("no loops")
         info = encoder_model(self.config)
         if info.cache_version != self.encoder:
             raise self._error(f"the head was trained on encoder {self.encoder}, but the "
                               f"encoder in use is {info.cache_version} ({info.directory})")
         emb, how = tu_embedding(request, self.config)
-        matched = match_loops(loops, list(emb.loops))
-        loops = [lp for lp in loops if lp.id in matched]
+        # matched over all loops (a function's loops pair up in order), then
+        # only the innermost ones decided: the vectorizer only takes those
+        matched = match_loops(every_loop, list(emb.loops))
+        loops = [lp for lp in every_loop if lp.innermost and lp.id in matched]
         if not loops:
             raise NoDecision("the encoder's IR (clang-14) has other loops than the build's")
         reassoc = reassociation_allowed(request.flags, request.opt_level)
