@@ -54,6 +54,9 @@ class Config:
         "opencl_transfer": None,  # bytes an OpenCL kernel's launch transfers
         "opencl_wgsize": None,    # work-group size of an OpenCL kernel's launch
         "opencl_gpu": None,       # the GPU that thread-coarsening heads decide for
+        # apply the loop-vectorize head's factors (default: record them only;
+        # measured: the shipped head slows some programs, see the README)
+        "apply_loop_decisions": False,
         "source": "defaults",  # where the values came from, for messages
     }
     __slots__ = tuple(DEFAULTS)
@@ -158,6 +161,7 @@ FILE_KEYS = {
     "opencl_transfer": ("opencl_transfer", _as_positive_int),
     "opencl_wgsize": ("opencl_wgsize", _as_positive_int),
     "opencl_gpu": ("opencl_gpu", _as_str),
+    "apply_loop_decisions": ("apply_loop_decisions", _as_bool),
 }
 
 # environment variable -> (Config field, parser); environment beats the file.
@@ -178,6 +182,7 @@ ENV_KEYS = {
     "MIRECC_OPENCL_TRANSFER": ("opencl_transfer", _as_positive_int),
     "MIRECC_OPENCL_WGSIZE": ("opencl_wgsize", _as_positive_int),
     "MIRECC_OPENCL_GPU": ("opencl_gpu", _as_str),
+    "MIRECC_APPLY_LOOPS": ("apply_loop_decisions", _as_bool),
 }
 # MIRECC_QUIET=1 is the natural spelling of warnings: false.
 ENV_NEGATED = {"MIRECC_QUIET": "warnings"}

@@ -29,9 +29,13 @@ def toolchain() -> SimpleNamespace:
 def mirecc_env(tmp_path: Path, toolchain) -> dict:
     """Environment for running mirecc (and clang, to compare) in a test."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    # no task heads: these tests compare the driver itself with clang
+    no_heads = tmp_path / "no-heads"
+    no_heads.mkdir(exist_ok=True)
     env.update({
         "MIRECC_CC": toolchain.cc,
         "MIRECC_CXX": toolchain.cxx,
+        "MIRECC_HEADS_DIR": str(no_heads),
         "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
         "LC_ALL": "C",
     })

@@ -65,11 +65,13 @@ def assert_no_partial_files(root: Path) -> None:
     assert leftovers == []
 
 
-def pipeline_version() -> str:
+def pipeline_version(tmp_path: Path) -> str:
     from mirecc.config import Config
     from mirecc.pipeline import Pipeline
 
-    return Pipeline.load(Config(), languages=["c"]).version   # as the driver loads it for dot.c
+    # as the driver loads it for dot.c, with base_env's (empty) heads directory
+    config = Config(heads_dir=isolated_env(tmp_path)["MIRECC_HEADS_DIR"])
+    return Pipeline.load(config, languages=["c"]).version
 
 
 # --- cache -------------------------------------------------------------------------
@@ -97,7 +99,7 @@ def test_entries_are_content_addressed_json(tmp_path):
     (tmp_path / "dot.c").write_text(SOURCE)
     env = base_env(tmp_path)
     tu = explain(tmp_path, env)
-    key = ResultCache.key(tu["ir"]["sha256"], pipeline_version(), "2")
+    key = ResultCache.key(tu["ir"]["sha256"], pipeline_version(tmp_path), "2")
     entry = tmp_path / "cache" / "results" / "v1" / key[:2] / f"{key}.json"
     assert cache_entries(tmp_path / "cache") == [entry]
     data = json.loads(entry.read_text())

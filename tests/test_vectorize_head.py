@@ -83,7 +83,8 @@ def env_for(tmp_path: Path, heads_dir: Path, **extra: str) -> dict:
     return isolated_env(tmp_path, **{"MIRECC_CC": CLANG,
                                      "MIRECC_CACHE_DIR": str(tmp_path / "cache"),
                                      "MIRECC_HEADS_DIR": str(heads_dir),
-                                     "MIRECC_EMBED_SERVER": "0", **extra})
+                                     "MIRECC_EMBED_SERVER": "0",
+                                     "MIRECC_APPLY_LOOPS": "1", **extra})
 
 
 def run(cmd, cwd: Path, env: dict) -> subprocess.CompletedProcess:
@@ -180,3 +181,16 @@ def test_decisions_file_is_content_addressed_and_reused(program, heads_8x1):
     doc = json.loads(path.read_text())
     assert doc["version"] == 1
     assert set(doc["modules"]["p.c"]["loops"]) == {"scale:1", "total:1", "main:4"}
+
+
+def test_decisions_are_only_recorded_unless_applying_is_on(program, heads_8x1):
+    env = env_for(program, heads_8x1, MIRECC_APPLY_LOOPS="0")
+    subprocess.run([CLANG, "-O3", "-c", "p.c", "-o", "plain.o"], cwd=program, check=True)
+    proc = run([MIRECC, "-O3", "-c", "p.c", "-o", "ours.o"], program, env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert (program / "ours.o").read_bytes() == (program / "plain.o").read_bytes()
+    proc = run([MIRECC, "--explain=json", "-O3", "-c", "p.c", "-o", "p.o"], program, env)
+    [tu] = json.loads(proc.stdout)["translation_units"]
+    loops = [d for d in tu["decisions"] if d["task"] == "loop-vectorize"]
+    assert loops and all(d["advisory"] and not d["applied"] for d in loops)
+    assert all("MIRECC_APPLY_LOOPS=1" in d["reason"] for d in loops)

@@ -71,7 +71,8 @@ def bench_programs(programs: list[dict], cc: str, flags: list[str], repeats: int
 
     mirecc = installed_driver("mirecc")
     # no result cache: every compile pays the whole ML path, as a first build does
-    env = dict(os.environ, MIRECC_CC=cc, MIRECC_QUIET="0", MIRECC_CACHE="0")
+    env = dict(os.environ, MIRECC_CC=cc, MIRECC_QUIET="0", MIRECC_CACHE="0",
+               MIRECC_APPLY_LOOPS="1")   # the head's factors applied, not only recorded
     if heads_dir:
         env["MIRECC_HEADS_DIR"] = str(heads_dir)
     record = workdir / "record.jsonl"

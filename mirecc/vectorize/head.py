@@ -103,7 +103,10 @@ class LoopVectorizeHead:
                 digest.update(path.read_bytes())
             except OSError as exc:
                 raise _head_error(f"{path}: cannot read: {exc.strerror}") from None
-        self.version = f"{TASK}/{self.name}@{digest.hexdigest()[:16]}"
+        # off by default: the decisions are then recorded, not applied
+        self.apply = bool(getattr(config, "apply_loop_decisions", False))
+        self.version = (f"{TASK}/{self.name}@{digest.hexdigest()[:16]}"
+                        f"{'|apply' if self.apply else ''}")
 
     def _error(self, message: str):
         return _head_error(f"{self.spec_path}: {message}")
@@ -155,19 +158,24 @@ class LoopVectorizeHead:
         for lp, p in zip(loops, P):
             best = int(p.argmax())
             factors, confidence = self.factors[best], float(p[best])
+            advisory = False
             if factors is None:
                 value, applied = None, False
                 why = "the head prefers LLVM's own choice"
             else:
                 value = {"vectorize.width": factors[0], "interleave.count": factors[1]}
-                applied = confidence >= self.min_confidence
-                why = (f"VF {factors[0]} x IF {factors[1]} predicted" if applied else
+                confident = confidence >= self.min_confidence
+                applied, advisory = confident and self.apply, confident and not self.apply
+                why = (f"VF {factors[0]} x IF {factors[1]} predicted" if confident else
                        f"VF {factors[0]} x IF {factors[1]} predicted, but confidence "
                        f"{confidence:.2f} < {self.min_confidence:g}: LLVM's choice stays")
+                if advisory:
+                    why += (" (recorded only: set apply_loop_decisions: true or "
+                            "MIRECC_APPLY_LOOPS=1 to apply)")
             decisions.append(Decision(
                 task=TASK, target=lp.id, value=value or {}, default=None,
                 confidence=confidence, reason=f"{why}; loop and function embeddings {how}",
-                applied=applied))
+                applied=applied, advisory=advisory))
         return decisions
 
     def _probabilities(self, X):
