@@ -40,8 +40,9 @@ def _umask() -> int:
     return mask
 
 
-def append_line_locked(path: Path, line: str) -> None:
-    """Append one line to ``path`` under an exclusive lock (many writers)."""
+def append_line_locked(path: Path, line: str, fsync: bool = False) -> None:
+    """Append one line to ``path`` under an exclusive lock (many writers);
+    ``fsync``: on disk before returning (results a rerun resumes from)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = (line.rstrip("\n") + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -51,6 +52,8 @@ def append_line_locked(path: Path, line: str) -> None:
             written = 0
             while written < len(data):
                 written += os.write(fd, data[written:])
+            if fsync:
+                os.fsync(fd)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

@@ -289,19 +289,8 @@ def read_done(path: Path) -> set[str]:
 
 
 def append_row(path: Path, row: dict) -> None:
-    data = (json.dumps(row, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    from mirecc.fsutil import append_line_locked
+    append_line_locked(path, json.dumps(row, separators=(",", ":")), fsync=True)
 
 
 def is_candidate(config: dict, needs_reassoc: bool, fast_math: bool) -> bool:
