@@ -24,19 +24,13 @@ llvmlite and onnxruntime only when a head decides.
 """
 from __future__ import annotations
 
-import hashlib
 import math
-from pathlib import Path
 
-from mirecc.tasks.tu_embedding import encoder_model, module_embedding
+from mirecc.tasks.onnxhead import OnnxHead
+from mirecc.tasks.tu_embedding import _head_error
 
 DEVICE_MAPPING = "opencl-device-mapping"
 THREAD_COARSENING = "opencl-thread-coarsening"
-
-
-def _head_error(message: str):
-    from mirecc.pipeline import HeadError
-    return HeadError(" ".join(message.split()))
 
 
 def kernel_names(bitcode_path: str) -> list[str]:
@@ -55,75 +49,8 @@ def kernel_names(bitcode_path: str) -> list[str]:
     return kernels
 
 
-class OpenCLHead:
-    """What the two OpenCL heads share: the spec, the ONNX head, the encoder check."""
-
-    task = ""
-    FEATURES: list[str] = []
-
-    def __init__(self, directory: Path, spec: dict, config=None):
-        self.directory = Path(directory)
-        self.spec_path = self.directory / "spec.yaml"
-        self.name = self.directory.name
-        self.spec = spec
-        self.config = config
-        self.languages = self._strings("languages")
-        head = spec.get("head")
-        if not isinstance(head, str) or not head:
-            raise self._error("'head' must name the head's ONNX file")
-        self.onnx_path = self.directory / head
-        if not self.onnx_path.is_file():
-            raise _head_error(f"{self.onnx_path}: head file named in {self.spec_path} "
-                              f"is missing")
-        self.encoder = spec.get("encoder")
-        if not isinstance(self.encoder, str) or not self.encoder:
-            raise self._error("'encoder' must be the cache_version of the encoder the "
-                              "head was trained on")
-        features = spec.get("features")
-        if features != self.FEATURES:
-            raise self._error(f"'features' is {features!r}; a {self.task} head takes "
-                              f"{self.FEATURES!r}")
-        self.classes = spec.get("classes")
-        if not isinstance(self.classes, list) or len(self.classes) < 2 or not all(
-                isinstance(c, (str, int, float)) and not isinstance(c, bool)
-                for c in self.classes):
-            raise self._error("'classes' must be a list of at least two names or numbers")
-        self._validate()
-        digest = hashlib.sha256()
-        for path in (self.spec_path, self.onnx_path):
-            try:
-                digest.update(path.read_bytes())
-            except OSError as exc:
-                raise _head_error(f"{path}: cannot read: {exc.strerror}") from None
-        # the cache key: the head's files and the build settings it reads
-        self.version = f"{self.task}/{self.name}@{digest.hexdigest()[:16]}{self._settings()}"
-
-    # ----------------------------------------------------------- validation
-
-    def _error(self, message: str):
-        return _head_error(f"{self.spec_path}: {message}")
-
-    def _strings(self, key: str) -> list[str]:
-        value = self.spec.get(key)
-        if not isinstance(value, list) or not value or not all(
-                isinstance(v, str) and v for v in value):
-            raise self._error(f"'{key}' must be a list of names")
-        return value
-
-    def _validate(self) -> None:
-        pass
-
-    def _settings(self) -> str:
-        return ""
-
-    # ------------------------------------------------------------- pipeline
-
-    def applies_to(self, request) -> bool:
-        from mirecc.registry import spec_language
-        return spec_language(request.language) in self.languages
-
-    def why_not(self, request) -> str:
-        return f"applies to {', '.join(self.languages)} sources, not {request.language}"
+class OpenCLHead(OnnxHead):
+    """What the two OpenCL heads share: their kernels and module embedding."""
 
     def _prepare(self, request):
         """Kernels, embedding and how it was made; checks the encoder first."""
@@ -135,27 +62,8 @@ class OpenCLHead:
             raise _head_error(f"cannot read the IR of {request.source}: {exc}") from None
         if not kernels:
             raise NoDecision("no OpenCL kernel (spir_kernel function) in the module")
-        info = encoder_model(self.config)
-        if info.cache_version != self.encoder:
-            raise self._error(f"the head was trained on encoder {self.encoder}, but the "
-                              f"encoder in use is {info.cache_version} ({info.directory})")
-        embedding, how = module_embedding(request, self.config)
-        return kernels, embedding, how
-
-    def _probabilities(self, rows):
-        """Run the ONNX head on raw feature rows; (N, len(classes)) probabilities."""
-        import numpy as np
-        from mirecc.tasks.heads import run_onnx
-
-        X = np.asarray(rows, dtype=np.float32)
-        try:
-            P = np.asarray(run_onnx(self.onnx_path, X))
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
-        if P.shape != (len(X), len(self.classes)) or not np.all(np.isfinite(P)):
-            raise _head_error(f"{self.onnx_path}: the head returned probabilities of shape "
-                              f"{P.shape}, expected ({len(X)}, {len(self.classes)})")
-        return P
+        emb, how = self._embedding(request)
+        return kernels, emb.module, how
 
 
 class DeviceMappingHead(OpenCLHead):

@@ -85,12 +85,6 @@ def tu_embedding(request, config) -> tuple[TUEmbedding, str]:
     return _EMBEDDINGS[key]
 
 
-def module_embedding(request, config):
-    """The module embedding of ``request``'s TU and how it was made."""
-    emb, how = tu_embedding(request, config)
-    return emb.module, how
-
-
 def encoder_bitcode(request) -> tuple[str, str]:
     """The bitcode to embed and a note for the reason.  The heads were trained
     on IR from the clang that matches the graph builder (clang-14 here); when

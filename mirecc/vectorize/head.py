@@ -22,10 +22,8 @@ Only the standard library is imported at the top (see mirecc.pipeline).
 """
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
-from mirecc.tasks.tu_embedding import _head_error, encoder_model, tu_embedding
+from mirecc.tasks.onnxhead import OnnxHead
+from mirecc.tasks.tu_embedding import _head_error
 
 TASK = "loop-vectorize"
 FEATURES = ["loop_embedding", "function_embedding", "reassociation"]
@@ -61,71 +59,39 @@ def target_flags(flags) -> list[str]:
     return [f for f in flags if f.startswith(TARGET_FLAG_PREFIXES)]
 
 
-class LoopVectorizeHead:
+class LoopVectorizeHead(OnnxHead):
     task = TASK
+    FEATURES = FEATURES
 
-    def __init__(self, directory: Path, spec: dict, config=None):
-        self.directory = Path(directory)
-        self.spec_path = self.directory / "spec.yaml"
-        self.name = self.directory.name
-        self.spec, self.config = spec, config
-        self.languages = spec.get("languages")
-        if not isinstance(self.languages, list) or not self.languages:
-            raise self._error("'languages' must be a list of names")
-        head = spec.get("head")
-        if not isinstance(head, str) or not head:
-            raise self._error("'head' must name the head's ONNX file")
-        self.onnx_path = self.directory / head
-        if not self.onnx_path.is_file():
-            raise _head_error(f"{self.onnx_path}: head file named in {self.spec_path} is missing")
-        self.encoder = spec.get("encoder")
-        if not isinstance(self.encoder, str) or not self.encoder:
-            raise self._error("'encoder' must be the cache_version of the encoder the "
-                              "head was trained on")
-        if spec.get("features") != FEATURES:
-            raise self._error(f"'features' is {spec.get('features')!r}; a {TASK} head "
-                              f"takes {FEATURES!r}")
-        self.classes = spec.get("classes")
+    def _validate(self) -> None:
         try:
             parsed = [parse_class(c) for c in self.classes]
         except (TypeError, ValueError, AttributeError):
             raise self._error("'classes' must be 'default' and '<VF>x<IF>' names") from None
-        if len(parsed) < 2 or any(p is not None and (p[0] < 1 or p[1] < 1) for p in parsed):
+        if any(p is not None and (p[0] < 1 or p[1] < 1) for p in parsed):
             raise self._error("'classes' must be 'default' and '<VF>x<IF>' names")
         self.factors = parsed
-        self.min_confidence = spec.get("min_confidence", 0.0)
+        self.min_confidence = self.spec.get("min_confidence", 0.0)
         if isinstance(self.min_confidence, bool) or not isinstance(
                 self.min_confidence, (int, float)) or not 0 <= self.min_confidence <= 1:
             raise self._error("'min_confidence' must be a number in [0, 1]")
-        digest = hashlib.sha256()
-        for path in (self.spec_path, self.onnx_path):
-            try:
-                digest.update(path.read_bytes())
-            except OSError as exc:
-                raise _head_error(f"{path}: cannot read: {exc.strerror}") from None
         # off by default: the decisions are then recorded, not applied
-        self.apply = bool(getattr(config, "apply_loop_decisions", False))
-        self.version = (f"{TASK}/{self.name}@{digest.hexdigest()[:16]}"
-                        f"{'|apply' if self.apply else ''}")
+        self.apply = bool(getattr(self.config, "apply_loop_decisions", False))
 
-    def _error(self, message: str):
-        return _head_error(f"{self.spec_path}: {message}")
+    def _settings(self) -> str:
+        return "|apply" if self.apply else ""
 
     # ------------------------------------------------------------- pipeline
 
     def applies_to(self, request) -> bool:
-        from mirecc.registry import spec_language
-        return (spec_language(request.language) in self.languages
-                and request.opt_level in OPT_LEVELS)
+        return super().applies_to(request) and request.opt_level in OPT_LEVELS
 
     def why_not(self, request) -> str:
-        from mirecc.registry import spec_language
-        if spec_language(request.language) not in self.languages:
-            return f"applies to {', '.join(self.languages)} sources, not {request.language}"
+        if not super().applies_to(request):
+            return super().why_not(request)
         return f"applies with -O2, -O3 or -Ofast, not -O{request.opt_level}"
 
     def decide(self, request, summary):
-        import numpy as np
         from mirecc.graph import GraphBuildError
         from mirecc.pipeline import Decision, NoDecision
         from mirecc.vectorize.loops import match_loops, module_loops
@@ -139,11 +105,7 @@ class LoopVectorizeHead:
             raise _head_error(f"cannot list the loops of {request.source}: {exc}") from None
         if not every_loop:
             raise NoDecision("no loops")
-        info = encoder_model(self.config)
-        if info.cache_version != self.encoder:
-            raise self._error(f"the head was trained on encoder {self.encoder}, but the "
-                              f"encoder in use is {info.cache_version} ({info.directory})")
-        emb, how = tu_embedding(request, self.config)
+        emb, how = self._embedding(request)
         # matched over all loops (a function's loops pair up in order), then
         # only the innermost ones decided: the vectorizer only takes those
         matched = match_loops(every_loop, list(emb.loops))
@@ -153,7 +115,7 @@ class LoopVectorizeHead:
         reassoc = reassociation_allowed(request.flags, request.opt_level)
         rows = [[*emb.loops[matched[lp.id]], *emb.functions[lp.function], float(reassoc)]
                 for lp in loops]
-        P = self._probabilities(np.asarray(rows, dtype=np.float32))
+        P = self._probabilities(rows)
         decisions = []
         for lp, p in zip(loops, P):
             best = int(p.argmax())
@@ -177,19 +139,6 @@ class LoopVectorizeHead:
                 confidence=confidence, reason=f"{why}; loop and function embeddings {how}",
                 applied=applied, advisory=advisory))
         return decisions
-
-    def _probabilities(self, X):
-        import numpy as np
-        from mirecc.tasks.heads import run_onnx
-
-        try:
-            P = np.asarray(run_onnx(self.onnx_path, X))
-        except Exception as exc:  # onnxruntime raises its own types
-            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
-        if P.shape != (len(X), len(self.classes)) or not np.all(np.isfinite(P)):
-            raise _head_error(f"{self.onnx_path}: the head returned probabilities of shape "
-                              f"{P.shape}, expected ({len(X)}, {len(self.classes)})")
-        return P
 
 
 def explain_loop_decisions(result, compiler: str, flags: list[str], source: str):
