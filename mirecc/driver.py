@@ -206,11 +206,14 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
 
 
 def _heads_installed(config, languages) -> bool:
-    """Is a head installed that applies to one of ``languages``?  A line scan
-    of each spec.yaml (registry.spec_languages), no YAML parser: heads for
-    OpenCL alone do not make a C compile run the side run."""
-    from mirecc.registry import default_heads_dirs, heads_for_languages
-    return bool(heads_for_languages(default_heads_dirs(config), languages))
+    """Is a head installed that applies to one of ``languages`` and has a use
+    in this build?  A line scan of each spec.yaml (registry.spec_languages,
+    registry.has_use), no YAML parser: heads for OpenCL alone do not make a C
+    compile run the side run, nor does a loop-vectorize head whose decisions
+    would neither be applied nor recorded."""
+    from mirecc.registry import default_heads_dirs, has_use, heads_for_languages
+    return any(has_use(spec, config)
+               for spec in heads_for_languages(default_heads_dirs(config), languages))
 
 
 def _compiler_writes_stdout(inv) -> bool:

@@ -117,6 +117,30 @@ def applies_to_any(spec: HeadSpec, languages) -> bool:
     return names is None or bool(names & {spec_language(lang) for lang in languages})
 
 
+# Tasks whose decisions change the compile only when a setting turns that
+# on; otherwise they are only recorded, so a build that neither explains nor
+# records has no use for them and must not pay for their side run.
+RECORDED_UNLESS = {"loop-vectorize": "apply_loop_decisions"}
+
+
+def spec_task(path: str) -> str | None:
+    """The top-level ``task:`` of a ``spec.yaml``, found with a line scan."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh.read(65536).splitlines():
+                if line.startswith("task:"):
+                    return _unquote(line[len("task:"):].split(" #", 1)[0]) or None
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
+
+
+def has_use(spec: HeadSpec, config) -> bool:
+    """Would running the head change or record anything in this build?"""
+    setting = RECORDED_UNLESS.get(spec_task(spec.spec_path))
+    return setting is None or bool(getattr(config, setting, False) or config.record)
+
+
 def heads_for_languages(dirs: list[str], languages) -> list[HeadSpec]:
     """The installed heads that apply to any of the clang ``languages``."""
     return [spec for spec in find_head_specs(dirs) if applies_to_any(spec, languages)]

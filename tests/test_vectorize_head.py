@@ -194,3 +194,17 @@ def test_decisions_are_only_recorded_unless_applying_is_on(program, heads_8x1):
     loops = [d for d in tu["decisions"] if d["task"] == "loop-vectorize"]
     assert loops and all(d["advisory"] and not d["applied"] for d in loops)
     assert all("MIRECC_APPLY_LOOPS=1" in d["reason"] for d in loops)
+
+
+def test_recording_only_head_costs_a_plain_build_no_side_run(program, heads_8x1):
+    """With applying off and no record file, nothing would read the head's
+    decisions: the ML path does not run (an injected fault shows when it does)."""
+    for apply, record, runs in (("0", None, False), ("1", None, True),
+                                ("0", str(program / "r.jsonl"), True)):
+        extra = {"MIRECC_APPLY_LOOPS": apply, "MIRECC_DEBUG_FAULT": "exception"}
+        if record:
+            extra["MIRECC_RECORD"] = record
+        proc = run([MIRECC, "-O3", "-c", "p.c", "-o", "p.o"], program,
+                   env_for(program, heads_8x1, **extra))
+        assert proc.returncode == 0
+        assert ("fault injected" in proc.stderr) is runs, (apply, record, proc.stderr)
