@@ -58,3 +58,23 @@ def append_line_locked(path: Path, line: str, fsync: bool = False) -> None:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def replace_dir(target: Path, files: dict[str, bytes]) -> Path:
+    """Replace ``target`` with a directory holding ``files``, never leaving a
+    half-written one behind (a reader sees the old or the new one)."""
+    import shutil
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    tmp.chmod(0o777 & ~_umask())      # mkdtemp makes it 0700; a head is read by every user
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}-old-{os.getpid()}")
+        os.replace(target, old)
+    os.replace(tmp, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return target

@@ -12,13 +12,11 @@ same run (the ``src:`` rows).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from mirecc.fsutil import replace_dir
 from mirecc.tasks import datasets as D
 from mirecc.tasks import features as F
 from mirecc.tasks import protocol as P
@@ -36,26 +34,6 @@ def _spec_yaml(spec: dict) -> str:
     return ("# Written by `mire bench " + spec.pop("_command") + " --write-heads DIR`; "
             "do not edit (head.onnx is trained for exactly these inputs).\n"
             + yaml.safe_dump(spec, sort_keys=False))
-
-
-def _write_dir(target: Path, files: dict[str, bytes]) -> Path:
-    """Replace ``target`` with a directory holding ``files``, never leaving a
-    half-written head behind (a reader sees the old or the new one)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)      # mkdtemp makes it 0700; a head is read by every user
-    for name, data in files.items():
-        (tmp / name).write_bytes(data)
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}-old-{os.getpid()}")
-        os.replace(target, old)
-    os.replace(tmp, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    return target
 
 
 def _calibrated_head(X, y, folds, config, classes):
@@ -95,7 +73,7 @@ def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfi
                        "cross_validated_on_src": measured["src: OpenCL source via clang"],
                        "dataset_ir_same_rows": measured["src: dataset IR, same rows"],
                        "config": config.to_dict()}
-            written.append(_write_dir(Path(out) / f"devmap-{plat}", {
+            written.append(replace_dir(Path(out) / f"devmap-{plat}", {
                 "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": onnx_bytes(head),
                 "metrics.json": json.dumps(metrics, indent=1).encode()}))
     elif task == "coarsening":
@@ -116,7 +94,7 @@ def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfi
                    "cross_validated_on_src": results["results"].get("src: OpenCL source via clang"),
                    "dataset_ir_same_rows": results["results"].get("src: dataset IR, same rows"),
                    "config": config.to_dict()}
-        written.append(_write_dir(Path(out) / "coarsening", {
+        written.append(replace_dir(Path(out) / "coarsening", {
             "spec.yaml": _spec_yaml(spec).encode(), "head.onnx": onnx_bytes(head),
             "metrics.json": json.dumps(metrics, indent=1).encode()}))
     else:

@@ -189,29 +189,18 @@ def pick_min_confidence(cv: dict) -> float:
 def write_head(out: Path, head, encoder_version: str, min_confidence: float,
                metrics: dict) -> None:
     """spec.yaml, head.onnx, metrics.json into ``out``, replaced atomically."""
-    import os
-    import shutil
-    import tempfile
     import yaml
-    from mirecc.tasks.heads import write_onnx
+    from mirecc.fsutil import replace_dir
+    from mirecc.tasks.heads import onnx_bytes
 
     spec = {"task": TASK, "languages": ["c", "c++"], "head": "head.onnx",
             "encoder": encoder_version, "features": FEATURES, "classes": CLASSES,
             "min_confidence": min_confidence, "target": "default",
             "trained_on": metrics["trained_on"], "metrics": "metrics.json"}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    os.chmod(tmp, 0o755)
-    (tmp / "spec.yaml").write_text(
-        "# Written by `mire vectorize-train`; do not edit (head.onnx is trained for "
-        "exactly these inputs).\n" + yaml.safe_dump(spec, sort_keys=False))
-    write_onnx(head, tmp / "head.onnx")
-    (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
-    old = out.with_name(out.name + ".old")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    spec_text = ("# Written by `mire vectorize-train`; do not edit (head.onnx is trained "
+                 "for exactly these inputs).\n" + yaml.safe_dump(spec, sort_keys=False))
+    replace_dir(out, {"spec.yaml": spec_text.encode(), "head.onnx": onnx_bytes(head),
+                      "metrics.json": (json.dumps(metrics, indent=1) + "\n").encode()})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
