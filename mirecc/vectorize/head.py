@@ -79,7 +79,9 @@ class LoopVectorizeHead(OnnxHead):
         self.apply = bool(getattr(self.config, "apply_loop_decisions", False))
 
     def _settings(self) -> str:
-        return "|apply" if self.apply else ""
+        # both states named: results cached before applying became a setting
+        # (when every confident decision was applied) must not be reused
+        return "|apply" if self.apply else "|record"
 
     # ------------------------------------------------------------- pipeline
 
