@@ -46,37 +46,50 @@ int main(int argc, char **argv) {
 """
 
 
-def make_head(root: Path, answer: str, min_confidence: float = 0.0) -> Path:
-    """A loop-vectorize head that answers ``answer`` for every loop."""
+def make_head(root: Path, answer: str, min_gain: float = 0.0,
+              features: tuple[str, ...] = ("loop_statistics", "reassociation")) -> Path:
+    """A loop-vectorize head whose every tree predicts a gain of 0.5 (log)
+    for ``answer`` and a loss for every other class, for every loop
+    ('default': a loss for every class)."""
     np = pytest.importorskip("numpy")
-    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    pytest.importorskip("onnx")
+    import yaml
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.model import load_model
-    from mirecc.tasks.heads import HeadConfig, train_head, write_onnx
+    from mirecc.vectorize.features import NAMES
+    from mirecc.vectorize.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.vectorize.train import CLASSES
 
     directory = root / "loop-vectorize"
     directory.mkdir(parents=True)
-    X = np.random.default_rng(0).normal(size=(8, 2 * 256 + 1)).astype(np.float32)
-    write_onnx(train_head(X, [answer] * 8, HeadConfig(epochs=50), classes=CLASSES),
-               directory / "head.onnx")
-    encoder = load_model(SHIPPED_MODEL_DIR).cache_version
-    (directory / "spec.yaml").write_text(f"""\
-task: loop-vectorize
-languages: [c, c++]
-head: head.onnx
-encoder: "{encoder}"
-features: [loop_embedding, function_embedding, reassociation]
-classes: [{", ".join(CLASSES)}]
-min_confidence: {min_confidence}
-target: default
-""")
+    width = {"loop_embedding": 256, "function_embedding": 256,
+             "loop_statistics": len(NAMES), "reassociation": 1}
+    d = sum(width[f] for f in features)
+    X = np.random.default_rng(0).normal(size=(8, d)).astype(np.float32)
+    Y = np.full((8, len(CLASSES)), -0.5)
+    if answer != "default":
+        Y[:, CLASSES.index(answer)] = 0.5
+    forest = fit_forest(X, Y, ForestConfig(trees=5))
+    (directory / "head.onnx").write_bytes(onnx_bytes(forest, d))
+    spec = {"task": "loop-vectorize", "languages": ["c", "c++"], "head": "head.onnx",
+            "encoder": load_model(SHIPPED_MODEL_DIR).cache_version,
+            "features": list(features), "loop_statistics": NAMES, "classes": CLASSES,
+            "quantile": 0.3, "min_gain": min_gain, "target": "default"}
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return root
 
 
 @pytest.fixture(scope="module")
 def heads_8x1(tmp_path_factory) -> Path:
     return make_head(tmp_path_factory.mktemp("heads"), "8x1")
+
+
+@pytest.fixture(scope="module")
+def heads_8x1_embeddings(tmp_path_factory) -> Path:
+    """The same answer from a head that also takes the encoder's embeddings."""
+    from mirecc.vectorize.head import ALL_FEATURES
+    return make_head(tmp_path_factory.mktemp("heads"), "8x1", features=tuple(ALL_FEATURES))
 
 
 def env_for(tmp_path: Path, heads_dir: Path, **extra: str) -> dict:
@@ -108,8 +121,9 @@ def program(tmp_path) -> Path:
     return tmp_path
 
 
-def test_head_factors_reach_the_vectorizer_and_outputs_stay(program, heads_8x1):
-    env = env_for(program, heads_8x1)
+@pytest.mark.parametrize("heads", ["heads_8x1", "heads_8x1_embeddings"])
+def test_head_factors_reach_the_vectorizer_and_outputs_stay(program, heads, request):
+    env = env_for(program, request.getfixturevalue(heads))
     plain = run([CLANG, "-O3", "-Rpass=loop-vectorize", "p.c", "-o", "plain"], program, env)
     assert plain.returncode == 0, plain.stderr
     # LLVM's own choice for the double loop (line 5) is not 8x1 on x86-64
@@ -143,7 +157,8 @@ def test_explain_lists_each_loop_with_line_default_and_confidence(program, heads
     assert set(by_line) == {5, 11, 19}
     for d in loops.values():
         assert d["value"] == {"vectorize.width": 8, "interleave.count": 1}
-        assert d["applied"] and 0.5 < d["confidence"] <= 1.0
+        # every tree agrees
+        assert d["applied"] and d["confidence"] == 1.0
     # what LLVM does on its own: the double loop vectorized, the strict sum not
     assert by_line[5]["default"]["vectorize.width"] > 1
     assert by_line[11]["default"] == {"vectorize.width": 1, "interleave.count": 1}
@@ -151,12 +166,12 @@ def test_explain_lists_each_loop_with_line_default_and_confidence(program, heads
     assert "p.c:5:" in text and "p.c:11:" in text and "loop-vectorize" in text
 
 
-def test_default_class_and_low_confidence_leave_llvm_alone(program, tmp_path_factory):
+def test_no_gain_or_too_small_a_gain_leaves_llvm_alone(program, tmp_path_factory):
     plain_obj = program / "plain.o"
     env = env_for(program, program / "none")
     subprocess.run([CLANG, "-O3", "-c", "p.c", "-o", str(plain_obj)], cwd=program, check=True)
     for heads in (make_head(tmp_path_factory.mktemp("heads"), "default"),
-                  make_head(tmp_path_factory.mktemp("heads"), "8x1", min_confidence=1.0)):
+                  make_head(tmp_path_factory.mktemp("heads"), "8x1", min_gain=1.0)):
         env = env_for(program, heads)
         proc = run([MIRECC, "-O3", "-c", "p.c", "-o", "ours.o"], program, env)
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr

@@ -15,9 +15,9 @@ from mirecc.tasks.tu_embedding import _head_error, encoder_model, tu_embedding
 class OnnxHead:
     """What the driver's heads share: the spec, the ONNX head, the encoder check.
 
-    A subclass sets ``task`` and ``FEATURES``, may check more of the spec in
-    ``_validate`` and adds the build settings it reads to the cache key in
-    ``_settings``."""
+    A subclass sets ``task`` and ``FEATURES``, may accept other feature lists
+    in ``_features_ok``, may check more of the spec in ``_validate`` and adds
+    the build settings it reads to the cache key in ``_settings``."""
 
     task = ""
     FEATURES: list[str] = []
@@ -40,9 +40,9 @@ class OnnxHead:
         if not isinstance(self.encoder, str) or not self.encoder:
             raise self._error("'encoder' must be the cache_version of the encoder the "
                               "head was trained on")
-        features = spec.get("features")
-        if features != self.FEATURES:
-            raise self._error(f"'features' is {features!r}; a {self.task} head takes "
+        self.features = spec.get("features")
+        if not self._features_ok(self.features):
+            raise self._error(f"'features' is {self.features!r}; a {self.task} head takes "
                               f"{self.FEATURES!r}")
         self.classes = spec.get("classes")
         if not isinstance(self.classes, list) or len(self.classes) < 2 or not all(
@@ -70,6 +70,9 @@ class OnnxHead:
                 isinstance(v, str) and v for v in value):
             raise self._error(f"'{key}' must be a list of names")
         return value
+
+    def _features_ok(self, features) -> bool:
+        return features == self.FEATURES
 
     def _validate(self) -> None:
         pass

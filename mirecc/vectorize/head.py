@@ -5,28 +5,40 @@ the head's ONNX graph (written by ``mire vectorize-train``)::
 
     task: loop-vectorize
     languages: [c, c++]
-    head: head.onnx            # "features" (N, d) -> "probabilities" (N, classes)
+    head: head.onnx            # "features" (N, d) -> "tree_gains" (N, trees, classes)
     encoder: "<ModelInfo.cache_version of the encoder it was trained on>"
-    features: [loop_embedding, function_embedding, reassociation]
-    classes: [default, 1x1, 2x1, ..., 64x16]   # "<VF>x<IF>"; default: LLVM's choice
-    min_confidence: 0.3        # below it, LLVM's choice stays
+    features: [loop_statistics, reassociation]   # an ordered subset of ALL_FEATURES
+    loop_statistics: [share_load, ...]           # mirecc.vectorize.features.NAMES
+    classes: [1x1, 1x2, ..., 64x16]              # "<VF>x<IF>" forced by the plugin
+    quantile: 0.3              # of the trees' predicted log speedups, per class
+    min_gain: 0.02             # the quantile must promise more, else LLVM's choice stays
     target: default            # the -march the labels were measured for
     metrics: metrics.json      # optional, not read here
 
-The decisions are applied by the pass plugin (:mod:`mirecc.vectorize.inject`);
-a loop whose best class is ``default``, or whose confidence is below
-``min_confidence``, keeps LLVM's own choice.  With ``--explain`` each loop
-also gets its source line and what LLVM chooses on its own.
+Each tree predicts, per class, the log speedup of forcing it over LLVM's
+own choice (:mod:`mirecc.vectorize.forest`).  A loop gets the class whose
+``quantile`` of the trees' predictions is highest, if that exceeds
+``min_gain``: where the trees disagree (a loop unlike the training loops)
+the low quantile keeps LLVM's choice.  The decision's confidence is the
+share of trees that predict more than ``min_gain`` for the chosen class.
+
+The decisions are applied by the pass plugin (:mod:`mirecc.vectorize.inject`).
+With ``--explain`` each loop also gets its source line and what LLVM
+chooses on its own.
 
 Only the standard library is imported at the top (see mirecc.pipeline).
 """
 from __future__ import annotations
 
+import math
+
 from mirecc.tasks.onnxhead import OnnxHead
 from mirecc.tasks.tu_embedding import _head_error
 
 TASK = "loop-vectorize"
-FEATURES = ["loop_embedding", "function_embedding", "reassociation"]
+#: every input a head may take, in the order its feature rows are built
+ALL_FEATURES = ["loop_embedding", "function_embedding", "loop_statistics", "reassociation"]
+EMBEDDING_FEATURES = ("loop_embedding", "function_embedding")
 OPT_LEVELS = ("2", "3", "fast")
 # flags that choose the target's instruction set: the labels were measured
 # for one target, so a TU built for another gets no decisions
@@ -34,12 +46,26 @@ TARGET_FLAG_PREFIXES = ("-march=", "-mcpu=", "-mtune=", "-mavx", "-msse", "-mno-
                         "-mno-sse", "-mfma", "-mprefer-vector-width=", "--target=", "-target")
 
 
-def parse_class(name: str) -> tuple[int, int] | None:
-    """'4x2' -> (4, 2); 'default' -> None."""
-    if name == "default":
-        return None
+def parse_class(name: str) -> tuple[int, int]:
+    """'4x2' -> (4, 2)."""
     vf, _, ic = name.partition("x")
     return int(vf), int(ic)
+
+
+def choose(tree_gains, quantile: float, min_gain: float):
+    """Per row of ``tree_gains`` (N, trees, classes): (class index or None
+    for LLVM's choice, the chosen quantile gain, the share of trees that
+    predict more than ``min_gain`` for that class)."""
+    import numpy as np
+
+    G = np.asarray(tree_gains, dtype=np.float64)
+    Q = np.quantile(G, quantile, axis=1)
+    out = []
+    for g, q in zip(G, Q):
+        best = int(q.argmax())
+        agree = float((g[:, best] > min_gain).mean())
+        out.append((best if q[best] > min_gain else None, float(q[best]), agree))
+    return out
 
 
 def reassociation_allowed(flags, opt_level: str) -> bool:
@@ -61,22 +87,36 @@ def target_flags(flags) -> list[str]:
 
 class LoopVectorizeHead(OnnxHead):
     task = TASK
-    FEATURES = FEATURES
+    FEATURES = ALL_FEATURES
+
+    def _features_ok(self, features) -> bool:
+        # any non-empty subset of ALL_FEATURES, in its order
+        return (isinstance(features, list) and bool(features)
+                and features == [f for f in ALL_FEATURES if f in features])
 
     def _validate(self) -> None:
+        from mirecc.vectorize.features import NAMES
+
         try:
-            parsed = [parse_class(c) for c in self.classes]
+            self.factors = [parse_class(c) for c in self.classes]
         except (TypeError, ValueError, AttributeError):
-            raise self._error("'classes' must be 'default' and '<VF>x<IF>' names") from None
-        if any(p is not None and (p[0] < 1 or p[1] < 1) for p in parsed):
-            raise self._error("'classes' must be 'default' and '<VF>x<IF>' names")
-        self.factors = parsed
-        self.min_confidence = self.spec.get("min_confidence", 0.0)
-        if isinstance(self.min_confidence, bool) or not isinstance(
-                self.min_confidence, (int, float)) or not 0 <= self.min_confidence <= 1:
-            raise self._error("'min_confidence' must be a number in [0, 1]")
+            raise self._error("'classes' must be '<VF>x<IF>' names") from None
+        if any(vf < 1 or ic < 1 for vf, ic in self.factors):
+            raise self._error("'classes' must be '<VF>x<IF>' names")
+        if "loop_statistics" in self.features and self.spec.get("loop_statistics") != NAMES:
+            raise self._error("'loop_statistics' names other statistics than this mirecc "
+                              "computes (retrain the head with mire vectorize-train)")
+        self.quantile = self._number("quantile", 0.0, 1.0)
+        self.min_gain = self._number("min_gain", 0.0, 10.0)
         # off by default: the decisions are then recorded, not applied
         self.apply = bool(getattr(self.config, "apply_loop_decisions", False))
+
+    def _number(self, key: str, lo: float, hi: float) -> float:
+        value = self.spec.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not lo <= value <= hi:
+            raise self._error(f"'{key}' must be a number in [{lo:g}, {hi:g}]")
+        return float(value)
 
     def _settings(self) -> str:
         # both states named: results cached before applying became a setting
@@ -93,53 +133,79 @@ class LoopVectorizeHead(OnnxHead):
             return super().why_not(request)
         return f"applies with -O2, -O3 or -Ofast, not -O{request.opt_level}"
 
+    def _tree_gains(self, rows):
+        """Run the ONNX forest on feature rows; (N, trees, classes)."""
+        import numpy as np
+        from mirecc.tasks.heads import run_onnx
+
+        try:
+            G = np.asarray(run_onnx(self.onnx_path, np.asarray(rows, dtype=np.float32)))
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
+        if G.ndim != 3 or G.shape[0] != len(rows) or G.shape[2] != len(self.classes) \
+                or not np.all(np.isfinite(G)):
+            raise _head_error(f"{self.onnx_path}: the head returned gains of shape "
+                              f"{G.shape}, expected ({len(rows)}, trees, {len(self.classes)})")
+        return G
+
     def decide(self, request, summary):
         from mirecc.graph import GraphBuildError
         from mirecc.pipeline import Decision, NoDecision
-        from mirecc.vectorize.loops import match_loops, module_loops
+        from mirecc.vectorize.features import statistics_by_loop
+        from mirecc.vectorize.loops import graph_loops, match_loops, module_graph
 
         chosen_target = target_flags(request.flags)
         if chosen_target:
             raise NoDecision(f"trained for the default target, not {' '.join(chosen_target)}")
         try:
-            every_loop = module_loops(request.bitcode_path)
+            graph = module_graph(request.bitcode_path)
         except GraphBuildError as exc:
             raise _head_error(f"cannot list the loops of {request.source}: {exc}") from None
+        every_loop = graph_loops(graph)
         if not every_loop:
             raise NoDecision("no loops")
-        emb, how = self._embedding(request)
-        # matched over all loops (a function's loops pair up in order), then
-        # only the innermost ones decided: the vectorizer only takes those
-        matched = match_loops(every_loop, list(emb.loops))
-        loops = [lp for lp in every_loop if lp.innermost and lp.id in matched]
-        if not loops:
-            raise NoDecision("the encoder's IR (clang-14) has other loops than the build's")
-        reassoc = reassociation_allowed(request.flags, request.opt_level)
-        rows = [[*emb.loops[matched[lp.id]], *emb.functions[lp.function], float(reassoc)]
-                for lp in loops]
-        P = self._probabilities(rows)
+        # the vectorizer only takes innermost loops
+        loops = [lp for lp in every_loop if lp.innermost]
+        how = "loop statistics of the build's IR"
+        if any(f in EMBEDDING_FEATURES for f in self.features):
+            emb, how_emb = self._embedding(request)
+            # matched over all loops (a function's loops pair up in order)
+            matched = match_loops(every_loop, list(emb.loops))
+            loops = [lp for lp in loops if lp.id in matched]
+            if not loops:
+                raise NoDecision("the encoder's IR (clang-14) has other loops than the build's")
+            how = f"loop and function embeddings {how_emb}" + (
+                f", {how}" if "loop_statistics" in self.features else "")
+        statistics = statistics_by_loop(graph) if "loop_statistics" in self.features else {}
+        reassoc = float(reassociation_allowed(request.flags, request.opt_level))
+        rows = []
+        for lp in loops:
+            parts = {"reassociation": [reassoc], "loop_statistics": statistics.get(lp.id)}
+            if any(f in EMBEDDING_FEATURES for f in self.features):
+                parts["loop_embedding"] = emb.loops[matched[lp.id]]
+                parts["function_embedding"] = emb.functions[lp.function]
+            rows.append([x for f in self.features for x in parts[f]])
+        share = f"{1 - self.quantile:.0%}"
         decisions = []
-        for lp, p in zip(loops, P):
-            best = int(p.argmax())
-            factors, confidence = self.factors[best], float(p[best])
-            advisory = False
-            if factors is None:
-                value, applied = None, False
-                why = "the head prefers LLVM's own choice"
+        for lp, (best, gain, agree) in zip(loops, choose(self._tree_gains(rows), self.quantile,
+                                                         self.min_gain)):
+            if best is None:
+                value, applied, advisory = {}, False, False
+                why = (f"no factors promise a gain: at best {share} of the trees predict "
+                       f">= {math.exp(gain):.3f}x LLVM's speed (needed > "
+                       f"{math.exp(self.min_gain):.3f}x): LLVM's choice stays")
             else:
-                value = {"vectorize.width": factors[0], "interleave.count": factors[1]}
-                confident = confidence >= self.min_confidence
-                applied, advisory = confident and self.apply, confident and not self.apply
-                why = (f"VF {factors[0]} x IF {factors[1]} predicted" if confident else
-                       f"VF {factors[0]} x IF {factors[1]} predicted, but confidence "
-                       f"{confidence:.2f} < {self.min_confidence:g}: LLVM's choice stays")
+                vf, ic = self.factors[best]
+                value = {"vectorize.width": vf, "interleave.count": ic}
+                applied, advisory = self.apply, not self.apply
+                why = (f"VF {vf} x IF {ic}: {share} of the trees predict >= "
+                       f"{math.exp(gain):.3f}x the speed of LLVM's choice")
                 if advisory:
                     why += (" (recorded only: set apply_loop_decisions: true or "
                             "MIRECC_APPLY_LOOPS=1 to apply)")
             decisions.append(Decision(
-                task=TASK, target=lp.id, value=value or {}, default=None,
-                confidence=confidence, reason=f"{why}; loop and function embeddings {how}",
-                applied=applied, advisory=advisory))
+                task=TASK, target=lp.id, value=value, default=None, confidence=agree,
+                reason=f"{why}; {how}", applied=applied, advisory=advisory))
         return decisions
 
 

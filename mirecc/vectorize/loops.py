@@ -30,15 +30,19 @@ class Loop:
     innermost: bool
 
 
-def module_loops(bitcode_path: str) -> list[Loop]:
-    """The loops of the module at ``bitcode_path``, in graph-builder order."""
+def module_graph(bitcode_path: str):
+    """The graph builder's graph of the module at ``bitcode_path``."""
     from mirecc.graph import GraphBuildError, build_graph
 
     try:
-        g = build_graph(bitcode_path)
+        return build_graph(bitcode_path)
     except GraphBuildError:
         # IR newer than every native builder's LLVM (clang-22's): llvmlite reads it
-        g = build_graph(bitcode_path, builder="llvmlite")
+        return build_graph(bitcode_path, builder="llvmlite")
+
+
+def graph_loops(g) -> list[Loop]:
+    """The loops of graph ``g``, in graph-builder order."""
     names = g.function_names
     parent = g.arrays["loop_parent"].tolist()
     has_child = set(p for p in parent if p >= 0)
@@ -48,6 +52,11 @@ def module_loops(bitcode_path: str) -> list[Loop]:
                                       g.arrays["loop_depth"].tolist())):
         out.append(Loop(f"{names[f]}:{h}", names[f], h, d, i not in has_child))
     return out
+
+
+def module_loops(bitcode_path: str) -> list[Loop]:
+    """The loops of the module at ``bitcode_path``, in graph-builder order."""
+    return graph_loops(module_graph(bitcode_path))
 
 
 def match_loops(build: list[Loop], encoder_ids: list[str]) -> dict[str, str]:
