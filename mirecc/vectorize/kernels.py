@@ -41,6 +41,7 @@ TYPES = {
     "i8": ("int8_t", False), "u8": ("uint8_t", False), "i16": ("int16_t", False),
     "u16": ("uint16_t", False), "i32": ("int32_t", False), "u32": ("uint32_t", False),
     "i64": ("int64_t", False), "f32": ("float", True), "f64": ("double", True),
+    "u64": ("uint64_t", False),
 }
 
 
@@ -619,12 +620,340 @@ def fam_divmod(rng, seed):
     return out
 
 
+def fam_prefix(rng, seed):
+    """Scans (prefix sums) and running maxima: loop-carried, usually not vectorized."""
+    out = []
+    kinds = {
+        "inclusive": "s += b[i];\n    a[i] = s;",
+        "exclusive": "a[i] = s;\n    s += b[i];",
+        "runmax": "s = b[i] > s ? b[i] : s;\n    a[i] = s;",
+        "weighted_mem": "a[i] = a[i - 1] + b[i] * w;",
+    }
+    for t, kind, sz in product(["i32", "i64", "f32", "f64"], list(kinds), ["l1", "l2", "l3"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        init = "b[0]" if kind == "runmax" else "0"
+        start = "1" if kind == "weighted_mem" else "0"
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b, {T} w, long n) {{
+  {T} s = {init};
+  (void)w; (void)s;
+  a[0] = b[0];
+  MIRECC_LOOP_HINT
+  for (long i = {start}; i < n; i++) {{
+    {kinds[kind]}
+  }}
+}}"""
+        wv = f"({T})3" if not is_float(t) else f"({T})0.5"
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", fill(t, -100, 100)) \
+            + f"  {T} w = {wv};\n"
+        out.append(build(f"prefix-{t}-{kind}-{sz}", "prefix",
+                         {"type": t, "kind": kind, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(a, b, w, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed,
+                         notes="scan: every partial result is stored, so it is not a reduction; "
+                         "forcing a width must not change output"))
+    return out
+
+
+def fam_complex(rng, seed):
+    """Interleaved complex numbers (re, im pairs in one array): stride-2 access."""
+    out = []
+    ops = {
+        "mul": ("z[2 * i] = xr * yr - xi * yi;\n    z[2 * i + 1] = xr * yi + xi * yr;", 2),
+        "conjmul": ("z[2 * i] = xr * yr + xi * yi;\n    z[2 * i + 1] = xi * yr - xr * yi;", 2),
+        "axpy": ("z[2 * i] = wr * xr - wi * xi + yr;\n    z[2 * i + 1] = wr * xi + wi * xr + yi;", 2),
+        "conj": ("z[2 * i] = xr;\n    z[2 * i + 1] = -xi;\n    (void)yr; (void)yi;", 2),
+        "magsq": ("z[i] = xr * xr + xi * xi;\n    (void)yr; (void)yi;", 1),
+    }
+    for t, op, sz in product(["f32", "f64", "i32"], list(ops), ["l1", "l2"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        stmt, per = ops[op]
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict z, const {T} *restrict x,
+                                        const {T} *restrict y, {T} wr, {T} wi, long n) {{
+  (void)wr; (void)wi;
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++) {{
+    {T} xr = x[2 * i], xi = x[2 * i + 1], yr = y[2 * i], yi = y[2 * i + 1];
+    {stmt}
+  }}
+}}"""
+        nz = "2 * n" if per == 2 else "n"
+        wv = ("(" + T + ")2", "(" + T + ")-3") if not is_float(t) else (f"({T})0.75", f"({T})-0.5")
+        setup = _alloc("z", t, nz, None) + _alloc("x", t, "2 * n", fill(t, -100, 100)) \
+            + _alloc("y", t, "2 * n", fill(t, -100, 100)) + f"  {T} wr = {wv[0]}, wi = {wv[1]};\n"
+        out.append(build(f"complex-{t}-{op}-{sz}", "complex",
+                         {"type": t, "op": op, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(z, x, y, wr, wi, n); CLOBBER(z);",
+                         check=_arr_out("z", t, nz), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_sad(rng, seed):
+    """Video-codec style narrow-integer kernels: SAD with a widening accumulator,
+    absolute difference, saturating add, rounding average."""
+    out = []
+    accs = {"u8": "u32", "i8": "i32", "i16": "i32", "u16": "u32"}
+    unsigned = {"u8": "u8", "i8": "u8", "i16": "u16", "u16": "u16"}
+    limits = {"u8": (0, 255), "i8": (-128, 127), "i16": (-32768, 32767), "u16": (0, 65535)}
+    narrow = {"u8": (0, 255), "i8": (-128, 127), "i16": (-2048, 2047), "u16": (0, 4095)}
+    for t, kind, sz in product(list(accs), ["sad", "absdiff", "satadd", "avg"], ["l1", "l2", "l3"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        lo, hi = limits[t]
+        if kind == "sad":
+            A = ctype(accs[t])
+            k = f"""__attribute__((noinline)) {A} kernel(const {T} *restrict b, const {T} *restrict c, long n) {{
+  {A} s = 0;
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++) {{
+    int d = (int)b[i] - (int)c[i];
+    s += ({A})(d < 0 ? -d : d);
+  }}
+  return s;
+}}"""
+            flo, fhi = narrow[t]
+            setup = _alloc("b", t, "n", fill(t, flo, fhi)) + _alloc("c", t, "n", fill(t, flo, fhi)) \
+                + f"  {A} res = 0;\n"
+            call, check, ot = "res = kernel(b, c, n); KEEP(res);", _scalar_out("res", accs[t]), accs[t]
+        else:
+            ot = unsigned[t] if kind == "absdiff" else t
+            O = ctype(ot)
+            expr = {"absdiff": f"({O})(d < 0 ? -d : d)",
+                    "satadd": f"({O})(v < ({lo}) ? ({lo}) : v > ({hi}) ? ({hi}) : v)",
+                    "avg": f"({O})((v + 1) >> 1)"}[kind]
+            pre = "int d = (int)b[i] - (int)c[i];" if kind == "absdiff" else "int v = (int)b[i] + (int)c[i];"
+            k = f"""__attribute__((noinline)) void kernel({O} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict c, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++) {{
+    {pre}
+    a[i] = {expr};
+  }}
+}}"""
+            setup = _alloc("a", ot, "n", None) + _alloc("b", t, "n", fill(t, lo, hi)) \
+                + _alloc("c", t, "n", fill(t, lo, hi))
+            call, check = "kernel(a, b, c, n); CLOBBER(a);", _arr_out("a", ot, "n")
+        out.append(build(f"sad-{t}-{kind}-{sz}", "sad",
+                         {"type": t, "out": ot, "kind": kind, "size": sz, "n": n}, [str(n)],
+                         kernel=k, setup=setup, call=call, check=check, argdecl=_argdecl(["n"]),
+                         seed=seed))
+    return out
+
+
+def fam_poly(rng, seed):
+    """Compute-bound element-wise kernels: a polynomial per element (Horner)."""
+    out = []
+    for t, deg, form, sz in product(["f32", "f64", "i32"], [3, 5, 7, 9], ["const", "param"],
+                                    ["l1", "l2"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        coefs = [(j * 7) % 9 - 4 for j in range(deg + 1)]
+        if is_float(t):
+            cs = [f"({T})({c * 0.25})" for c in coefs]
+        else:
+            cs = [f"({T})({c})" for c in coefs]
+        if form == "param":
+            cs = [f"p[{j}]" for j in range(deg + 1)]
+        expr = cs[deg]
+        for j in range(deg - 1, -1, -1):
+            expr = f"({expr}) * x + {cs[j]}" if j < deg - 1 else f"{expr} * x + {cs[j]}"
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict p, long n) {{
+  (void)p;
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++) {{
+    {T} x = b[i];
+    a[i] = {expr};
+  }}
+}}"""
+        pexpr = " ".join(f"p[{j}] = {c};" for j, c in enumerate(
+            [f"({T})({c * 0.25})" if is_float(t) else f"({T})({c})" for c in coefs]))
+        bf = fill(t) if is_float(t) else fill(t, -3, 3)
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", bf) + _alloc("p", t, str(deg + 1), None) \
+            + f"  {pexpr}\n"
+        out.append(build(f"poly-{t}-d{deg}-{form}-{sz}", "poly",
+                         {"type": t, "degree": deg, "form": form, "size": sz, "n": n}, [str(n)],
+                         kernel=k, setup=setup, call="kernel(a, b, p, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_matvec(rng, seed):
+    """Row-major matrix-vector products: y = A x (inner loop: a reduction over a
+    row) and y = A^T x (inner loop: an axpy over y)."""
+    out = []
+    shapes = [(64, 64), (100, 300), (256, 256), (1000, 40), (40, 1000), (500, 17)]
+    for t, kind, (m, nn) in product(["f32", "f64", "i32"], ["rows", "cols"], shapes):
+        T = ctype(t)
+        if kind == "rows":
+            k = f"""__attribute__((noinline)) void kernel({T} *restrict y, const {T} *restrict A,
+                                        const {T} *restrict x, long M, long N) {{
+  for (long i = 0; i < M; i++) {{
+    {T} s = 0;
+    MIRECC_LOOP_HINT
+    for (long j = 0; j < N; j++)
+      s += A[i * N + j] * x[j];
+    y[i] = s;
+  }}
+}}"""
+            ny, nx = "M", "N"
+        else:
+            k = f"""__attribute__((noinline)) void kernel({T} *restrict y, const {T} *restrict A,
+                                        const {T} *restrict x, long M, long N) {{
+  for (long j = 0; j < N; j++) y[j] = 0;
+  for (long i = 0; i < M; i++) {{
+    {T} xi = x[i];
+    MIRECC_LOOP_HINT
+    for (long j = 0; j < N; j++)
+      y[j] += A[i * N + j] * xi;
+  }}
+}}"""
+            ny, nx = "N", "M"
+        f = fill(t, -10, 10)
+        setup = _alloc("y", t, ny, None) + _alloc("A", t, "M * N", f) + _alloc("x", t, nx, f)
+        out.append(build(f"matvec-{t}-{kind}-{m}x{nn}", "matvec",
+                         {"type": t, "kind": kind, "M": m, "N": nn}, [str(m), str(nn)],
+                         kernel=k, setup=setup, call="kernel(y, A, x, M, N); CLOBBER(y);",
+                         check=_arr_out("y", t, ny), argdecl=_argdecl(["M", "N"]), seed=seed,
+                         needs_reassoc=is_float(t) and kind == "rows",
+                         notes="rows: in-order FP reduction per row; vectorizing reassociates"
+                         if kind == "rows" else ""))
+    return out
+
+
+def fam_bitops(rng, seed):
+    """Element-wise bit manipulation on unsigned integers."""
+    out = []
+    width = {"u8": 8, "u16": 16, "u32": 32, "u64": 64}
+    mult = {"u8": "0x9DU", "u16": "0x9E37U", "u32": "0x9E3779B1U", "u64": "0x9E3779B97F4A7C15ULL"}
+    ops = {
+        "shift": "(x << s) ^ (x >> ((s + 3) & (W - 1)))",
+        "rotate": "(x << s) | (x >> ((W - s) & (W - 1)))",
+        "mask": "((x & (U)c[i]) | (~x & (U)MASK)) ^ ((x >> 1) & (U)MASK)",
+        "xorhash": "h * (U)MULT ^ (h >> (W / 3))",
+        "hamming": "POPCOUNT(x ^ (U)c[i])",
+    }
+    for t, op, sz in product(["u8", "u16", "u32", "u64"], list(ops), ["l1", "l2"]):
+        T = ctype(t)
+        U = "uint64_t" if t == "u64" else "uint32_t"
+        W = width[t]
+        n = _size(rng, sz)
+        expr = (ops[op].replace("(W - 1)", f"{W - 1}").replace("(W / 3)", f"{W // 3}")
+                .replace("(W - s)", f"({W} - s)").replace("(U)", f"({U})")
+                .replace("MASK", "0x5555555555555555ULL" if t == "u64" else "0x55555555U")
+                .replace("MULT", mult[t])
+                .replace("POPCOUNT", "__builtin_popcountll" if t == "u64" else "__builtin_popcount"))
+        k = f"""__attribute__((noinline)) void kernel({T} *restrict a, const {T} *restrict b,
+                                        const {T} *restrict c, long n) {{
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++) {{
+    {U} x = b[i];
+    {U} s = c[i] & {W - 1};
+    {U} h = x ^ (x >> {W // 2});
+    (void)s; (void)h;
+    a[i] = ({T})({expr});
+  }}
+}}"""
+        bf = {"u8": fill(t, 0, 255), "u16": fill(t, 0, 65535), "u32": "(uint32_t)lcg()",
+              "u64": "(uint64_t)lcg() * 0x9E3779B97F4A7C15ULL"}[t]
+        setup = _alloc("a", t, "n", None) + _alloc("b", t, "n", bf) + _alloc("c", t, "n", bf)
+        out.append(build(f"bitops-{t}-{op}-{sz}", "bitops",
+                         {"type": t, "op": op, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call="kernel(a, b, c, n); CLOBBER(a);",
+                         check=_arr_out("a", t, "n"), argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
+def fam_copy(rng, seed):
+    """Copies, fills, zeroing, reversed and widening copies (memcpy/memset idioms)."""
+    out = []
+    wider = {"u8": "u16", "i16": "i32", "i32": "i64", "f32": "f64"}
+    for t, kind, alias, sz in product(list(wider), ["copy", "fill", "zero", "reverse", "widen"],
+                                      ["restrict", "alias"], ["l1", "l2"]):
+        if kind in ("fill", "zero") and alias == "alias":
+            continue
+        T = ctype(t)
+        ot = wider[t] if kind == "widen" else t
+        O = ctype(ot)
+        n = _size(rng, sz)
+        r = "restrict " if alias == "restrict" else ""
+        stmt = {"copy": "a[i] = b[i];", "fill": "a[i] = v;", "zero": f"a[i] = ({O})0;",
+                "reverse": "a[i] = b[n - 1 - i];", "widen": f"a[i] = ({O})b[i];"}[kind]
+        k = f"""__attribute__((noinline)) void kernel({O} *{r}a, const {T} *{r}b, {O} v, long n) {{
+  (void)b; (void)v;
+  MIRECC_LOOP_HINT
+  for (long i = 0; i < n; i++)
+    {stmt}
+}}"""
+        setup = _alloc("a", ot, "n", fill(ot, -100, 100)) + _alloc("b", t, "n", fill(t, -100, 100)) \
+            + f"  {O} v = ({O})7;\n"
+        out.append(build(f"copy-{t}-{kind}-{sz}-{alias}", "copy",
+                         {"type": t, "out": ot, "kind": kind, "size": sz, "n": n,
+                          "restrict": alias == "restrict"}, [str(n)], kernel=k, setup=setup,
+                         call="kernel(a, b, v, n); CLOBBER(a);", check=_arr_out("a", ot, "n"),
+                         argdecl=_argdecl(["n"]), seed=seed,
+                         notes="copy/zero may become memcpy/memset calls; without restrict "
+                         "the vectorizer needs runtime alias checks"))
+    return out
+
+
+def fam_search(rng, seed):
+    """Data-dependent scalar results without an early exit: counts, index of the
+    maximum / minimum (selects), min and max together."""
+    out = []
+    kinds = {
+        "count": "cnt += b[i] > t;",
+        "countrange": "cnt += (b[i] >= lo) & (b[i] < t);",
+        "argmax": "if (b[i] > best) { best = b[i]; idx = i; }",
+        "argmin": "if (b[i] < best) { best = b[i]; idx = i; }",
+        "minmax": "mn = b[i] < mn ? b[i] : mn;\n    mx = b[i] > mx ? b[i] : mx;",
+    }
+    for t, kind, sz in product(["i32", "i16", "u8", "f32", "f64"], list(kinds), ["l1", "l2", "l3"]):
+        T = ctype(t)
+        n = _size(rng, sz)
+        start, body = ("0" if kind.startswith("count") else "1"), kinds[kind]
+        if kind in ("count", "countrange"):
+            head = "long cnt = 0;"
+            tail = "return cnt;"
+        elif kind in ("argmax", "argmin"):
+            head = f"{T} best = b[0];\n  long idx = 0;"
+            tail = "return idx;"
+        else:
+            head = f"{T} mn = b[0], mx = b[0];"
+            tail = "res[0] = mn;\n  res[1] = mx;\n  return 0;"
+        k = f"""__attribute__((noinline)) long kernel({T} *restrict res, const {T} *restrict b, {T} lo, {T} t, long n) {{
+  (void)res; (void)lo; (void)t;
+  {head}
+  MIRECC_LOOP_HINT
+  for (long i = {start}; i < n; i++) {{
+    {body}
+  }}
+  {tail}
+}}"""
+        thr = ("(" + T + ")0.5", "(" + T + ")-0.25") if is_float(t) else \
+            ("(" + T + ")50", "(" + T + ")-20") if t != "u8" else ("(uint8_t)200", "(uint8_t)30")
+        bf = fill(t, 0, 255) if t == "u8" else fill(t, -1000, 1000) if not is_float(t) else fill(t)
+        setup = _alloc("res", t, "2", None) + _alloc("b", t, "n", bf) \
+            + f"  {T} t = {thr[0]}, lo = {thr[1]};\n  long idx = 0;\n"
+        if kind == "minmax":
+            call, check = "idx = kernel(res, b, lo, t, n); CLOBBER(res); KEEP(idx);", _arr_out("res", t, "2")
+        else:
+            call, check = "idx = kernel(res, b, lo, t, n); KEEP(idx);", _scalar_out("idx", "i64")
+        out.append(build(f"search-{t}-{kind}-{sz}", "search",
+                         {"type": t, "kind": kind, "size": sz, "n": n}, [str(n)], kernel=k,
+                         setup=setup, call=call, check=check, argdecl=_argdecl(["n"]), seed=seed))
+    return out
+
+
 FAMILIES = {
     "elementwise": fam_elementwise, "saxpy": fam_saxpy, "reduce_int": fam_reduce_int,
     "reduce_float": fam_reduce_float, "strided": fam_strided, "gather": fam_gather,
     "stencil1d": fam_stencil1d, "stencil2d": fam_stencil2d, "cond": fam_cond,
     "convert": fam_convert, "short_trip": fam_short_trip, "triad": fam_triad,
     "nested": fam_nested, "dependence": fam_dependence, "mac": fam_mac, "divmod": fam_divmod,
+    "prefix": fam_prefix, "complex": fam_complex, "sad": fam_sad, "poly": fam_poly,
+    "matvec": fam_matvec, "bitops": fam_bitops, "copy": fam_copy, "search": fam_search,
 }
 
 DEFAULT_PER_FAMILY = 12
