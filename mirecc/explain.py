@@ -42,6 +42,14 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _value(value) -> str:
+    """A decision's value for people: {'vectorize.width': 8, ...} reads
+    'vectorize.width 8, ...'; an empty one (the compiler's own choice) '-'."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+    return str(value)
+
+
 def render_text(data: dict) -> str:
     lines = [f"mirecc {data['mirecc_version']} --explain (compiler: {data['compiler']})"]
     if data["fallback"]:
@@ -75,8 +83,8 @@ def render_text(data: dict) -> str:
                 # (--explain, the record file); nothing in the compile changes
                 state = ("applied" if d["applied"] else
                          "recorded" if d.get("advisory") else "not applied")
-                default = f" (compiler default: {d['default']})" if d["default"] else ""
-                lines.append(f"    {d['task']} {d['target']}: {d['value']}{default}, "
+                default = f" (compiler default: {_value(d['default'])})" if d["default"] else ""
+                lines.append(f"    {d['task']} {d['target']}: {_value(d['value'])}{default}, "
                              f"confidence {d['confidence']:.2f}, {state}: {d['reason']}")
         else:
             lines.append("  decisions: none")

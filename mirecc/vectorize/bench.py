@@ -159,10 +159,10 @@ def dataset_programs(data: Path, families: list[str]) -> list[dict]:
             for r in rows]
 
 
-def _factors(value: dict) -> str:
-    if not value:
-        return "LLVM's own"
-    return f"{value['vectorize.width']}x{value['interleave.count']}"
+def _forced(decisions) -> str:
+    """The loops whose factors mirecc forced, e.g. 'kernel:1: 8x2 (trees 90%)'."""
+    return "; ".join(f"{t}: {v['vectorize.width']}x{v['interleave.count']} (trees {c:.0%})"
+                     for t, v, c, applied in decisions if applied and v)
 
 
 def geomean(xs) -> float:
@@ -177,24 +177,32 @@ def report(results: list[dict], meta: dict) -> str:
              f"alternating, pinned to CPU {meta['cpu']}; speedup = median clang time / median "
              f"mirecc time (min-max over the pairings).  Oracle: best forced (VF, IF) over "
              f"LLVM's default in the dataset run (`mire vectorize-data`).", "",
-             "| program | family | speedup | min-max | oracle | output | mirecc's loop decisions |",
-             "|---|---|---:|---:|---:|---|---|"]
+             "| program | family | speedup | min-max | oracle | output | binary | loops mirecc "
+             "forced (share of trees agreeing) |",
+             "|---|---|---:|---:|---:|---|---|---|"]
     for r in results:
         if "speedup" not in r:
-            lines.append(f"| {r['name']} | {r.get('family', '')} | error | | | | {r['error']} |")
+            lines.append(f"| {r['name']} | {r.get('family', '')} | error | | | | | "
+                         f"{r['error']} |")
             continue
-        dec = "; ".join(f"{t}: {_factors(v)} p={c}{'' if a else ' (kept LLVM)'}"
-                        for t, v, c, a in r["decisions"])
         oracle = f"{r['oracle']:.3f}" if r.get("oracle") else ""
         lines.append(f"| {r['name']} | {r.get('family', '')} | {r['speedup']:.3f} | "
                      f"{r['speedup_min']:.3f}-{r['speedup_max']:.3f} | {oracle} | "
-                     f"{'CHANGED' if r['output_changed'] else 'same'} | {dec or 'none'} |")
+                     f"{'CHANGED' if r['output_changed'] else 'same'} | "
+                     f"{'same' if r['same_binary'] else 'differs'} | "
+                     f"{_forced(r['decisions']) or 'none (LLVM decides)'} |")
     if ok:
         s = meta["summary"]
         lines += ["", f"Geomean speedup over clang -O3: **{s['geomean']:.3f}x** over "
                   f"{len(ok)} programs (target 1.15); worst {s['worst']:.3f} (target >= 0.95); "
                   f"outputs changed: {s['output_changed']} (must be 0); "
                   f"compile time mirecc / clang: median {s['compile_ratio_median']:.2f}x."]
+        same = [r["speedup"] for r in ok if r["same_binary"]]
+        if same:
+            # identical binaries differ only by noise: the run-to-run spread
+            lines.append(f"{len(same)} of {len(ok)} programs got the byte-identical binary "
+                         f"from both compilers; their \"speedups\" (noise) range "
+                         f"{min(same):.3f}-{max(same):.3f}, geomean {geomean(same):.3f}.")
         if s.get("oracle_geomean"):
             lines.append(f"Oracle geomean {s['oracle_geomean']:.3f}x: mirecc reaches "
                          f"{s['fraction_of_oracle_gain']:.1%} of the oracle's gain over "
