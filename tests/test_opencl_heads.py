@@ -153,7 +153,8 @@ def test_explain_text_lists_the_predictions_with_confidence(kernel, heads):
     coarsening = [ln for ln in out.splitlines() if "opencl-thread-coarsening saxpy, scale:" in ln]
     assert len(coarsening) == len(GPUS)
     for gpu, ln in zip(GPUS, coarsening):
-        assert f"gpu {gpu}, confidence " in ln and "recorded:" in ln
+        assert f", gpu {gpu} (compiler default: " in ln and "confidence " in ln
+        assert "recorded:" in ln
     assert (kernel / "k.o").read_bytes() == clang_object(kernel, "k.cl")
 
 
