@@ -4,6 +4,7 @@ real datasets (copied into a temporary folder, never into the repo)."""
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -209,5 +210,8 @@ def test_devmap_bench_end_to_end_on_a_sample(tmp_path):
             0.832 if plat == "amd" else 0.809, abs=0.001)
         assert d["oracle"]["speedup_geomean"] >= m["ir2vec_folds"]["speedup_geomean"]
     md = report.devmap_markdown(res)
-    assert "NOT met" in md or "met" in md
+    for plat in D.PLATFORMS:
+        acc = res["platforms"][plat]["results"]["mirecc"]["ir2vec_folds"]["accuracy"]
+        verdict = "met" if acc >= B.DEVMAP_TARGET else "NOT met"
+        assert re.search(rf"{plat.upper()} [\d.]+% \(target [\d.]+: {verdict}\)", md), md
     assert "| mirecc |" in md and "Label efficiency" in md
