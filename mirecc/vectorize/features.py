@@ -122,7 +122,9 @@ def loop_statistics(graph, loop_index: int, texts: list[str] | None = None) -> l
                math.log1p(bound or 0)])
 
 
-def statistics_by_loop(graph) -> dict[str, list[float]]:
-    """loop id -> :func:`loop_statistics`, for every loop of ``graph``."""
+def statistics_by_loop(graph, loop_ids=None) -> dict[str, list[float]]:
+    """loop id -> :func:`loop_statistics`, for the loops of ``graph`` named
+    in ``loop_ids`` (default: every loop)."""
     texts = graph.full_texts()
-    return {loop_id: loop_statistics(graph, i, texts) for i, loop_id in enumerate(graph.loop_ids)}
+    return {loop_id: loop_statistics(graph, i, texts) for i, loop_id in enumerate(graph.loop_ids)
+            if loop_ids is None or loop_id in loop_ids}

@@ -176,7 +176,8 @@ class LoopVectorizeHead(OnnxHead):
                 raise NoDecision("the encoder's IR (clang-14) has other loops than the build's")
             how = f"loop and function embeddings {how_emb}" + (
                 f", {how}" if "loop_statistics" in self.features else "")
-        statistics = statistics_by_loop(graph) if "loop_statistics" in self.features else {}
+        statistics = (statistics_by_loop(graph, {lp.id for lp in loops})
+                      if "loop_statistics" in self.features else {})
         reassoc = float(reassociation_allowed(request.flags, request.opt_level))
         rows = []
         for lp in loops:

@@ -135,7 +135,7 @@ def feature_rows(parts: dict[str, np.ndarray], features: list[str]) -> np.ndarra
 def achieved(row: dict, name: str) -> float:
     """Measured speedup over LLVM's default of class ``name`` on ``row``
     (a class never measured, or whose output changed, counts as the default:
-    the driver's plugin leaves such loops to LLVM; None is the default)."""
+    the driver's plugin leaves such loops to LLVM)."""
     times = class_times(row)
     return times["default"] / times.get(name, times["default"])
 
