@@ -371,6 +371,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out / 'model.pt'} after {step} steps")
     if world > 1:
         import torch.distributed as dist
+        # rank 0 may still be evaluating and writing model.pt: a rank that
+        # tears gloo down before the others are done can abort (SIGABRT,
+        # "terminate called without an active exception"), and torchrun
+        # then kills rank 0 too
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 
