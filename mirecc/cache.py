@@ -1,7 +1,7 @@
 """Content-addressed cache of per-TU pipeline results.
 
-Key: sha256 of (bitcode hash, pipeline version = model + heads, optimisation
-level).  Value: the TUResult as JSON.  Entries are written with an atomic
+Key: sha256 of (bitcode hash, :func:`pipeline_key`, optimisation level).
+Value: the TUResult as JSON.  Entries are written with an atomic
 rename, so concurrent ``make -j`` processes computing the same entry both
 succeed and a reader never sees half a file.  A damaged entry is a miss.
 """
@@ -13,7 +13,63 @@ import json
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes
-from mirecc.pipeline import TUResult
+from mirecc.pipeline import PIPELINE_SCHEMA, TUResult
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def code_stamp() -> str:
+    """mirecc's version and code: the size and time of every module and of
+    the shipped encoder's manifest (an edited checkout or an upgrade changes it)."""
+    import os
+
+    from mirecc import __version__
+
+    h = hashlib.sha256(__version__.encode())
+    stack = [str(_PACKAGE)]
+    while stack:
+        directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir() and entry.name not in ("__pycache__", "data"):
+                    stack.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    h.update(f"{entry.path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    try:
+        st = os.stat(_PACKAGE / "data" / "encoder" / "manifest.json")
+        h.update(f"model|{st.st_size}|{st.st_mtime_ns}".encode())
+    except OSError:
+        h.update(b"no model")
+    return h.hexdigest()
+
+
+def pipeline_key(config, languages) -> str:
+    """What a TU's result depends on besides its bitcode, computed without
+    loading anything: the result schema; mirecc's code (:func:`code_stamp`);
+    the encoder model (manifest); the installed heads that apply to
+    ``languages`` (every file's content); every task's settings."""
+    import os
+
+    from mirecc.tasks.registry import default_heads_dirs, heads_for_languages, tasks
+
+    h = hashlib.sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp()}".encode())
+    if config.model:   # the shipped model is part of code_stamp
+        try:
+            h.update((Path(config.model) / "manifest.json").read_bytes())
+        except OSError:
+            h.update(b"no model")
+    for spec in heads_for_languages(default_heads_dirs(config), languages):
+        for name in sorted(os.listdir(spec.directory)):
+            path = os.path.join(spec.directory, name)
+            if os.path.isfile(path):
+                h.update(f"{spec.directory}/{name}\n".encode())
+                with open(path, "rb") as fh:
+                    h.update(hashlib.sha256(fh.read()).digest())
+    for task in tasks().values():
+        for setting in task.settings:
+            h.update(f"{setting.key}={getattr(config, setting.key)!r}\n".encode())
+    return h.hexdigest()
 
 
 class CacheError(Exception):

@@ -1,10 +1,21 @@
-"""Find the real clang that mirecc drives.
+"""Find the real clang that mirecc drives, deterministically.
 
-Order: the config's ``cc``/``cxx`` (or ``MIRECC_CC``/``MIRECC_CXX``), else the
-newest clang on PATH.  "Newest" is read from the name (``clang-19``) or from
-where an unversioned ``clang`` link points (``/usr/lib/llvm-19/bin/clang``),
-so no subprocess is spent on it.  mirecc itself is never picked, even when a
-directory on PATH makes ``clang`` point at it.
+Order:
+
+1. the config's ``cc``/``cxx`` (or ``MIRECC_CC``/``MIRECC_CXX``);
+2. the compiler setup configured for this installation: ``scripts/setup.sh``
+   writes ``<sys.prefix>/etc/mirecc/compilers`` (``cc=...``, ``cxx=...``
+   lines; ``MIRECC_SITE_FILE`` names another file);
+3. the newest clang on PATH whose OpenMP runtime is installed (``omp.h`` in
+   its resource directory), else the newest clang on PATH.  A newer clang
+   without its runtime (Debian's clang-19 beside libomp-14-dev) would fail
+   ``-fopenmp`` builds that the older one compiles.
+
+"Newest" is read from the name (``clang-19``) or from where an unversioned
+``clang`` link points (``/usr/lib/llvm-19/bin/clang``), so no subprocess is
+spent on it.  mirecc itself is never picked, even when a directory on PATH
+makes ``clang`` point at it.  :func:`find_compiler` says where its choice
+came from; ``mirecc --explain`` prints it.
 
 Runs on every call, so only ``os`` is imported (``re`` alone would cost
 several milliseconds per compile).
@@ -68,8 +79,22 @@ def _is_wanted_name(name: str, cxx: bool) -> bool:
     return versioned is not None and versioned[0] == cxx
 
 
-def newest_clang_on_path(cxx: bool, path_env: str | None = None) -> str | None:
-    """The clang (or clang++) with the highest major version on PATH."""
+def has_openmp_runtime(clang: str) -> bool:
+    """Is ``omp.h`` in the clang's resource directory
+    (``<prefix>/lib/clang/<version>/include``)?"""
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(clang)))
+    base = os.path.join(prefix, "lib", "clang")
+    try:
+        versions = os.listdir(base)
+    except OSError:
+        return False
+    return any(os.path.isfile(os.path.join(base, v, "include", "omp.h")) for v in versions)
+
+
+def newest_clang_on_path(cxx: bool, path_env: str | None = None,
+                         need_openmp: bool = False) -> str | None:
+    """The clang (or clang++) with the highest major version on PATH (with
+    ``need_openmp``: among those whose OpenMP runtime is installed)."""
     best: tuple[int, int, str] | None = None
     dirs = (path_env if path_env is not None else os.environ.get("PATH", "")).split(os.pathsep)
     for order, directory in enumerate(dirs):
@@ -85,6 +110,8 @@ def newest_clang_on_path(cxx: bool, path_env: str | None = None) -> str | None:
             candidate = os.path.join(directory or ".", name)
             if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)) \
                     or _is_mirecc(candidate):
+                continue
+            if need_openmp and not has_openmp_runtime(candidate):
                 continue
             # Higher version wins; among equals, the earlier PATH entry wins.
             key = (_version_of(candidate), -order, candidate)
@@ -115,9 +142,38 @@ def _cxx_sibling(cc: str) -> str | None:
     return None
 
 
+def site_file() -> str:
+    """Where setup records the compilers of this installation."""
+    import sys
+    return os.environ.get("MIRECC_SITE_FILE") or os.path.join(sys.prefix, "etc", "mirecc",
+                                                              "compilers")
+
+
+def site_compilers(path: str | None = None) -> dict:
+    """``{"cc": ..., "cxx": ...}`` from the site file (``key=value`` lines,
+    ``#`` comments); empty when there is none."""
+    found = {}
+    try:
+        with open(path or site_file(), encoding="utf-8") as fh:
+            for line in fh:
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith("#") and key.strip() in ("cc", "cxx") \
+                        and value.strip():
+                    found[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return found
+
+
 def find_compiler(config, cxx: bool) -> str:
-    """Path of the compiler for this call (as found: links are not resolved,
-    so clang's diagnostics name it the way a direct call would)."""
+    """Path of the compiler for this call (see :func:`choose_compiler`)."""
+    return choose_compiler(config, cxx)[0]
+
+
+def choose_compiler(config, cxx: bool) -> tuple[str, str]:
+    """(path of the compiler for this call, where the choice came from).
+    The path is as found: links are not resolved, so clang's diagnostics
+    name it the way a direct call would."""
     configured = config.cxx if cxx else config.cc
     if configured:
         found = which(configured)
@@ -128,15 +184,29 @@ def find_compiler(config, cxx: bool) -> str:
         if _is_mirecc(found):
             raise CompilerNotFound(f"the configured compiler '{configured}' is mirecc "
                                    f"itself; point it at the real clang")
-        return found
+        var = "MIRECC_CXX" if cxx else "MIRECC_CC"
+        where = var if os.environ.get(var) else f"{'cxx' if cxx else 'cc'} in {config.source}"
+        return found, f"configured ({where})"
     if cxx and config.cc:
         sibling = _cxx_sibling(find_compiler(config, cxx=False))
         if sibling:
-            return sibling
-    found_path = newest_clang_on_path(cxx)
+            return sibling, "the clang++ beside the configured cc"
+    site = site_compilers()
+    chosen = site.get("cxx" if cxx else "cc")
+    if cxx and not chosen and site.get("cc"):
+        chosen = _cxx_sibling(site["cc"])
+    if chosen:
+        found = which(chosen)
+        if found and not _is_mirecc(found):
+            return found, f"set up for this installation ({site_file()})"
+    found_path = newest_clang_on_path(cxx, need_openmp=True)
+    how = "the newest clang on PATH with its OpenMP runtime"
+    if found_path is None:
+        found_path = newest_clang_on_path(cxx)
+        how = "the newest clang on PATH (none has its OpenMP runtime installed)"
     if found_path is None:
         wanted = "clang++" if cxx else "clang"
         raise CompilerNotFound(
             f"no {wanted} found on PATH; install clang (e.g. apt-get install clang-14) "
             f"or set {'MIRECC_CXX' if cxx else 'MIRECC_CC'}")
-    return found_path
+    return found_path, how

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from mirecc.tasks.api import Setting
+
 CONFIG_FILE_NAME = ".mirecc.yaml"
 
 
@@ -29,50 +31,27 @@ class ConfigError(Exception):
 
 
 class Config:
-    """The effective settings of one mirecc call.
+    """The effective settings of one mirecc call: one attribute per setting
+    (mirecc's own, :data:`CORE_SETTINGS`, and every task's), plus ``source``.
 
     A plain class rather than a dataclass: it is built on every compile, and
     importing ``dataclasses`` alone would cost more than the rest of start-up.
     """
 
-    # name: default (a comment per field says what it is for)
-    DEFAULTS = {
-        "cc": None,          # C compiler (name on PATH or path); default: newest clang
-        "cxx": None,         # C++ compiler; default: the clang++ matching cc
-        "prefix": (),        # launcher put before the compiler, e.g. ("ccache",)
-        "cache": True,       # keep per-TU results in the content-addressed cache
-        "cache_dir": None,   # default: $XDG_CACHE_HOME/mirecc or ~/.cache/mirecc
-        "capture_dir": None,  # store every TU's IR here (corpus collection)
-        "timeout": 30.0,     # seconds the ML path may take per call
-        "warnings": True,    # print the fail-open warning
-        "model": None,       # directory of an encoder model (manifest.json)
-        "plugin": None,      # pass plugin to inject decisions with
-        "heads_dir": None,   # directory of task heads, instead of the shipped ones
-        "disable": False,    # pure pass-through: behave exactly as clang
-        "record": None,      # append one JSON line of decisions per TU to this file
-        "embed_server": True,  # embed through the per-user server (started if needed)
-        "opencl_transfer": None,  # bytes an OpenCL kernel's launch transfers
-        "opencl_wgsize": None,    # work-group size of an OpenCL kernel's launch
-        "opencl_gpu": None,       # the GPU that thread-coarsening heads decide for
-        # apply the loop-vectorize head's factors (default: record them only;
-        # measured: the shipped head slows some programs, see the README)
-        "apply_loop_decisions": False,
-        "source": "defaults",  # where the values came from, for messages
-    }
-    __slots__ = tuple(DEFAULTS)
-
     def __init__(self, **values):
-        unknown = set(values) - set(self.DEFAULTS)
+        fields = {s.key: s.default for s in all_settings()}
+        fields["source"] = "defaults"   # where the values came from, for messages
+        unknown = set(values) - set(fields)
         if unknown:
             raise TypeError(f"unknown Config fields: {sorted(unknown)}")
-        for name, default in self.DEFAULTS.items():
-            object.__setattr__(self, name, values.get(name, default))
+        fields.update(values)
+        self.__dict__.update(fields)
 
     def __setattr__(self, name, value):
         raise AttributeError("Config is read-only")
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.DEFAULTS)
+        body = ", ".join(f"{n}={v!r}" for n, v in self.__dict__.items())
         return f"Config({body})"
 
     def resolved_cache_dir(self):
@@ -83,7 +62,7 @@ class Config:
         return Path(default_cache_dir())
 
 
-def _as_bool(value: object) -> bool:
+def as_bool(value: object) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
@@ -93,13 +72,13 @@ def _as_bool(value: object) -> bool:
     raise ValueError(f"expected true or false, got {value!r}")
 
 
-def _as_str(value: object) -> str:
+def as_str(value: object) -> str:
     if isinstance(value, str) and value.strip():
         return value
     raise ValueError(f"expected a non-empty string, got {value!r}")
 
 
-def _as_prefix(value: object) -> tuple[str, ...]:
+def as_prefix(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         import shlex
 
@@ -109,7 +88,7 @@ def _as_prefix(value: object) -> tuple[str, ...]:
     raise ValueError(f"expected a command string or a list of strings, got {value!r}")
 
 
-def _as_timeout(value: object) -> float:
+def as_timeout(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number of seconds, got {value!r}")
     try:
@@ -125,7 +104,7 @@ def _as_timeout(value: object) -> float:
     return seconds
 
 
-def _as_positive_int(value: object) -> int:
+def as_positive_int(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected a positive whole number, got {value!r}")
     if isinstance(value, int):
@@ -142,52 +121,49 @@ def _as_positive_int(value: object) -> int:
 MAX_TIMEOUT = 1e6  # seconds (11 days): anything longer means "no limit" in practice
 
 
-# key in .mirecc.yaml -> (Config field, parser)
-FILE_KEYS = {
-    "cc": ("cc", _as_str),
-    "cxx": ("cxx", _as_str),
-    "prefix": ("prefix", _as_prefix),
-    "cache": ("cache", _as_bool),
-    "cache_dir": ("cache_dir", _as_str),
-    "capture_dir": ("capture_dir", _as_str),
-    "timeout": ("timeout", _as_timeout),
-    "warnings": ("warnings", _as_bool),
-    "model": ("model", _as_str),
-    "plugin": ("plugin", _as_str),
-    "heads_dir": ("heads_dir", _as_str),
-    "disable": ("disable", _as_bool),
-    "record": ("record", _as_str),
-    "embed_server": ("embed_server", _as_bool),
-    "opencl_transfer": ("opencl_transfer", _as_positive_int),
-    "opencl_wgsize": ("opencl_wgsize", _as_positive_int),
-    "opencl_gpu": ("opencl_gpu", _as_str),
-    "apply_loop_decisions": ("apply_loop_decisions", _as_bool),
-}
-
-# environment variable -> (Config field, parser); environment beats the file.
-ENV_KEYS = {
-    "MIRECC_CC": ("cc", _as_str),
-    "MIRECC_CXX": ("cxx", _as_str),
-    "MIRECC_PREFIX": ("prefix", _as_prefix),
-    "MIRECC_CACHE": ("cache", _as_bool),
-    "MIRECC_CACHE_DIR": ("cache_dir", _as_str),
-    "MIRECC_CAPTURE_DIR": ("capture_dir", _as_str),
-    "MIRECC_TIMEOUT": ("timeout", _as_timeout),
-    "MIRECC_MODEL": ("model", _as_str),
-    "MIRECC_PLUGIN": ("plugin", _as_str),
-    "MIRECC_HEADS_DIR": ("heads_dir", _as_str),
-    "MIRECC_DISABLE": ("disable", _as_bool),
-    "MIRECC_RECORD": ("record", _as_str),
-    "MIRECC_EMBED_SERVER": ("embed_server", _as_bool),
-    "MIRECC_OPENCL_TRANSFER": ("opencl_transfer", _as_positive_int),
-    "MIRECC_OPENCL_WGSIZE": ("opencl_wgsize", _as_positive_int),
-    "MIRECC_OPENCL_GPU": ("opencl_gpu", _as_str),
-    "MIRECC_APPLY_LOOPS": ("apply_loop_decisions", _as_bool),
-}
+CORE_SETTINGS = (
+    Setting("cc", "MIRECC_CC", as_str, None,
+            "the real C compiler (default: the clang setup configured, else the newest "
+            "clang with its OpenMP runtime)"),
+    Setting("cxx", "MIRECC_CXX", as_str, None, "the real C++ compiler (default: the "
+            "clang++ matching cc)"),
+    Setting("prefix", "MIRECC_PREFIX", as_prefix, (),
+            "launcher before the compiler, e.g. ccache, distcc"),
+    Setting("cache", "MIRECC_CACHE", as_bool, True, "cache per-TU pipeline results"),
+    Setting("cache_dir", "MIRECC_CACHE_DIR", as_str, None,
+            "where (default: $XDG_CACHE_HOME/mirecc)", relative_path=True),
+    Setting("capture_dir", "MIRECC_CAPTURE_DIR", as_str, None,
+            "store every TU's IR (corpus collection)", relative_path=True),
+    Setting("timeout", "MIRECC_TIMEOUT", as_timeout, 30.0,
+            "seconds the ML path may take per call"),
+    Setting("warnings", None, as_bool, True,
+            "print the fail-open warning (MIRECC_QUIET=1 turns it off)"),
+    Setting("model", "MIRECC_MODEL", as_str, None,
+            "encoder model directory (verified manifest; default: the shipped one)",
+            relative_path=True),
+    Setting("plugin", "MIRECC_PLUGIN", as_str, None,
+            "the loop-hints pass plugin to load (default: found or built for the "
+            "driven clang)", relative_path=True),
+    Setting("heads_dir", "MIRECC_HEADS_DIR", as_str, None,
+            "directory of task heads; replaces the shipped ones", relative_path=True),
+    Setting("disable", "MIRECC_DISABLE", as_bool, False, "pure pass-through"),
+    Setting("record", "MIRECC_RECORD", as_str, None,
+            "append one JSON line of decisions per TU to this file", relative_path=True),
+    Setting("server", "MIRECC_SERVER", as_bool, True,
+            "run the pipeline in the per-user server (started when none answers); "
+            "false: in process"),
+)
 # MIRECC_QUIET=1 is the natural spelling of warnings: false.
 ENV_NEGATED = {"MIRECC_QUIET": "warnings"}
+# settings whose empty environment value means false, not unset
+EMPTY_IS_VALUE = ("cache", "disable", "server")
 
-assert {f for f, _ in FILE_KEYS.values()} <= set(Config.DEFAULTS)
+
+def all_settings() -> tuple:
+    """mirecc's own settings and every registered task's."""
+    from mirecc.tasks.registry import tasks
+
+    return CORE_SETTINGS + tuple(s for t in tasks().values() for s in t.settings)
 
 
 def find_config_file(start: str | None = None) -> str | None:
@@ -246,31 +222,32 @@ def load_config(start: str | None = None, environ: dict | None = None) -> Config
     values: dict[str, object] = {}
     sources = []
 
+    settings = all_settings()
+    by_key = {s.key: s for s in settings}
     path = find_config_file(start)
     if path is not None:
         data = _read_file(path)
         for key, value in data.items():
-            if key not in FILE_KEYS:
-                known = ", ".join(sorted(FILE_KEYS))
+            if key not in by_key:
+                known = ", ".join(sorted(by_key))
                 raise ConfigError(f"{path}: unknown key '{key}' (known keys: {known})")
-            name, parse = FILE_KEYS[key]
             try:
-                values[name] = parse(value)
+                values[key] = by_key[key].parse(value)
             except ValueError as exc:
                 raise ConfigError(f"{path}: bad value for '{key}': {exc}") from None
-        # Relative paths in the file are relative to the file, not to the cwd.
-        for name in ("cache_dir", "capture_dir", "model", "plugin", "heads_dir", "record"):
-            if isinstance(values.get(name), str):
-                p = os.path.expanduser(str(values[name]))
-                values[name] = os.path.join(os.path.dirname(os.path.abspath(path)), p)
+            # Relative paths in the file are relative to the file, not to the cwd.
+            if by_key[key].relative_path:
+                p = os.path.expanduser(str(values[key]))
+                values[key] = os.path.join(os.path.dirname(os.path.abspath(path)), p)
         sources.append(path)
 
-    for var, (name, parse) in ENV_KEYS.items():
-        raw = env.get(var)
-        if raw is None or (raw == "" and name not in ("cache", "disable", "embed_server")):
+    for setting in settings:
+        var = setting.env
+        raw = env.get(var) if var else None
+        if raw is None or (raw == "" and setting.key not in EMPTY_IS_VALUE):
             continue
         try:
-            values[name] = parse(raw)
+            values[setting.key] = setting.parse(raw)
         except ValueError as exc:
             raise ConfigError(f"environment variable {var}: bad value: {exc}") from None
         sources.append(var)
@@ -278,7 +255,7 @@ def load_config(start: str | None = None, environ: dict | None = None) -> Config
         raw = env.get(var)
         if raw:
             try:
-                values[name] = not _as_bool(raw)
+                values[name] = not as_bool(raw)
             except ValueError as exc:
                 raise ConfigError(f"environment variable {var}: bad value: {exc}") from None
             sources.append(var)

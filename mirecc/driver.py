@@ -22,13 +22,35 @@ usage: mirecc [clang arguments...]      (C; mirecc++ for C++)
        mirecc --print-toolchain-file | --mirecc-version | --mirecc-help
 
 Every argument except the ones above goes to clang untouched.
-Configuration: .mirecc.yaml (searched upward from the working directory) or
-environment variables MIRECC_CC, MIRECC_CXX, MIRECC_PREFIX, MIRECC_CACHE_DIR,
-MIRECC_CACHE, MIRECC_CAPTURE_DIR, MIRECC_TIMEOUT, MIRECC_QUIET, MIRECC_MODEL,
-MIRECC_PLUGIN, MIRECC_HEADS_DIR, MIRECC_DISABLE, MIRECC_RECORD,
-MIRECC_EMBED_SERVER, MIRECC_OPENCL_TRANSFER, MIRECC_OPENCL_WGSIZE,
-MIRECC_OPENCL_GPU, MIRECC_APPLY_LOOPS, MIRECC_CONFIG.
+Configuration: .mirecc.yaml (searched upward from the working directory, or
+named by MIRECC_CONFIG) and environment variables, which win over the file.
 """
+
+
+def help_text() -> str:
+    """--mirecc-help: the usage, then every setting (mirecc's and each
+    task's) with its environment variable, and the tasks."""
+    from mirecc.config import CORE_SETTINGS, ENV_NEGATED
+    from mirecc.tasks.registry import tasks
+
+    negated = {field: var for var, field in ENV_NEGATED.items()}
+
+    def rows(settings):
+        out = []
+        for s in settings:
+            env = s.env or (f"{negated[s.key]}=1 negates" if s.key in negated else "-")
+            out.append(f"  {s.key:<22} {env:<24} {s.help} (default: {s.default!r})")
+        return out
+
+    lines = [USAGE, "Settings (.mirecc.yaml key, environment variable, meaning):"]
+    lines += rows(CORE_SETTINGS)
+    for task in tasks().values():
+        applied = (f"applied when {task.applied_when} is true" if task.applied_when
+                   else "advisory: recorded, never applied")
+        lines.append(f"\nTask {task.name} ({', '.join(sorted(task.languages))}; "
+                     f"{applied}): {task.summary}")
+        lines += rows(task.settings)
+    return "\n".join(lines) + "\n"
 
 
 def _say(kind: str, message: str) -> None:
@@ -92,17 +114,64 @@ def main_cxx() -> int:
 
 
 def main(argv: list[str], cxx: bool) -> int:
+    """The whole driver, guarded: any internal error anywhere runs the
+    user's command with clang, with one warning."""
+    guard = _Guard(argv, cxx)
+    try:
+        return _main(argv, cxx, guard)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the build must survive any bug in mirecc
+        return guard.fall_back(exc)
+
+
+class _Guard:
+    """What the whole-driver guard needs to run the user's command: the
+    compiler once it is known, else a clang found on PATH."""
+
+    def __init__(self, argv: list[str], cxx: bool):
+        self.argv, self.cxx = argv, cxx
+        self.compiler: str | None = None
+        self.prefix: tuple = ()
+        self.args: list[str] | None = None
+        self.stdin_data: bytes | None = None
+        self.warn = True
+
+    def fall_back(self, exc: BaseException) -> int:
+        if os.environ.get("MIRECC_DEBUG"):
+            import traceback
+            traceback.print_exc()
+        if self.warn:
+            _say("warning", f"internal error {type(exc).__name__}: {exc} (set "
+                            f"MIRECC_DEBUG=1 for a traceback); compiled without mirecc")
+        compiler = self.compiler
+        if compiler is None:
+            from mirecc.compiler import newest_clang_on_path
+            compiler = newest_clang_on_path(self.cxx, need_openmp=True) or \
+                newest_clang_on_path(self.cxx) or ("clang++" if self.cxx else "clang")
+        args = self.args
+        if args is None:
+            own = ("--explain", "--print-toolchain-file", "--mirecc-version", "--mirecc-help")
+            args = [a for a in self.argv if not a.startswith(own)]
+        cmd = [*self.prefix, compiler, *args]
+        if self.stdin_data is not None:
+            return _run(cmd, self.stdin_data)
+        return _exec(cmd)
+
+
+def _main(argv: list[str], cxx: bool, guard: _Guard) -> int:
     try:
         args, explain, action = _parse_own_options(argv)
     except ValueError as exc:
         _say("error", str(exc))
         return 2
+    guard.args = args
     if action == "--mirecc-version":
         from mirecc import __version__
         print(f"mirecc {__version__}")
         return 0
     if action == "--mirecc-help":
-        print(USAGE, end="")
+        print(help_text(), end="")
         return 0
     if action == "--print-toolchain-file":
         from mirecc.toolchain import toolchain_file
@@ -113,32 +182,51 @@ def main(argv: list[str], cxx: bool) -> int:
             return 1
         return 0
 
-    from mirecc.compiler import CompilerNotFound, find_compiler
+    from mirecc.compiler import CompilerNotFound, choose_compiler
     from mirecc.config import ConfigError, load_config
+    from mirecc.mlpath import inject_debug_fault
 
+    inject_debug_fault("driver-config")
     try:
         config = load_config()
-        compiler = find_compiler(config, cxx)
+        compiler, chosen = choose_compiler(config, cxx)
     except (ConfigError, CompilerNotFound) as exc:
         _say("error", str(exc))
         return 2
+    guard.compiler, guard.prefix, guard.warn = compiler, config.prefix, config.warnings
 
     final = [*config.prefix, compiler, *args]
     if config.disable and not explain:
+        _count(config, "disabled")
         return _exec(final)
-    return _compile(args, final, compiler, config, cxx, explain)
+    return _compile(args, final, compiler, chosen, config, cxx, explain, guard)
 
 
-def _compile(args, final, compiler, config, cxx, explain) -> int:
+def _count(config, passthrough: str | None = None, counts: dict | None = None) -> None:
+    """Count this call (``mire stats``): passed through and why, or ``counts``."""
+    from mirecc import stats
+
+    counts = dict(counts or {})
+    counts["calls"] = 1
+    if passthrough:
+        counts[f"passthrough.{passthrough}"] = 1
+    stats.bump(config, counts)
+
+
+def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
     from mirecc.cmdline import (TU_LANGUAGES, ResponseFileError, classify,
                                 expand_response_files)
+    from mirecc.mlpath import inject_debug_fault
 
+    inject_debug_fault("driver-classify")
     try:
-        inv = classify(expand_response_files(args), cxx_driver=cxx)
+        expanded = expand_response_files(args)
+        inv = classify(expanded, cxx_driver=cxx)
     except ResponseFileError as exc:
         # clang reads the response file itself and will report the problem.
+        _count(config, "response-file")
         if explain:
-            _print_explanation(explain, compiler, "unreadable", str(exc), [], None, [],
+            _print_explanation(explain, compiler, chosen, "unreadable", str(exc), [], None, [],
                                to_stderr=True)
         return _exec(final)
 
@@ -146,28 +234,50 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
     skipped = [f"{s.path}: {s.language} is not C, C++ or OpenCL" for s in inv.sources
                if s.language not in TU_LANGUAGES]
     if inv.kind != "compile" or not tus or not inv.optimised:
+        _count(config, "not-compile" if inv.kind != "compile" else
+               "not-c" if not tus else "not-optimised")
         if explain:
             reason = inv.reason if inv.kind != "compile" else (
                 "no C, C++ or OpenCL source" if not tus else
                 "compiled without optimisation (-O0 or no -O): mirecc leaves it alone")
-            _print_explanation(explain, compiler, inv.kind, reason, [], None, skipped,
+            _print_explanation(explain, compiler, chosen, inv.kind, reason, [], None, skipped,
                                to_stderr=_compiler_writes_stdout(inv))
         return _exec(final)
 
+    inject_debug_fault("driver-heads")
     if not (explain or config.capture_dir
             or _heads_installed(config, {s.language for s in tus})):
         # Nothing would read the IR: skip the side run, pay only start-up.
+        _count(config, "no-use")
         return _exec(final)
 
     stdin_data = sys.stdin.buffer.read() if inv.reads_stdin else None
-    outcome, fallback, source_may_be_broken = None, None, False
+    guard.stdin_data = stdin_data
+    import shutil
+    import tempfile
+
+    # The work directory is made and removed outside the ML path's deadline
+    # (the alarm may interrupt anything inside it); it holds the bitcode a
+    # split compile's back end reads.
+    workdir = tempfile.mkdtemp(prefix="mirecc-")
+    try:
+        return _compile_tus(inv, expanded, final, compiler, chosen, config, explain,
+                            skipped, stdin_data, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _compile_tus(inv, args, final, compiler, chosen, config, explain, skipped, stdin_data,
+                 workdir) -> int:
+    outcome, fallback, fallback_code, source_may_be_broken = None, None, None, False
     try:
         from mirecc import mlpath
         try:
-            outcome = mlpath.run(inv, compiler, config, want_summary=bool(explain),
-                                 stdin_data=stdin_data)
+            outcome = mlpath.run(inv, compiler, config, args=args, explain=bool(explain),
+                                 workdir=workdir, stdin_data=stdin_data)
         except mlpath.MLFailure as exc:
             fallback, source_may_be_broken = str(exc), exc.ir_compile_failed
+            fallback_code = exc.code
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the build must survive any bug here
@@ -176,10 +286,14 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
             traceback.print_exc()
         fallback = (f"internal error {type(exc).__name__}: {exc} "
                     f"(set MIRECC_DEBUG=1 for a traceback)")
+        fallback_code = "internal-error"
 
     extra = outcome.extra_args if outcome and not fallback else []
+    _count_tus(config, outcome, fallback_code)
     if explain:
-        _print_explanation(explain, compiler, inv.kind, inv.reason,
+        from mirecc.mlpath import inject_debug_fault
+        inject_debug_fault("driver-explain")
+        _print_explanation(explain, compiler, chosen, inv.kind, inv.reason,
                            outcome.reports if outcome else [], fallback, skipped,
                            to_stderr=_compiler_writes_stdout(inv))
 
@@ -200,9 +314,55 @@ def _compile(args, final, compiler, config, cxx, explain) -> int:
         return rc
     if warning:
         _say("warning", warning)
+    if outcome and outcome.split is not None and not fallback:
+        return _compile_split(outcome, extra, final, config)
     if stdin_data is not None:
         return _run(final + extra, stdin_data)
+    import shutil
+    shutil.rmtree(workdir, ignore_errors=True)   # exec runs no finally
     return _exec(final + extra)
+
+
+def _count_tus(config, outcome, fallback_code) -> None:
+    from mirecc import stats
+
+    counts = {}
+    if outcome is not None and not fallback_code:
+        counts = stats.tu_counts(outcome.reports, split=outcome.split is not None)
+    if fallback_code:
+        counts[f"fallback.{fallback_code}"] = 1
+    _count(config, counts=counts)
+
+
+def _compile_split(outcome, extra, final, config) -> int:
+    """The back end of a split compile: the object from the front end's
+    bitcode, after the front end's diagnostics.  A back end that prints
+    anything (a warning of its own, which clang formats differently for
+    bitcode input) or fails is thrown away and the user's command runs
+    (with the decisions' flags), so clang reports it in its own words."""
+    import subprocess
+
+    cmd = outcome.split.backend_command(extra)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True)
+    except OSError:
+        proc = None
+    if proc is not None and proc.returncode == 0 and not proc.stderr and not proc.stdout:
+        sys.stderr.buffer.write(outcome.frontend_stderr)
+        sys.stderr.flush()
+        return 0
+    from mirecc import stats
+    if proc is not None and proc.returncode == 0:
+        stats.bump(config, {"split.backend-diagnostics": 1})
+        return _run(final + extra, None)
+    stats.bump(config, {"fallback.backend-failed": 1})
+    rc = _run(final, None)
+    if rc == 0 and config.warnings:
+        _say("warning", "compiling the object from the front end's bitcode failed; "
+                        "compiled as asked, without mirecc decisions")
+    return rc
 
 
 def _heads_installed(config, languages) -> bool:
@@ -211,7 +371,7 @@ def _heads_installed(config, languages) -> bool:
     registry.has_use), no YAML parser: heads for OpenCL alone do not make a C
     compile run the side run, nor does a loop-vectorize head whose decisions
     would neither be applied nor recorded."""
-    from mirecc.registry import default_heads_dirs, has_use, heads_for_languages
+    from mirecc.tasks.registry import default_heads_dirs, has_use, heads_for_languages
     return any(has_use(spec, config)
                for spec in heads_for_languages(default_heads_dirs(config), languages))
 
@@ -222,11 +382,13 @@ def _compiler_writes_stdout(inv) -> bool:
     return inv.output == "-" or (inv.kind == "query" and inv.output is None)
 
 
-def _print_explanation(fmt, compiler, kind, reason, reports, fallback, skipped, to_stderr):
+def _print_explanation(fmt, compiler, chosen, kind, reason, reports, fallback, skipped,
+                       to_stderr):
     from mirecc.explain import explanation, render
 
-    text = render(explanation(compiler=compiler, invocation_kind=kind, reason=reason,
-                              reports=reports, fallback=fallback, skipped=skipped), fmt)
+    text = render(explanation(compiler=compiler, compiler_chosen=chosen, invocation_kind=kind,
+                              reason=reason, reports=reports, fallback=fallback,
+                              skipped=skipped), fmt)
     # Keep the compiler's own stdout clean when it writes its output there.
     stream = sys.stderr if to_stderr else sys.stdout
     stream.write(text)

@@ -11,7 +11,8 @@ from mirecc import __version__
 
 
 def explanation(*, compiler: str, invocation_kind: str, reason: str,
-                reports: list, fallback: str | None, skipped: list[str]) -> dict:
+                reports: list, fallback: str | None, skipped: list[str],
+                compiler_chosen: str = "") -> dict:
     """The explanation of one mirecc call as plain data."""
     units = []
     for r in reports:
@@ -22,14 +23,17 @@ def explanation(*, compiler: str, invocation_kind: str, reason: str,
             "opt_level": r.opt_level,
             "ir": {"sha256": r.bitcode_sha256, "bytes": r.bitcode_bytes},
             "cache": r.cache,
+            "computed": r.where,
             "captured": r.captured,
             "seen": summary.to_dict() if summary else None,
             "decisions": [asdict(d) for d in r.result.decisions],
             "no_decision_reasons": list(r.result.no_decision_reasons),
+            "reason_codes": list(r.result.reason_codes),
         })
     return {
         "mirecc_version": __version__,
         "compiler": compiler,
+        "compiler_chosen": compiler_chosen,   # where the choice of compiler came from
         "invocation": invocation_kind,
         "reason": reason,
         "translation_units": units,
@@ -52,6 +56,8 @@ def _value(value) -> str:
 
 def render_text(data: dict) -> str:
     lines = [f"mirecc {data['mirecc_version']} --explain (compiler: {data['compiler']})"]
+    if data.get("compiler_chosen"):
+        lines.append(f"  compiler chosen: {data['compiler_chosen']}")
     if data["fallback"]:
         lines.append(f"  ML path failed: {data['fallback']}")
         lines.append("  => compiled exactly as asked, without mirecc decisions")
@@ -88,8 +94,9 @@ def render_text(data: dict) -> str:
                              f"confidence {d['confidence']:.2f}, {state}: {d['reason']}")
         else:
             lines.append("  decisions: none")
-        for why in tu["no_decision_reasons"]:
-            lines.append(f"    why: {why}")
+        for code, why in zip(tu.get("reason_codes") or [""] * len(tu["no_decision_reasons"]),
+                             tu["no_decision_reasons"]):
+            lines.append(f"    why: [{code}] {why}" if code else f"    why: {why}")
     return "\n".join(lines) + "\n"
 
 

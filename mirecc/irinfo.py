@@ -1,9 +1,13 @@
 """What a translation unit contains: functions, loops, instruction counts.
 
-Read from the TU's bitcode with llvmlite.  Loops are the natural loops of
-each function's control-flow graph (back edges to a dominating header, the
-same definition LLVM's LoopInfo uses), found here because llvmlite exposes no
-loop analysis.  This is what ``--explain`` reports as "seen".
+Read from the TU's program graph (:mod:`mirecc.graph`, built once per TU by
+:class:`mirecc.context.TUContext`): this is what ``--explain`` reports as
+"seen", and the loop table the heads share.  Loop ids are the graph
+builder's ``<function>:<header block index>`` everywhere.
+
+Also here: natural loops of a control-flow graph (back edges to a dominating
+header, the same definition LLVM's LoopInfo uses), for the llvmlite graph
+builder, which has no loop analysis to ask.
 """
 
 from __future__ import annotations
@@ -12,13 +16,20 @@ import re
 from dataclasses import asdict, dataclass
 
 
-class IRReadError(Exception):
-    """The bitcode could not be parsed (the message names the file)."""
+@dataclass(frozen=True)
+class Loop:
+    """A loop of the loop table the heads share."""
+
+    id: str            # "<function>:<header block index>"
+    function: str
+    header: int
+    depth: int
+    innermost: bool
 
 
 @dataclass(frozen=True)
 class LoopInfo:
-    id: str            # "<function>:bb<header index>", stable for a given IR
+    id: str            # "<function>:<header block index>", stable for a given IR
     header_block: int  # index of the header in the function's block list
     depth: int         # 1 = outermost
     blocks: int        # blocks in the loop body, nested loops included
@@ -192,49 +203,85 @@ def _block_lines(text: str) -> dict[str, list[int | None]]:
     return result
 
 
-def summarize_bitcode(data: bytes, name: str = "<bitcode>") -> ModuleInfo:
-    """Parse bitcode and list its defined functions and their loops."""
-    import llvmlite.binding as llvm  # lazy: the pass-through path never loads LLVM
+def graph_loops(g) -> list[Loop]:
+    """The loops of program graph ``g``, in graph-builder order."""
+    names = g.function_names
+    parent = g.arrays["loop_parent"].tolist()
+    has_child = set(p for p in parent if p >= 0)
+    out = []
+    for i, (f, h, d) in enumerate(zip(g.arrays["loop_function"].tolist(),
+                                      g.arrays["loop_header"].tolist(),
+                                      g.arrays["loop_depth"].tolist())):
+        out.append(Loop(f"{names[f]}:{h}", names[f], h, d, i not in has_child))
+    return out
 
+
+def has_debug_info(flags) -> bool:
+    """Do the flags ask for debug info (line tables in the IR)?  The last -g
+    flag wins, as in clang."""
+    on = False
+    for flag in flags:
+        if flag in ("-g0", "-ggdb0"):
+            on = False
+        elif flag in ("-g", "-g1", "-g2", "-g3", "-gline-tables-only", "-gfull", "-gused") \
+                or flag.startswith(("-ggdb", "-gdwarf", "-glldb", "-gsce")):
+            on = True
+    return on
+
+
+def summary_from_graph(g, request=None) -> ModuleInfo:
+    """The functions (defined ones, in module order) and loops of graph ``g``.
+    With debug info in the IR (``-g``), each loop's source line is read from
+    the bitcode's text (one more read, for ``--explain`` only)."""
+    import numpy as np
+
+    from mirecc.graph import schema
+
+    arrays = g.arrays
+    is_inst = np.asarray(g.node_type) == schema.INSTRUCTION
+    func = np.asarray(g.node_function)
+    block = np.asarray(g.node_block)
+    node_loop = np.asarray(g.node_loop)
+    declared = arrays["function_is_declaration"].astype(bool)
+    F = len(g.function_names)
+    counts = np.bincount(func[is_inst & (func >= 0)], minlength=F)
+    # blocks of a function / of a loop: distinct block counters of their instructions
+    fn_blocks = [set() for _ in range(F)]
+    for f, b in zip(func[is_inst].tolist(), block[is_inst].tolist()):
+        if f >= 0:
+            fn_blocks[f].add(b)
+    L = g.num_loops
+    loop_blocks = [set() for _ in range(L)]
+    for lp, b in zip(node_loop[is_inst].tolist(), block[is_inst].tolist()):
+        if lp >= 0:
+            loop_blocks[lp].add(b)
+    parent = arrays["loop_parent"].tolist()
+    for j in sorted(range(L), key=lambda j: -int(arrays["loop_depth"][j])):
+        if parent[j] >= 0:
+            loop_blocks[parent[j]] |= loop_blocks[j]
+    lines = {}
+    if request is not None and has_debug_info(request.flags):
+        lines = _lines_from_bitcode(request.bitcode_path)
+    loops_of: dict[int, list[LoopInfo]] = {}
+    for j, lp in enumerate(graph_loops(g)):
+        f = int(arrays["loop_function"][j])
+        fn_lines = lines.get(lp.function)
+        line = fn_lines[lp.header] if fn_lines and lp.header < len(fn_lines) else None
+        loops_of.setdefault(f, []).append(
+            LoopInfo(lp.id, lp.header, lp.depth, len(loop_blocks[j]), line))
+    functions = tuple(
+        FunctionInfo(name, len(fn_blocks[f]), int(counts[f]), tuple(loops_of.get(f, ())))
+        for f, name in enumerate(g.function_names) if not declared[f])
+    return ModuleInfo(source_filename=getattr(request, "source", "") or "", triple="",
+                      functions=functions, declarations=int(declared.sum()))
+
+
+def _lines_from_bitcode(path: str) -> dict[str, list[int | None]]:
+    """Per function, the source line of each block (see :func:`_block_lines`)."""
     try:
-        module = llvm.parse_bitcode(data)
-    except Exception as exc:  # llvmlite raises RuntimeError with LLVM's message
-        raise IRReadError(f"{name}: not valid LLVM bitcode: {exc}") from None
+        import llvmlite.binding as llvm
 
-    block_kind = llvm.ValueKind.basic_block
-    module_text: str | None = None
-    block_lines: dict[str, list[int | None]] = {}
-    functions = []
-    declarations = 0
-    for fn in module.functions:
-        if fn.is_declaration:
-            declarations += 1
-            continue
-        blocks = list(fn.blocks)
-        index = {b: i for i, b in enumerate(blocks)}
-        succ: list[list[int]] = []
-        count = 0
-        for block in blocks:
-            instructions = list(block.instructions)
-            count += len(instructions)
-            targets = []
-            if instructions:
-                for op in instructions[-1].operands:
-                    if op.value_kind == block_kind and op in index:
-                        targets.append(index[op])
-            succ.append(targets)
-        loops = []
-        for header, body, depth in natural_loops(succ):
-            line = None
-            if module_text is None:  # printed once, and only for modules with loops
-                module_text = str(module)
-                block_lines = _block_lines(module_text)
-            fn_lines = block_lines.get(fn.name)
-            if fn_lines and header < len(fn_lines):
-                line = fn_lines[header]
-            loops.append(LoopInfo(f"{fn.name}:bb{header}", header, depth, len(body), line))
-        functions.append(FunctionInfo(fn.name, len(blocks), count, tuple(loops)))
-
-    return ModuleInfo(source_filename=module.source_file or "",
-                      triple=module.triple or "",
-                      functions=tuple(functions), declarations=declarations)
+        with open(path, "rb") as fh:
+            return _block_lines(str(llvm.parse_bitcode(fh.read())))
+    except Exception:  # noqa: BLE001 - lines are a nicety of --explain
+        return {}

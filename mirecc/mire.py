@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``vectorize-data``, ``vectorize-train``.
+``stats``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 def _bench(args: argparse.Namespace) -> int:
     if args.suite == "vectorize":
-        from mirecc.vectorize.bench import run
+        from mirecc.tasks.loop_vectorize.offline.bench import run
         return run(args)
     if args.suite != "programs":
-        from mirecc.tasks.cli import run
+        from mirecc.tasks.opencl.offline.cli import run
         return run(args)
     from mirecc.bench import bundled_programs_dir, run_bench
 
@@ -41,16 +41,22 @@ LAZY_SUBCOMMANDS = [
      "embed LLVM IR or a source file with the shipped encoder",
      "Module, function and loop embeddings from the frozen encoder in ONNX Runtime, with "
      "an on-disk statement cache shared by concurrent runs."),
-    ("serve", "mirecc.encoder.server",
-     "run the per-user embedding server (mire embed --server starts it)",
-     "Hold the encoder loaded and answer embedding requests on a Unix socket only this "
-     "user can reach; exits when idle."),
-    ("vectorize-data", "mirecc.vectorize.cli",
+    ("serve", "mirecc.server",
+     "run the per-user pipeline server (mirecc and mire embed --server start it)",
+     "Hold the encoder, the task heads and their ONNX sessions loaded and run the "
+     "decision pipeline (graph, embedding, heads) for the driver, and embedding "
+     "requests, on a Unix socket only this user can reach; exits when idle."),
+    ("stats", "mirecc.stats",
+     "what mirecc did: TUs seen, decided, applied, cached, and why others were not",
+     "Counters kept in the cache directory by every mirecc call, as ccache's "
+     "statistics: translation units seen, decided, applied, served from the result "
+     "cache, and the calls and TUs skipped, by reason code."),
+    ("vectorize-data", "mirecc.tasks.loop_vectorize.offline.cli",
      "generate loop kernels and time every (VF, IF) of each (the vectorize dataset)",
      "Generate loop kernels of many families, compile each with every (VF, IF) in "
      "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
      "reference, time them pinned with repeats, and write labels (resumable)."),
-    ("vectorize-train", "mirecc.vectorize.train",
+    ("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
      "train the per-loop vectorize head on the vectorize dataset (needs torch)",
      "Embed each kernel's target loop and function with the frozen encoder, train the "
      "(VF, IF) head on the training families, evaluate by family, and write "
@@ -114,9 +120,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.add_argument("--cc", help="the plain clang to compare with (default: the "
                        "one mirecc drives)")
     bench.set_defaults(func=_bench)
-    from mirecc.tasks.cli import add_arguments as add_task_bench_arguments
+    from mirecc.tasks.opencl.offline.cli import add_arguments as add_task_bench_arguments
     add_task_bench_arguments(bench)
-    from mirecc.vectorize.bench import add_arguments as add_vectorize_bench_arguments
+    from mirecc.tasks.loop_vectorize.offline.bench import add_arguments as add_vectorize_bench_arguments
     add_vectorize_bench_arguments(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser

@@ -2,30 +2,29 @@
 
 Everything here may fail; the driver catches ``MLFailure`` (and anything
 else) and falls back to the user's exact compile with one warning.  Nothing
-here touches the user's outputs: the IR is emitted by a side run of clang
-into a private temporary directory.
+here touches the user's outputs except the dependency file of a split
+compile's front end (:mod:`mirecc.frontend`), which clang would write the
+same.  This module imports no task by name: tasks come from the registry.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from mirecc.cmdline import TU_LANGUAGES, Invocation, Source
-from mirecc.pipeline import Pipeline, TURequest, TUResult
+from mirecc.pipeline import TURequest, TUResult
 
 # Flags that make clang write unoptimised-but-optimisable IR: the front end's
 # output with the -O level's attributes, before any LLVM pass runs.  Warnings
-# are off: the side run is one TU at a time, so a flag meant for another TU is
-# "unused" here, and with -Werror that must not fail it (the final compile
-# reports the user's warnings as usual).
+# are off in the side run: it is one TU at a time, so a flag meant for another
+# TU is "unused" here, and with -Werror that must not fail it (the final
+# compile reports the user's warnings as usual).
 IR_EMIT_FLAGS = ["-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
                  "-w", "-Wno-unused-command-line-argument"]
 
@@ -37,14 +36,16 @@ FAULT_ENV = "MIRECC_DEBUG_FAULT"
 class MLFailure(Exception):
     """The ML path gave up; ``str()`` is the one-line reason for the warning.
 
-    ``ir_compile_failed`` marks a failure of the side IR run, which most often
+    ``ir_compile_failed`` marks a failure of the IR run, which most often
     means the source itself does not compile: clang's final compile will then
-    report the error, and mirecc's warning would only be noise.
+    report the error, and mirecc's warning would only be noise.  ``code`` is
+    the reason code ``mire stats`` counts.
     """
 
-    def __init__(self, reason: str, ir_compile_failed: bool = False):
+    def __init__(self, reason: str, ir_compile_failed: bool = False, code: str = "ml-failed"):
         super().__init__(reason)
         self.ir_compile_failed = ir_compile_failed
+        self.code = "ir-failed" if ir_compile_failed else code
 
 
 class MLTimeout(BaseException):
@@ -61,6 +62,7 @@ class TUReport:
     result: TUResult
     cache: str                      # "hit", "miss", "off" or "unwritable"
     captured: str | None = None     # path of the stored IR in capture mode
+    where: str = ""                 # "server", "in process" or "cache"
 
 
 @dataclass
@@ -68,6 +70,8 @@ class Outcome:
     reports: list[TUReport] = field(default_factory=list)
     extra_args: list[str] = field(default_factory=list)   # injected into the final compile
     warnings: list[str] = field(default_factory=list)     # non-fatal problems
+    split: object = None            # a frontend.Split whose front end ran, or None
+    frontend_stderr: bytes = b""    # what the split's front end printed
 
 
 @contextmanager
@@ -91,10 +95,7 @@ def ir_command(compiler: str, inv: Invocation, source: Source, out: str) -> list
     return [compiler, *inv.ir_flags, *lang, source.path, *IR_EMIT_FLAGS, "-o", out]
 
 
-def emit_ir(compiler: str, inv: Invocation, source: Source, out: str, workdir: str,
-            stdin_data: bytes | None) -> bytes:
-    """Run clang's front end on ``source``; return the bitcode (also left at ``out``)."""
-    cmd = ir_command(compiler, inv, source, out)
+def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
     if sum(len(a) for a in cmd) > 100_000:  # stay under ARG_MAX: use a response file
         rsp = os.path.join(workdir, "args.rsp")
         with open(rsp, "w", encoding="utf-8", errors="surrogateescape") as fh:
@@ -102,11 +103,18 @@ def emit_ir(compiler: str, inv: Invocation, source: Source, out: str, workdir: s
                                for a in cmd[1:]))
         cmd = [cmd[0], "@" + rsp]
     try:
-        proc = subprocess.run(cmd, input=stdin_data if source.is_stdin else None,
+        return subprocess.run(cmd, input=stdin_data if source.is_stdin else None,
                               stdin=None if source.is_stdin else subprocess.DEVNULL,
                               capture_output=True)
     except OSError as exc:
-        raise MLFailure(f"cannot run {compiler} to emit IR: {exc}") from None
+        raise MLFailure(f"cannot run {cmd[0]} to emit IR: {exc}") from None
+
+
+def emit_ir(cmd: list[str], source: Source, out: str, workdir: str,
+            stdin_data: bytes | None):
+    """Run ``cmd`` (clang's front end writing ``source``'s bitcode to
+    ``out``); return (bitcode, the front end's stderr)."""
+    proc = _run_ir_command(cmd, source, workdir, stdin_data)
     if proc.returncode != 0:
         first = next((ln for ln in proc.stderr.decode(errors="replace").splitlines()
                       if "error" in ln), "no error message")
@@ -114,7 +122,7 @@ def emit_ir(compiler: str, inv: Invocation, source: Source, out: str, workdir: s
                         ir_compile_failed=True)
     try:
         with open(out, "rb") as fh:
-            return fh.read()
+            return fh.read(), proc.stderr
     except OSError:
         raise MLFailure(f"emitting IR for {source.path}: clang succeeded but wrote no "
                         f"bitcode (a flag in the command overrides -emit-llvm?)") from None
@@ -125,52 +133,57 @@ def _check_plugin(config) -> None:
         raise MLFailure(f"pass plugin not found: {config.plugin}")
 
 
-def _inject_debug_fault() -> None:
+def inject_debug_fault(where: str) -> None:
+    """``MIRECC_DEBUG_FAULT=<kind>``: ``exception``/``hang`` in the ML path,
+    ``driver-<step>`` anywhere in the driver (see driver.py)."""
     fault = os.environ.get(FAULT_ENV)
-    if fault == "exception":
-        raise RuntimeError(f"fault injected by {FAULT_ENV}=exception")
-    if fault == "hang":
+    if not fault:
+        return
+    if fault == where or (where == "ml" and fault == "exception"):
+        raise RuntimeError(f"fault injected by {FAULT_ENV}={fault}")
+    if where == "ml" and fault == "hang":
         time.sleep(3600)
 
 
-def run(inv: Invocation, compiler: str, config, *, want_summary: bool,
-        stdin_data: bytes | None = None) -> Outcome:
-    """Run the ML path for every C/C++/OpenCL source of ``inv`` within the timeout."""
-    # The work directory is made and removed outside the deadline: the alarm
-    # may interrupt anything inside it, and must not leave files behind.
-    workdir = tempfile.mkdtemp(prefix="mirecc-")
+def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: bool,
+        workdir: str, stdin_data: bytes | None = None) -> Outcome:
+    """Run the ML path for every C/C++/OpenCL source of ``inv`` within the
+    timeout.  ``workdir`` (made and removed by the caller, outside the
+    deadline) holds the bitcode, which a split compile's back end reads."""
     try:
         with deadline(config.timeout):
-            return _run(inv, compiler, config, want_summary, stdin_data, workdir)
+            return _run(inv, compiler, config, args, explain, stdin_data, workdir)
     except MLTimeout:
         raise MLFailure(f"timed out after {config.timeout:g} s "
-                        f"(raise 'timeout' in .mirecc.yaml or MIRECC_TIMEOUT)") from None
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+                        f"(timeout / MIRECC_TIMEOUT)", code="timeout") from None
 
 
-def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outcome:
-    from mirecc.cache import CacheError, ResultCache
+def _run(inv, compiler, config, args, explain, stdin_data, workdir: str) -> Outcome:
+    from mirecc import frontend
+    from mirecc.cache import CacheError, ResultCache, pipeline_key
     from mirecc.capture import CaptureError, capture
-    from mirecc.irinfo import IRReadError, summarize_bitcode
-    from mirecc.model import ModelError
-    from mirecc.pipeline import HeadError
 
     outcome = Outcome()
     languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
-    try:
-        pipeline = Pipeline.load(config, languages)
-    except (ModelError, HeadError) as exc:
-        raise MLFailure(str(exc)) from None
     _check_plugin(config)
-    _inject_debug_fault()
-
+    inject_debug_fault("ml")
+    split_blocked = frontend.why_not(inv, args, config)
     cache = ResultCache(config.resolved_cache_dir()) if config.cache else None
+    version = pipeline_key(config, languages)
     for number, source in enumerate(inv.sources):
         if source.language not in TU_LANGUAGES:
             continue
         bc_path = os.path.join(workdir, f"tu{number}.bc")
-        bitcode = emit_ir(compiler, inv, source, bc_path, workdir, stdin_data)
+        if split_blocked is None:
+            import sys
+            split = frontend.Split(compiler, args, source, bc_path,
+                                   color=sys.stderr.isatty())
+            bitcode, outcome.frontend_stderr = emit_ir(split.frontend_command(), source,
+                                                       bc_path, workdir, stdin_data)
+            outcome.split = split
+        else:
+            bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
+                                 bc_path, workdir, stdin_data)
         sha = hashlib.sha256(bitcode).hexdigest()
         report = TUReport(source.path, source.language, inv.opt_level or "0",
                           sha, len(bitcode), TUResult(None), "off")
@@ -183,24 +196,19 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
             except CaptureError as exc:
                 raise MLFailure(str(exc)) from None
 
-        key = ResultCache.key(sha, pipeline.version, report.opt_level)
-        cached = cache.get(key) if cache else None
-        needs_summary = want_summary or bool(pipeline.heads)
-        if cached is not None and (cached.summary or not needs_summary):
-            report.result, report.cache = cached, "hit"
+        request = TURequest(source.path, source.language, report.opt_level,
+                            tuple(inv.ir_flags), os.path.abspath(bc_path), sha, compiler,
+                            os.getcwd())
+        key = ResultCache.key(sha, version, report.opt_level)
+        # --explain's additions are cached apart ("|explain"): a build reads less
+        cached = cache.get(key + "|explain") if cache and explain else None
+        explained = cached is not None
+        if cached is None and cache:
+            cached = cache.get(key)
+        if cached is not None and (cached.summary or not explain):
+            report.result, report.cache, report.where = cached, "hit", "cache"
         else:
-            summary = None
-            if needs_summary:
-                try:
-                    summary = summarize_bitcode(bitcode, f"IR of {source.path}")
-                except IRReadError as exc:
-                    raise MLFailure(str(exc)) from None
-            request = TURequest(source.path, source.language, report.opt_level,
-                                tuple(inv.ir_flags), bc_path, sha, compiler)
-            try:
-                report.result = pipeline.run(request, summary)
-            except (ModelError, HeadError) as exc:
-                raise MLFailure(str(exc)) from None
+            report.result, report.where = run_pipeline(request, config, explain)
             report.cache = "miss" if cache else "off"
             if cache:
                 try:
@@ -210,10 +218,14 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
                     report.cache = "unwritable"
                     if not outcome.warnings:
                         outcome.warnings.append(str(exc))
-        if want_summary:
-            from mirecc.vectorize.head import explain_loop_decisions
-            report.result = explain_loop_decisions(report.result, compiler,
-                                                   list(inv.ir_flags), source.path)
+        if explain and not explained:
+            result = explain_decisions(report.result, request)
+            if cache and result is not report.result and report.cache != "unwritable":
+                try:
+                    cache.put(key + "|explain", result)
+                except CacheError:
+                    pass
+            report.result = result
         outcome.reports.append(report)
         if config.record:
             try:
@@ -224,24 +236,81 @@ def _run(inv, compiler, config, want_summary, stdin_data, workdir: str) -> Outco
                     outcome.warnings.append(
                         f"cannot append to the record file {config.record}: "
                         f"{exc.strerror or exc}")
-    outcome.extra_args = _injection_args(outcome.reports, compiler, config)
+    outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome
 
 
-def _injection_args(reports, compiler: str, config) -> list[str]:
-    """Flags that apply the reports' applied decisions in the final compile."""
-    loops = {}
+def run_pipeline(request: TURequest, config, explain: bool) -> tuple[TUResult, str]:
+    """The TU's result from the per-user server (started when none answers),
+    else computed in this process; and where it was computed."""
+    from mirecc.model import ModelError
+    from mirecc.pipeline import HeadError
+
+    if config.server:
+        from mirecc import server
+
+        reply = server.run_pipeline(request, config, explain)
+        if reply.get("ok"):
+            return TUResult.from_dict(reply["result"]), "server"
+        if "error" in reply:
+            raise MLFailure(reply["error"])
+    try:
+        return run_in_process(request, config, explain), "in process"
+    except (ModelError, HeadError) as exc:
+        raise MLFailure(str(exc)) from None
+
+
+_PIPELINES: dict = {}
+
+
+def run_in_process(request: TURequest, config, explain: bool, where: str = "in process"):
+    """The pipeline over one TU in this process (the server calls this too):
+    heads loaded once per process and pipeline key."""
+    from mirecc.cache import pipeline_key
+    from mirecc.context import TUContext
+    from mirecc.pipeline import Pipeline
+
+    languages = {request.language}
+    key = (pipeline_key(config, languages), tuple(sorted(languages)))
+    pipeline = _PIPELINES.get(key)
+    if pipeline is None:
+        pipeline = _PIPELINES[key] = Pipeline.load(config, languages)
+    return pipeline.run(TUContext(request, config, want_summary=explain, where=where))
+
+
+def explain_decisions(result: TUResult, request: TURequest) -> TUResult:
+    """The result with what each task adds for ``--explain`` only."""
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import task
+
+    for name in sorted({d.task for d in result.decisions}):
+        declared = task(name)
+        if declared is not None and declared.explain:
+            result = load_attribute(declared.explain)(result, request)
+    return result
+
+
+def injection_args(reports, compiler: str, config) -> list[str]:
+    """Flags that apply the reports' applied decisions in the final compile,
+    from each task's ``inject``."""
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import task
+
+    by_task: dict[str, dict[str, list]] = {}
     for report in reports:
         for d in report.result.decisions:
-            if d.task == "loop-vectorize" and d.applied:
-                loops.setdefault(report.source, {})[d.target] = d.value
-    if not loops:
-        return []
-    from mirecc.vectorize.inject import InjectError, compile_args
-    try:
-        return compile_args(compiler, loops, config.resolved_cache_dir())
-    except InjectError as exc:
-        raise MLFailure(str(exc)) from None
+            if d.applied:
+                by_task.setdefault(d.task, {}).setdefault(report.source, []).append(d)
+    args = []
+    for name, by_source in sorted(by_task.items()):
+        declared = task(name)
+        if declared is None or declared.inject is None:
+            continue
+        try:
+            args += load_attribute(declared.inject)(by_source, compiler, config)
+        except Exception as exc:  # noqa: BLE001 - a task's injection must not break a build
+            raise MLFailure(f"{name}: cannot inject its decisions: {exc}") from None
+    return args
 
 
 def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
@@ -269,5 +338,6 @@ def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
         "cache": report.cache,
         "decisions": [asdict(d) for d in report.result.decisions],
         "no_decision_reasons": list(report.result.no_decision_reasons),
+        "reason_codes": list(report.result.reason_codes),
     }
     append_line_locked(Path(path).expanduser(), json.dumps(line, sort_keys=True))

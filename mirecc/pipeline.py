@@ -1,18 +1,16 @@
 """The decision pipeline: one translation unit's IR in, decisions out.
 
-The interface is built to cross a process boundary: a ``TURequest`` and a
-``TUResult`` are plain JSON, so the same ``Pipeline.run`` can later sit in a
-per-user background server that keeps the model loaded (as sccache's daemon
-does), while the driver falls back to calling it in-process when no server
-answers.
+The interface crosses a process boundary: a ``TURequest`` and a ``TUResult``
+are plain JSON, so the same ``Pipeline.run`` runs in the per-user server
+(:mod:`mirecc.server`, which keeps the encoder, the heads and their ONNX
+sessions loaded) and, when no server answers, in the driver's process.
 
-Task heads plug in through ``TASKS``: a head directory holds ``spec.yaml``
-with at least ``task: <name>``; the pipeline loads the head registered for
-that task.  A head class is built as ``cls(directory, spec_dict, config)``
-and has ``name``, ``version`` (part of the cache key), ``applies_to``,
-``why_not`` and ``decide(request, summary) -> list[Decision]``; ``decide``
-may raise :class:`NoDecision` to say why it decided nothing.  With no head
-installed the pipeline decides nothing, and says so.
+Task heads plug in through the task registry (:mod:`mirecc.tasks.registry`):
+a head directory holds ``spec.yaml`` with at least ``task: <name>``, and the
+pipeline loads the head class the task declares (:mod:`mirecc.tasks.api`
+says what a head does).  Every head of a TU shares one
+:class:`mirecc.context.TUContext`: one graph, one embedding, one loop table.
+This module imports no task by name.
 """
 
 from __future__ import annotations
@@ -21,29 +19,33 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mirecc.irinfo import ModuleInfo
-from mirecc.registry import HeadSpec, applies_to_any, default_heads_dirs, find_head_specs
 from mirecc.model import NO_MODEL_VERSION, ModelInfo
+from mirecc.tasks.api import HeadError, NoDecision, load_attribute
+from mirecc.tasks.registry import HeadSpec, applies_to_any, default_heads_dirs, find_head_specs
+
+__all__ = ["Candidate", "Decision", "HeadError", "NoDecision", "Pipeline", "Ranking",
+           "TURequest", "TUResult", "load_head"]
 
 # Bumped when TUResult's meaning changes, so cached results are not reused.
 # 2: Decision.advisory (a recorded prediction that changes nothing in the compile).
-PIPELINE_SCHEMA = 2
-
-# task name -> head class, or "module:Class" imported when a head of that task
-# is loaded (so that nothing of a task is imported before a head needs it).
-TASKS: dict[str, type | str] = {
-    "opencl-device-mapping": "mirecc.tasks.opencl:DeviceMappingHead",
-    "opencl-thread-coarsening": "mirecc.tasks.opencl:ThreadCoarseningHead",
-    "loop-vectorize": "mirecc.vectorize.head:LoopVectorizeHead",
-}
+# 3: reason codes, Decision.candidates, loop ids "<function>:<header>" in summaries.
+PIPELINE_SCHEMA = 3
+#: candidates kept per decision in results (the head's ranking, best first)
+KEEP_CANDIDATES = 5
 
 
-class HeadError(Exception):
-    """A head directory is unusable (the message names the file)."""
+@dataclass(frozen=True)
+class Candidate:
+    value: dict               # e.g. {"vectorize.width": 8}; {} is the compiler's own choice
+    score: float              # the head's score; higher is better (per task: see its head)
 
 
-class NoDecision(Exception):
-    """Raised by a head's ``decide`` when it has nothing to decide for this
-    TU; ``str()`` is the one-line reason --explain shows."""
+@dataclass(frozen=True)
+class Ranking:
+    """A head's candidates for one target, best first."""
+
+    target: str
+    candidates: tuple[Candidate, ...]
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class Decision:
     reason: str               # one line for --explain
     applied: bool             # False when confidence was too low to act
     advisory: bool = False    # a prediction recorded for the user; nothing to apply
+    # the head's best candidates for the target, best first: [[value, score], ...]
+    candidates: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,14 @@ class TURequest:
     bitcode_path: str
     bitcode_sha256: str
     compiler: str = ""        # the clang that emitted the bitcode (and compiles the TU)
+    cwd: str = ""             # where the compile runs (relative paths in flags)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "flags": list(self.flags)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TURequest":
+        return cls(**{**d, "flags": tuple(d["flags"])})
 
 
 @dataclass
@@ -76,6 +88,11 @@ class TUResult:
     summary: ModuleInfo | None
     decisions: list[Decision] = field(default_factory=list)
     no_decision_reasons: list[str] = field(default_factory=list)
+    reason_codes: list[str] = field(default_factory=list)   # one per reason
+
+    def add_reason(self, code: str, text: str) -> None:
+        self.reason_codes.append(code)
+        self.no_decision_reasons.append(text)
 
     def to_dict(self) -> dict:
         return {
@@ -83,6 +100,7 @@ class TUResult:
             "summary": self.summary.to_dict() if self.summary else None,
             "decisions": [asdict(d) for d in self.decisions],
             "no_decision_reasons": list(self.no_decision_reasons),
+            "reason_codes": list(self.reason_codes),
         }
 
     @classmethod
@@ -90,23 +108,18 @@ class TUResult:
         if d.get("schema") != PIPELINE_SCHEMA:
             raise ValueError("cached result has another schema")
         summary = ModuleInfo.from_dict(d["summary"]) if d.get("summary") else None
-        return cls(summary, [Decision(**x) for x in d["decisions"]],
-                   list(d["no_decision_reasons"]))
-
-
-def task_class(task: str) -> type:
-    """The head class registered for ``task`` (imported on first use)."""
-    entry = TASKS[task]
-    if isinstance(entry, str):
-        import importlib
-
-        module, _, attr = entry.partition(":")
-        entry = TASKS[task] = getattr(importlib.import_module(module), attr)
-    return entry
+        decisions = [Decision(**{**x, "candidates": tuple(tuple(c) for c in x["candidates"])})
+                     for x in d["decisions"]]
+        reasons, codes = list(d["no_decision_reasons"]), list(d["reason_codes"])
+        if len(reasons) != len(codes):
+            raise ValueError("cached result has a reason without a code")
+        return cls(summary, decisions, reasons, codes)
 
 
 def load_head(spec: HeadSpec, config=None):
     import yaml
+
+    from mirecc.tasks.registry import task, tasks
 
     path = Path(spec.directory) / "spec.yaml"
     try:
@@ -114,13 +127,22 @@ def load_head(spec: HeadSpec, config=None):
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         detail = " ".join(str(exc).split())  # PyYAML's messages span lines
         raise HeadError(f"{path}: cannot read head spec: {detail}") from None
-    task = data.get("task") if isinstance(data, dict) else None
-    if not isinstance(task, str):
+    name = data.get("task") if isinstance(data, dict) else None
+    if not isinstance(name, str):
         raise HeadError(f"{path}: head spec has no 'task' key")
-    if task not in TASKS:
-        known = ", ".join(sorted(TASKS)) or "none yet"
-        raise HeadError(f"{path}: unknown task '{task}' (tasks this mirecc knows: {known})")
-    return task_class(task)(Path(spec.directory), data, config)
+    declared = task(name)
+    if declared is None:
+        known = ", ".join(sorted(tasks())) or "none yet"
+        raise HeadError(f"{path}: unknown task '{name}' (tasks this mirecc knows: {known})")
+    return load_attribute(declared.head)(Path(spec.directory), data, config)
+
+
+def candidates_of(ranking: Ranking | None) -> tuple:
+    """A ranking's best candidates as stored in a Decision."""
+    if ranking is None:
+        return ()
+    return tuple((c.value, round(float(c.score), 6))
+                 for c in ranking.candidates[:KEEP_CANDIDATES])
 
 
 class Pipeline:
@@ -159,22 +181,24 @@ class Pipeline:
         heads = ",".join(sorted(getattr(h, "version", type(h).__name__) for h in self.heads))
         return f"schema{PIPELINE_SCHEMA}|model={model}|heads={heads or 'none'}"
 
-    def run(self, request: TURequest, summary: ModuleInfo | None) -> TUResult:
-        result = TUResult(summary)
+    def run(self, ctx) -> TUResult:
+        """Decisions for the TU of ``ctx`` (a :class:`mirecc.context.TUContext`)."""
+        request = ctx.request
+        result = TUResult(ctx.summary if ctx.want_summary else None)
         if not self.heads:
             where = ", ".join(str(d) for d in self.searched)
             other = (f"; heads for other languages: {', '.join(self.other_languages)}"
                      if self.other_languages else "")
-            result.no_decision_reasons.append(
-                f"no task heads are installed for {request.language} "
-                f"(searched: {where}{other})")
+            result.add_reason("no-heads", f"no task heads are installed for "
+                              f"{request.language} (searched: {where}{other})")
             return result
         for head in self.heads:
             if not head.applies_to(request):
-                result.no_decision_reasons.append(f"{head.name}: {head.why_not(request)}")
+                result.add_reason("not-applicable", f"{head.name}: {head.why_not(request)}")
                 continue
             try:
-                result.decisions.extend(head.decide(request, summary))
+                rankings = head.rank(ctx)
+                result.decisions.extend(head.decide(ctx, rankings))
             except NoDecision as exc:
-                result.no_decision_reasons.append(f"{head.name}: {exc}")
+                result.add_reason(exc.code, f"{head.name}: {exc}")
         return result

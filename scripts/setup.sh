@@ -62,6 +62,12 @@ else
     .venv/bin/pip install -q .
 fi
 
+# The compilers this installation drives: the clang setup installed with its
+# OpenMP runtime (not a newer clang on PATH without one; MIRECC_CC wins).
+mkdir -p .venv/etc/mirecc
+printf '# written by scripts/setup.sh: the clang mirecc drives unless cc/MIRECC_CC say otherwise\ncc=/usr/bin/clang-14\ncxx=/usr/bin/clang++-14\n' \
+    > .venv/etc/mirecc/compilers
+
 # Native ProGraML-schema graph builder and the loop-hints pass plugin against
 # LLVM 14 (mirecc-graph-14, mirecc-loophints-14.so).
 cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -75,7 +81,7 @@ else
     # plugin for the clang it drives into its per-user cache, now rather than
     # in the first compile
     (cd / && "$repo/.venv/bin/python" -c "from mirecc.compiler import find_compiler; \
-from mirecc.config import load_config; from mirecc.vectorize.plugin import clang_major, \
+from mirecc.config import load_config; from mirecc.tasks.loop_vectorize.plugin import clang_major, \
 ensure_plugin; ensure_plugin(clang_major(find_compiler(load_config(), cxx=False)))") \
         || echo "setup: could not build the loop-hints plugin; mirecc builds it on first use" >&2
 fi

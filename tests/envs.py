@@ -15,6 +15,9 @@ def isolated_env(tmp_path: Path, **extra: str) -> dict:
     no_heads.mkdir(exist_ok=True)
     env.update({"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
                 "HOME": str(tmp_path / "home"), "LC_ALL": "C",
-                "MIRECC_HEADS_DIR": str(no_heads)})
+                "MIRECC_HEADS_DIR": str(no_heads),
+                # the pipeline in the test's own process: a per-user server
+                # would outlive the test (tests of the server name a socket)
+                "MIRECC_SERVER": "0"})
     env.update(extra)
     return env

@@ -31,7 +31,7 @@ def test_mire_bench_reports_identical_objects_and_outputs(tmp_path):
                           capture_output=True, text=True, timeout=300,
                           env={"PATH": "/usr/bin:/bin", "MIRECC_CC": "/usr/bin/clang-14",
                                "XDG_CACHE_HOME": str(tmp_path / "cache"),
-                               "MIRECC_EMBED_SERVER": "0"})
+                               "MIRECC_SERVER": "0"})
     assert proc.returncode == 0, proc.stderr
     data = json.loads((out / "bench.json").read_text())
     (row,) = data["programs"]

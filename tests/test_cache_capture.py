@@ -57,7 +57,8 @@ def explain(cwd: Path, env: dict, *args: str) -> dict:
 
 
 def cache_entries(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file())
+    """The result cache's files (not the statistics beside them)."""
+    return sorted(p for p in (root / "results").rglob("*") if p.is_file())
 
 
 def assert_no_partial_files(root: Path) -> None:
@@ -66,12 +67,12 @@ def assert_no_partial_files(root: Path) -> None:
 
 
 def pipeline_version(tmp_path: Path) -> str:
+    from mirecc.cache import pipeline_key
     from mirecc.config import Config
-    from mirecc.pipeline import Pipeline
 
-    # as the driver loads it for dot.c, with base_env's (empty) heads directory
+    # as the driver computes it for dot.c, with base_env's (empty) heads directory
     config = Config(heads_dir=isolated_env(tmp_path)["MIRECC_HEADS_DIR"])
-    return Pipeline.load(config, languages=["c"]).version
+    return pipeline_key(config, {"c"})
 
 
 # --- cache -------------------------------------------------------------------------
@@ -158,7 +159,7 @@ def test_cache_off(tmp_path):
     env = base_env(tmp_path, MIRECC_CACHE="0")
     assert explain(tmp_path, env)["cache"] == "off"
     assert explain(tmp_path, env)["cache"] == "off"
-    assert not (tmp_path / "cache").exists()
+    assert not (tmp_path / "cache" / "results").exists()   # (mire stats' counters are there)
 
 
 @needs_clang
@@ -199,8 +200,8 @@ def _writer(root: str, worker: int, rounds: int) -> int:
     bad = 0
     for i in range(rounds):
         reason = f"round {i} of worker {worker} " + "x" * (i * 37 % 2000)
-        cache.put(shared, TUResult(None, [], [reason]))
-        cache.put(own, TUResult(None, [], [reason]))
+        cache.put(shared, TUResult(None, [], [reason], ["test"]))
+        cache.put(own, TUResult(None, [], [reason], ["test"]))
         try:
             raw = cache._path(shared).read_bytes()
         except FileNotFoundError:
@@ -396,7 +397,7 @@ def test_written_files_follow_the_umask(tmp_path, umask):
         mirecc(["-O2", "-c", "dot.c", "-o", "dot.o"], tmp_path, env)
     finally:
         os.umask(old)
-    files = cache_entries(tmp_path / "cache") + cache_entries(tmp_path / "capture")
-    assert len(files) == 3   # cache entry, bitcode, manifest
+    files = sorted(p for p in tmp_path.glob("ca*/**/*") if p.is_file())
+    assert len(files) == 4   # cache entry, statistics, bitcode, manifest
     for path in files:
         assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path

@@ -30,7 +30,8 @@ SOURCE = "int f(int x) { for (int i = 0; i < x; i++) x ^= i; return x; }\n"
 
 
 def base_env(tmp_path: Path, **extra: str) -> dict:
-    return isolated_env(tmp_path, **extra)
+    # no site file: these tests are about the search of PATH
+    return isolated_env(tmp_path, **{"MIRECC_SITE_FILE": str(tmp_path / "no-site-file"), **extra})
 
 
 def run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:

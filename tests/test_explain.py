@@ -89,7 +89,7 @@ def test_text_explain_of_two_functions_and_a_loop_nest(src):
     assert "    twice: " in text and "0 loops" in text
     assert "(depth 1, " in text and "(depth 2, " in text
     assert "decisions: none" in text
-    assert "why: no task heads are installed" in text
+    assert "why: [no-heads] no task heads are installed" in text
     again = mirecc(src, "--explain=text", "-O2", "-c", "walk.c", "-o", "walk.o").stdout
     assert "cache hit" in again
     assert again.replace("cache hit", "cache miss") == text
@@ -128,7 +128,7 @@ def test_unoptimised_says_nothing_to_decide_and_why(src, opt):
                              "-o", "walk.o").stdout)
     assert data["translation_units"] == []
     assert "without optimisation" in data["reason"]
-    assert not (src / "cache").exists()
+    assert not (src / "cache" / "results").exists()
 
 
 def test_link_only_says_why(src):

@@ -169,7 +169,7 @@ def test_compiles_and_explains(installed):
     # The ML path too (llvmlite from the running environment), with the
     # installed package's heads: the loop-vectorize head sees the loop.
     proc = run(["mirecc", "--explain=json", "-O2", "-c", "x.c", "-o", "x.o"], work,
-               {**env, "MIRECC_EMBED_SERVER": "0"})
+               {**env, "MIRECC_SERVER": "0"})
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr, proc.stderr
     [tu] = json.loads(proc.stdout)["translation_units"]

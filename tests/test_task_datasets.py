@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mirecc.tasks import datasets as D
+from mirecc.tasks.opencl.offline import datasets as D
 
 SHARED = D.default_root()
 #: the test folds of the first 12 rows under StratifiedKFold(10, shuffle, 104)

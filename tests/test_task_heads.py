@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mirecc.tasks import datasets as D
-from mirecc.tasks import features as F
+from mirecc.tasks.opencl.offline import datasets as D
+from mirecc.tasks.opencl.offline import features as F
 
 SHARED = D.default_root()
 needs_data = pytest.mark.skipif(not (SHARED / "devmap" / "all.txt").is_file(),
                                 reason=f"datasets not found at {SHARED} (set MIRECC_DATASETS)")
 torch = pytest.importorskip("torch")
-from mirecc.tasks.heads import (HeadConfig, fit_temperature, run_onnx, train_head,  # noqa: E402
-                                with_temperature, write_onnx)
+from mirecc.tasks.onnxhead import run_onnx  # noqa: E402
+from mirecc.tasks.opencl.offline.mlp import (HeadConfig, fit_temperature, train_head,  # noqa: E402
+                                             with_temperature, write_onnx)
 
 FAST = HeadConfig(epochs=60)
 
@@ -149,9 +150,9 @@ def test_coarsening_bench_end_to_end_on_a_sample(tmp_path):
     pytest.importorskip("xgboost")
     pytest.importorskip("ir2vec")
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.tasks import benchmark as B
-    from mirecc.tasks import report
-    from mirecc.tasks.ship import write_task_heads
+    from mirecc.tasks.opencl.offline import benchmark as B
+    from mirecc.tasks.opencl.offline import report
+    from mirecc.tasks.opencl.offline.ship import write_task_heads
     root = _sample_root(tmp_path, kernels=4)
     # the shipped model stands in for the random-init one (its export needs ~10 s)
     models = {"trained": SHIPPED_MODEL_DIR, "random": SHIPPED_MODEL_DIR}
@@ -193,8 +194,8 @@ def test_devmap_bench_end_to_end_on_a_sample(tmp_path):
     pytest.importorskip("xgboost")
     pytest.importorskip("ir2vec")
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.tasks import benchmark as B
-    from mirecc.tasks import report
+    from mirecc.tasks.opencl.offline import benchmark as B
+    from mirecc.tasks.opencl.offline import report
     root = _sample_root(tmp_path, devmap_rows=60)
     models = {"trained": SHIPPED_MODEL_DIR, "random": SHIPPED_MODEL_DIR}
     res = B.run_devmap(root, models, FAST, 1, 2, tmp_path / "cache")

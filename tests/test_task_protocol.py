@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from mirecc.tasks import datasets as D
-from mirecc.tasks import protocol as P
+from mirecc.tasks.opencl.offline import datasets as D
+from mirecc.tasks.opencl.offline import protocol as P
 
 SHARED = D.default_root()
 needs_data = pytest.mark.skipif(not (SHARED / "devmap" / "all.txt").is_file(),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mirecc.vectorize import dataset, kernels
+from mirecc.tasks.loop_vectorize.offline import dataset, kernels
 
 CC = "clang-14"
 pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason="needs clang-14")
@@ -153,7 +153,7 @@ def test_runner_labels_and_resume(tmp_path):
 def test_cli_summary(tmp_path, capsys):
     import argparse
 
-    from mirecc.vectorize import cli
+    from mirecc.tasks.loop_vectorize.offline import cli
     out = tmp_path / "ds"
     dataset.run_dataset(out, families=["cond"], per_family=1, configs=[(2, 1)], repeats=1,
                         target_ns=2e5, cc=CC, progress=False)

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mirecc.vectorize.features import NAMES, statistics_by_loop
-from mirecc.vectorize.head import choose
+from mirecc.tasks.loop_vectorize.features import NAMES, statistics_by_loop
+from mirecc.tasks.loop_vectorize.head import choose
 
 SOURCE = """\
 void gather(float *restrict out, const float *a, const long *idx, int n) {
@@ -30,14 +30,14 @@ double fixed(const double *a) {
 
 
 def statistics(clang: str, tmp_path: Path) -> dict[str, dict[str, float]]:
-    from mirecc.vectorize.loops import module_graph
+    from mirecc.graph import build_graph_any
 
     (tmp_path / "k.c").write_text(SOURCE)
     bc = tmp_path / f"{Path(clang).name}.bc"
     subprocess.run([clang, "-O2", "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
                     "-o", str(bc), str(tmp_path / "k.c")], check=True)
     return {loop: dict(zip(NAMES, v)) for loop, v in
-            statistics_by_loop(module_graph(str(bc))).items()}
+            statistics_by_loop(build_graph_any(str(bc))).items()}
 
 
 @pytest.mark.parametrize("clang", ["/usr/bin/clang-14", "/usr/bin/clang-19"])
@@ -69,8 +69,8 @@ def test_loop_statistics_do_not_depend_on_the_clang_version(tmp_path):
 def test_forest_onnx_matches_scikit_learn_tree_by_tree():
     pytest.importorskip("sklearn")
     pytest.importorskip("onnx")
-    from mirecc.tasks.heads import run_onnx
-    from mirecc.vectorize.forest import ForestConfig, fit_forest, onnx_bytes, tree_predictions
+    from mirecc.tasks.onnxhead import run_onnx
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes, tree_predictions
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(60, 7)).astype(np.float32)

@@ -57,9 +57,9 @@ def make_head(root: Path, answer: str, min_gain: float = 0.0,
     import yaml
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.model import load_model
-    from mirecc.vectorize.features import NAMES
-    from mirecc.vectorize.forest import ForestConfig, fit_forest, onnx_bytes
-    from mirecc.vectorize.train import CLASSES
+    from mirecc.tasks.loop_vectorize.features import NAMES
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.tasks.loop_vectorize.offline.train import CLASSES
 
     directory = root / "loop-vectorize"
     directory.mkdir(parents=True)
@@ -88,7 +88,7 @@ def heads_8x1(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def heads_8x1_embeddings(tmp_path_factory) -> Path:
     """The same answer from a head that also takes the encoder's embeddings."""
-    from mirecc.vectorize.head import ALL_FEATURES
+    from mirecc.tasks.loop_vectorize.head import ALL_FEATURES
     return make_head(tmp_path_factory.mktemp("heads"), "8x1", features=tuple(ALL_FEATURES))
 
 
@@ -96,7 +96,7 @@ def env_for(tmp_path: Path, heads_dir: Path, **extra: str) -> dict:
     return isolated_env(tmp_path, **{"MIRECC_CC": CLANG,
                                      "MIRECC_CACHE_DIR": str(tmp_path / "cache"),
                                      "MIRECC_HEADS_DIR": str(heads_dir),
-                                     "MIRECC_EMBED_SERVER": "0",
+                                     "MIRECC_SERVER": "0",
                                      "MIRECC_APPLY_LOOPS": "1", **extra})
 
 

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mirecc.vectorize import kernels
+from mirecc.tasks.loop_vectorize.offline import kernels
 
 CC = "clang-14"
 pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason="needs clang-14")

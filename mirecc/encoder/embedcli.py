@@ -2,7 +2,7 @@
 
 Imports only the standard library until it knows what it needs: with
 ``--server`` and JSON output the whole run is a socket round trip to
-``mire serve`` (:mod:`mirecc.encoder.server`), so a build pays for no
+``mire serve`` (:mod:`mirecc.server`), so a build pays for no
 numpy, onnxruntime or model load per file.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _embed_all(args) -> tuple[dict, int]:
     results, status, encoder = {}, 0, None
     for f in args.files:
         if args.server:
-            from mirecc.encoder import server
+            from mirecc import server
             reply = server.embed(f, args.model, args.clang, flags)
             if reply.get("ok"):
                 reply.pop("ok")

@@ -23,6 +23,7 @@ from .native import BuilderNotFound, GraphBuildError, build_graph_native, find_b
 
 __all__ = [
     "BuilderNotFound", "GraphBuildError", "GraphFormatError", "ProgramGraph", "build_graph",
+    "build_graph_any",
     "dump", "dumps", "find_builder", "load", "loads", "schema",
 ]
 
@@ -52,3 +53,14 @@ def build_graph(path: str | os.PathLike, timeout: Optional[float] = None,
             from .fallback import build_graph_llvmlite
             return build_graph_llvmlite(path)
     return build_graph_native(path, timeout=timeout)
+
+
+def build_graph_any(path: str | os.PathLike) -> ProgramGraph:
+    """:func:`build_graph`, and where no native builder's LLVM can parse the
+    IR (a newer clang's, e.g. clang-22), the llvmlite builder (LLVM 22)."""
+    try:
+        return build_graph(path)
+    except GraphBuildError as exc:
+        if "invalid LLVM IR" not in str(exc):
+            raise
+        return build_graph(path, builder="llvmlite")

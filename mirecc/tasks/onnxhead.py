@@ -1,15 +1,45 @@
 """The base of the driver's task heads: a head directory with ``spec.yaml``
-and an ONNX graph (``features`` (N, d) -> ``probabilities`` (N, classes),
-written by :func:`mirecc.tasks.heads.write_onnx`), trained on one encoder.
+and an ONNX graph (``features`` (N, d) -> ``probabilities`` (N, classes), or
+a task's own outputs), trained on one encoder.
+
+ONNX Runtime sessions are kept per head file for the life of the process,
+so the per-user server loads each head once.
 
 Only the standard library is imported at the top (see mirecc.pipeline).
 """
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
-from mirecc.tasks.tu_embedding import _head_error, encoder_model, tu_embedding
+from mirecc.context import encoder_model
+from mirecc.context import head_error as _head_error
+
+# (path, size, mtime) -> onnxruntime.InferenceSession
+_SESSIONS: dict = {}
+
+
+def run_onnx(model: bytes | str | Path, X, input_name: str = "features"):
+    """The first output of the ONNX graph ``model`` (a file, or its bytes)
+    for rows ``X``; one session per file and process."""
+    import numpy as np
+    import onnxruntime as ort
+
+    key = None
+    if not isinstance(model, bytes):
+        st = os.stat(model)
+        key = (str(model), st.st_size, st.st_mtime_ns)
+    sess = _SESSIONS.get(key) if key else None
+    if sess is None:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(model if key is None else str(model), opts,
+                                    providers=["CPUExecutionProvider"])
+        if key:
+            _SESSIONS[key] = sess
+    return sess.run(None, {input_name: np.asarray(X, np.float32)})[0]
 
 
 class OnnxHead:
@@ -83,25 +113,31 @@ class OnnxHead:
     # ------------------------------------------------------------- pipeline
 
     def applies_to(self, request) -> bool:
-        from mirecc.registry import spec_language
+        from mirecc.tasks.registry import spec_language
         return spec_language(request.language) in self.languages
 
     def why_not(self, request) -> str:
         return f"applies to {', '.join(self.languages)} sources, not {request.language}"
 
-    def _embedding(self, request):
+    def _embedding(self, ctx):
         """The TU's embeddings and how they were made, after checking that the
         encoder in use is the one the head was trained on."""
         info = encoder_model(self.config)
         if info.cache_version != self.encoder:
             raise self._error(f"the head was trained on encoder {self.encoder}, but the "
                               f"encoder in use is {info.cache_version} ({info.directory})")
-        return tu_embedding(request, self.config)
+        return ctx.embedding()
+
+    def rank(self, ctx) -> list:
+        """Candidates per target, best first (see :mod:`mirecc.tasks.api`)."""
+        raise NotImplementedError
+
+    def decide(self, ctx, rankings) -> list:
+        raise NotImplementedError
 
     def _probabilities(self, rows):
         """Run the ONNX head on raw feature rows; (N, len(classes)) probabilities."""
         import numpy as np
-        from mirecc.tasks.heads import run_onnx
 
         X = np.asarray(rows, dtype=np.float32)
         try:

@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.tasks import benchmark as B
-    from mirecc.tasks import report
-    from mirecc.tasks.datasets import DatasetError, default_root
+    from mirecc.tasks.opencl.offline import benchmark as B
+    from mirecc.tasks.opencl.offline import report
+    from mirecc.tasks.opencl.offline.datasets import DatasetError, default_root
 
     try:
         import torch  # noqa: F401  (the heads train with torch)
@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.encoder.export import random_init_model_dir
-    from mirecc.tasks.features import default_cache_root
-    from mirecc.tasks.heads import HeadConfig
+    from mirecc.tasks.opencl.offline.features import default_cache_root
+    from mirecc.tasks.opencl.offline.mlp import HeadConfig
 
     root = args.datasets or default_root()
     if not root.is_dir():
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         report.update_readme(args.update_readme, args.suite, md)
         print(f"updated {args.update_readme}")
     if args.write_heads:
-        from mirecc.tasks.ship import write_task_heads
+        from mirecc.tasks.opencl.offline.ship import write_task_heads
         for path in write_task_heads(args.suite, root, trained, config, res, args.write_heads,
                                      cache):
             print(f"wrote head {path}")

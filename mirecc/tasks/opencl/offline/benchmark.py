@@ -7,7 +7,7 @@ Every representation goes through the same folds and the same heads:
   alone as the modality ablations), the same architecture randomly
   initialised (what pretraining adds), IR2Vec 2.1.1 flow-aware vectors, and
   no IR at all (the task features alone);
-- heads: mirecc's MLP head (:mod:`mirecc.tasks.heads`) and IR2Vec's own
+- heads: mirecc's MLP head (:mod:`mirecc.tasks.opencl.offline.mlp`) and IR2Vec's own
   XGBoost settings (max_depth 10, learning rate 0.5, 70 trees);
 - IR: the dataset's LLVM 9 IR, and the OpenCL source compiled by clang as
   the driver sees it (only the kernels that compile; compared with the
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.tasks import datasets as D
-from mirecc.tasks import protocol as P
-from mirecc.tasks.heads import HeadConfig
+from mirecc.tasks.opencl.offline import datasets as D
+from mirecc.tasks.opencl.offline import protocol as P
+from mirecc.tasks.opencl.offline.mlp import HeadConfig
 
 #: published accuracies (%), MIREncoder paper Table 1 and the datasets README
 DEVMAP_PUBLISHED = {
@@ -67,7 +67,7 @@ PRIOR_ART_GPU = {"AMD Radeon HD 5900": "Cypress", "AMD Tahiti 7970": "Tahiti",
 
 def fit_predict_mlp(config: HeadConfig, classes=None):
     def fit_predict(Xtr, ytr, Xte):
-        from mirecc.tasks.heads import train_head
+        from mirecc.tasks.opencl.offline.mlp import train_head
         return train_head(Xtr, ytr, config, classes).predict(Xte)
     return fit_predict
 
@@ -139,7 +139,7 @@ def run_jobs(jobs: list[Job], jobs_n: int, desc: str) -> dict[Job, np.ndarray]:
 def embed_rows(rows: list[dict], model_dirs: dict[str, Path], cache_root: Path | None,
                kinds=("ir", "src")) -> tuple[dict[tuple[str, str], list], dict]:
     """(representation, IR kind) -> per-row vector or None, and failures."""
-    from mirecc.tasks import features as F
+    from mirecc.tasks.opencl.offline import features as F
     out, failed = {}, {}
     for kind in kinds:
         texts = F.kernel_texts(rows, kind)

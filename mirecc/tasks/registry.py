@@ -1,8 +1,14 @@
-"""Where task heads are installed, found with directory listings only.
+"""The one registry of tasks, and where their heads are installed.
 
-Kept apart from ``pipeline`` (which loads heads) because the driver asks
-"is a head installed for this language?" on every optimised compile, and
-must answer it without importing anything heavy (no PyYAML, no numpy).
+Tasks: :data:`TASK_MODULES` names each task folder (one line per folder);
+its ``__init__.py`` has ``TASKS``, a tuple of :class:`mirecc.tasks.api.Task`
+declarations.  Declarations are plain data (standard library only), so the
+driver can read every task's name, languages and settings on each compile.
+
+Heads: found with directory listings and line scans only, because the driver
+asks "is a head installed for this language, with a use in this build?" on
+every optimised compile, and must answer it without importing anything
+heavy (no PyYAML, no numpy).
 
 The language check: a head's ``spec.yaml`` may name the source languages it
 applies to with a ``languages:`` key at the top level, as a flow list on one
@@ -19,6 +25,35 @@ compile run the ML side run.
 from __future__ import annotations
 
 import os
+
+#: the task folders, one line each (their ``TASKS`` declarations)
+TASK_MODULES = (
+    "mirecc.tasks.loop_vectorize",
+    "mirecc.tasks.opencl",
+)
+
+_TASKS: dict | None = None
+
+
+def tasks() -> dict:
+    """task name -> :class:`mirecc.tasks.api.Task`, every registered task."""
+    global _TASKS
+    if _TASKS is None:
+        import importlib
+
+        found = {}
+        for module in TASK_MODULES:
+            for task in importlib.import_module(module).TASKS:
+                if task.name in found:
+                    raise RuntimeError(f"task {task.name} is declared twice ({module})")
+                found[task.name] = task
+        _TASKS = found
+    return _TASKS
+
+
+def task(name: str):
+    """The declaration of task ``name``, or None for a task this mirecc does not know."""
+    return tasks().get(name)
 
 
 class HeadSpec:
@@ -45,7 +80,7 @@ def default_heads_dirs(config) -> list[str]:
     ``heads``."""
     if config.heads_dir:
         return [config.heads_dir]
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # mirecc/
     installed = os.path.join(package, "heads")  # pip install: heads/ is package data
     source_tree = os.path.join(os.path.dirname(package), "heads")  # editable / checkout
     return [installed if os.path.isdir(installed) else source_tree]
@@ -117,12 +152,6 @@ def applies_to_any(spec: HeadSpec, languages) -> bool:
     return names is None or bool(names & {spec_language(lang) for lang in languages})
 
 
-# Tasks whose decisions change the compile only when a setting turns that
-# on; otherwise they are only recorded, so a build that neither explains nor
-# records has no use for them and must not pay for their side run.
-RECORDED_UNLESS = {"loop-vectorize": "apply_loop_decisions"}
-
-
 def spec_task(path: str) -> str | None:
     """The top-level ``task:`` of a ``spec.yaml``, found with a line scan."""
     try:
@@ -136,9 +165,12 @@ def spec_task(path: str) -> str | None:
 
 
 def has_use(spec: HeadSpec, config) -> bool:
-    """Would running the head change or record anything in this build?"""
-    setting = RECORDED_UNLESS.get(spec_task(spec.spec_path))
-    return setting is None or bool(getattr(config, setting, False) or config.record)
+    """Would running the head change or record anything in this build?  A
+    head of a task whose decisions are off (or advisory) is only recorded;
+    a head of an unknown task or an unreadable spec reaches the pipeline,
+    which reports it."""
+    declared = task(spec_task(spec.spec_path) or "")
+    return declared is None or declared.applies(config) or bool(config.record)
 
 
 def heads_for_languages(dirs: list[str], languages) -> list[HeadSpec]:

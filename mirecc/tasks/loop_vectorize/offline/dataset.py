@@ -1,6 +1,6 @@
 """Measure every (vectorization width, interleave count) of every generated kernel.
 
-For one kernel (:mod:`mirecc.vectorize.kernels`) the runner builds, with the
+For one kernel (:mod:`mirecc.tasks.loop_vectorize.offline.kernels`) the runner builds, with the
 chosen clang at ``-O3`` plus the target flags:
 
 * one binary per (VF, IF) in :data:`VFS` x :data:`IFS`, forced through the
@@ -352,7 +352,7 @@ def run_dataset(out: Path | str, *, seed: int = 0, per_family: int | None = None
     """Generate the kernels into ``out/kernels`` and label them into
     ``out/labels.jsonl`` (resuming); returns the labels path. ``cpu=-1``: pick
     :func:`timing_cpu`; ``None``: do not pin."""
-    from mirecc.vectorize.kernels import DEFAULT_PER_FAMILY, write_kernels
+    from mirecc.tasks.loop_vectorize.offline.kernels import DEFAULT_PER_FAMILY, write_kernels
 
     out = Path(out)
     kdir = out / "kernels"

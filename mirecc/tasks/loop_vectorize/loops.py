@@ -1,8 +1,8 @@
 """The loops of a translation unit as the vectorize head and ``--explain`` see them.
 
-- :func:`module_loops`: every loop of an LLVM module with the graph builder's
-  stable id (``<function>:<header block index>``), its parent and whether it
-  is innermost (the loop vectorizer only vectorizes innermost loops);
+The loop table itself (ids ``<function>:<header block index>``, depth,
+innermost) is the TU context's (:attr:`mirecc.context.TUContext.loops`).
+
 - :func:`match_loops`: the same loops in two IRs of one source (the build's
   clang and the encoder's clang-14), matched function by function in header
   order, only where both have the same number of loops;
@@ -18,48 +18,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class Loop:
-    id: str            # "<function>:<header block index>"
-    function: str
-    header: int
-    depth: int
-    innermost: bool
-
-
-def module_graph(bitcode_path: str):
-    """The graph builder's graph of the module at ``bitcode_path``."""
-    from mirecc.graph import GraphBuildError, build_graph
-
-    try:
-        return build_graph(bitcode_path)
-    except GraphBuildError:
-        # IR newer than every native builder's LLVM (clang-22's): llvmlite reads it
-        return build_graph(bitcode_path, builder="llvmlite")
-
-
-def graph_loops(g) -> list[Loop]:
-    """The loops of graph ``g``, in graph-builder order."""
-    names = g.function_names
-    parent = g.arrays["loop_parent"].tolist()
-    has_child = set(p for p in parent if p >= 0)
-    out = []
-    for i, (f, h, d) in enumerate(zip(g.arrays["loop_function"].tolist(),
-                                      g.arrays["loop_header"].tolist(),
-                                      g.arrays["loop_depth"].tolist())):
-        out.append(Loop(f"{names[f]}:{h}", names[f], h, d, i not in has_child))
-    return out
-
-
-def module_loops(bitcode_path: str) -> list[Loop]:
-    """The loops of the module at ``bitcode_path``, in graph-builder order."""
-    return graph_loops(module_graph(bitcode_path))
-
-
-def match_loops(build: list[Loop], encoder_ids: list[str]) -> dict[str, str]:
+def match_loops(build: list, encoder_ids: list[str]) -> dict[str, str]:
     """build loop id -> encoder loop id.  A function's loops are matched in
     header order when both IRs have the same number of loops in it; loops of
     a function where the counts differ are left out (no decision for them)."""
@@ -86,7 +47,7 @@ _DILOC = re.compile(r"^!(\d+) = !DILocation\(line: (\d+)")
 _DBG = re.compile(r"!dbg !(\d+)")
 
 
-def loop_lines(ir_text: str, loops: list[Loop]) -> dict[str, int]:
+def loop_lines(ir_text: str, loops: list) -> dict[str, int]:
     """loop id -> source line, from IR text with line tables: the line of
     the first instruction of the loop's header block that has a location.
     Blocks are counted in layout order, as the graph builder counts them."""

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from mirecc.tasks.datasets import GPUS, coarsening_speedup, devmap_speedup
+from mirecc.tasks.opencl.offline.datasets import GPUS, coarsening_speedup, devmap_speedup
 
 FitPredict = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 #: coarsening factors a head may predict (the measured ones: 1..32, powers of 2)

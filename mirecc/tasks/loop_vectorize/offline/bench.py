@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.vectorize.dataset import run_binary, timing_cpu
+from mirecc.tasks.loop_vectorize.offline.dataset import run_binary, timing_cpu
 
 DEFAULT_DATA = Path(".work/vectorize/default")
 
@@ -148,9 +148,9 @@ def bench_programs(programs: list[dict], cc: str, flags: list[str], repeats: int
 
 
 def dataset_programs(data: Path, families: list[str]) -> list[dict]:
-    from mirecc.vectorize.dataset import read_rows
+    from mirecc.tasks.loop_vectorize.offline.dataset import read_rows
 
-    from mirecc.vectorize.train import oracle_speedup
+    from mirecc.tasks.loop_vectorize.offline.train import oracle_speedup
 
     rows = [r for r in read_rows(data / "labels.jsonl")
             if r["family"] in families and not r.get("fast_math") and r.get("best")]
@@ -278,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         families = None
         head_metrics = None
     else:
-        from mirecc.registry import default_heads_dirs
+        from mirecc.tasks.registry import default_heads_dirs
 
         heads = args.heads_dir or Path(default_heads_dirs(load_config())[0])
         metrics = heads / "loop-vectorize" / "metrics.json"
@@ -327,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
                         + "\n").encode())
     plot(results, out / "vectorize.png")
     if args.update_readme:
-        from mirecc.tasks.report import update_readme
+        from mirecc.tasks.opencl.offline.report import update_readme
         update_readme(Path(args.update_readme), "vectorize", text)
     print(text)
     print(f"saved {out / 'vectorize.md'}, vectorize.json, vectorize.png")

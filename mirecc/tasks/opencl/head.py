@@ -1,7 +1,10 @@
 """The OpenCL task heads in the driver: device mapping and thread coarsening.
 
+Each ranks its classes (devices, coarsening factors) by the head's
+probability; the decision is the most probable one.
+
 A head directory ``<heads_dir>/<name>/`` holds ``spec.yaml`` and the head's
-ONNX graph (written by :func:`mirecc.tasks.heads.write_onnx`)::
+ONNX graph (written by :func:`mirecc.tasks.opencl.offline.mlp.write_onnx`)::
 
     task: opencl-device-mapping          # or opencl-thread-coarsening
     languages: [cl]
@@ -27,7 +30,7 @@ from __future__ import annotations
 import math
 
 from mirecc.tasks.onnxhead import OnnxHead
-from mirecc.tasks.tu_embedding import _head_error
+from mirecc.context import head_error as _head_error
 
 DEVICE_MAPPING = "opencl-device-mapping"
 THREAD_COARSENING = "opencl-thread-coarsening"
@@ -52,18 +55,27 @@ def kernel_names(bitcode_path: str) -> list[str]:
 class OpenCLHead(OnnxHead):
     """What the two OpenCL heads share: their kernels and module embedding."""
 
-    def _prepare(self, request):
+    def _prepare(self, ctx):
         """Kernels, embedding and how it was made; checks the encoder first."""
         from mirecc.pipeline import NoDecision
 
         try:
-            kernels = kernel_names(request.bitcode_path)
+            kernels = kernel_names(ctx.request.bitcode_path)
         except (OSError, RuntimeError) as exc:
-            raise _head_error(f"cannot read the IR of {request.source}: {exc}") from None
+            raise _head_error(f"cannot read the IR of {ctx.request.source}: {exc}") from None
         if not kernels:
-            raise NoDecision("no OpenCL kernel (spir_kernel function) in the module")
-        emb, how = self._embedding(request)
+            raise NoDecision("no OpenCL kernel (spir_kernel function) in the module",
+                             code="no-kernels")
+        emb, how = self._embedding(ctx)
         return kernels, emb.module, how
+
+    def _ranking(self, target: str, key: str, p, extra: dict | None = None):
+        """The head's classes for ``target``, most probable first."""
+        from mirecc.pipeline import Candidate, Ranking
+
+        order = sorted(range(len(self.classes)), key=lambda i: -float(p[i]))
+        return Ranking(target, tuple(Candidate({key: self.classes[i], **(extra or {})},
+                                               float(p[i])) for i in order))
 
 
 class DeviceMappingHead(OpenCLHead):
@@ -99,25 +111,29 @@ class DeviceMappingHead(OpenCLHead):
         return "|transfer={}|wgsize={}".format(self._setting("transfer")[0],
                                                self._setting("wgsize")[0])
 
-    def decide(self, request, summary):
-        from mirecc.pipeline import Decision
-
-        kernels, embedding, how = self._prepare(request)
-        transfer, transfer_from = self._setting("transfer")
-        wgsize, wgsize_from = self._setting("wgsize")
+    def rank(self, ctx):
+        kernels, embedding, how = self._prepare(ctx)
+        transfer, wgsize = self._setting("transfer")[0], self._setting("wgsize")[0]
         row = [*embedding.tolist(), math.log1p(transfer), math.log1p(wgsize)]
         p = self._probabilities([row])[0]
-        best = int(p.argmax())
-        device = self.classes[best]
-        on = f" on {self.platform}" if self.platform else ""
-        reason = (f"{device} predicted{on} for a launch transferring {transfer:g} bytes "
-                  f"({transfer_from}) with work-group size {wgsize:g} ({wgsize_from}); "
-                  f"module embedding {how}")
         # with the AMD and the NVIDIA head installed, the value says which is which
-        value = {"device": device, **({"platform": self.platform} if self.platform else {})}
-        return [Decision(task=self.task, target=", ".join(kernels), value=value,
-                         default=None, confidence=float(p[best]), reason=reason,
-                         applied=False, advisory=True)]
+        extra = {"platform": self.platform} if self.platform else {}
+        return [self._ranking(", ".join(kernels), "device", p, extra)]
+
+    def decide(self, ctx, rankings):
+        from mirecc.pipeline import Decision, candidates_of
+
+        transfer, transfer_from = self._setting("transfer")
+        wgsize, wgsize_from = self._setting("wgsize")
+        [ranking] = rankings
+        best = ranking.candidates[0]
+        on = f" on {self.platform}" if self.platform else ""
+        reason = (f"{best.value['device']} predicted{on} for a launch transferring "
+                  f"{transfer:g} bytes ({transfer_from}) with work-group size {wgsize:g} "
+                  f"({wgsize_from}); module embedding {ctx.embedding()[1]}")
+        return [Decision(task=self.task, target=ranking.target, value=dict(best.value),
+                         default=None, confidence=float(best.score), reason=reason,
+                         applied=False, advisory=True, candidates=candidates_of(ranking))]
 
 
 class ThreadCoarseningHead(OpenCLHead):
@@ -135,31 +151,40 @@ class ThreadCoarseningHead(OpenCLHead):
         gpu = getattr(self.config, "opencl_gpu", None) if self.config else None
         return f"|gpu={gpu}" if gpu else ""
 
-    def decide(self, request, summary):
-        from mirecc.pipeline import Decision
-
+    def _gpus(self):
         configured = getattr(self.config, "opencl_gpu", None) if self.config else None
         if configured is not None and configured not in self.gpus:
             raise _head_error(f"opencl_gpu is '{configured}', which the head "
                               f"{self.spec_path} does not know (its GPUs: "
                               f"{', '.join(self.gpus)})")
-        kernels, embedding, how = self._prepare(request)
-        gpus = [configured] if configured else self.gpus
+        return configured, [configured] if configured else self.gpus
+
+    def rank(self, ctx):
+        configured, gpus = self._gpus()
+        kernels, embedding, how = self._prepare(ctx)
         rows = []
         for gpu in gpus:
             onehot = [1.0 if g == gpu else 0.0 for g in self.gpus]
             rows.append([*embedding.tolist(), *onehot])
         P = self._probabilities(rows)
+        return [self._ranking(", ".join(kernels), "coarsening_factor", p, {"gpu": gpu})
+                for gpu, p in zip(gpus, P)]
+
+    def decide(self, ctx, rankings):
+        from mirecc.pipeline import Decision, candidates_of
+
+        configured, _ = self._gpus()
         which = ("GPU configured: opencl_gpu" if configured else
                  "one decision per GPU of the head; set opencl_gpu to pick one")
         decisions = []
-        for gpu, p in zip(gpus, P):
-            best = int(p.argmax())
+        for ranking in rankings:
+            best = ranking.candidates[0]
+            factor, gpu = best.value["coarsening_factor"], best.value["gpu"]
             decisions.append(Decision(
-                task=self.task, target=", ".join(kernels),
-                value={"coarsening_factor": self.classes[best], "gpu": gpu},
-                default={"coarsening_factor": 1}, confidence=float(p[best]),
-                reason=f"coarsening factor {self.classes[best]} predicted for {gpu} "
-                       f"({which}); module embedding {how}",
-                applied=False, advisory=True))
+                task=self.task, target=ranking.target,
+                value={"coarsening_factor": factor, "gpu": gpu},
+                default={"coarsening_factor": 1}, confidence=float(best.score),
+                reason=f"coarsening factor {factor} predicted for {gpu} "
+                       f"({which}); module embedding {ctx.embedding()[1]}",
+                applied=False, advisory=True, candidates=candidates_of(ranking)))
         return decisions

@@ -117,7 +117,7 @@ def onnx_bytes(model, n_features: int) -> bytes:
 
 
 def _check(data: bytes, model, n_features: int) -> None:
-    from mirecc.tasks.heads import run_onnx
+    from mirecc.tasks.onnxhead import run_onnx
 
     rng = np.random.default_rng(0)
     # thresholds are where the inputs matter: sample around them

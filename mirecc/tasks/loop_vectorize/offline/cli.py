@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from mirecc.vectorize import dataset
+    from mirecc.tasks.loop_vectorize.offline import dataset
 
     out = Path(args.out)
     if not args.summary_only:

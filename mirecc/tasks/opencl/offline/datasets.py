@@ -39,7 +39,7 @@ def default_root() -> Path:
     """``$MIRECC_DATASETS``, else ``../shared/datasets`` beside the checkout
     (where the project's machines keep them)."""
     env = os.environ.get("MIRECC_DATASETS")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "datasets"
+    return Path(env) if env else Path(__file__).resolve().parents[5] / "shared" / "datasets"
 
 
 class DatasetError(Exception):

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.fsutil import replace_dir
-from mirecc.tasks import datasets as D
-from mirecc.tasks import features as F
-from mirecc.tasks import protocol as P
-from mirecc.tasks.heads import (HeadConfig, fit_temperature, onnx_bytes, out_of_fold_proba,
+from mirecc.tasks.opencl.offline import datasets as D
+from mirecc.tasks.opencl.offline import features as F
+from mirecc.tasks.opencl.offline import protocol as P
+from mirecc.tasks.opencl.offline.mlp import (HeadConfig, fit_temperature, onnx_bytes, out_of_fold_proba,
                                 train_head, with_temperature)
 
 DEVMAP_TASK = "opencl-device-mapping"

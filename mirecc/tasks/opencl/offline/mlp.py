@@ -150,21 +150,12 @@ def onnx_bytes(head: MLPHead, input_name: str = "features") -> bytes:
     onnx.checker.check_model(model)
     data = model.SerializeToString()
     check = np.random.default_rng(0).normal(size=(16, d)).astype(np.float32) * head.std + head.mean
+    from mirecc.tasks.onnxhead import run_onnx
     got = run_onnx(data, check, input_name)
     diff = float(np.abs(got - head.predict_proba(check)).max())
     if diff > 1e-4:
         raise RuntimeError(f"ONNX head differs from the numpy head by {diff:.2e}")
     return data
-
-
-def run_onnx(model: bytes | str | Path, X: np.ndarray, input_name: str = "features") -> np.ndarray:
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3
-    source = model if isinstance(model, bytes) else str(model)
-    sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, {input_name: np.asarray(X, np.float32)})[0]
 
 
 def out_of_fold_proba(X: np.ndarray, y, folds: np.ndarray, config: HeadConfig,

@@ -44,17 +44,27 @@ def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
 
 
 def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
-                 cache_dir: str | os.PathLike) -> list[str]:
+                 cache_dir: str | os.PathLike, plugin: str | None = None) -> list[str]:
     """The flags that make ``compiler`` apply the decisions (none when there
-    are none); the plugin for its LLVM is built on first use."""
-    from mirecc.vectorize.plugin import PluginError, clang_major, ensure_plugin, plugin_args
+    are none); the plugin for its LLVM is ``plugin``, else found, else built
+    on first use."""
+    from mirecc.tasks.loop_vectorize.plugin import PluginError, clang_major, ensure_plugin, plugin_args
 
     document = decisions_document(loops_by_source)
     if not document["modules"]:
         return []
     try:
         major = clang_major(compiler)
-        plugin = ensure_plugin(major)
+        plugin = plugin or ensure_plugin(major)
     except PluginError as exc:
         raise InjectError(str(exc)) from None
     return plugin_args(major, plugin, write_decisions(document, cache_dir))
+
+
+def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[str]:
+    """The task's injection (:class:`mirecc.tasks.api.Task`): applied
+    decisions per source -> the compile flags.  ``plugin`` in the
+    configuration names the plugin to load instead of the found or built one."""
+    loops = {src: {d.target: d.value for d in decisions}
+             for src, decisions in decisions_by_source.items()}
+    return compile_args(compiler, loops, config.resolved_cache_dir(), plugin=config.plugin)

@@ -8,7 +8,7 @@ the head's ONNX graph (written by ``mire vectorize-train``)::
     head: head.onnx            # "features" (N, d) -> "tree_gains" (N, trees, classes)
     encoder: "<ModelInfo.cache_version of the encoder it was trained on>"
     features: [loop_statistics, reassociation]   # an ordered subset of ALL_FEATURES
-    loop_statistics: [share_load, ...]           # mirecc.vectorize.features.NAMES
+    loop_statistics: [share_load, ...]           # mirecc.tasks.loop_vectorize.features.NAMES
     classes: [1x1, 1x2, ..., 64x16]              # "<VF>x<IF>" forced by the plugin
     quantile: 0.3              # of the trees' predicted log speedups, per class
     min_gain: 0.02             # the quantile must promise more, else LLVM's choice stays
@@ -16,13 +16,13 @@ the head's ONNX graph (written by ``mire vectorize-train``)::
     metrics: metrics.json      # optional, not read here
 
 Each tree predicts, per class, the log speedup of forcing it over LLVM's
-own choice (:mod:`mirecc.vectorize.forest`).  A loop gets the class whose
+own choice (:mod:`mirecc.tasks.loop_vectorize.forest`).  A loop gets the class whose
 ``quantile`` of the trees' predictions is highest, if that exceeds
 ``min_gain``: where the trees disagree (a loop unlike the training loops)
 the low quantile keeps LLVM's choice.  The decision's confidence is the
 share of trees that predict more than ``min_gain`` for the chosen class.
 
-The decisions are applied by the pass plugin (:mod:`mirecc.vectorize.inject`).
+The decisions are applied by the pass plugin (:mod:`mirecc.tasks.loop_vectorize.inject`).
 With ``--explain`` each loop also gets its source line and what LLVM
 chooses on its own.
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 
 from mirecc.tasks.onnxhead import OnnxHead
-from mirecc.tasks.tu_embedding import _head_error
+from mirecc.context import head_error as _head_error
 
 TASK = "loop-vectorize"
 #: every input a head may take, in the order its feature rows are built
@@ -95,7 +95,7 @@ class LoopVectorizeHead(OnnxHead):
                 and features == [f for f in ALL_FEATURES if f in features])
 
     def _validate(self) -> None:
-        from mirecc.vectorize.features import NAMES
+        from mirecc.tasks.loop_vectorize.features import NAMES
 
         try:
             self.factors = [parse_class(c) for c in self.classes]
@@ -136,7 +136,7 @@ class LoopVectorizeHead(OnnxHead):
     def _tree_gains(self, rows):
         """Run the ONNX forest on feature rows; (N, trees, classes)."""
         import numpy as np
-        from mirecc.tasks.heads import run_onnx
+        from mirecc.tasks.onnxhead import run_onnx
 
         try:
             G = np.asarray(run_onnx(self.onnx_path, np.asarray(rows, dtype=np.float32)))
@@ -148,35 +148,36 @@ class LoopVectorizeHead(OnnxHead):
                               f"{G.shape}, expected ({len(rows)}, trees, {len(self.classes)})")
         return G
 
-    def decide(self, request, summary):
-        from mirecc.graph import GraphBuildError
-        from mirecc.pipeline import Decision, NoDecision
-        from mirecc.vectorize.features import statistics_by_loop
-        from mirecc.vectorize.loops import graph_loops, match_loops, module_graph
+    def rank(self, ctx):
+        """Per innermost loop, every class by the ``quantile`` of the trees'
+        predicted log speedup over LLVM's choice, best first; LLVM's own
+        choice (``{}``, score 0) is among them."""
+        from mirecc.pipeline import Candidate, NoDecision, Ranking
+        from mirecc.tasks.loop_vectorize.features import statistics_by_loop
+        from mirecc.tasks.loop_vectorize.loops import match_loops
 
+        request = ctx.request
         chosen_target = target_flags(request.flags)
         if chosen_target:
-            raise NoDecision(f"trained for the default target, not {' '.join(chosen_target)}")
-        try:
-            graph = module_graph(request.bitcode_path)
-        except GraphBuildError as exc:
-            raise _head_error(f"cannot list the loops of {request.source}: {exc}") from None
-        every_loop = graph_loops(graph)
+            raise NoDecision(f"trained for the default target, not {' '.join(chosen_target)}",
+                             code="target-flags")
+        every_loop = ctx.loops     # NoDecision for a TU of data alone
         if not every_loop:
-            raise NoDecision("no loops")
+            raise NoDecision("no loops", code="no-loops")
         # the vectorizer only takes innermost loops
         loops = [lp for lp in every_loop if lp.innermost]
         how = "loop statistics of the build's IR"
         if any(f in EMBEDDING_FEATURES for f in self.features):
-            emb, how_emb = self._embedding(request)
+            emb, how_emb = self._embedding(ctx)
             # matched over all loops (a function's loops pair up in order)
             matched = match_loops(every_loop, list(emb.loops))
             loops = [lp for lp in loops if lp.id in matched]
             if not loops:
-                raise NoDecision("the encoder's IR (clang-14) has other loops than the build's")
+                raise NoDecision("the encoder's IR (clang-14) has other loops than the "
+                                 "build's", code="loops-unmatched")
             how = f"loop and function embeddings {how_emb}" + (
                 f", {how}" if "loop_statistics" in self.features else "")
-        statistics = (statistics_by_loop(graph, {lp.id for lp in loops})
+        statistics = (statistics_by_loop(ctx.graph, {lp.id for lp in loops})
                       if "loop_statistics" in self.features else {})
         reassoc = float(reassociation_allowed(request.flags, request.opt_level))
         rows = []
@@ -186,37 +187,64 @@ class LoopVectorizeHead(OnnxHead):
                 parts["loop_embedding"] = emb.loops[matched[lp.id]]
                 parts["function_embedding"] = emb.functions[lp.function]
             rows.append([x for f in self.features for x in parts[f]])
+        import numpy as np
+
+        G = self._tree_gains(rows)
+        Q = np.quantile(G, self.quantile, axis=1)
+        rankings = []
+        for lp, q in zip(loops, Q):
+            candidates = [Candidate({}, 0.0)] + [
+                Candidate({"vectorize.width": vf, "interleave.count": ic}, float(score))
+                for (vf, ic), score in zip(self.factors, q.tolist())]
+            candidates.sort(key=lambda c: -c.score)
+            rankings.append(Ranking(lp.id, tuple(candidates)))
+        # for decide: every tree's gains (confidence) and how the inputs were made
+        ctx.notes[self.name] = (dict(zip((lp.id for lp in loops), G)), how)
+        return rankings
+
+    def decide(self, ctx, rankings):
+        """Force the best class only where its quantile gain exceeds
+        ``min_gain``: where the trees disagree, LLVM's choice stays."""
+        from mirecc.pipeline import Decision, candidates_of
+
+        gains, how = ctx.notes[self.name]
         share = f"{1 - self.quantile:.0%}"
         decisions = []
-        for lp, (best, gain, agree) in zip(loops, choose(self._tree_gains(rows), self.quantile,
-                                                         self.min_gain)):
-            if best is None:
+        for ranking in rankings:
+            best = next(c for c in ranking.candidates if c.value)
+            vf, ic = best.value["vectorize.width"], best.value["interleave.count"]
+            trees = gains[ranking.target][:, self.factors.index((vf, ic))]
+            agree = float((trees > self.min_gain).mean())
+            if best.score <= self.min_gain:
                 value, applied, advisory = {}, False, False
                 why = (f"no factors promise a gain: at best {share} of the trees predict "
-                       f">= {math.exp(gain):.3f}x LLVM's speed (needed > "
+                       f">= {math.exp(best.score):.3f}x LLVM's speed (needed > "
                        f"{math.exp(self.min_gain):.3f}x): LLVM's choice stays")
             else:
-                vf, ic = self.factors[best]
-                value = {"vectorize.width": vf, "interleave.count": ic}
+                value = dict(best.value)
                 applied, advisory = self.apply, not self.apply
                 why = (f"VF {vf} x IF {ic}: {share} of the trees predict >= "
-                       f"{math.exp(gain):.3f}x the speed of LLVM's choice")
+                       f"{math.exp(best.score):.3f}x the speed of LLVM's choice")
                 if advisory:
                     why += (" (recorded only: set apply_loop_decisions: true or "
                             "MIRECC_APPLY_LOOPS=1 to apply)")
             decisions.append(Decision(
-                task=TASK, target=lp.id, value=value, default=None, confidence=agree,
-                reason=f"{why}; {how}", applied=applied, advisory=advisory))
+                task=TASK, target=ranking.target, value=value, default=None,
+                confidence=agree, reason=f"{why}; {how}", applied=applied,
+                advisory=advisory, candidates=candidates_of(ranking)))
         return decisions
 
 
-def explain_loop_decisions(result, compiler: str, flags: list[str], source: str):
+def explain_loop_decisions(result, request):
     """``result`` with each loop-vectorize decision's source line (in its
     reason) and LLVM's own factors (its ``default``), for ``--explain`` only:
-    it costs one more front-end run and one more compile of the TU."""
+    it costs one front-end run with line tables and one compile with the
+    vectorizer's remarks (the driver caches the explained result)."""
     from dataclasses import replace
-    from mirecc.vectorize.loops import (Loop, emit_ir_text, llvm_default_factors,
-                                        loop_lines)
+
+    from mirecc.irinfo import Loop
+    from mirecc.tasks.loop_vectorize.loops import (emit_ir_text, llvm_default_factors,
+                                                   loop_lines)
 
     ours = [d for d in result.decisions if d.task == TASK]
     if not ours:
@@ -225,6 +253,7 @@ def explain_loop_decisions(result, compiler: str, flags: list[str], source: str)
     for d in ours:
         fn, _, header = d.target.rpartition(":")
         loops.append(Loop(d.target, fn, int(header), 0, True))
+    compiler, flags, source = request.compiler, list(request.flags), request.source
     try:
         lines = loop_lines(emit_ir_text(compiler, flags, source), loops)
         defaults = llvm_default_factors(compiler, flags, source)

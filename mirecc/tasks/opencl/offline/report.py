@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mirecc.tasks import benchmark as B
-from mirecc.tasks.datasets import GPUS
+from mirecc.tasks.opencl.offline import benchmark as B
+from mirecc.tasks.opencl.offline.datasets import GPUS
 
 
 def _pct(x: float) -> str:

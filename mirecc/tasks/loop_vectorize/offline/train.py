@@ -4,13 +4,13 @@ loop-kernel dataset (``mire vectorize-data``).
 Inputs per labelled kernel (from the IR clang-14 emits for it, as the
 driver embeds a TU): the frozen encoder's embedding of its target loop and
 of its function, static statistics of the loop
-(:mod:`mirecc.vectorize.features`) and whether floating-point reassociation
+(:mod:`mirecc.tasks.loop_vectorize.features`) and whether floating-point reassociation
 is allowed.  Targets: the measured log speedup over LLVM's default of
 forcing each ``<VF>x<IF>`` (0 where the output changed: the plugin leaves
 such loops to LLVM).  Model: a forest of regression trees
-(:mod:`mirecc.vectorize.forest`); the driver applies the class whose
+(:mod:`mirecc.tasks.loop_vectorize.forest`); the driver applies the class whose
 ``quantile`` of the trees' predictions is highest when it exceeds
-``min_gain`` (:func:`mirecc.vectorize.head.choose`).
+``min_gain`` (:func:`mirecc.tasks.loop_vectorize.head.choose`).
 
 Evaluation is by kernel family: :data:`HELD_OUT_FAMILIES` never reach the
 shipped head (``mire bench vectorize`` times them through the driver).  A
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.vectorize.forest import ForestConfig
-from mirecc.vectorize.head import ALL_FEATURES, TASK, choose
+from mirecc.tasks.loop_vectorize.forest import ForestConfig
+from mirecc.tasks.loop_vectorize.head import ALL_FEATURES, TASK, choose
 
 VFS = (1, 2, 4, 8, 16, 32, 64)
 IFS = (1, 2, 4, 8, 16)
@@ -49,7 +49,7 @@ MIN_GAINS = (0.0, 0.02, 0.05)
 # ------------------------------------------------------------------- data
 
 def read_labels(data_dir: Path) -> list[dict]:
-    from mirecc.vectorize.dataset import read_rows
+    from mirecc.tasks.loop_vectorize.offline.dataset import read_rows
 
     rows = [r for r in read_rows(data_dir / "labels.jsonl")
             if "configs" in r and (r.get("default") or {}).get("min_ns")]
@@ -61,7 +61,7 @@ def read_labels(data_dir: Path) -> list[dict]:
 
 def class_times(row: dict) -> dict[str, float]:
     """class -> best time (ns) of the configurations whose output matched."""
-    from mirecc.vectorize.dataset import row_candidates
+    from mirecc.tasks.loop_vectorize.offline.dataset import row_candidates
 
     times = {"default": row["default"]["min_ns"]}
     for c in row_candidates(row):
@@ -85,8 +85,10 @@ def kernel_features(rows: list[dict], data_dir: Path, model_dir: Path | None
     from mirecc.encoder.runtime import Encoder, compile_to_ir, default_clang
     from mirecc.fsutil import atomic_write_bytes
     from mirecc.model import manifest_digest
-    from mirecc.vectorize.features import statistics_by_loop
-    from mirecc.vectorize.loops import emit_ir_text, graph_loops, loop_lines, module_graph
+    from mirecc.tasks.loop_vectorize.features import statistics_by_loop
+    from mirecc.graph import build_graph_any
+    from mirecc.irinfo import graph_loops
+    from mirecc.tasks.loop_vectorize.loops import emit_ir_text, loop_lines
     import io
     import tempfile
     from tqdm import tqdm
@@ -104,7 +106,7 @@ def kernel_features(rows: list[dict], data_dir: Path, model_dir: Path | None
         with tempfile.TemporaryDirectory(prefix="mirecc-vt-") as tmp:
             bc = Path(tmp) / "k.bc"
             compile_to_ir(source, bc, clang, flags)
-            graph = module_graph(str(bc))
+            graph = build_graph_any(str(bc))
             loops = [lp for lp in graph_loops(graph) if lp.function == "kernel" and lp.innermost]
             lines = loop_lines(emit_ir_text(clang, flags, str(source)), loops)
             target = min(loops, key=lambda lp: abs(lines.get(lp.id, 10**6)
@@ -170,7 +172,7 @@ def out_of_family_gains(X: np.ndarray, Y: np.ndarray, families: list[str],
                         config: ForestConfig) -> np.ndarray:
     """Leave-one-family-out: each row's tree predictions (n, trees, classes)
     from a forest that never saw its family."""
-    from mirecc.vectorize.forest import fit_forest, tree_predictions
+    from mirecc.tasks.loop_vectorize.forest import fit_forest, tree_predictions
 
     families = np.asarray(families)
     G = np.zeros((len(X), config.trees, len(CLASSES)), dtype=np.float32)
@@ -219,8 +221,8 @@ def write_head(out: Path, forest, n_inputs: int, chosen: dict, encoder_version: 
     """spec.yaml, head.onnx, metrics.json into ``out``, replaced atomically."""
     import yaml
     from mirecc.fsutil import replace_dir
-    from mirecc.vectorize.features import NAMES
-    from mirecc.vectorize.forest import onnx_bytes
+    from mirecc.tasks.loop_vectorize.features import NAMES
+    from mirecc.tasks.loop_vectorize.forest import onnx_bytes
 
     spec = {"task": TASK, "languages": ["c", "c++"], "head": "head.onnx",
             "encoder": encoder_version, "features": chosen["features"]}
@@ -255,7 +257,7 @@ def _line(p: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.model import load_model
-    from mirecc.vectorize.forest import fit_forest, tree_predictions
+    from mirecc.tasks.loop_vectorize.forest import fit_forest, tree_predictions
 
     rows = read_labels(args.data)
     model_dir = Path(args.model or SHIPPED_MODEL_DIR)

@@ -1,0 +1,174 @@
+"""One translation unit's context, built once and shared by every head and
+by ``--explain``: one graph of the front end's bitcode, one loop table (one
+loop-id format, the graph builder's ``<function>:<header block index>``),
+one summary of what was seen, one embedding.
+
+Each part is computed on first use, so a head that needs no embedding costs
+no encoder run, and a TU whose heads need only the loop table costs one
+graph build.  In the per-user server the encoder and its sessions stay
+loaded between TUs (:data:`_ENCODERS`).
+
+The one exception to "one read of the IR": the encoder was pretrained on the
+IR of the clang that matches the native graph builder (clang-14 here).  When
+the build's compiler is another clang, the embedding is made from the TU
+emitted again by that clang, with the user's flags (the head is told so in
+its reason).  The default compiler is that clang, so this is rare.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mirecc.tasks.api import HeadError, NoDecision
+
+# model directory -> (ModelInfo, Encoder or None): verified once per process
+_ENCODERS: dict = {}
+
+
+def head_error(message: str) -> HeadError:
+    return HeadError(" ".join(message.split()))
+
+
+class TUEmbedding:
+    """Module, function and loop embeddings (numpy float32 vectors); loop ids
+    are the graph builder's ids of the IR the encoder saw."""
+
+    def __init__(self, module, functions: dict, loops: dict):
+        import numpy as np
+
+        def vec(v):
+            return np.asarray(v, dtype=np.float32).reshape(-1)
+        self.module = vec(module)
+        self.functions = {k: vec(v) for k, v in functions.items()}
+        self.loops = {k: vec(v) for k, v in loops.items()}
+
+
+def encoder_model(config):
+    """The encoder the heads' embeddings come from: ``model`` of the
+    configuration, else the shipped one; verified against its manifest once
+    per process."""
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+    from mirecc.model import ModelError, load_model
+
+    directory = str(Path(config.model).resolve()) if config is not None and config.model \
+        else str(SHIPPED_MODEL_DIR)
+    if directory not in _ENCODERS:
+        try:
+            _ENCODERS[directory] = [load_model(directory), None]
+        except ModelError as exc:
+            raise head_error(f"encoder model: {exc}") from None
+    return _ENCODERS[directory][0]
+
+
+def _encoder(config):
+    """The loaded encoder (ONNX sessions), once per process and model."""
+    from mirecc.encoder.runtime import Encoder
+    from mirecc.model import ModelError
+
+    info = encoder_model(config)
+    entry = _ENCODERS[str(info.directory)]
+    if entry[1] is None:
+        try:
+            entry[1] = Encoder(info.directory)
+        except ModelError as exc:
+            raise head_error(f"encoder model: {exc}") from None
+    return entry[1]
+
+
+class TUContext:
+    """What the heads of one TU share.  ``request``: the
+    :class:`mirecc.pipeline.TURequest`; ``want_summary``: ``--explain``
+    asked for what was seen; ``where``: "server" or "in process", for
+    reasons."""
+
+    def __init__(self, request, config, want_summary: bool = False, where: str = "in process"):
+        self.request = request
+        self.config = config
+        self.want_summary = want_summary
+        self.where = where
+        self._graph = None
+        self._loops = None
+        self._summary = None
+        self._embedding = None
+        self.notes: dict = {}   # a head's own per-TU data, between rank and decide
+
+    # -------------------------------------------------------------- graph
+
+    @property
+    def graph(self):
+        """The graph builder's graph of the TU's bitcode (built once).  A
+        module without function definitions (a TU of data alone, e.g. a
+        table) raises NoDecision: nothing to decide, nothing to warn about."""
+        if self._graph is None:
+            from mirecc.graph import GraphBuildError, build_graph_any
+
+            try:
+                self._graph = build_graph_any(self.request.bitcode_path)
+            except GraphBuildError as exc:
+                if "no function definitions" in str(exc):
+                    raise NoDecision("no function definitions (a TU of data alone)",
+                                     code="no-functions") from None
+                raise head_error(f"cannot read the IR of {self.request.source}: "
+                                 f"{exc}") from None
+        return self._graph
+
+    @property
+    def loops(self) -> list:
+        """Every loop of the TU (:class:`mirecc.irinfo.Loop`), in graph order."""
+        if self._loops is None:
+            from mirecc.irinfo import graph_loops
+            self._loops = graph_loops(self.graph)
+        return self._loops
+
+    @property
+    def summary(self):
+        """What ``--explain`` shows as seen (:class:`mirecc.irinfo.ModuleInfo`)."""
+        if self._summary is None:
+            from mirecc.irinfo import ModuleInfo, summary_from_graph
+            try:
+                self._summary = summary_from_graph(self.graph, self.request)
+            except NoDecision:   # no function definitions
+                self._summary = ModuleInfo(self.request.source, "", (), 0)
+        return self._summary
+
+    # ---------------------------------------------------------- embedding
+
+    def embedding(self) -> tuple[TUEmbedding, str]:
+        """The encoder's embeddings of the TU, and how they were made."""
+        if self._embedding is None:
+            from mirecc.encoder.runtime import EmbedError
+
+            graph, note = self._encoder_graph()
+            try:
+                emb = _encoder(self.config).embed_graph(graph)
+            except EmbedError as exc:
+                raise head_error(f"embedding the IR of {self.request.source}: {exc}") from None
+            self._embedding = (TUEmbedding(emb.module, emb.functions, emb.loops),
+                               self.where + note)
+        return self._embedding
+
+    def _encoder_graph(self):
+        """The graph the encoder embeds: the TU's own, unless the build's
+        clang is not the encoder's (then the TU is emitted again by it)."""
+        import tempfile
+
+        from mirecc.encoder.runtime import EmbedError, compile_to_ir, default_clang
+        from mirecc.graph import GraphBuildError, build_graph_any
+
+        request = self.request
+        try:
+            clang = default_clang()
+        except EmbedError as exc:
+            raise head_error(str(exc)) from None
+        if not request.compiler or os.path.realpath(request.compiler) == os.path.realpath(clang):
+            return self.graph, ""
+        flags = [*request.flags, *(["-x", "cl"] if request.language == "cl" else [])]
+        with tempfile.TemporaryDirectory(prefix="mirecc-encoder-") as tmp:
+            out = Path(tmp) / "tu.bc"
+            try:
+                compile_to_ir(Path(request.source), out, clang, flags, cwd=request.cwd or None)
+                graph = build_graph_any(out)
+            except (EmbedError, GraphBuildError) as exc:
+                raise head_error(f"re-emitting the IR with {clang} for the encoder: "
+                                 f"{exc}") from None
+        return graph, f"; IR re-emitted with {Path(clang).name} (the encoder's clang)"

@@ -1,0 +1,178 @@
+"""Compile a translation unit once: the front end writes bitcode, the back end
+compiles the object from it.
+
+When the ML path reads a TU's IR, running clang's front end twice (once for
+the IR, once in the final compile) costs ~10-30% of a compile.  For the
+common case (one source, ``-c``, an object file) mirecc instead:
+
+1. runs the front end with the user's own flags (diagnostics, ``-Werror``,
+   dependency files), writing unoptimised-but-optimisable bitcode
+   (``-emit-llvm -Xclang -disable-llvm-passes``) to a private file; its
+   stderr is kept;
+2. gives that bitcode to the pipeline;
+3. compiles the object from the bitcode with the user's flags and the
+   injected decision flags, after replaying the front end's stderr.  A back
+   end that prints anything (clang formats back-end diagnostics without
+   source context for bitcode input) is discarded and the user's command
+   (with the decision flags) runs instead, so diagnostics are clang's own.
+
+clang's ``-c x.bc`` runs the same optimisation pipeline on the same IR as
+``-c x.c``, so the object is byte-identical when no decision is applied
+(``tests/test_frontend.py`` checks it on several flag sets).  The dependency
+file is written by step 1, under the names clang derives from the user's
+output (``-MF``/``-MQ`` are made explicit because step 1's output is another
+file).  Where the front end fails, or anything after it does, the user's own
+command runs instead, so clang reports errors itself.
+
+Flags whose effect this split could change (outputs named after the object,
+records of the command line, instrumentation added by the back end,
+``-Xclang``, LTO, ...) and launchers (``prefix``: ccache hashes the command
+it sees) make a call ineligible: mirecc then emits the IR in a side run and
+runs the user's command, as before.
+"""
+from __future__ import annotations
+
+import os
+
+# A call with one of these flags (exact, or as a prefix) is not split.
+INELIGIBLE_FLAGS = {
+    "--", "-v", "--verbose", "-###", "-emit-llvm", "-Xclang", "-Xpreprocessor", "-MJ", "-pg",
+    "-serialize-diagnostics", "--serialize-diagnostics", "-ftime-report", "-Q",
+    "-gsplit-dwarf", "-fmodules", "-fcxx-modules", "-save-stats",
+}
+INELIGIBLE_PREFIXES = (
+    "-save-temps", "-ftime-trace", "-flto", "-fembed-bitcode", "-Wp,", "-MJ",
+    "-frecord-command-line", "-grecord-command-line", "-grecord-gcc-switches",
+    "-fsanitize", "-fprofile", "-fcs-profile", "-fcoverage", "-fxray", "-gsplit-dwarf",
+    "-fsave-optimization-record", "-foptimization-record", "--serialize-diagnostics=",
+    "-fthinlto", "-fopenmp-targets", "--cuda", "-fgpu", "-fproc-stat-report", "-save-stats=",
+    "-fmodules-", "-fdebug-compilation-dir", "-fplugin", "-fpass-plugin", "-Xarch",
+    "-R",      # remarks: the back end prints them without source context from bitcode
+)
+# dependency-file flags: kept for the front end, dropped for the back end
+DEP_FLAGS = {"-MD", "-MMD", "-MP", "-MG", "-MV"}
+DEP_WITH_ARG = {"-MF", "-MT", "-MQ"}
+OUTPUT_SUFFIX = {"-c": ".o"}
+
+
+def why_not(inv, args: list[str], config) -> str | None:
+    """None when the call can be split into front end and back end; else why not."""
+    if config.prefix:
+        return "a launcher (prefix) runs the compiler"
+    if inv.kind != "compile" or len(inv.sources) != 1 or inv.other_inputs:
+        return "not a compile of one source"
+    if not inv.emits_object_only or inv.output == "-":
+        return "not -c/-S into a file"
+    if inv.sources[0].is_stdin:
+        return "the source is standard input"
+    phases = [a for a in args if a in ("-c", "-S", "--compile", "--assemble")]
+    if set(phases) != {"-c"}:
+        # -S from bitcode names more blocks in the assembly's comments (the
+        # back end keeps value names it creates): the object is the same
+        return "not -c (an object)"
+    for arg in args:
+        if arg in INELIGIBLE_FLAGS or arg.startswith(INELIGIBLE_PREFIXES):
+            return f"{arg} is not split"
+    return None
+
+
+class Split:
+    """The two commands of a split compile of ``source`` (one
+    :class:`mirecc.cmdline.Source`) for the user's ``args``."""
+
+    def __init__(self, compiler: str, args: list[str], source, bitcode_path: str,
+                 color: bool = False):
+        self.compiler = compiler
+        self.args = list(args)
+        self.source = source
+        self.bitcode_path = bitcode_path
+        self.phase = "-c"
+        self.output = _last_output(args) or _default_output(source.path, self.phase)
+        self.color = color and not any(a.startswith(("-fcolor-diagnostics",
+                                                      "-fno-color-diagnostics",
+                                                      "-fdiagnostics-color"))
+                                       for a in args)
+
+    def frontend_command(self) -> list[str]:
+        """The user's command writing bitcode to ``bitcode_path``: outputs and
+        the phase replaced; dependency-file names made explicit."""
+        out, i, args = [], 0, self.args
+        while i < len(args):
+            a = args[i]
+            if a in ("-o", "--output"):
+                i += 2
+                continue
+            if a.startswith("--output=") or (a.startswith("-o") and len(a) > 2
+                                             and not a.startswith(("-objcmt", "-object"))):
+                i += 1
+                continue
+            if a in ("-c", "-S"):
+                i += 1
+                continue
+            out.append(a)
+            i += 1
+        if any(a in ("-MD", "-MMD") for a in args):
+            if not _has_flag(args, "-MF"):
+                out += ["-MF", _dependency_file(self.output)]
+            if not _has_flag(args, "-MT") and not _has_flag(args, "-MQ"):
+                target = (_last_output(args) or
+                          os.path.splitext(os.path.basename(self.source.path))[0] + ".o")
+                out += ["-MQ", target]
+        if self.color:
+            out.append("-fcolor-diagnostics")
+        return [self.compiler, *out, "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
+                "-o", self.bitcode_path]
+
+    def backend_command(self, extra: list[str]) -> list[str]:
+        """The object (or assembly) from the bitcode, with the user's flags
+        (those of the front end are unused: not reported) and ``extra``."""
+        out, i, args = [], 0, self.args
+        while i < len(args):
+            a = args[i]
+            if a in DEP_WITH_ARG or a in ("-x", "--language"):
+                i += 2
+                continue
+            if a in DEP_FLAGS or (a[:3] in DEP_WITH_ARG and len(a) > 3) \
+                    or (a.startswith("-x") and len(a) > 2) or a.startswith("--language="):
+                i += 1
+                continue
+            if a == self.source.path:
+                i += 1
+                continue
+            if a in ("-o", "--output") or a.startswith("--output=") or \
+                    (a.startswith("-o") and len(a) > 2
+                     and not a.startswith(("-objcmt", "-object"))):
+                i += 2 if a in ("-o", "--output") else 1
+                continue
+            out.append(a)
+            i += 1
+        if self.color:
+            out.append("-fcolor-diagnostics")
+        return [self.compiler, *out, "-Wno-unused-command-line-argument", *extra,
+                "-o", self.output, "-x", "ir", self.bitcode_path]
+
+
+def _has_flag(args: list[str], name: str) -> bool:
+    return any(a == name or (a.startswith(name) and len(a) > len(name)) for a in args)
+
+
+def _last_output(args: list[str]) -> str | None:
+    output = None
+    for i, a in enumerate(args):
+        if a in ("-o", "--output") and i + 1 < len(args):
+            output = args[i + 1]
+        elif a.startswith("--output="):
+            output = a[len("--output="):]
+        elif a.startswith("-o") and len(a) > 2 and not a.startswith(("-objcmt", "-object")):
+            output = a[2:]
+    return output
+
+
+def _default_output(source: str, phase: str) -> str:
+    """clang's output without -o: the source's stem in the working directory."""
+    return os.path.splitext(os.path.basename(source))[0] + OUTPUT_SUFFIX[phase]
+
+
+def _dependency_file(output: str) -> str:
+    """clang's -MD file without -MF: the output with its suffix replaced by .d."""
+    return os.path.splitext(output)[0] + ".d"

@@ -1,0 +1,117 @@
+"""The task interface: what a decision task declares, and what its heads do.
+
+A task is one folder, ``mirecc/tasks/<task>/``:
+
+- its ``__init__.py`` declares the task with :class:`Task` (standard library
+  only: the driver reads the declarations on every optimised compile);
+- its driver side (the head class, how decisions reach the compile, what
+  ``--explain`` adds) is imported only when a head of the task is loaded;
+- its ``offline/`` part (dataset, training, benchmark) is never imported by
+  the driver;
+- its shipped head is ``heads/<name>/`` (``spec.yaml`` with ``task: <name>``).
+
+Adding a task is that folder plus one line in :mod:`mirecc.tasks.registry`.
+
+A head (``Task.head``, built as ``cls(directory, spec_dict, config)``) has
+``name``, ``version`` (its files and the settings it reads: part of the cache
+key), ``applies_to(request)``, ``why_not(request)`` and
+
+- ``rank(ctx) -> list[Ranking]``: for each target of the TU (a loop, a
+  kernel), every candidate decision the head can score, best first; the
+  compiler's own choice is always among them (an empty ``value``).  This is
+  what verification and tuning consume;
+- ``decide(ctx, rankings) -> list[Decision]``: the head's policy over its
+  rankings (for example: act only where a low quantile still promises a
+  gain); it may raise :class:`NoDecision`.
+
+``ctx`` is the one per-TU context (:class:`mirecc.context.TUContext`): one
+graph, one embedding, one loop table, shared by every head.
+
+Only the standard library is imported here.
+"""
+from __future__ import annotations
+
+
+class Setting:
+    """A configuration key: ``key`` in ``.mirecc.yaml``, ``env`` in the
+    environment (``None``: file only), parsed by ``parse`` (raises
+    ValueError with the problem), ``default`` when unset, one line of help."""
+
+    __slots__ = ("key", "env", "parse", "default", "help", "relative_path")
+
+    def __init__(self, key: str, env: str | None, parse, default, help: str,
+                 relative_path: bool = False):
+        self.key = key
+        self.env = env
+        self.parse = parse
+        self.default = default
+        self.help = help
+        # a path in the file is relative to the file
+        self.relative_path = relative_path
+
+
+class Task:
+    """A decision task's declaration.
+
+    ``languages``: the clang languages its heads may apply to (``c``,
+    ``c++``, ``cl``); a head's ``spec.yaml`` names its own subset.
+    ``settings``: the configuration keys it adds.
+    ``applied_when``: the Config field that makes its decisions change the
+    compile (``None``: advisory, never applied): when it is off, decisions
+    are only recorded, so a build that neither explains nor records does not
+    run the task at all.
+    ``head``: ``"module:Class"`` of the head class.
+    ``inject``: ``"module:function"``: ``function(decisions_by_source,
+    compiler, config) -> list[str]``, the flags that apply the applied
+    decisions in the compile of those sources (a decisions file and a pass
+    plugin, later a linked object or a launcher record); ``None`` when its
+    decisions never change the compile.
+    ``explain``: ``"module:function"``: ``function(result, ctx) -> result``,
+    adding what only ``--explain`` pays for (source lines, the compiler's
+    own choice); ``None`` for nothing more.
+    """
+
+    __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
+                 "explain", "summary")
+
+    def __init__(self, name: str, *, summary: str, languages, head: str,
+                 settings: tuple = (), applied_when: str | None = None,
+                 inject: str | None = None, explain: str | None = None):
+        self.name = name
+        self.summary = summary          # one line for --mirecc-help
+        self.languages = frozenset(languages)
+        self.settings = tuple(settings)
+        self.applied_when = applied_when
+        self.head = head
+        self.inject = inject
+        self.explain = explain
+
+    def applies(self, config) -> bool:
+        """Would this task's decisions change the compile under ``config``?"""
+        return self.applied_when is not None and bool(getattr(config, self.applied_when, False))
+
+    def __repr__(self) -> str:
+        return f"Task({self.name!r})"
+
+
+def load_attribute(spec: str):
+    """``"package.module:name"`` -> the object (imported on first use)."""
+    import importlib
+
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+class HeadError(Exception):
+    """A head directory is unusable (the message names the file)."""
+
+
+class NoDecision(Exception):
+    """Raised by a head when it has nothing to decide for this TU.
+
+    ``str()`` is the one-line reason ``--explain`` shows; ``code`` the stable
+    reason code counted by ``mire stats`` (see :mod:`mirecc.reasons`)."""
+
+    def __init__(self, message: str, code: str = "no-decision"):
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,36 @@
+"""Loop vectorization: a vectorize width and interleave count per innermost loop.
+
+Driver side: :mod:`.head` (the per-loop forest head), :mod:`.loops` (the
+loop table), :mod:`.features` (static loop statistics), :mod:`.forest`
+(the head's ONNX forest), :mod:`.inject` and :mod:`.plugin` (the decisions
+reach the compiler through the ``mirecc-loophints`` LLVM pass plugin,
+``passes/loophints``, decisions file format in its FORMAT.md).
+Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
+``mire bench vectorize``).  Shipped head: ``heads/loop-vectorize``.
+
+This module is the task's declaration: standard library only.
+"""
+from mirecc.tasks.api import Setting, Task
+
+
+def _as_bool(value):
+    from mirecc.config import as_bool
+    return as_bool(value)
+
+
+TASKS = (
+    Task(
+        "loop-vectorize",
+        summary="a (VF, IF) per innermost loop, through the loop-hints pass plugin",
+        languages=("c", "c++"),
+        head="mirecc.tasks.loop_vectorize.head:LoopVectorizeHead",
+        # off by default: the decisions are then recorded, not applied
+        # (measured: the shipped head slows some programs, see the README)
+        applied_when="apply_loop_decisions",
+        settings=(Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", _as_bool, False,
+                          "apply the loop-vectorize head's factors (default: record them "
+                          "only)"),),
+        inject="mirecc.tasks.loop_vectorize.inject:inject",
+        explain="mirecc.tasks.loop_vectorize.head:explain_loop_decisions",
+    ),
+)

@@ -1,0 +1,53 @@
+"""The OpenCL tasks: device mapping (CPU or GPU per kernel, Grewe et al.)
+and thread coarsening (a factor per kernel and GPU, Magni et al.), as in
+MIREncoder.  They share the kernel listing, the module embedding and an
+offline lab built on the same public datasets, so they share this folder.
+
+Driver side: :mod:`.head`.  Offline: :mod:`.offline` (``mire bench devmap``,
+``mire bench coarsening``, ``--write-heads``).  Shipped heads:
+``heads/devmap-amd``, ``heads/devmap-nvidia``, ``heads/coarsening``.  Both
+tasks are advisory: their predictions are shown by ``--explain`` and
+written to the record file; nothing in the compile changes.
+
+This module is the tasks' declaration: standard library only.
+"""
+from mirecc.tasks.api import Setting, Task
+
+
+def _as_positive_int(value):
+    from mirecc.config import as_positive_int
+    return as_positive_int(value)
+
+
+def _as_str(value):
+    from mirecc.config import as_str
+    return as_str(value)
+
+
+TASKS = (
+    Task(
+        "opencl-device-mapping",
+        summary="CPU or GPU for an OpenCL module's kernels (advisory)",
+        languages=("cl",),
+        head="mirecc.tasks.opencl.head:DeviceMappingHead",
+        settings=(
+            Setting("opencl_transfer", "MIRECC_OPENCL_TRANSFER", _as_positive_int, None,
+                    "bytes an OpenCL kernel launch transfers (device mapping; default: "
+                    "the head's assumed.transfer)"),
+            Setting("opencl_wgsize", "MIRECC_OPENCL_WGSIZE", _as_positive_int, None,
+                    "work-group size of the launch (device mapping; default: the head's "
+                    "assumed.wgsize)"),
+        ),
+    ),
+    Task(
+        "opencl-thread-coarsening",
+        summary="a thread-coarsening factor for an OpenCL module's kernels per GPU (advisory)",
+        languages=("cl",),
+        head="mirecc.tasks.opencl.head:ThreadCoarseningHead",
+        settings=(
+            Setting("opencl_gpu", "MIRECC_OPENCL_GPU", _as_str, None,
+                    "the GPU thread-coarsening decisions are for (one of the head's gpus; "
+                    "default: every GPU of the head)"),
+        ),
+    ),
+)
