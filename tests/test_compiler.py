@@ -343,3 +343,65 @@ def test_prefix_ccache(tmp_path):
         (tmp_path / "x.o").unlink()
     stats = run(["ccache", "-s"], tmp_path, env).stdout.lower()
     assert "hit" in stats
+
+
+# --- the compiler setup chose, and OpenMP ----------------------------------------
+
+OMP_SOURCE = """\
+#include <omp.h>
+#include <stdio.h>
+int main(void) {
+    long s = 0;
+#pragma omp parallel for reduction(+:s) schedule(static)
+    for (int i = 0; i < 1000; i++) s += i;
+    printf("%ld %d\\n", s, omp_get_max_threads() > 0);
+    return 0;
+}
+"""
+
+
+def test_site_file_names_the_compiler(tmp_path):
+    """The site file wins over PATH; MIRECC_CC wins over the site file."""
+    bin1 = tmp_path / "bin1"
+    fake_compiler(bin1 / "clang-17")
+    old = fake_compiler(tmp_path / "opt" / "clang-13")
+    site = tmp_path / "compilers"
+    site.write_text(f"# a comment\ncc={old}\n")
+    env = isolated_env(tmp_path, PATH=str(bin1), MIRECC_SITE_FILE=str(site))
+    assert ran(run([MIRECC, "-c", "x.c"], tmp_path, env)) == str(old)
+    env["MIRECC_CC"] = str(bin1 / "clang-17")
+    assert ran(run([MIRECC, "-c", "x.c"], tmp_path, env)) == str(bin1 / "clang-17")
+
+
+def test_newest_clang_with_its_openmp_runtime_wins(tmp_path):
+    """Without a site file: clang-19 on PATH but only clang-14's omp.h installed
+    (Debian's libomp-14-dev beside clang-19) -> clang-14."""
+    for major, omp in ((14, True), (19, False)):
+        prefix = tmp_path / "usr" / "lib" / f"llvm-{major}"
+        fake_compiler(prefix / "bin" / "clang")
+        include = prefix / "lib" / "clang" / f"{major}.0.0" / "include"
+        include.mkdir(parents=True)
+        if omp:
+            (include / "omp.h").write_text("")
+        link(tmp_path / "bin" / f"clang-{major}", prefix / "bin" / "clang")
+    env = base_env(tmp_path, PATH=str(tmp_path / "bin"))
+    assert ran(run([MIRECC, "-c", "x.c"], tmp_path, env)) == str(tmp_path / "bin" / "clang-14")
+
+
+@pytest.mark.skipif(not Path(sys.prefix, "etc", "mirecc", "compilers").is_file(),
+                    reason="needs the site file scripts/setup.sh writes")
+def test_openmp_program_builds_with_the_compiler_setup_chose(tmp_path):
+    """After scripts/setup.sh (--test adds clang-19, whose OpenMP runtime is
+    not installed), mirecc -O3 -fopenmp builds and runs an OpenMP program with
+    the clang setup configured, and --explain names it."""
+    (tmp_path / "omp.c").write_text(OMP_SOURCE)
+    env = isolated_env(tmp_path)       # no MIRECC_CC: the installation's choice
+    proc = run([MIRECC, "-O3", "-fopenmp", "omp.c", "-o", "omp"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    out = subprocess.run([str(tmp_path / "omp")], capture_output=True, text=True,
+                         env={**env, "OMP_NUM_THREADS": "2"}, timeout=60)
+    assert out.returncode == 0 and out.stdout == "499500 1\n"
+    explain = run([MIRECC, "--explain", "-O3", "-fopenmp", "-c", "omp.c", "-o", "omp.o"],
+                  tmp_path, env)
+    assert explain.returncode == 0
+    assert "compiler chosen: set up for this installation" in explain.stdout

@@ -1,0 +1,157 @@
+"""The task interface and its one registry: every task declares its name,
+languages, settings, when it applies and how it injects; the configuration,
+``--mirecc-help`` and the cache key are generated from the declarations; the
+generic ML step imports no task by name; ``mire stats`` counts what happened
+with stable reason codes."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs import isolated_env
+
+REPO = Path(__file__).resolve().parent.parent
+CLANG = "/usr/bin/clang-14"
+MIRECC = str(Path(sys.executable).with_name("mirecc"))
+MIRE = str(Path(sys.executable).with_name("mire"))
+needs_clang = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
+
+
+def test_every_registered_task_is_declared_whole():
+    from mirecc.tasks.api import Task, load_attribute
+    from mirecc.tasks.registry import TASK_MODULES, tasks
+
+    found = tasks()
+    assert set(found) == {"loop-vectorize", "opencl-device-mapping",
+                          "opencl-thread-coarsening"}
+    for name, task in found.items():
+        assert isinstance(task, Task) and task.name == name and task.languages
+        assert callable(load_attribute(task.head))
+        for hook in (task.inject, task.explain):
+            if hook:
+                assert callable(load_attribute(hook))
+    # one folder per task module, with an offline part
+    for module in TASK_MODULES:
+        folder = REPO / module.replace(".", "/")
+        assert (folder / "__init__.py").is_file() and (folder / "offline").is_dir()
+
+
+def test_task_declarations_import_nothing_heavy():
+    """The driver reads declarations on every compile: a fresh interpreter
+    importing the registry loads no numpy, yaml, onnxruntime or llvmlite."""
+    code = ("import sys; from mirecc.tasks.registry import tasks; tasks(); "
+            "print(sorted(m for m in ('numpy', 'yaml', 'onnxruntime', 'llvmlite') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_generic_ml_step_imports_no_task_by_name():
+    for module in ("mlpath", "pipeline", "context", "server", "driver", "cache", "explain"):
+        tree = ast.parse((REPO / "mirecc" / f"{module}.py").read_text())
+        names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [n for n in names if n.startswith(("mirecc.tasks.loop_vectorize",
+                                                      "mirecc.tasks.opencl"))], module
+
+
+def test_task_settings_reach_the_configuration(tmp_path):
+    from mirecc.config import ConfigError, load_config
+
+    (tmp_path / ".mirecc.yaml").write_text("apply_loop_decisions: true\nopencl_gpu: Tahiti\n")
+    config = load_config(str(tmp_path), environ={"MIRECC_OPENCL_WGSIZE": "64"})
+    assert (config.apply_loop_decisions, config.opencl_gpu, config.opencl_wgsize) == \
+        (True, "Tahiti", 64)
+    (tmp_path / ".mirecc.yaml").write_text("apply_loop_decision: true\n")
+    with pytest.raises(ConfigError, match="unknown key 'apply_loop_decision'"):
+        load_config(str(tmp_path), environ={})
+
+
+def test_mirecc_help_lists_every_setting_and_task():
+    from mirecc.config import all_settings
+    from mirecc.tasks.registry import tasks
+
+    out = subprocess.run([MIRECC, "--mirecc-help"], capture_output=True, text=True,
+                         check=True).stdout
+    for setting in all_settings():
+        assert setting.key in out and (setting.env is None or setting.env in out)
+    for name in tasks():
+        assert f"Task {name}" in out
+
+
+def test_cache_key_follows_the_task_settings():
+    from mirecc.cache import pipeline_key
+    from mirecc.config import Config
+
+    assert pipeline_key(Config(), {"c"}) == pipeline_key(Config(), {"c"})
+    assert pipeline_key(Config(), {"c"}) != pipeline_key(Config(apply_loop_decisions=True),
+                                                         {"c"})
+
+
+@needs_clang
+def test_a_data_only_tu_gives_no_warning(tmp_path):
+    """A TU of tables and no functions (bzip2's crctable.c) with the shipped
+    loop head in use: no warning, clang's object, the reason counted."""
+    (tmp_path / "table.c").write_text("const unsigned crc[4] = {1u, 2u, 3u, 4u};\n")
+    env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_APPLY_LOOPS="1",
+                       MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    del env["MIRECC_HEADS_DIR"]         # the shipped heads
+    proc = subprocess.run([MIRECC, "-O2", "-c", "table.c", "-o", "ours.o"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    subprocess.run([CLANG, "-O2", "-c", "table.c", "-o", "ref.o"], cwd=tmp_path, check=True)
+    assert (tmp_path / "ours.o").read_bytes() == (tmp_path / "ref.o").read_bytes()
+    data = json.loads(subprocess.run([MIRE, "stats", "--json"], cwd=tmp_path, env=env,
+                                     capture_output=True, text=True, check=True).stdout)
+    assert data["skip.no-functions"] == 1 and data["tus.seen"] == 1
+
+
+@needs_clang
+def test_stats_count_calls_tus_and_reasons(tmp_path):
+    (tmp_path / "a.c").write_text("int g(const int *a, int n) { int s = 0; "
+                                  "for (int i = 0; i < n; i++) s += a[i]; return s; }\n")
+    env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+
+    def mirecc(*args):
+        subprocess.run([MIRECC, *args], cwd=tmp_path, env=env, capture_output=True,
+                       check=True, timeout=120)
+
+    mirecc("-O0", "-c", "a.c")                       # not optimised
+    mirecc("-O2", "-c", "a.c")                       # nothing reads the IR (no heads)
+    mirecc("--explain", "-O2", "-c", "a.c")          # seen: no heads, computed
+    mirecc("--explain", "-O2", "-c", "a.c")          # seen again: from the cache
+    mirecc("--version")
+    data = json.loads(subprocess.run([MIRE, "stats", "--json"], cwd=tmp_path, env=env,
+                                     capture_output=True, text=True, check=True).stdout)
+    assert data == {"calls": 5, "passthrough.not-optimised": 1, "passthrough.no-use": 1,
+                    "passthrough.not-compile": 1, "tus.seen": 2, "tus.cached": 1,
+                    "tus.in-process": 1, "tus.split": 2, "skip.no-heads": 2}
+    text = subprocess.run([MIRE, "stats"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, check=True).stdout
+    assert "translation units seen                 2" in text and "no-heads" in text
+    subprocess.run([MIRE, "stats", "--zero"], cwd=tmp_path, env=env, check=True)
+    assert json.loads(subprocess.run([MIRE, "stats", "--json"], cwd=tmp_path, env=env,
+                                     capture_output=True, text=True).stdout) == {}
+
+
+def test_explain_prints_reason_codes(tmp_path):
+    from mirecc.explain import render_text
+
+    data = {"mirecc_version": "x", "compiler": "clang", "compiler_chosen": "configured",
+            "fallback": None, "reason": "", "skipped": [],
+            "translation_units": [{"source": "a.c", "language": "c", "opt_level": "2",
+                                   "ir": {"bytes": 1, "sha256": "0" * 64}, "cache": "miss",
+                                   "captured": None, "seen": None, "decisions": [],
+                                   "no_decision_reasons": ["loop-vectorize: no loops"],
+                                   "reason_codes": ["no-loops"]}]}
+    text = render_text(data)
+    assert "why: [no-loops] loop-vectorize: no loops" in text
+    assert "compiler chosen: configured" in text
