@@ -1,13 +1,16 @@
 """``mire bench``: build the bundled benchmark programs with plain clang and with
-mirecc, check they compute the same thing, and compare compile and run times.
+mirecc, check they compute the same thing, and show per program what each
+task decided and applied, and what that did to run time, code size and
+compile time.
 
 Protocol: every program is compiled to an object file with both compilers,
-alternating, ``compile_repeats`` times each (median kept); objects and
-program outputs are compared byte for byte (objects may differ only where a
-head's decision was applied: the loop-vectorize head's loop factors, read
-from the record file); each binary then runs once to
-warm up and ``run_repeats`` times, the two sides alternating so that machine
-drift hits both; medians are reported with min and max.
+alternating, ``compile_repeats`` times each (median kept); what mirecc
+decided comes from its record file (one line per TU: every task's
+decisions, applied or not); objects and program outputs are compared byte
+for byte (objects may differ only where a decision was applied); code size
+is the objects' ``.text`` bytes; each binary then runs once to warm up and
+``run_repeats`` times, the two sides alternating so that machine drift hits
+both; medians are reported with min and max.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
@@ -59,12 +62,19 @@ class ProgramResult:
     run_mirecc_s: list[float]
     same_object: bool
     same_output: bool
-    loops_decided: int = 0    # loop-vectorize decisions applied in mirecc's compile
+    # task -> [decisions made, decisions applied] in mirecc's last compile
+    decisions: dict = field(default_factory=dict)
+    text_clang: int = 0       # .text bytes of the objects
+    text_mirecc: int = 0
+
+    @property
+    def applied(self) -> int:
+        return sum(applied for _, applied in self.decisions.values())
 
     @property
     def correct(self) -> bool:
         """Same output, and the same object unless a decision was applied."""
-        return self.same_output and (self.same_object or self.loops_decided > 0)
+        return self.same_output and (self.same_object or self.applied > 0)
 
     @property
     def compile_ratio(self) -> float:
@@ -100,11 +110,13 @@ def bench_program(source: Path, work: Path, clang: str, mirecc: str, flags: list
                           env=env[side])
             times[side].append(t)
             progress()
-    loops_decided = 0
+    decisions: dict[str, list[int]] = {}
     if record.is_file():   # the last compile's decisions
         last = json.loads(record.read_text().splitlines()[-1])
-        loops_decided = sum(1 for d in last["decisions"]
-                            if d["task"] == "loop-vectorize" and d["applied"])
+        for d in last["decisions"]:
+            counts = decisions.setdefault(d["task"], [0, 0])
+            counts[0] += bool(d["value"])      # an empty value keeps the compiler's choice
+            counts[1] += bool(d["applied"])
     for side in ("clang", "mirecc"):
         _timed([clang, str(objs[side]), "-o", str(bins[side]), "-lm"])
     same_object = objs["clang"].read_bytes() == objs["mirecc"].read_bytes()
@@ -119,7 +131,40 @@ def bench_program(source: Path, work: Path, clang: str, mirecc: str, flags: list
             progress()
     return ProgramResult(name, times["clang"], times["mirecc"], runs["clang"],
                          runs["mirecc"], same_object, outputs["clang"] == outputs["mirecc"],
-                         loops_decided)
+                         decisions, text_bytes(objs["clang"]), text_bytes(objs["mirecc"]))
+
+
+def text_bytes(obj: Path) -> int:
+    """Bytes of an ELF object's code: its ``.text*`` sections (read from the
+    section headers; 0 for what is not a 64-bit little-endian ELF file)."""
+    import struct
+
+    data = obj.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return 0
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+
+    def section(i):   # (name offset, size, file offset)
+        base = shoff + i * shentsize
+        name, = struct.unpack_from("<I", data, base)
+        offset, size = struct.unpack_from("<QQ", data, base + 0x18)
+        return name, size, offset
+
+    _, _, strings = section(shstrndx)
+    total = 0
+    for i in range(shnum):
+        name_at, size, _ = section(i)
+        end = data.index(b"\0", strings + name_at)
+        if data[strings + name_at:end].startswith(b".text"):
+            total += size
+    return total
+
+
+def decided_text(decisions: dict) -> str:
+    """'loop-vectorize 3/1' (decided / applied) per task; '-' for none."""
+    return "; ".join(f"{task} {made}/{applied}"
+                     for task, (made, applied) in sorted(decisions.items())) or "-"
 
 
 def _spread(values: list[float]) -> str:
@@ -137,21 +182,24 @@ def markdown_table(results: list[ProgramResult], machine: dict, flags: list[str]
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['compiler']}",
         f"Flags: {' '.join(flags)}; compile: median of {compile_repeats}, "
         f"run: median of {run_repeats} after one warm-up, sides alternating; "
-        f"times in ms as median (min-max).",
+        f"times in ms as median (min-max); decided/applied: decisions that differ from "
+        f"the compiler's own choice / of those, applied to the compile.",
         "",
-        "| program | compile clang | compile mirecc | ratio | run clang | run mirecc "
-        "| speedup | loops decided | same object | same output |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| program | decided/applied | compile clang | compile mirecc | compile ratio "
+        "| .text clang | .text mirecc | run clang | run mirecc | speedup | same object "
+        "| same output |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r.program} | {_spread(r.compile_clang_s)} | "
-                     f"{_spread(r.compile_mirecc_s)} | {r.compile_ratio:.3f} | "
+        lines.append(f"| {r.program} | {decided_text(r.decisions)} | "
+                     f"{_spread(r.compile_clang_s)} | {_spread(r.compile_mirecc_s)} | "
+                     f"{r.compile_ratio:.3f} | {r.text_clang} | {r.text_mirecc} | "
                      f"{_spread(r.run_clang_s)} | {_spread(r.run_mirecc_s)} | "
-                     f"{r.speedup:.3f} | {r.loops_decided} | "
-                     f"{'yes' if r.same_object else ('no (decided)' if r.loops_decided else 'NO')} | "
+                     f"{r.speedup:.3f} | "
+                     f"{'yes' if r.same_object else ('no (applied)' if r.applied else 'NO')} | "
                      f"{'yes' if r.same_output else 'NO'} |")
-    lines.append(f"| **geomean** | | | {geomean([r.compile_ratio for r in results]):.3f} | "
-                 f"| | {geomean([r.speedup for r in results]):.3f} | | | |")
+    lines.append(f"| **geomean** | | | | {geomean([r.compile_ratio for r in results]):.3f} "
+                 f"| | | | | {geomean([r.speedup for r in results]):.3f} | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -188,7 +236,8 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     (out / "bench.json").write_text(json.dumps({
         "machine": machine, "flags": flags, "compile_repeats": compile_repeats,
         "run_repeats": run_repeats,
-        "programs": [asdict(r) | {"compile_ratio": r.compile_ratio, "speedup": r.speedup}
+        "programs": [asdict(r) | {"compile_ratio": r.compile_ratio, "speedup": r.speedup,
+                                  "applied": r.applied}
                      for r in results]}, indent=2))
     print(table)
     print(f"saved {out / 'bench.md'} and {out / 'bench.json'}")

@@ -5,7 +5,6 @@ built from the same dictionary so they cannot disagree."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 from mirecc import __version__
 
@@ -26,7 +25,7 @@ def explanation(*, compiler: str, invocation_kind: str, reason: str,
             "computed": r.where,
             "captured": r.captured,
             "seen": summary.to_dict() if summary else None,
-            "decisions": [asdict(d) for d in r.result.decisions],
+            "decisions": [d.to_dict() for d in r.result.decisions],
             "no_decision_reasons": list(r.result.no_decision_reasons),
             "reason_codes": list(r.result.reason_codes),
         })

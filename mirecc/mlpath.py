@@ -15,7 +15,6 @@ import signal
 import subprocess
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 from mirecc.cmdline import TU_LANGUAGES, Invocation, Source
 from mirecc.pipeline import TURequest, TUResult
@@ -52,26 +51,32 @@ class MLTimeout(BaseException):
     """Raised by the alarm; a BaseException so no handler on the way swallows it."""
 
 
-@dataclass
 class TUReport:
-    source: str
-    language: str
-    opt_level: str
-    bitcode_sha256: str
-    bitcode_bytes: int
-    result: TUResult
-    cache: str                      # "hit", "miss", "off" or "unwritable"
-    captured: str | None = None     # path of the stored IR in capture mode
-    where: str = ""                 # "server", "in process" or "cache"
+    """What the ML path saw and decided for one TU."""
+
+    def __init__(self, source: str, language: str, opt_level: str, bitcode_sha256: str,
+                 bitcode_bytes: int, result: TUResult, cache: str,
+                 captured: str | None = None, where: str = ""):
+        self.source = source
+        self.language = language
+        self.opt_level = opt_level
+        self.bitcode_sha256 = bitcode_sha256
+        self.bitcode_bytes = bitcode_bytes
+        self.result = result
+        self.cache = cache              # "hit", "miss", "off" or "unwritable"
+        self.captured = captured        # path of the stored IR in capture mode
+        self.where = where              # "server", "in process" or "cache"
 
 
-@dataclass
 class Outcome:
-    reports: list[TUReport] = field(default_factory=list)
-    extra_args: list[str] = field(default_factory=list)   # injected into the final compile
-    warnings: list[str] = field(default_factory=list)     # non-fatal problems
-    split: object = None            # a frontend.Split whose front end ran, or None
-    frontend_stderr: bytes = b""    # what the split's front end printed
+    """The ML path's result for one call."""
+
+    def __init__(self):
+        self.reports: list[TUReport] = []
+        self.extra_args: list[str] = []     # injected into the final compile
+        self.warnings: list[str] = []       # non-fatal problems
+        self.split = None                   # a frontend.Split whose front end ran
+        self.frontend_stderr = b""          # what the split's front end printed
 
 
 @contextmanager
@@ -319,7 +324,6 @@ def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
     TU, readable after ``CC=mirecc make``.  Appended under a lock: safe under
     ``make -j``."""
     import json
-    from dataclasses import asdict
     from pathlib import Path
 
     from mirecc import __version__
@@ -336,7 +340,7 @@ def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
         "compiler": compiler,
         "mirecc_version": __version__,
         "cache": report.cache,
-        "decisions": [asdict(d) for d in report.result.decisions],
+        "decisions": [d.to_dict() for d in report.result.decisions],
         "no_decision_reasons": list(report.result.no_decision_reasons),
         "reason_codes": list(report.result.reason_codes),
     }

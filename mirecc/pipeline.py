@@ -15,11 +15,8 @@ This module imports no task by name.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirecc.irinfo import ModuleInfo
-from mirecc.model import NO_MODEL_VERSION, ModelInfo
 from mirecc.tasks.api import HeadError, NoDecision, load_attribute
 from mirecc.tasks.registry import HeadSpec, applies_to_any, default_heads_dirs, find_head_specs
 
@@ -34,61 +31,124 @@ PIPELINE_SCHEMA = 3
 KEEP_CANDIDATES = 5
 
 
-@dataclass(frozen=True)
-class Candidate:
-    value: dict               # e.g. {"vectorize.width": 8}; {} is the compiler's own choice
-    score: float              # the head's score; higher is better (per task: see its head)
+class Record:
+    """A plain value object: fields in ``FIELDS`` (name -> default, or
+    ``REQUIRED``), keyword construction, equality, ``to_dict`` and
+    ``replace``.  Not a dataclass: a cache hit in the driver reads these,
+    and importing ``dataclasses`` costs more than the rest of that path."""
 
+    FIELDS: dict = {}
+    __slots__ = ()
 
-@dataclass(frozen=True)
-class Ranking:
-    """A head's candidates for one target, best first."""
-
-    target: str
-    candidates: tuple[Candidate, ...]
-
-
-@dataclass(frozen=True)
-class Decision:
-    task: str                 # e.g. "loop-vectorize"
-    target: str               # what it applies to: a loop id, function, kernel
-    value: dict               # e.g. {"vectorize.width": 8}
-    default: dict | None      # what the compiler would do on its own, if known
-    confidence: float         # head's confidence in [0, 1]
-    reason: str               # one line for --explain
-    applied: bool             # False when confidence was too low to act
-    advisory: bool = False    # a prediction recorded for the user; nothing to apply
-    # the head's best candidates for the target, best first: [[value, score], ...]
-    candidates: tuple = ()
-
-
-@dataclass(frozen=True)
-class TURequest:
-    """Everything a pipeline needs about one translation unit."""
-
-    source: str
-    language: str
-    opt_level: str
-    flags: tuple[str, ...]
-    bitcode_path: str
-    bitcode_sha256: str
-    compiler: str = ""        # the clang that emitted the bitcode (and compiles the TU)
-    cwd: str = ""             # where the compile runs (relative paths in flags)
+    def __init__(self, *args, **kwargs):
+        names = list(self.FIELDS)
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes at most {len(names)} arguments")
+        values = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name not in self.FIELDS or name in values:
+                raise TypeError(f"{type(self).__name__}: bad or repeated field {name!r}")
+            values[name] = value
+        for name, default in self.FIELDS.items():
+            if name not in values:
+                if default is REQUIRED:
+                    raise TypeError(f"{type(self).__name__}: missing field {name!r}")
+                values[name] = default() if callable(default) else default
+            object.__setattr__(self, name, values[name])
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "flags": list(self.flags)}
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def replace(self, **changes):
+        return type(self)(**{**self.to_dict(), **changes})
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
+        return f"{type(self).__name__}({body})"
+
+
+REQUIRED = object()
+
+
+class Frozen(Record):
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __hash__(self):
+        return hash(repr(self))
+
+
+class Candidate(Frozen):
+    """One decision a head scored: ``value`` (e.g. {"vectorize.width": 8};
+    {} is the compiler's own choice) and ``score`` (higher is better; per
+    task, see its head)."""
+
+    FIELDS = {"value": REQUIRED, "score": REQUIRED}
+    __slots__ = tuple(FIELDS)
+
+
+class Ranking(Frozen):
+    """A head's candidates for one target, best first."""
+
+    FIELDS = {"target": REQUIRED, "candidates": REQUIRED}
+    __slots__ = tuple(FIELDS)
+
+
+class Decision(Frozen):
+    FIELDS = {
+        "task": REQUIRED,        # e.g. "loop-vectorize"
+        "target": REQUIRED,      # what it applies to: a loop id, function, kernel
+        "value": REQUIRED,       # e.g. {"vectorize.width": 8}
+        "default": REQUIRED,     # what the compiler would do on its own, if known
+        "confidence": REQUIRED,  # head's confidence in [0, 1]
+        "reason": REQUIRED,      # one line for --explain
+        "applied": REQUIRED,     # False when confidence was too low to act
+        "advisory": False,       # a prediction recorded for the user; nothing to apply
+        # the head's best candidates for the target, best first: ((value, score), ...)
+        "candidates": (),
+    }
+    __slots__ = tuple(FIELDS)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["candidates"] = [list(c) for c in self.candidates]
+        return d
+
+
+class TURequest(Frozen):
+    """Everything a pipeline needs about one translation unit."""
+
+    FIELDS = {
+        "source": REQUIRED,
+        "language": REQUIRED,
+        "opt_level": REQUIRED,
+        "flags": REQUIRED,          # tuple of the flags the IR was emitted with
+        "bitcode_path": REQUIRED,
+        "bitcode_sha256": REQUIRED,
+        "compiler": "",             # the clang that emitted the bitcode (and compiles the TU)
+        "cwd": "",                  # where the compile runs (relative paths in flags)
+    }
+    __slots__ = tuple(FIELDS)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "flags": list(self.flags)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TURequest":
         return cls(**{**d, "flags": tuple(d["flags"])})
 
 
-@dataclass
-class TUResult:
-    summary: ModuleInfo | None
-    decisions: list[Decision] = field(default_factory=list)
-    no_decision_reasons: list[str] = field(default_factory=list)
-    reason_codes: list[str] = field(default_factory=list)   # one per reason
+class TUResult(Record):
+    FIELDS = {"summary": REQUIRED,             # irinfo.ModuleInfo or None
+              "decisions": list,
+              "no_decision_reasons": list,
+              "reason_codes": list}            # one per reason
+    __slots__ = tuple(FIELDS)
 
     def add_reason(self, code: str, text: str) -> None:
         self.reason_codes.append(code)
@@ -98,16 +158,23 @@ class TUResult:
         return {
             "schema": PIPELINE_SCHEMA,
             "summary": self.summary.to_dict() if self.summary else None,
-            "decisions": [asdict(d) for d in self.decisions],
+            "decisions": [d.to_dict() for d in self.decisions],
             "no_decision_reasons": list(self.no_decision_reasons),
             "reason_codes": list(self.reason_codes),
         }
+
+    def replace(self, **changes):
+        values = {name: getattr(self, name) for name in self.FIELDS}
+        return TUResult(**{**values, **changes})
 
     @classmethod
     def from_dict(cls, d: dict) -> "TUResult":
         if d.get("schema") != PIPELINE_SCHEMA:
             raise ValueError("cached result has another schema")
-        summary = ModuleInfo.from_dict(d["summary"]) if d.get("summary") else None
+        summary = None
+        if d.get("summary"):
+            from mirecc.irinfo import ModuleInfo
+            summary = ModuleInfo.from_dict(d["summary"])
         decisions = [Decision(**{**x, "candidates": tuple(tuple(c) for c in x["candidates"])})
                      for x in d["decisions"]]
         reasons, codes = list(d["no_decision_reasons"]), list(d["reason_codes"])
@@ -148,7 +215,7 @@ def candidates_of(ranking: Ranking | None) -> tuple:
 class Pipeline:
     """Runs the installed heads over one translation unit at a time."""
 
-    def __init__(self, heads: list, model: ModelInfo | None, searched: list[str],
+    def __init__(self, heads: list, model, searched: list[str],
                  other_languages: list[str] | None = None):
         self.heads = heads
         self.model = model
@@ -176,7 +243,8 @@ class Pipeline:
 
     @property
     def version(self) -> str:
-        """Model and heads identity, part of every cache key."""
+        """Model and heads identity."""
+        from mirecc.model import NO_MODEL_VERSION
         model = self.model.cache_version if self.model else NO_MODEL_VERSION
         heads = ",".join(sorted(getattr(h, "version", type(h).__name__) for h in self.heads))
         return f"schema{PIPELINE_SCHEMA}|model={model}|heads={heads or 'none'}"

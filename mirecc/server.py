@@ -47,6 +47,8 @@ REQUEST_TIMEOUT = 600.0
 #: and clang are found, where caches are): set in the server per request
 CLIENT_ENVIRONMENT = ("PATH", "HOME", "XDG_CACHE_HOME", "MIRECC_CACHE_DIR",
                       "MIRECC_GRAPH_BUILDER")
+#: settings that are paths: sent absolute
+PATH_SETTINGS = ("model", "heads_dir", "plugin", "cache_dir", "record", "capture_dir")
 
 
 def socket_path() -> Path:
@@ -94,8 +96,13 @@ def start_server(path: Path | None = None) -> bool:
     path = path or socket_path()
     cmd = [sys.executable, "-m", "mirecc.server", "--socket", str(path)]
     try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # a daemon: it must not hold the build's directory or write into the
+        # TMPDIR of the compile that happened to start it
+        env = dict(os.environ, TMPDIR=str(path.parent))
         subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                         cwd="/", env=env)
     except OSError:
         return False
     deadline = time.monotonic() + START_TIMEOUT
@@ -131,6 +138,9 @@ def run_pipeline(tu_request, config, explain: bool, start: bool = True,
     "unavailable": reason}`` (run it in process then)."""
     settings = {k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in vars(config).items() if k != "source"}
+    for key in PATH_SETTINGS:     # the server runs in another directory
+        if settings.get(key):
+            settings[key] = os.path.abspath(os.path.expanduser(settings[key]))
     env = {k: os.environ[k] for k in CLIENT_ENVIRONMENT if k in os.environ}
     req = {"kind": "pipeline", "request": tu_request.to_dict(), "config": settings,
            "explain": explain, "env": env}

@@ -38,6 +38,8 @@ def mirecc_env(tmp_path: Path, toolchain) -> dict:
         "MIRECC_HEADS_DIR": str(no_heads),
         "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
         "LC_ALL": "C",
+        # the pipeline in process: a per-user server would outlive the test
+        "MIRECC_SERVER": "0",
     })
     return env
 

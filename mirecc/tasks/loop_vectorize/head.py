@@ -240,8 +240,6 @@ def explain_loop_decisions(result, request):
     reason) and LLVM's own factors (its ``default``), for ``--explain`` only:
     it costs one front-end run with line tables and one compile with the
     vectorizer's remarks (the driver caches the explained result)."""
-    from dataclasses import replace
-
     from mirecc.irinfo import Loop
     from mirecc.tasks.loop_vectorize.loops import (emit_ir_text, llvm_default_factors,
                                                    loop_lines)
@@ -263,6 +261,6 @@ def explain_loop_decisions(result, request):
     for d in result.decisions:
         line = lines.get(d.target) if d.task == TASK else None
         if line:
-            d = replace(d, default=defaults.get(line), reason=f"{source}:{line}: {d.reason}")
+            d = d.replace(default=defaults.get(line), reason=f"{source}:{line}: {d.reason}")
         decisions.append(d)
-    return replace(result, decisions=decisions)
+    return result.replace(decisions=decisions)
