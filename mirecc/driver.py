@@ -269,12 +269,26 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
 
 def _compile_tus(inv, args, final, compiler, chosen, config, explain, skipped, stdin_data,
                  workdir) -> int:
+    from mirecc import mlpath
+
+    started = mlpath.Outcome()
+    try:
+        return _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped,
+                           stdin_data, workdir, started)
+    finally:
+        if started.speculative is not None:   # whatever happened: stop it, clean up
+            started.speculative.discard()
+
+
+def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, stdin_data,
+                workdir, started) -> int:
+    from mirecc import mlpath
+
     outcome, fallback, fallback_code, source_may_be_broken = None, None, None, False
     try:
-        from mirecc import mlpath
         try:
             outcome = mlpath.run(inv, compiler, config, args=args, explain=bool(explain),
-                                 workdir=workdir, stdin_data=stdin_data)
+                                 workdir=workdir, outcome=started, stdin_data=stdin_data)
         except mlpath.MLFailure as exc:
             fallback, source_may_be_broken = str(exc), exc.ir_compile_failed
             fallback_code = exc.code
@@ -316,6 +330,8 @@ def _compile_tus(inv, args, final, compiler, chosen, config, explain, skipped, s
         _say("warning", warning)
     if outcome and outcome.split is not None and not fallback:
         return _compile_split(outcome, extra, final, config)
+    if started.speculative is not None:
+        started.speculative.discard()
     if stdin_data is not None:
         return _run(final + extra, stdin_data)
     import shutil
@@ -342,6 +358,13 @@ def _compile_split(outcome, extra, final, config) -> int:
     (with the decisions' flags), so clang reports it in its own words."""
     import subprocess
 
+    speculative = outcome.speculative
+    if speculative is not None:
+        if not extra and speculative.accept(outcome.split.output):
+            sys.stderr.buffer.write(outcome.frontend_stderr)
+            sys.stderr.flush()
+            return 0
+        speculative.discard()       # decisions to apply, or it printed something
     cmd = outcome.split.backend_command(extra)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -123,9 +123,10 @@ class Split:
         return [self.compiler, *out, "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
                 "-o", self.bitcode_path]
 
-    def backend_command(self, extra: list[str]) -> list[str]:
-        """The object (or assembly) from the bitcode, with the user's flags
-        (those of the front end are unused: not reported) and ``extra``."""
+    def backend_command(self, extra: list[str], output: str | None = None) -> list[str]:
+        """The object from the bitcode into ``output`` (default: the user's),
+        with the user's flags (those of the front end are unused: not
+        reported) and ``extra``."""
         out, i, args = [], 0, self.args
         while i < len(args):
             a = args[i]
@@ -149,7 +150,53 @@ class Split:
         if self.color:
             out.append("-fcolor-diagnostics")
         return [self.compiler, *out, "-Wno-unused-command-line-argument", *extra,
-                "-o", self.output, "-x", "ir", self.bitcode_path]
+                "-o", output or self.output, "-x", "ir", self.bitcode_path]
+
+    def start_backend(self) -> "Speculative":
+        """Start the back end without decisions while the pipeline decides
+        (a second core does it): most TUs get no decision applied, and then
+        this object is the answer.  It goes to a hidden file beside the
+        output (``*.o`` globs do not see it), renamed over the output only
+        when accepted."""
+        import subprocess
+
+        directory, name = os.path.split(self.output)
+        temp = os.path.join(directory, f".{name}.mirecc-{os.getpid()}.tmp")
+        proc = subprocess.Popen(self.backend_command([], output=temp),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        return Speculative(proc, temp)
+
+
+class Speculative:
+    """A back end started before the decisions were known."""
+
+    def __init__(self, proc, temp: str):
+        self.proc = proc
+        self.temp = temp
+
+    def accept(self, output: str) -> bool:
+        """Wait for it; if it compiled silently, move its object to
+        ``output`` and say True; else throw it away."""
+        out, err = self.proc.communicate()
+        if self.proc.returncode == 0 and not out and not err:
+            try:
+                os.replace(self.temp, output)
+                return True
+            except OSError:
+                pass
+        self.discard()
+        return False
+
+    def discard(self) -> None:
+        """Stop it if it still runs, and remove what it wrote."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        try:
+            os.unlink(self.temp)
+        except OSError:     # accepted (moved), never written, or no such directory
+            pass
 
 
 def _has_flag(args: list[str], name: str) -> bool:

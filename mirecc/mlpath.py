@@ -77,6 +77,7 @@ class Outcome:
         self.warnings: list[str] = []       # non-fatal problems
         self.split = None                   # a frontend.Split whose front end ran
         self.frontend_stderr = b""          # what the split's front end printed
+        self.speculative = None             # a frontend.Speculative back end, if started
 
 
 @contextmanager
@@ -151,24 +152,28 @@ def inject_debug_fault(where: str) -> None:
 
 
 def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: bool,
-        workdir: str, stdin_data: bytes | None = None) -> Outcome:
+        workdir: str, outcome: Outcome, stdin_data: bytes | None = None) -> Outcome:
     """Run the ML path for every C/C++/OpenCL source of ``inv`` within the
-    timeout.  ``workdir`` (made and removed by the caller, outside the
-    deadline) holds the bitcode, which a split compile's back end reads."""
+    timeout, filling ``outcome`` (the caller's: a back end started here must
+    be stopped by the caller whatever happens).  ``workdir`` (made and
+    removed by the caller, outside the deadline) holds the bitcode, which a
+    split compile's back end reads."""
     try:
         with deadline(config.timeout):
-            return _run(inv, compiler, config, args, explain, stdin_data, workdir)
+            return _run(inv, compiler, config, args, explain, stdin_data, workdir, outcome)
     except MLTimeout:
         raise MLFailure(f"timed out after {config.timeout:g} s "
                         f"(timeout / MIRECC_TIMEOUT)", code="timeout") from None
 
 
-def _run(inv, compiler, config, args, explain, stdin_data, workdir: str) -> Outcome:
+def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
+         outcome: Outcome) -> Outcome:
+    import sys
+
     from mirecc import frontend
     from mirecc.cache import CacheError, ResultCache, pipeline_key
     from mirecc.capture import CaptureError, capture
 
-    outcome = Outcome()
     languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
     _check_plugin(config)
     inject_debug_fault("ml")
@@ -180,7 +185,6 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str) -> Outc
             continue
         bc_path = os.path.join(workdir, f"tu{number}.bc")
         if split_blocked is None:
-            import sys
             split = frontend.Split(compiler, args, source, bc_path,
                                    color=sys.stderr.isatty())
             bitcode, outcome.frontend_stderr = emit_ir(split.frontend_command(), source,
@@ -205,14 +209,18 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str) -> Outc
                             tuple(inv.ir_flags), os.path.abspath(bc_path), sha, compiler,
                             os.getcwd())
         key = ResultCache.key(sha, version, report.opt_level)
-        # --explain's additions are cached apart ("|explain"): a build reads less
-        cached = cache.get(key + "|explain") if cache and explain else None
+        # --explain's additions are cached apart: a build reads less
+        explain_key = ResultCache.key(sha, version + "|explain", report.opt_level)
+        cached = cache.get(explain_key) if cache and explain else None
         explained = cached is not None
         if cached is None and cache:
             cached = cache.get(key)
         if cached is not None and (cached.summary or not explain):
             report.result, report.cache, report.where = cached, "hit", "cache"
         else:
+            if outcome.split is not None and not explain:
+                # the object without decisions, on another core, while they are made
+                outcome.speculative = outcome.split.start_backend()
             report.result, report.where = run_pipeline(request, config, explain)
             report.cache = "miss" if cache else "off"
             if cache:
@@ -227,7 +235,7 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str) -> Outc
             result = explain_decisions(report.result, request)
             if cache and result is not report.result and report.cache != "unwritable":
                 try:
-                    cache.put(key + "|explain", result)
+                    cache.put(explain_key, result)
                 except CacheError:
                     pass
             report.result = result

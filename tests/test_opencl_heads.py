@@ -222,8 +222,11 @@ def test_the_language_check_is_what_keeps_the_side_run_off(tmp_path, heads):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     calls = log.read_text().splitlines()
     # one front end writing bitcode, one back end compiling the object from it
+    # (started while the heads decide, into a hidden file renamed to a.o)
     assert len(calls) == 2 and "-emit-llvm" in calls[0] and "-x ir" in calls[1]
-    assert calls[1].startswith("-O2 -c ") and "-o a.o" in calls[1]
+    assert calls[1].startswith("-O2 -c ") and "-o .a.o.mirecc-" in calls[1]
+    assert sorted(p.name for p in tmp_path.glob("*.o")) == ["a.o"]
+    assert not list(tmp_path.glob(".*.tmp"))
     [line] = record.read_text().splitlines()
     entry = json.loads(line)
     assert entry["decisions"] == []
