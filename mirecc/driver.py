@@ -184,7 +184,7 @@ def _main(argv: list[str], cxx: bool, guard: _Guard) -> int:
 
     from mirecc.compiler import CompilerNotFound, choose_compiler
     from mirecc.config import ConfigError, load_config
-    from mirecc.mlpath import inject_debug_fault
+    from mirecc.faults import inject_debug_fault
 
     inject_debug_fault("driver-config")
     try:
@@ -216,7 +216,7 @@ def _count(config, passthrough: str | None = None, counts: dict | None = None) -
 def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
     from mirecc.cmdline import (TU_LANGUAGES, ResponseFileError, classify,
                                 expand_response_files)
-    from mirecc.mlpath import inject_debug_fault
+    from mirecc.faults import inject_debug_fault
 
     inject_debug_fault("driver-classify")
     try:
@@ -305,7 +305,7 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
     extra = outcome.extra_args if outcome and not fallback else []
     _count_tus(config, outcome, fallback_code)
     if explain:
-        from mirecc.mlpath import inject_debug_fault
+        from mirecc.faults import inject_debug_fault
         inject_debug_fault("driver-explain")
         _print_explanation(explain, compiler, chosen, inv.kind, inv.reason,
                            outcome.reports if outcome else [], fallback, skipped,

@@ -27,9 +27,7 @@ from mirecc.pipeline import TURequest, TUResult
 IR_EMIT_FLAGS = ["-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
                  "-w", "-Wno-unused-command-line-argument"]
 
-# Test hook for failures no real input can provoke (a bug in mirecc itself,
-# a hang).  Documented in the README; never set in normal use.
-FAULT_ENV = "MIRECC_DEBUG_FAULT"
+from mirecc.faults import FAULT_ENV, inject_debug_fault  # noqa: F401 (re-exported)
 
 
 class MLFailure(Exception):
@@ -137,18 +135,6 @@ def emit_ir(cmd: list[str], source: Source, out: str, workdir: str,
 def _check_plugin(config) -> None:
     if config.plugin and not os.path.isfile(config.plugin):
         raise MLFailure(f"pass plugin not found: {config.plugin}")
-
-
-def inject_debug_fault(where: str) -> None:
-    """``MIRECC_DEBUG_FAULT=<kind>``: ``exception``/``hang`` in the ML path,
-    ``driver-<step>`` anywhere in the driver (see driver.py)."""
-    fault = os.environ.get(FAULT_ENV)
-    if not fault:
-        return
-    if fault == where or (where == "ml" and fault == "exception"):
-        raise RuntimeError(f"fault injected by {FAULT_ENV}={fault}")
-    if where == "ml" and fault == "hang":
-        time.sleep(3600)
 
 
 def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: bool,

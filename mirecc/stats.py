@@ -1,8 +1,9 @@
 """What mirecc did, counted per user (as ccache's statistics): ``mire stats``.
 
-The counters live in ``<cache_dir>/stats.json`` and are updated under an
-exclusive lock (safe under ``make -j``); a damaged file starts again from
-zero.  Every reason has a stable code: ``--explain`` prints it with the
+The counters live in ``<cache_dir>/stats`` (one ``name value`` line each)
+and are updated under an exclusive lock (safe under ``make -j``); a damaged
+line is dropped.  Plain lines, not JSON: a call that passes through pays
+for neither ``json`` nor ``pathlib`` (~15 ms of imports).  Every reason has a stable code: ``--explain`` prints it with the
 words, and the counters are named by it.
 
 Counters:
@@ -22,11 +23,10 @@ Counters:
   (``ml-failed``, ``timeout``, ``ir-failed``, ``internal-error``,
   ``backend-failed``).
 
-Only the standard library is imported (it runs on every compile).
+Only ``os`` is imported at the top (it runs on every compile).
 """
 from __future__ import annotations
 
-import json
 import os
 
 PASSTHROUGH = {
@@ -40,7 +40,10 @@ PASSTHROUGH = {
 
 
 def stats_path(config) -> str:
-    return os.path.join(str(config.resolved_cache_dir()), "stats.json")
+    if config.cache_dir:
+        return os.path.join(os.path.expanduser(config.cache_dir), "stats")
+    from mirecc.config import default_cache_dir
+    return os.path.join(default_cache_dir(), "stats")
 
 
 def bump(config, counts: dict) -> None:
@@ -61,7 +64,7 @@ def bump(config, counts: dict) -> None:
         data = _load(fd)
         for name, n in counts.items():
             data[name] = data.get(name, 0) + n
-        blob = json.dumps(data, sort_keys=True).encode()
+        blob = "".join(f"{k} {v}\n" for k, v in sorted(data.items())).encode()
         os.lseek(fd, 0, os.SEEK_SET)
         os.ftruncate(fd, 0)
         os.write(fd, blob)
@@ -79,13 +82,12 @@ def _load(fd: int) -> dict:
         if not chunk:
             break
         chunks.append(chunk)
-    try:
-        data = json.loads(b"".join(chunks) or b"{}")
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)}
+    data = {}
+    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        name, _, value = line.partition(" ")
+        if name and value.isdigit():
+            data[name] = int(value)
+    return data
 
 
 def read(config) -> dict:
@@ -183,6 +185,7 @@ def run(args) -> int:
         return 0
     data = read(config)
     if args.json:
+        import json
         print(json.dumps(data, indent=1, sort_keys=True))
     else:
         print(render(data, stats_path(config)), end="")
