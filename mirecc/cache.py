@@ -8,11 +8,10 @@ succeed and a reader never sees half a file.  A damaged entry is a miss.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.fsutil import atomic_write_bytes, sha256
 from mirecc.pipeline import PIPELINE_SCHEMA, TUResult
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -25,7 +24,7 @@ def code_stamp() -> str:
 
     from mirecc import __version__
 
-    h = hashlib.sha256(__version__.encode())
+    h = sha256(__version__.encode())
     stack = [str(_PACKAGE)]
     while stack:
         directory = stack.pop()
@@ -53,7 +52,7 @@ def pipeline_key(config, languages) -> str:
 
     from mirecc.tasks.registry import default_heads_dirs, heads_for_languages, tasks
 
-    h = hashlib.sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp()}".encode())
+    h = sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp()}".encode())
     if config.model:   # the shipped model is part of code_stamp
         try:
             h.update((Path(config.model) / "manifest.json").read_bytes())
@@ -65,7 +64,7 @@ def pipeline_key(config, languages) -> str:
             if os.path.isfile(path):
                 h.update(f"{spec.directory}/{name}\n".encode())
                 with open(path, "rb") as fh:
-                    h.update(hashlib.sha256(fh.read()).digest())
+                    h.update(sha256(fh.read()).digest())
     for task in tasks().values():
         for setting in task.settings:
             h.update(f"{setting.key}={getattr(config, setting.key)!r}\n".encode())
@@ -83,7 +82,7 @@ class ResultCache:
     @staticmethod
     def key(bitcode_sha256: str, pipeline_version: str, opt_level: str) -> str:
         material = "\0".join((bitcode_sha256, pipeline_version, opt_level))
-        return hashlib.sha256(material.encode()).hexdigest()
+        return sha256(material.encode()).hexdigest()
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"

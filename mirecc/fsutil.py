@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 from pathlib import Path
+
+try:
+    # CPython's own SHA-256: hashlib's loads OpenSSL first (~4 ms on each
+    # compile that reads the cache); the digests are the same
+    from _sha256 import sha256
+except ImportError:  # another Python
+    from hashlib import sha256
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -15,6 +21,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     flushed to disk, then renamed over ``path`` (rename is atomic on POSIX).
     Two processes writing the same content-addressed entry both succeed.
     """
+    import tempfile   # here: a cache hit writes nothing and need not import it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -66,6 +74,8 @@ def replace_dir(target: Path, files: dict[str, bytes]) -> Path:
     import shutil
 
     target.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     tmp.chmod(0o777 & ~_umask())      # mkdtemp makes it 0700; a head is read by every user
     for name, data in files.items():

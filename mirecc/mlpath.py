@@ -9,7 +9,6 @@ same.  This module imports no task by name: tasks come from the registry.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ import time
 from contextlib import contextmanager
 
 from mirecc.cmdline import TU_LANGUAGES, Invocation, Source
+from mirecc.fsutil import sha256
 from mirecc.pipeline import TURequest, TUResult
 
 # Flags that make clang write unoptimised-but-optimisable IR: the front end's
@@ -179,7 +179,7 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
         else:
             bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
                                  bc_path, workdir, stdin_data)
-        sha = hashlib.sha256(bitcode).hexdigest()
+        sha = sha256(bitcode).hexdigest()
         report = TUReport(source.path, source.language, inv.opt_level or "0",
                           sha, len(bitcode), TUResult(None), "off")
         if config.capture_dir:
