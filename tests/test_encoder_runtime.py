@@ -249,3 +249,19 @@ def test_a_broken_statement_cache_is_dropped_with_one_warning(tiny, source, tmp_
     err = capsys.readouterr().err
     assert err.count("embedding without the statement cache") == 1 and "c.sqlite" in err
     assert enc.cache is None
+
+
+def test_compile_to_ir_keeps_the_callers_optimisation_level(tmp_path):
+    """Re-emitting a TU for the encoder keeps the build's -O level (-O3 and
+    -O2 differ in the front end's IR: attributes, loop metadata)."""
+    from mirecc.encoder.runtime import compile_to_ir
+    src = tmp_path / "f.c"
+    src.write_text("int f(int *a, int n) { int s = 0; for (int i = 0; i < n; i++) "
+                   "s += a[i]; return s; }\n")
+    for flags, level in ((["-O3"], "-O3"), ([], "-O2"), (["-Os"], "-Os")):
+        out = tmp_path / f"f{level}.bc"
+        compile_to_ir(src, out, CLANG, flags)
+        ref = tmp_path / f"ref{level}.bc"
+        subprocess.run([CLANG, level, "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
+                        "-w", "-o", str(ref), str(src)], check=True)
+        assert out.read_bytes() == ref.read_bytes(), flags

@@ -286,7 +286,10 @@ def default_clang() -> str:
 
 def compile_to_ir(source: Path, out: Path, clang: str, flags: list[str],
                   cwd: str | None = None) -> None:
-    cmd = [clang, *flags, "-O2", "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
+    """``source``'s IR before any LLVM pass, at the optimisation level of
+    ``flags`` (-O2 when they name none: the level the encoder was trained on)."""
+    level = [] if any(f.startswith("-O") for f in flags) else ["-O2"]
+    cmd = [clang, *level, *flags, "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
            "-w", "-o", str(out), str(source)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
