@@ -27,7 +27,7 @@ from mirecc.pipeline import TURequest, TUResult
 IR_EMIT_FLAGS = ["-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
                  "-w", "-Wno-unused-command-line-argument"]
 
-from mirecc.faults import FAULT_ENV, inject_debug_fault  # noqa: F401 (re-exported)
+from mirecc.faults import inject_debug_fault
 
 
 class MLFailure(Exception):
