@@ -60,19 +60,28 @@ def encoder_model(config):
     return _ENCODERS[directory][0]
 
 
-def _encoder(config):
-    """The loaded encoder (ONNX sessions), once per process and model."""
+def loaded_encoder(directory: str):
+    """The encoder of a model directory with its ONNX sessions, loaded once
+    per process (the server's pipeline and embedding requests share it)."""
     from mirecc.encoder.runtime import Encoder
+    from mirecc.model import load_model
+
+    entry = _ENCODERS.get(directory)
+    if entry is None:
+        entry = _ENCODERS[directory] = [load_model(directory), None]
+    if entry[1] is None:
+        entry[1] = Encoder(directory)
+    return entry[1]
+
+
+def _encoder(config):
     from mirecc.model import ModelError
 
     info = encoder_model(config)
-    entry = _ENCODERS[str(info.directory)]
-    if entry[1] is None:
-        try:
-            entry[1] = Encoder(info.directory)
-        except ModelError as exc:
-            raise head_error(f"encoder model: {exc}") from None
-    return entry[1]
+    try:
+        return loaded_encoder(str(info.directory))
+    except ModelError as exc:
+        raise head_error(f"encoder model: {exc}") from None
 
 
 class TUContext:

@@ -53,6 +53,10 @@ def help_text() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: mirecc's own options that answer and compile nothing
+OWN_ACTIONS = ("--print-toolchain-file", "--mirecc-version", "--mirecc-help")
+
+
 def _say(kind: str, message: str) -> None:
     message = " ".join(message.split())  # always exactly one line
     sys.stderr.write(f"mirecc: {kind}: {message}\n")
@@ -98,7 +102,7 @@ def _parse_own_options(argv: list[str]):
             explain = "json"
         elif arg.startswith("--explain="):
             raise ValueError(f"unknown --explain format '{arg[10:]}' (use text or json)")
-        elif arg in ("--print-toolchain-file", "--mirecc-version", "--mirecc-help"):
+        elif arg in OWN_ACTIONS:
             action = arg
         else:
             args.append(arg)
@@ -150,9 +154,8 @@ class _Guard:
             compiler = newest_clang_on_path(self.cxx, need_openmp=True) or \
                 newest_clang_on_path(self.cxx) or ("clang++" if self.cxx else "clang")
         args = self.args
-        if args is None:
-            own = ("--explain", "--print-toolchain-file", "--mirecc-version", "--mirecc-help")
-            args = [a for a in self.argv if not a.startswith(own)]
+        if args is None:   # the fault came before mirecc's own options were read
+            args = [a for a in self.argv if not a.startswith(("--explain", *OWN_ACTIONS))]
         cmd = [*self.prefix, compiler, *args]
         if self.stdin_data is not None:
             return _run(cmd, self.stdin_data)
@@ -302,6 +305,8 @@ def _compile_tus(inv, args, final, compiler, chosen, config, explain, skipped, s
 
 def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, stdin_data,
                 workdir, started) -> int:
+    """The ML path, then the compile (``started``: the caller's Outcome,
+    so that a back end started in the ML path is stopped whatever happens)."""
     from mirecc import mlpath
 
     outcome, fallback, fallback_code, source_may_be_broken = None, None, None, False

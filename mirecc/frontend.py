@@ -36,23 +36,22 @@ import os
 
 # A call with one of these flags (exact, or as a prefix) is not split.
 INELIGIBLE_FLAGS = {
-    "--", "-v", "--verbose", "-###", "-emit-llvm", "-Xclang", "-Xpreprocessor", "-MJ", "-pg",
+    "--", "-v", "--verbose", "-###", "-emit-llvm", "-Xclang", "-Xpreprocessor", "-pg",
     "-serialize-diagnostics", "--serialize-diagnostics", "-ftime-report", "-Q",
-    "-gsplit-dwarf", "-fmodules", "-fcxx-modules", "-save-stats",
+    "-fmodules", "-fcxx-modules",
 }
 INELIGIBLE_PREFIXES = (
-    "-save-temps", "-ftime-trace", "-flto", "-fembed-bitcode", "-Wp,", "-MJ",
+    "-save-temps", "-save-stats", "-ftime-trace", "-flto", "-fembed-bitcode", "-Wp,", "-MJ",
     "-frecord-command-line", "-grecord-command-line", "-grecord-gcc-switches",
     "-fsanitize", "-fprofile", "-fcs-profile", "-fcoverage", "-fxray", "-gsplit-dwarf",
     "-fsave-optimization-record", "-foptimization-record", "--serialize-diagnostics=",
-    "-fthinlto", "-fopenmp-targets", "--cuda", "-fgpu", "-fproc-stat-report", "-save-stats=",
+    "-fthinlto", "-fopenmp-targets", "--cuda", "-fgpu", "-fproc-stat-report",
     "-fmodules-", "-fdebug-compilation-dir", "-fplugin", "-fpass-plugin", "-Xarch",
     "-R",      # remarks: the back end prints them without source context from bitcode
 )
 # dependency-file flags: kept for the front end, dropped for the back end
 DEP_FLAGS = {"-MD", "-MMD", "-MP", "-MG", "-MV"}
 DEP_WITH_ARG = {"-MF", "-MT", "-MQ"}
-OUTPUT_SUFFIX = {"-c": ".o"}
 
 
 def why_not(inv, args: list[str], config) -> str | None:
@@ -62,7 +61,7 @@ def why_not(inv, args: list[str], config) -> str | None:
     if inv.kind != "compile" or len(inv.sources) != 1 or inv.other_inputs:
         return "not a compile of one source"
     if not inv.emits_object_only or inv.output == "-":
-        return "not -c/-S into a file"
+        return "not -c into a file"
     if inv.sources[0].is_stdin:
         return "the source is standard input"
     phases = [a for a in args if a in ("-c", "-S", "--compile", "--assemble")]
@@ -77,47 +76,41 @@ def why_not(inv, args: list[str], config) -> str | None:
 
 
 class Split:
-    """The two commands of a split compile of ``source`` (one
-    :class:`mirecc.cmdline.Source`) for the user's ``args``."""
+    """The two commands of a split compile of ``inv``'s one source (an
+    :class:`mirecc.cmdline.Invocation` for the user's ``args``)."""
 
-    def __init__(self, compiler: str, args: list[str], source, bitcode_path: str,
+    def __init__(self, compiler: str, args: list[str], inv, bitcode_path: str,
                  color: bool = False):
         self.compiler = compiler
         self.args = list(args)
-        self.source = source
+        self.source = inv.sources[0]
         self.bitcode_path = bitcode_path
-        self.phase = "-c"
-        self.output = _last_output(args) or _default_output(source.path, self.phase)
+        # without -o, clang's output is the source's stem in the working directory
+        self.output = inv.output or os.path.splitext(os.path.basename(self.source.path))[0] + ".o"
         self.color = color and not any(a.startswith(("-fcolor-diagnostics",
                                                       "-fno-color-diagnostics",
                                                       "-fdiagnostics-color"))
                                        for a in args)
 
     def frontend_command(self) -> list[str]:
-        """The user's command writing bitcode to ``bitcode_path``: outputs and
-        the phase replaced; dependency-file names made explicit."""
+        """The user's command writing bitcode to ``bitcode_path``: the output
+        and the phase replaced; dependency-file names made explicit as clang
+        derives them from the user's output (-MF: the output with ``.d``;
+        the target: the -o value, else the object's default name)."""
         out, i, args = [], 0, self.args
         while i < len(args):
-            a = args[i]
-            if a in ("-o", "--output"):
-                i += 2
+            skip = _output_operands(args[i])
+            if skip:
+                i += skip
                 continue
-            if a.startswith("--output=") or (a.startswith("-o") and len(a) > 2
-                                             and not a.startswith(("-objcmt", "-object"))):
-                i += 1
-                continue
-            if a in ("-c", "-S"):
-                i += 1
-                continue
-            out.append(a)
+            if args[i] != "-c":
+                out.append(args[i])
             i += 1
         if any(a in ("-MD", "-MMD") for a in args):
             if not _has_flag(args, "-MF"):
-                out += ["-MF", _dependency_file(self.output)]
+                out += ["-MF", os.path.splitext(self.output)[0] + ".d"]
             if not _has_flag(args, "-MT") and not _has_flag(args, "-MQ"):
-                target = (_last_output(args) or
-                          os.path.splitext(os.path.basename(self.source.path))[0] + ".o")
-                out += ["-MQ", target]
+                out += ["-MQ", self.output]
         if self.color:
             out.append("-fcolor-diagnostics")
         return [self.compiler, *out, "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
@@ -126,24 +119,19 @@ class Split:
     def backend_command(self, extra: list[str], output: str | None = None) -> list[str]:
         """The object from the bitcode into ``output`` (default: the user's),
         with the user's flags (those of the front end are unused: not
-        reported) and ``extra``."""
+        reported) and ``extra``; no source, language or dependency flags."""
         out, i, args = [], 0, self.args
         while i < len(args):
             a = args[i]
+            skip = _output_operands(a)
             if a in DEP_WITH_ARG or a in ("-x", "--language"):
-                i += 2
-                continue
-            if a in DEP_FLAGS or (a[:3] in DEP_WITH_ARG and len(a) > 3) \
-                    or (a.startswith("-x") and len(a) > 2) or a.startswith("--language="):
-                i += 1
-                continue
-            if a == self.source.path:
-                i += 1
-                continue
-            if a in ("-o", "--output") or a.startswith("--output=") or \
-                    (a.startswith("-o") and len(a) > 2
-                     and not a.startswith(("-objcmt", "-object"))):
-                i += 2 if a in ("-o", "--output") else 1
+                skip = 2
+            elif a in DEP_FLAGS or (a[:3] in DEP_WITH_ARG and len(a) > 3) \
+                    or (a.startswith("-x") and len(a) > 2) or a.startswith("--language=") \
+                    or a == self.source.path:
+                skip = 1
+            if skip:
+                i += skip
                 continue
             out.append(a)
             i += 1
@@ -203,23 +191,12 @@ def _has_flag(args: list[str], name: str) -> bool:
     return any(a == name or (a.startswith(name) and len(a) > len(name)) for a in args)
 
 
-def _last_output(args: list[str]) -> str | None:
-    output = None
-    for i, a in enumerate(args):
-        if a in ("-o", "--output") and i + 1 < len(args):
-            output = args[i + 1]
-        elif a.startswith("--output="):
-            output = a[len("--output="):]
-        elif a.startswith("-o") and len(a) > 2 and not a.startswith(("-objcmt", "-object")):
-            output = a[2:]
-    return output
-
-
-def _default_output(source: str, phase: str) -> str:
-    """clang's output without -o: the source's stem in the working directory."""
-    return os.path.splitext(os.path.basename(source))[0] + OUTPUT_SUFFIX[phase]
-
-
-def _dependency_file(output: str) -> str:
-    """clang's -MD file without -MF: the output with its suffix replaced by .d."""
-    return os.path.splitext(output)[0] + ".d"
+def _output_operands(arg: str) -> int:
+    """How many arguments an output option takes up (-o X: 2; -oX,
+    --output=X: 1), else 0 (-objcmt-*, -object are other options)."""
+    if arg in ("-o", "--output"):
+        return 2
+    if arg.startswith("--output=") or (arg.startswith("-o") and len(arg) > 2
+                                       and not arg.startswith(("-objcmt", "-object"))):
+        return 1
+    return 0

@@ -171,7 +171,7 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
             continue
         bc_path = os.path.join(workdir, f"tu{number}.bc")
         if split_blocked is None:
-            split = frontend.Split(compiler, args, source, bc_path,
+            split = frontend.Split(compiler, args, inv, bc_path,
                                    color=sys.stderr.isatty())
             bitcode, outcome.frontend_stderr = emit_ir(split.frontend_command(), source,
                                                        bc_path, workdir, stdin_data)
@@ -207,7 +207,7 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
             if outcome.split is not None and not explain:
                 # the object without decisions, on another core, while they are made
                 outcome.speculative = outcome.split.start_backend()
-            report.result, report.where = run_pipeline(request, config, explain)
+            report.result, report.where = run_pipeline(request, config, explain, version)
             report.cache = "miss" if cache else "off"
             if cache:
                 try:
@@ -239,22 +239,24 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
     return outcome
 
 
-def run_pipeline(request: TURequest, config, explain: bool) -> tuple[TUResult, str]:
+def run_pipeline(request: TURequest, config, explain: bool,
+                 version: str) -> tuple[TUResult, str]:
     """The TU's result from the per-user server (started when none answers),
-    else computed in this process; and where it was computed."""
+    else computed in this process; and where it was computed.  ``version``
+    is the pipeline key (:func:`mirecc.cache.pipeline_key`) the caller has."""
     from mirecc.model import ModelError
     from mirecc.pipeline import HeadError
 
     if config.server:
         from mirecc import server
 
-        reply = server.run_pipeline(request, config, explain)
+        reply = server.run_pipeline(request, config, explain, version)
         if reply.get("ok"):
             return TUResult.from_dict(reply["result"]), "server"
         if "error" in reply:
             raise MLFailure(reply["error"])
     try:
-        return run_in_process(request, config, explain), "in process"
+        return run_in_process(request, config, explain, version), "in process"
     except (ModelError, HeadError) as exc:
         raise MLFailure(str(exc)) from None
 
@@ -262,18 +264,17 @@ def run_pipeline(request: TURequest, config, explain: bool) -> tuple[TUResult, s
 _PIPELINES: dict = {}
 
 
-def run_in_process(request: TURequest, config, explain: bool, where: str = "in process"):
+def run_in_process(request: TURequest, config, explain: bool, version: str,
+                   where: str = "in process"):
     """The pipeline over one TU in this process (the server calls this too):
-    heads loaded once per process and pipeline key."""
-    from mirecc.cache import pipeline_key
+    heads loaded once per process, pipeline key and language."""
     from mirecc.context import TUContext
     from mirecc.pipeline import Pipeline
 
-    languages = {request.language}
-    key = (pipeline_key(config, languages), tuple(sorted(languages)))
+    key = (version, request.language)
     pipeline = _PIPELINES.get(key)
     if pipeline is None:
-        pipeline = _PIPELINES[key] = Pipeline.load(config, languages)
+        pipeline = _PIPELINES[key] = Pipeline.load(config, {request.language})
     return pipeline.run(TUContext(request, config, want_summary=explain, where=where))
 
 

@@ -218,7 +218,7 @@ class Pipeline:
     def __init__(self, heads: list, model, searched: list[str],
                  other_languages: list[str] | None = None):
         self.heads = heads
-        self.model = model
+        self.model = model          # a configured encoder, verified on load (else None)
         self.searched = searched
         # installed heads left unloaded because they apply to other languages
         self.other_languages = other_languages or []
@@ -240,14 +240,6 @@ class Pipeline:
         heads = [load_head(spec, config) for spec in specs]
         model = load_model(config.model) if config.model else None
         return cls(heads, model, dirs, others)
-
-    @property
-    def version(self) -> str:
-        """Model and heads identity."""
-        from mirecc.model import NO_MODEL_VERSION
-        model = self.model.cache_version if self.model else NO_MODEL_VERSION
-        heads = ",".join(sorted(getattr(h, "version", type(h).__name__) for h in self.heads))
-        return f"schema{PIPELINE_SCHEMA}|model={model}|heads={heads or 'none'}"
 
     def run(self, ctx) -> TUResult:
         """Decisions for the TU of ``ctx`` (a :class:`mirecc.context.TUContext`)."""

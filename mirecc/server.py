@@ -16,7 +16,8 @@ Requests (one per connection), all with ``"protocol": 2``:
 
 - ``{"kind": "ping"}`` -> ``{"ok": true, "pid": ..., "protocol": 2}``;
 - ``{"kind": "pipeline", "request": <TURequest>, "config": {...}, "explain":
-  bool}`` -> ``{"ok": true, "result": <TUResult>}``, or ``{"ok": false,
+  bool, "env": {...}, "version": <pipeline key>}`` -> ``{"ok": true, "result":
+  <TUResult>}``, or ``{"ok": false,
   "error": "..."}`` for a head or model the pipeline cannot use;
 - ``{"kind": "embed", "model": <dir>, "path": <file>, "cwd", "clang",
   "flags"}`` -> ``{"ok": true, "module": [...], "functions": {...},
@@ -130,7 +131,7 @@ def _round_trip(req: dict, start: bool, path: Path | None, timeout: float) -> di
     return reply
 
 
-def run_pipeline(tu_request, config, explain: bool, start: bool = True,
+def run_pipeline(tu_request, config, explain: bool, version: str, start: bool = True,
                  path: Path | None = None, timeout: float = REQUEST_TIMEOUT) -> dict:
     """The pipeline's result for one TU from the server (started if needed):
     ``{"ok": True, "result": ...}``, ``{"ok": False, "error": ...}`` for a
@@ -143,7 +144,7 @@ def run_pipeline(tu_request, config, explain: bool, start: bool = True,
             settings[key] = os.path.abspath(os.path.expanduser(settings[key]))
     env = {k: os.environ[k] for k in CLIENT_ENVIRONMENT if k in os.environ}
     req = {"kind": "pipeline", "request": tu_request.to_dict(), "config": settings,
-           "explain": explain, "env": env}
+           "explain": explain, "env": env, "version": version}
     return _round_trip(req, start, path, timeout)
 
 
@@ -271,7 +272,8 @@ def _pipeline(req: dict) -> dict:
             os.environ.pop(k, None)
         os.environ.update({k: v for k, v in (req.get("env") or {}).items()
                            if k in CLIENT_ENVIRONMENT and isinstance(v, str)})
-        result = run_in_process(request, config, bool(req.get("explain")), where="server")
+        result = run_in_process(request, config, bool(req.get("explain")),
+                                str(req["version"]), where="server")
     except (ModelError, HeadError) as exc:
         return {"ok": False, "error": str(exc)}
     finally:
@@ -283,17 +285,14 @@ def _pipeline(req: dict) -> dict:
     return {"ok": True, "result": result.to_dict()}
 
 
-_EMBED_ENCODERS: dict = {}
-
-
 def _embed(req: dict) -> dict:
-    from mirecc.encoder.runtime import EmbedError, Encoder
+    from mirecc.context import loaded_encoder
+    from mirecc.encoder.runtime import EmbedError
 
-    model = req.get("model")
     try:
-        encoder = _EMBED_ENCODERS.get(model) or _EMBED_ENCODERS.setdefault(model, Encoder(model))
-        emb = encoder.embed_file(req["path"], clang=req.get("clang"),
-                                 flags=req.get("flags") or [], cwd=req.get("cwd"))
+        emb = loaded_encoder(_model_dir(req.get("model"))).embed_file(
+            req["path"], clang=req.get("clang"), flags=req.get("flags") or [],
+            cwd=req.get("cwd"))
     except EmbedError as exc:
         return {"ok": False, "error": str(exc)}
     return {"ok": True, **emb.to_json()}

@@ -198,33 +198,32 @@ class LoopVectorizeHead(OnnxHead):
                 for (vf, ic), score in zip(self.factors, q.tolist())]
             candidates.sort(key=lambda c: -c.score)
             rankings.append(Ranking(lp.id, tuple(candidates)))
-        # for decide: every tree's gains (confidence) and how the inputs were made
-        ctx.notes[self.name] = (dict(zip((lp.id for lp in loops), G)), how)
+        # for decide: every tree's gains and how the inputs were made
+        ctx.notes[self.name] = (G, how)
         return rankings
 
     def decide(self, ctx, rankings):
         """Force the best class only where its quantile gain exceeds
-        ``min_gain``: where the trees disagree, LLVM's choice stays."""
+        ``min_gain`` (:func:`choose`, as in training): where the trees
+        disagree, LLVM's choice stays."""
         from mirecc.pipeline import Decision, candidates_of
 
-        gains, how = ctx.notes[self.name]
+        G, how = ctx.notes[self.name]
         share = f"{1 - self.quantile:.0%}"
         decisions = []
-        for ranking in rankings:
-            best = next(c for c in ranking.candidates if c.value)
-            vf, ic = best.value["vectorize.width"], best.value["interleave.count"]
-            trees = gains[ranking.target][:, self.factors.index((vf, ic))]
-            agree = float((trees > self.min_gain).mean())
-            if best.score <= self.min_gain:
+        for ranking, (best, gain, agree) in zip(rankings, choose(G, self.quantile,
+                                                                 self.min_gain)):
+            if best is None:
                 value, applied, advisory = {}, False, False
                 why = (f"no factors promise a gain: at best {share} of the trees predict "
-                       f">= {math.exp(best.score):.3f}x LLVM's speed (needed > "
+                       f">= {math.exp(gain):.3f}x LLVM's speed (needed > "
                        f"{math.exp(self.min_gain):.3f}x): LLVM's choice stays")
             else:
-                value = dict(best.value)
+                vf, ic = self.factors[best]
+                value = {"vectorize.width": vf, "interleave.count": ic}
                 applied, advisory = self.apply, not self.apply
                 why = (f"VF {vf} x IF {ic}: {share} of the trees predict >= "
-                       f"{math.exp(best.score):.3f}x the speed of LLVM's choice")
+                       f"{math.exp(gain):.3f}x the speed of LLVM's choice")
                 if advisory:
                     why += (" (recorded only: set apply_loop_decisions: true or "
                             "MIRECC_APPLY_LOOPS=1 to apply)")
