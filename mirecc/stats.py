@@ -12,8 +12,9 @@ Counters:
 - ``passthrough.<code>``: calls handed to clang as they are, and why
   (:data:`PASSTHROUGH`);
 - ``tus.seen`` / ``tus.decided`` / ``tus.applied``: translation units whose
-  IR the pipeline saw, that got at least one decision, that got at least one
-  decision applied to the compile;
+  IR the pipeline saw, that got at least one decision other than the
+  compiler's own choice, that got at least one decision applied to the
+  compile;
 - ``tus.cached`` / ``tus.server`` / ``tus.in-process``: where their results
   came from;
 - ``tus.split``: compiled once from the front end's bitcode;
@@ -122,7 +123,8 @@ def tu_counts(reports, split: bool) -> dict:
         add("tus.seen")
         add({"cache": "tus.cached", "server": "tus.server"}.get(report.where,
                                                                 "tus.in-process"))
-        if report.result.decisions:
+        # decided: a decision other than the compiler's own choice (as mire bench counts)
+        if any(d.value for d in report.result.decisions):
             add("tus.decided")
         if any(d.applied for d in report.result.decisions):
             add("tus.applied")
