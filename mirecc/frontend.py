@@ -39,6 +39,9 @@ INELIGIBLE_FLAGS = {
     "--", "-v", "--verbose", "-###", "-emit-llvm", "-Xclang", "-Xpreprocessor", "-pg",
     "-serialize-diagnostics", "--serialize-diagnostics", "-ftime-report", "-Q",
     "-fmodules", "-fcxx-modules",
+    # long spellings of -MD/-MMD/-M/-MM: dependency files are handled by their short names
+    "--write-dependencies", "--write-user-dependencies", "--dependencies",
+    "--user-dependencies",
 }
 INELIGIBLE_PREFIXES = (
     "-save-temps", "-save-stats", "-ftime-trace", "-flto", "-fembed-bitcode", "-Wp,", "-MJ",
@@ -80,11 +83,14 @@ class Split:
     :class:`mirecc.cmdline.Invocation` for the user's ``args``)."""
 
     def __init__(self, compiler: str, args: list[str], inv, bitcode_path: str,
-                 color: bool = False):
+                 color: bool = False, private_dep_file: str | None = None):
         self.compiler = compiler
         self.args = list(args)
         self.source = inv.sources[0]
         self.bitcode_path = bitcode_path
+        # where the front end lists the files it reads when the user asked
+        # for no dependency file (direct mode's manifest is made from it)
+        self.private_dep_file = private_dep_file
         # without -o, clang's output is the source's stem in the working directory
         self.output = inv.output or os.path.splitext(os.path.basename(self.source.path))[0] + ".o"
         self.color = color and not any(a.startswith(("-fcolor-diagnostics",
@@ -108,13 +114,35 @@ class Split:
             i += 1
         if any(a in ("-MD", "-MMD") for a in args):
             if not _has_flag(args, "-MF"):
-                out += ["-MF", os.path.splitext(self.output)[0] + ".d"]
+                out += ["-MF", self._user_dep_file()]
             if not _has_flag(args, "-MT") and not _has_flag(args, "-MQ"):
                 out += ["-MQ", self.output]
+        elif self.private_dep_file:
+            out += ["-MD", "-MF", self.private_dep_file, "-MQ", self.output]
         if self.color:
             out.append("-fcolor-diagnostics")
         return [self.compiler, *out, "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
                 "-o", self.bitcode_path]
+
+    def dependency_file(self) -> str | None:
+        """The dependency file the front end writes listing every file it
+        reads (the user's with -MD, else the private one); None with -MMD,
+        which leaves system headers out."""
+        if "-MMD" in self.args:
+            return None
+        if "-MD" in self.args:
+            return self._user_dep_file()
+        return self.private_dep_file
+
+    def _user_dep_file(self) -> str:
+        """The user's -MF value, else clang's default: the output with ``.d``."""
+        args, value = self.args, None
+        for i, a in enumerate(args):
+            if a == "-MF" and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith("-MF") and len(a) > 3:
+                value = a[3:]
+        return value if value is not None else os.path.splitext(self.output)[0] + ".d"
 
     def backend_command(self, extra: list[str], output: str | None = None) -> list[str]:
         """The object from the bitcode into ``output`` (default: the user's),

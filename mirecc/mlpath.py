@@ -63,7 +63,7 @@ class TUReport:
         self.result = result
         self.cache = cache              # "hit", "miss", "off" or "unwritable"
         self.captured = captured        # path of the stored IR in capture mode
-        self.where = where              # "server", "in process" or "cache"
+        self.where = where              # "server", "in process", "cache" or "direct"
 
 
 class Outcome:
@@ -166,13 +166,26 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
     split_blocked = frontend.why_not(inv, args, config)
     cache = ResultCache(config.resolved_cache_dir()) if config.cache else None
     version = pipeline_key(config, languages)
+    manifests = None
+    if split_blocked is None and cache and not explain and not config.capture_dir:
+        # direct mode (mirecc.direct): one source, its front end's files known
+        from mirecc.direct import Manifests, manifest_key
+
+        manifests = Manifests(config.resolved_cache_dir())
+        manifest = manifest_key(compiler, args, version)
+        report = _direct_hit(manifests, manifest, inv)
+        if report is not None:
+            _add_report(outcome, report, inv, compiler, config)
+            outcome.extra_args = injection_args(outcome.reports, compiler, config)
+            return outcome
     for number, source in enumerate(inv.sources):
         if source.language not in TU_LANGUAGES:
             continue
         bc_path = os.path.join(workdir, f"tu{number}.bc")
+        frontend_started = time.time_ns()
         if split_blocked is None:
-            split = frontend.Split(compiler, args, inv, bc_path,
-                                   color=sys.stderr.isatty())
+            split = frontend.Split(compiler, args, inv, bc_path, color=sys.stderr.isatty(),
+                                   private_dep_file=os.path.join(workdir, f"tu{number}.d"))
             bitcode, outcome.frontend_stderr = emit_ir(split.frontend_command(), source,
                                                        bc_path, workdir, stdin_data)
             outcome.split = split
@@ -225,18 +238,43 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
                 except CacheError:
                     pass
             report.result = result
-        outcome.reports.append(report)
-        if config.record:
-            try:
-                record(config.record, report, inv, compiler)
-            except OSError as exc:
-                # The decisions stand; only this record of them is lost.
-                if not outcome.warnings:
-                    outcome.warnings.append(
-                        f"cannot append to the record file {config.record}: "
-                        f"{exc.strerror or exc}")
+        dep_file = outcome.split.dependency_file() if outcome.split else None
+        if manifests is not None and dep_file and report.cache in ("hit", "miss"):
+            manifests.record(manifest, dep_file, source.path, frontend_started,
+                             report.result, sha, len(bitcode))
+        _add_report(outcome, report, inv, compiler, config)
     outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome
+
+
+def _direct_hit(manifests, key: str, inv: Invocation) -> TUReport | None:
+    """The report of the call's one source from its manifest, when every
+    file the front end read last time is unchanged."""
+    entry = manifests.lookup(key)
+    if entry is None:
+        return None
+    try:
+        result = TUResult.from_dict(entry["result"])
+    except Exception:  # noqa: BLE001 - an older schema or a damaged entry: a miss
+        return None
+    source = inv.sources[0]
+    return TUReport(source.path, source.language, inv.opt_level or "0",
+                    entry["bitcode_sha256"], entry["bitcode_bytes"], result, "hit",
+                    where="direct")
+
+
+def _add_report(outcome: Outcome, report: TUReport, inv: Invocation, compiler: str,
+                config) -> None:
+    outcome.reports.append(report)
+    if config.record:
+        try:
+            record(config.record, report, inv, compiler)
+        except OSError as exc:
+            # The decisions stand; only this record of them is lost.
+            if not outcome.warnings:
+                outcome.warnings.append(
+                    f"cannot append to the record file {config.record}: "
+                    f"{exc.strerror or exc}")
 
 
 def run_pipeline(request: TURequest, config, explain: bool,

@@ -16,7 +16,8 @@ Counters:
   compiler's own choice, that got at least one decision applied to the
   compile;
 - ``tus.cached`` / ``tus.server`` / ``tus.in-process``: where their results
-  came from;
+  came from; ``tus.direct``: those of the cached found from the source and
+  its headers, without running the front end (:mod:`mirecc.direct`);
 - ``tus.split``: compiled once from the front end's bitcode;
 - ``skip.<code>``: a head decided nothing for a TU, and why (the codes of
   :class:`mirecc.tasks.api.NoDecision`, e.g. ``no-loops``);
@@ -121,8 +122,10 @@ def tu_counts(reports, split: bool) -> dict:
 
     for report in reports:
         add("tus.seen")
-        add({"cache": "tus.cached", "server": "tus.server"}.get(report.where,
-                                                                "tus.in-process"))
+        add({"cache": "tus.cached", "direct": "tus.cached", "server": "tus.server"}.get(
+            report.where, "tus.in-process"))
+        if report.where == "direct":
+            add("tus.direct")
         # decided: a decision other than the compiler's own choice (as mire bench counts)
         if any(d.value for d in report.result.decisions):
             add("tus.decided")
@@ -146,6 +149,7 @@ def render(data: dict, path: str) -> str:
              f"    with a decision               {n('tus.decided'):>8}",
              f"    with a decision applied       {n('tus.applied'):>8}",
              f"    served from the result cache  {n('tus.cached'):>8}",
+             f"      found without a front end   {n('tus.direct'):>8}",
              f"    computed by the server        {n('tus.server'):>8}",
              f"    computed in process           {n('tus.in-process'):>8}",
              f"    compiled once from bitcode    {n('tus.split'):>8}"]
