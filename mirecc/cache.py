@@ -8,24 +8,21 @@ succeed and a reader never sees half a file.  A damaged entry is a miss.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import os
 
 from mirecc.fsutil import atomic_write_bytes, sha256
 from mirecc.pipeline import PIPELINE_SCHEMA, TUResult
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))
 
 
 def code_stamp() -> str:
     """mirecc's version and code: the size and time of every module and of
     the shipped encoder's manifest (an edited checkout or an upgrade changes it)."""
-    import os
-
     from mirecc import __version__
 
     h = sha256(__version__.encode())
-    stack = [str(_PACKAGE)]
+    stack = [_PACKAGE]
     while stack:
         directory = stack.pop()
         with os.scandir(directory) as entries:
@@ -36,7 +33,7 @@ def code_stamp() -> str:
                     st = entry.stat()
                     h.update(f"{entry.path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
     try:
-        st = os.stat(_PACKAGE / "data" / "encoder" / "manifest.json")
+        st = os.stat(os.path.join(_PACKAGE, "data", "encoder", "manifest.json"))
         h.update(f"model|{st.st_size}|{st.st_mtime_ns}".encode())
     except OSError:
         h.update(b"no model")
@@ -47,24 +44,24 @@ def pipeline_key(config, languages) -> str:
     """What a TU's result depends on besides its bitcode, computed without
     loading anything: the result schema; mirecc's code (:func:`code_stamp`);
     the encoder model (manifest); the installed heads that apply to
-    ``languages`` (every file's content); every task's settings."""
-    import os
-
+    ``languages`` (every file's name, size and time, as code_stamp: hashing
+    a 1.5 MB head.onnx would cost ~5 ms on every compile; heads are
+    installed by replacing their directory); every task's settings."""
     from mirecc.tasks.registry import default_heads_dirs, heads_for_languages, tasks
 
     h = sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp()}".encode())
     if config.model:   # the shipped model is part of code_stamp
         try:
-            h.update((Path(config.model) / "manifest.json").read_bytes())
+            with open(os.path.join(config.model, "manifest.json"), "rb") as fh:
+                h.update(fh.read())
         except OSError:
             h.update(b"no model")
     for spec in heads_for_languages(default_heads_dirs(config), languages):
-        for name in sorted(os.listdir(spec.directory)):
-            path = os.path.join(spec.directory, name)
-            if os.path.isfile(path):
-                h.update(f"{spec.directory}/{name}\n".encode())
-                with open(path, "rb") as fh:
-                    h.update(sha256(fh.read()).digest())
+        with os.scandir(spec.directory) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_file():
+                    st = entry.stat()
+                    h.update(f"{entry.path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
     for task in tasks().values():
         for setting in task.settings:
             h.update(f"{setting.key}={getattr(config, setting.key)!r}\n".encode())
@@ -76,18 +73,22 @@ class CacheError(Exception):
 
 
 class ResultCache:
-    def __init__(self, root: Path):
-        self.root = root / "results" / "v1"
+    def __init__(self, root):
+        from pathlib import Path
+
+        self.root = Path(root) / "results" / "v1"
 
     @staticmethod
     def key(bitcode_sha256: str, pipeline_version: str, opt_level: str) -> str:
         material = "\0".join((bitcode_sha256, pipeline_version, opt_level))
         return sha256(material.encode()).hexdigest()
 
-    def _path(self, key: str) -> Path:
+    def _path(self, key: str):
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> TUResult | None:
+        import json   # here: a direct-mode hit never reads this cache
+
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
             return TUResult.from_dict(data)
@@ -99,6 +100,8 @@ class ResultCache:
             return None
 
     def put(self, key: str, result: TUResult) -> None:
+        import json
+
         data = json.dumps(result.to_dict(), sort_keys=True).encode()
         try:
             atomic_write_bytes(self._path(key), data)

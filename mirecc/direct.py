@@ -13,6 +13,12 @@ every listed file still has that content, the result is the manifest's, and
 the user's own command runs as is (plus the decisions' flags): one clang
 run, as without mirecc.
 
+A manifest is lines of text (``json`` and what it imports would cost ~10 ms
+on every hit): the files, the bitcode's hash and size, what ``mire stats``
+and the injection need to know (decided? applied? the reason codes), and
+the result's JSON, parsed only when it is read (a decision to apply, a
+record file).
+
 What it cannot see, as in ccache: a new header that would now shadow a
 listed one in an earlier include directory, and ``__DATE__``/``__TIME__``.
 Only decisions come from a manifest, never an object: clang still compiles
@@ -22,7 +28,6 @@ makes no manifest.  Damaged manifests are misses.
 """
 from __future__ import annotations
 
-import json
 import os
 
 from mirecc.fsutil import sha256
@@ -93,35 +98,61 @@ def _file_sha(path: str) -> str:
         return sha256(fh.read()).hexdigest()
 
 
+class Entry:
+    """A manifest whose files are unchanged: ``bitcode_sha256``,
+    ``bitcode_bytes``, ``decided``, ``applied``, ``reason_codes`` and
+    ``result_json`` (the TUResult's JSON, unparsed)."""
+
+    def __init__(self, fields: dict):
+        self.bitcode_sha256 = fields["bitcode"][0]
+        self.bitcode_bytes = int(fields["bitcode"][1])
+        self.decided = fields["decided"] == ["1"]
+        self.applied = fields["applied"] == ["1"]
+        self.reason_codes = fields["reasons"]
+        self.result_json = fields["result"]
+
+
 class Manifests:
     """The manifests under ``<cache dir>/direct/v1``."""
 
-    def __init__(self, cache_dir):
-        self.root = os.path.join(str(cache_dir), "direct", f"v{SCHEMA}")
+    MAGIC = f"mirecc direct manifest {SCHEMA}"
+
+    def __init__(self, cache_dir: str):
+        self.root = os.path.join(cache_dir, "direct", f"v{SCHEMA}")
 
     def _path(self, key: str) -> str:
-        return os.path.join(self.root, key[:2], key + ".json")
+        return os.path.join(self.root, key[:2], key + ".txt")
 
-    def lookup(self, key: str) -> dict | None:
-        """The manifest's entry (``result``: a TUResult dict, ``bitcode_sha256``,
-        ``bitcode_bytes``) when every file it lists has its recorded
-        content; else None."""
+    def lookup(self, key: str) -> Entry | None:
+        """The manifest's :class:`Entry` when every file it lists has its
+        recorded content; else None."""
         try:
-            with open(self._path(key), "rb") as fh:
-                entry = json.loads(fh.read())
-            for path, digest in entry["files"]:
-                if _file_sha(path) != digest:
-                    return None
-            entry["result"], entry["bitcode_sha256"], entry["bitcode_bytes"]
+            with open(self._path(key), encoding="utf-8", errors="surrogateescape") as fh:
+                lines = fh.read().split("\n")
+            if lines[0] != self.MAGIC:
+                return None
+            fields = {}
+            for line in lines[1:]:
+                kind, _, rest = line.partition(" ")
+                if kind == "file":
+                    digest, _, path = rest.partition(" ")
+                    if _file_sha(path) != digest:
+                        return None
+                elif kind == "result":
+                    fields["result"] = rest
+                elif kind:
+                    fields[kind] = rest.split()
+            return Entry(fields)
         except Exception:  # noqa: BLE001 - missing, damaged, a file gone: a miss
             return None
-        return entry
 
     def record(self, key: str, dep_file: str, source: str, started_ns: int, result,
                bitcode_sha256: str, bitcode_bytes: int) -> bool:
         """Write the manifest of a TU whose front end started at
-        ``started_ns`` and wrote ``dep_file``.  False (nothing written) when
-        a file it read changed while it ran, or cannot be read."""
+        ``started_ns`` and wrote ``dep_file``, with its ``result`` (a
+        TUResult).  False (nothing written) when a file it read changed
+        while it ran, or cannot be read."""
+        import json
         from pathlib import Path
 
         from mirecc.fsutil import atomic_write_bytes
@@ -131,23 +162,28 @@ class Manifests:
                 names = dependency_files(fh.read())
         except (OSError, ValueError):
             return False
-        files, seen = [], set()
+        lines, seen = [self.MAGIC], set()
         for name in [source, *names]:
             path = os.path.abspath(name)
             if path in seen:
                 continue
+            if "\n" in path:
+                return False            # not representable in a line
             seen.add(path)
             try:
                 if os.stat(path).st_mtime_ns >= started_ns - TOO_NEW_NS:
                     return False        # changed while the front end read it
-                files.append([path, _file_sha(path)])
+                lines.append(f"file {_file_sha(path)} {path}")
             except OSError:
                 return False
-        data = json.dumps({"files": files, "result": result.to_dict(),
-                           "bitcode_sha256": bitcode_sha256,
-                           "bitcode_bytes": bitcode_bytes}, sort_keys=True).encode()
+        lines += [f"bitcode {bitcode_sha256} {bitcode_bytes}",
+                  f"decided {int(any(d.value for d in result.decisions))}",
+                  f"applied {int(any(d.applied for d in result.decisions))}",
+                  "reasons " + " ".join(result.reason_codes),
+                  "result " + json.dumps(result.to_dict(), sort_keys=True), ""]
         try:
-            atomic_write_bytes(Path(self._path(key)), data)
+            atomic_write_bytes(Path(self._path(key)),
+                               "\n".join(lines).encode("utf-8", "surrogateescape"))
         except OSError:
             return False        # only the shortcut is lost
         return True

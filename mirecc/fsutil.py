@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-from pathlib import Path
 
 try:
     # CPython's own SHA-256: hashlib's loads OpenSSL first (~4 ms on each
@@ -72,9 +71,10 @@ def replace_dir(target: Path, files: dict[str, bytes]) -> Path:
     """Replace ``target`` with a directory holding ``files``, never leaving a
     half-written one behind (a reader sees the old or the new one)."""
     import shutil
+    import tempfile
+    from pathlib import Path
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     tmp.chmod(0o777 & ~_umask())      # mkdtemp makes it 0700; a head is read by every user

@@ -10,10 +10,7 @@ same.  This module imports no task by name: tasks come from the registry.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
-from contextlib import contextmanager
 
 from mirecc.cmdline import TU_LANGUAGES, Invocation, Source
 from mirecc.fsutil import sha256
@@ -50,20 +47,52 @@ class MLTimeout(BaseException):
 
 
 class TUReport:
-    """What the ML path saw and decided for one TU."""
+    """What the ML path saw and decided for one TU.  ``result`` is a
+    TUResult; a direct-mode hit gives a :class:`mirecc.direct.Entry`
+    instead, whose JSON is parsed only when ``result`` is read (``decided``,
+    ``applied`` and ``reason_codes``, which every call counts, come
+    without it)."""
 
     def __init__(self, source: str, language: str, opt_level: str, bitcode_sha256: str,
-                 bitcode_bytes: int, result: TUResult, cache: str,
+                 bitcode_bytes: int, result, cache: str,
                  captured: str | None = None, where: str = ""):
         self.source = source
         self.language = language
         self.opt_level = opt_level
         self.bitcode_sha256 = bitcode_sha256
         self.bitcode_bytes = bitcode_bytes
-        self.result = result
+        self._result = result
         self.cache = cache              # "hit", "miss", "off" or "unwritable"
         self.captured = captured        # path of the stored IR in capture mode
         self.where = where              # "server", "in process", "cache" or "direct"
+
+    @property
+    def result(self) -> TUResult:
+        if not isinstance(self._result, TUResult):      # a direct-mode entry
+            import json
+            self._result = TUResult.from_dict(json.loads(self._result.result_json))
+        return self._result
+
+    @result.setter
+    def result(self, value: TUResult) -> None:
+        self._result = value
+
+    @property
+    def decided(self) -> bool:
+        """A decision other than the compiler's own choice (as mire bench counts)."""
+        if isinstance(self._result, TUResult):
+            return any(d.value for d in self._result.decisions)
+        return self._result.decided
+
+    @property
+    def applied(self) -> bool:
+        if isinstance(self._result, TUResult):
+            return any(d.applied for d in self._result.decisions)
+        return self._result.applied
+
+    @property
+    def reason_codes(self) -> list[str]:
+        return list(self._result.reason_codes)     # a TUResult's or an entry's
 
 
 class Outcome:
@@ -78,19 +107,31 @@ class Outcome:
         self.speculative = None             # a frontend.Speculative back end, if started
 
 
-@contextmanager
-def deadline(seconds: float):
-    """Raise MLTimeout in the main thread after ``seconds`` (wall clock)."""
-    def on_alarm(signum, frame):
-        raise MLTimeout()
+class deadline:
+    """``with deadline(seconds):`` raises MLTimeout in the main thread after
+    ``seconds`` (wall clock).  (signal is imported here: with what it
+    imports, ~8 ms that a direct-mode hit does not pay.)"""
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.previous = None
+
+    def __enter__(self):
+        import signal
+
+        def on_alarm(signum, frame):
+            raise MLTimeout()
+
+        self.previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc_info):
+        import signal
+
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGALRM, self.previous)
+        return False
 
 
 def ir_command(compiler: str, inv: Invocation, source: Source, out: str) -> list[str]:
@@ -100,6 +141,8 @@ def ir_command(compiler: str, inv: Invocation, source: Source, out: str) -> list
 
 
 def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
+    import subprocess
+
     if sum(len(a) for a in cmd) > 100_000:  # stay under ARG_MAX: use a response file
         rsp = os.path.join(workdir, "args.rsp")
         with open(rsp, "w", encoding="utf-8", errors="surrogateescape") as fh:
@@ -143,41 +186,50 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
     timeout, filling ``outcome`` (the caller's: a back end started here must
     be stopped by the caller whatever happens).  ``workdir`` (made and
     removed by the caller, outside the deadline) holds the bitcode, which a
-    split compile's back end reads."""
+    split compile's back end reads.
+
+    Direct mode (:mod:`mirecc.direct`) is tried first, outside the deadline
+    and before anything that a hit does not need is imported: it only reads
+    files."""
+    from mirecc import frontend
+    from mirecc.cache import pipeline_key
+
+    _check_plugin(config)
+    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
+    version = pipeline_key(config, languages)
+    split_blocked = frontend.why_not(inv, args, config)
+    manifest = None
+    if split_blocked is None and config.cache and not explain and not config.capture_dir:
+        from mirecc.direct import Manifests, manifest_key
+
+        manifest = (Manifests(config.cache_root()),
+                    manifest_key(compiler, args, version))
+        report = _direct_hit(*manifest, inv, config)
+        if report is not None:
+            _add_report(outcome, report, inv, compiler, config)
+            outcome.extra_args = injection_args(outcome.reports, compiler, config)
+            return outcome
     try:
         with deadline(config.timeout):
-            return _run(inv, compiler, config, args, explain, stdin_data, workdir, outcome)
+            return _run(inv, compiler, config, args, explain, stdin_data, workdir, outcome,
+                        version, split_blocked, manifest)
     except MLTimeout:
         raise MLFailure(f"timed out after {config.timeout:g} s "
                         f"(timeout / MIRECC_TIMEOUT)", code="timeout") from None
 
 
-def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
-         outcome: Outcome) -> Outcome:
+def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome: Outcome,
+         version: str, split_blocked: str | None, manifest) -> Outcome:
+    """The ML path after a direct-mode miss (``manifest``: (Manifests, key)
+    where this TU's manifest is to be written, else None)."""
     import sys
 
     from mirecc import frontend
-    from mirecc.cache import CacheError, ResultCache, pipeline_key
+    from mirecc.cache import CacheError, ResultCache
     from mirecc.capture import CaptureError, capture
 
-    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
-    _check_plugin(config)
     inject_debug_fault("ml")
-    split_blocked = frontend.why_not(inv, args, config)
     cache = ResultCache(config.resolved_cache_dir()) if config.cache else None
-    version = pipeline_key(config, languages)
-    manifests = None
-    if split_blocked is None and cache and not explain and not config.capture_dir:
-        # direct mode (mirecc.direct): one source, its front end's files known
-        from mirecc.direct import Manifests, manifest_key
-
-        manifests = Manifests(config.resolved_cache_dir())
-        manifest = manifest_key(compiler, args, version)
-        report = _direct_hit(manifests, manifest, inv)
-        if report is not None:
-            _add_report(outcome, report, inv, compiler, config)
-            outcome.extra_args = injection_args(outcome.reports, compiler, config)
-            return outcome
     for number, source in enumerate(inv.sources):
         if source.language not in TU_LANGUAGES:
             continue
@@ -239,28 +291,30 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str,
                     pass
             report.result = result
         dep_file = outcome.split.dependency_file() if outcome.split else None
-        if manifests is not None and dep_file and report.cache in ("hit", "miss"):
-            manifests.record(manifest, dep_file, source.path, frontend_started,
-                             report.result, sha, len(bitcode))
+        if manifest is not None and dep_file and report.cache in ("hit", "miss"):
+            manifest[0].record(manifest[1], dep_file, source.path, frontend_started,
+                               report.result, sha, len(bitcode))
         _add_report(outcome, report, inv, compiler, config)
     outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome
 
 
-def _direct_hit(manifests, key: str, inv: Invocation) -> TUReport | None:
+def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None:
     """The report of the call's one source from its manifest, when every
     file the front end read last time is unchanged."""
     entry = manifests.lookup(key)
     if entry is None:
         return None
-    try:
-        result = TUResult.from_dict(entry["result"])
-    except Exception:  # noqa: BLE001 - an older schema or a damaged entry: a miss
-        return None
     source = inv.sources[0]
-    return TUReport(source.path, source.language, inv.opt_level or "0",
-                    entry["bitcode_sha256"], entry["bitcode_bytes"], result, "hit",
-                    where="direct")
+    report = TUReport(source.path, source.language, inv.opt_level or "0",
+                      entry.bitcode_sha256, entry.bitcode_bytes, entry, "hit",
+                      where="direct")
+    if report.applied or config.record:   # the result is read now: damaged is a miss
+        try:
+            report.result
+        except Exception:  # noqa: BLE001
+            return None
+    return report
 
 
 def _add_report(outcome: Outcome, report: TUReport, inv: Invocation, compiler: str,
@@ -336,6 +390,8 @@ def injection_args(reports, compiler: str, config) -> list[str]:
 
     by_task: dict[str, dict[str, list]] = {}
     for report in reports:
+        if not report.applied:
+            continue
         for d in report.result.decisions:
             if d.applied:
                 by_task.setdefault(d.task, {}).setdefault(report.source, []).append(d)

@@ -15,8 +15,6 @@ This module imports no task by name.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mirecc.tasks.api import HeadError, NoDecision, load_attribute
 from mirecc.tasks.registry import HeadSpec, applies_to_any, default_heads_dirs, find_head_specs
 
@@ -184,6 +182,8 @@ class TUResult(Record):
 
 
 def load_head(spec: HeadSpec, config=None):
+    from pathlib import Path
+
     import yaml
 
     from mirecc.tasks.registry import task, tasks

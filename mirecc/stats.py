@@ -42,10 +42,7 @@ PASSTHROUGH = {
 
 
 def stats_path(config) -> str:
-    if config.cache_dir:
-        return os.path.join(os.path.expanduser(config.cache_dir), "stats")
-    from mirecc.config import default_cache_dir
-    return os.path.join(default_cache_dir(), "stats")
+    return os.path.join(config.cache_root(), "stats")
 
 
 def bump(config, counts: dict) -> None:
@@ -126,12 +123,11 @@ def tu_counts(reports, split: bool) -> dict:
             report.where, "tus.in-process"))
         if report.where == "direct":
             add("tus.direct")
-        # decided: a decision other than the compiler's own choice (as mire bench counts)
-        if any(d.value for d in report.result.decisions):
+        if report.decided:
             add("tus.decided")
-        if any(d.applied for d in report.result.decisions):
+        if report.applied:
             add("tus.applied")
-        for code in report.result.reason_codes:
+        for code in report.reason_codes:
             add(f"skip.{code}")
         if split:
             add("tus.split")

@@ -48,10 +48,13 @@ def test_manifest_misses_on_changed_or_damaged_files(tmp_path):
     past = time.time() - 60
     for path in (source, header):
         os.utime(path, (past, past))
-    manifests = Manifests(tmp_path / "cache")
+    manifests = Manifests(str(tmp_path / "cache"))
     result = TUResult(None, [], ["no loops"], ["no-loops"])
     assert manifests.record("k" * 64, str(dep), str(source), time.time_ns(), result, "f" * 64, 9)
-    assert manifests.lookup("k" * 64)["bitcode_bytes"] == 9
+    entry = manifests.lookup("k" * 64)
+    assert (entry.bitcode_bytes, entry.decided, entry.applied, entry.reason_codes) == \
+        (9, False, False, ["no-loops"])
+    assert TUResult.from_dict(json.loads(entry.result_json)).to_dict() == result.to_dict()
     header.write_text("int y;\n")
     assert manifests.lookup("k" * 64) is None
     # a file modified while the front end ran: no manifest
@@ -60,7 +63,7 @@ def test_manifest_misses_on_changed_or_damaged_files(tmp_path):
     assert manifests.lookup("j" * 64) is None
     # damaged: a miss, not an error
     path = Path(manifests._path("k" * 64))
-    path.write_text("{not json")
+    path.write_text("{not a manifest")
     assert manifests.lookup("k" * 64) is None
 
 
