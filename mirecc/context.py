@@ -112,7 +112,10 @@ class TUContext:
             from mirecc.graph import GraphBuildError, build_graph_any
 
             try:
-                self._graph = build_graph_any(self.request.bitcode_path)
+                # in the server, the builder's library (no process per TU);
+                # the driver runs the tool: LLVM failing must not take a build down
+                self._graph = build_graph_any(self.request.bitcode_path,
+                                              in_process=self.where == "server")
             except GraphBuildError as exc:
                 if "no function definitions" in str(exc):
                     raise NoDecision("no function definitions (a TU of data alone)",
@@ -176,7 +179,7 @@ class TUContext:
             out = Path(tmp) / "tu.bc"
             try:
                 compile_to_ir(Path(request.source), out, clang, flags, cwd=request.cwd or None)
-                graph = build_graph_any(out)
+                graph = build_graph_any(out, in_process=self.where == "server")
             except (EmbedError, GraphBuildError) as exc:
                 raise head_error(f"re-emitting the IR with {clang} for the encoder: "
                                  f"{exc}") from None

@@ -38,8 +38,8 @@ def _ensure_builder(tmp_dir: str) -> tuple[str | None, str]:
                          capture_output=True, text=True)
     if cfg.returncode != 0 or "native graph builder (mirecc-graph) is not built" in cfg.stdout:
         return None, "no LLVM dev package for CMake (llvm-14-dev): " + cfg.stdout[-300:]
-    bld = subprocess.run(["cmake", "--build", build, "--target", "mirecc-graph", "-j2"],
-                         capture_output=True, text=True)
+    bld = subprocess.run(["cmake", "--build", build, "--target", "mirecc-graph",
+                          "mirecc-graph-lib", "-j2"], capture_output=True, text=True)
     if bld.returncode != 0:
         raise RuntimeError("building mirecc-graph failed:\n" + bld.stdout[-3000:] + bld.stderr[-3000:])
     paths = glob.glob(os.path.join(build, "passes", "graph", "mirecc-graph-*"))

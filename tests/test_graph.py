@@ -272,3 +272,23 @@ def test_clang19_ir_goes_to_the_llvm19_builder(tmp_path, monkeypatch):
 def native_run(builder, path):
     from mirecc.graph import native
     return native.run_builder(builder, str(path))
+
+
+def test_library_in_process_builds_the_tools_graph(use_builder, tmp_path):
+    """libmirecc-graph-<major>.so (what the server loads) gives the tool's
+    graph, byte for byte, and the tool's errors."""
+    from mirecc.graph import native
+
+    if native._library_function(use_builder) is None:
+        pytest.skip("the builder's library is not built")
+    ll = compile_c(tmp_path, NESTED)
+    assert mg.dumps(mg.build_graph(ll, in_process=True)) == mg.dumps(mg.build_graph(ll))
+    bad = tmp_path / "garbage.bc"
+    bad.write_bytes(b"BC\xc0\xde\x01\x02\x03")
+    with pytest.raises(mg.GraphBuildError) as exc:
+        mg.build_graph(bad, in_process=True)
+    assert str(exc.value).startswith(f"{bad}: ") and "invalid LLVM IR" in str(exc.value)
+    data = tmp_path / "data.ll"
+    data.write_text("@table = global [2 x i32] [i32 1, i32 2]\n")
+    with pytest.raises(mg.GraphBuildError, match="no function definitions"):
+        mg.build_graph(data, in_process=True)

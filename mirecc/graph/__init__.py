@@ -29,13 +29,15 @@ __all__ = [
 
 
 def build_graph(path: str | os.PathLike, timeout: Optional[float] = None,
-                builder: str = "auto") -> ProgramGraph:
+                builder: str = "auto", in_process: bool = False) -> ProgramGraph:
     """The program graph of the LLVM module at ``path`` (``.ll`` or ``.bc``).
 
     ``builder``: "native" (only mirecc-graph), "llvmlite" (only the fallback)
     or "auto" (native, else llvmlite when no native tool is built; a
     ``MIRECC_GRAPH_BUILDER`` that names no executable is an error, not a
-    reason to fall back).
+    reason to fall back).  ``in_process``: the native builder's library in
+    this process where it is built (:mod:`mirecc.graph.native`; for a
+    long-lived process: LLVM failing kills it).
 
     Raises :class:`GraphBuildError` (message names the file and the problem)
     for a missing file, malformed IR, an empty module or non-UTF-8 text, and
@@ -52,14 +54,14 @@ def build_graph(path: str | os.PathLike, timeout: Optional[float] = None,
         except BuilderNotFound:
             from .fallback import build_graph_llvmlite
             return build_graph_llvmlite(path)
-    return build_graph_native(path, timeout=timeout)
+    return build_graph_native(path, timeout=timeout, in_process=in_process)
 
 
-def build_graph_any(path: str | os.PathLike) -> ProgramGraph:
+def build_graph_any(path: str | os.PathLike, in_process: bool = False) -> ProgramGraph:
     """:func:`build_graph`, and where no native builder's LLVM can parse the
     IR (a newer clang's, e.g. clang-22), the llvmlite builder (LLVM 22)."""
     try:
-        return build_graph(path)
+        return build_graph(path, in_process=in_process)
     except GraphBuildError as exc:
         if "invalid LLVM IR" not in str(exc):
             raise

@@ -12,6 +12,14 @@ Where it is looked for, in order:
 Several builds (one per LLVM major) may exist: the lowest major is tried
 first, and a newer one only when the older LLVM cannot parse the input
 (IR from a newer clang).
+
+Beside each tool the build makes ``libmirecc-graph-<major>.so``, the same
+builder as a library.  A long-lived process (mirecc's per-user server) asks
+for it with ``in_process=True``: it is loaded once (ctypes) and each graph
+costs no process start and no libLLVM load (~20 ms a TU).  Only the first
+builder is loaded so (two libLLVMs are never mixed in one process); the
+others, and every call where the library is missing, run the tool.  A
+process that must not die with LLVM (the compiler driver) runs the tool.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ def _cache_dir() -> str:
 def build_command() -> str:
     """The commands that build the native builder in this checkout."""
     return (f"cmake -S {REPO} -B {REPO}/build/native && "
-            f"cmake --build {REPO}/build/native --target mirecc-graph")
+            f"cmake --build {REPO}/build/native --target mirecc-graph mirecc-graph-lib")
 
 
 def find_builders() -> List[str]:
@@ -95,15 +103,59 @@ def run_builder(builder: str, path: str, timeout: Optional[float] = None) -> Pro
             return loads(f.read(), out)
 
 
-def build_graph_native(path: str | os.PathLike, timeout: Optional[float] = None) -> ProgramGraph:
-    """Build the graph of an LLVM module (``.ll`` or ``.bc``) with the native builder."""
+# library path -> ctypes function, or None where it cannot be loaded
+_LIBRARIES: dict = {}
+
+
+def _library_function(builder: str):
+    """``mirecc_graph_build`` of the library beside ``builder``, or None."""
+    directory, name = os.path.split(builder)
+    library = os.path.join(directory, f"lib{name}.so")
+    if library not in _LIBRARIES:
+        function = None
+        if os.path.isfile(library):
+            import ctypes
+            try:
+                function = ctypes.CDLL(library).mirecc_graph_build
+                function.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                     ctypes.c_size_t]
+                function.restype = ctypes.c_int
+            except (OSError, AttributeError):
+                function = None
+        _LIBRARIES[library] = function
+    return _LIBRARIES[library]
+
+
+def run_library(function, path: str) -> ProgramGraph:
+    """Build ``path``'s graph with the loaded library ``function``."""
+    import ctypes
+
+    with tempfile.TemporaryDirectory(prefix="mirecc-graph-") as tmp:
+        out = os.path.join(tmp, "graph.mgraph")
+        message = ctypes.create_string_buffer(4096)
+        status = function(os.fsencode(path), os.fsencode(out), message, len(message))
+        if status != 0:
+            raise GraphBuildError(message.value.decode("utf-8", "replace")
+                                  or f"the graph library failed ({status})")
+        with open(out, "rb") as f:
+            return loads(f.read(), out)
+
+
+def build_graph_native(path: str | os.PathLike, timeout: Optional[float] = None,
+                       in_process: bool = False) -> ProgramGraph:
+    """Build the graph of an LLVM module (``.ll`` or ``.bc``) with the native
+    builder; ``in_process``: with its library where there is one (see the
+    module's doc; ``timeout`` then does not apply)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise GraphBuildError(f"{path}: no such file")
     builders = find_builders() or [find_builder()]
     error = None
-    for builder in builders:
+    for number, builder in enumerate(builders):
+        function = _library_function(builder) if in_process and number == 0 else None
         try:
+            if function is not None:
+                return run_library(function, path)
             return run_builder(builder, path, timeout)
         except GraphBuildError as exc:
             # Only a parse failure is worth another LLVM (newer IR syntax).

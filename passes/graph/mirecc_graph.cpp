@@ -22,6 +22,9 @@
 //
 // Exit status: 0 ok, 1 bad input (missing file, parse error, empty module,
 // non-UTF-8 text), 2 usage error, 3 output error.
+//
+// Built twice from this file: the tool, and (MIRECC_GRAPH_LIBRARY) a shared
+// library exporting mirecc_graph_build() for in-process use.
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
@@ -617,8 +620,10 @@ long firstInvalidUtf8(llvm::StringRef s) {
   return -1;
 }
 
-int fail(const std::string &input, const std::string &what) {
-  llvm::errs() << "mirecc-graph: error: " << input << ": " << what << "\n";
+// An error about `input`: the message (as the tool prints it, less its
+// "mirecc-graph: error: " prefix) goes to `message`; the exit status is 1.
+int fail(std::string &message, const std::string &input, const std::string &what) {
+  message = input + ": " + what;
   return 1;
 }
 
@@ -630,6 +635,95 @@ int usage() {
 
 }  // namespace
 
+// Build the graph of the module in `input` into the file `output`.  Returns
+// the tool's exit status; on an error `message` says what (file: problem).
+// With `statsLine`, one JSON line of sizes and timings goes there.
+static int buildGraphFile(const std::string &input, const std::string &output,
+                          std::string *statsLine, std::string &message) {
+  auto t0 = std::chrono::steady_clock::now();
+
+  auto buf = llvm::MemoryBuffer::getFileOrSTDIN(input, /*IsText=*/false);
+  if (!buf) return fail(message, input, "cannot read file: " + buf.getError().message());
+  llvm::StringRef bytes = (*buf)->getBuffer();
+  bool bitcode = bytes.size() >= 4 && (memcmp(bytes.data(), "BC\xC0\xDE", 4) == 0 ||
+                                       memcmp(bytes.data(), "\xDE\xC0\x17\x0B", 4) == 0);
+  if (!bitcode) {
+    if (bytes.find_first_not_of(" \t\r\n") == llvm::StringRef::npos)
+      return fail(message, input, "empty module (the file holds no IR)");
+    long bad = firstInvalidUtf8(bytes);
+    if (bad >= 0) {
+      size_t line = 1 + bytes.take_front(bad).count('\n');
+      return fail(message, input, "not valid UTF-8 text (byte offset " + std::to_string(bad) +
+                             ", line " + std::to_string(line) +
+                             "); expected LLVM IR text or bitcode");
+    }
+  }
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic diag;
+  std::unique_ptr<llvm::Module> module =
+      llvm::parseIR((*buf)->getMemBufferRef(), diag, ctx);
+  if (!module) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    if (diag.getLineNo() > 0) os << "line " << diag.getLineNo() << ":" << (diag.getColumnNo() + 1) << ": ";
+    os << "invalid LLVM IR: " << diag.getMessage();
+    os.flush();
+    return fail(message, input, msg);
+  }
+  bool anyDefinition = false;
+  for (const llvm::Function &f : *module) anyDefinition |= !f.isDeclaration();
+  if (!anyDefinition) return fail(message, input, "empty module (no function definitions)");
+  auto t1 = std::chrono::steady_clock::now();
+
+  Builder builder(*module);
+  builder.run();
+  auto t2 = std::chrono::steady_clock::now();
+  if (!writeGraph(output, builder.graph(), *module, input)) {
+    message = output + ": cannot write the graph";
+    return 3;
+  }
+  auto t3 = std::chrono::steady_clock::now();
+  if (statsLine) {
+    auto ms = [](auto a, auto b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    const Graph &g = builder.graph();
+    char line[256];
+    snprintf(line, sizeof line,
+             "{\"nodes\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"print_ms\":%.1f,"
+             "\"walk_ms\":%.1f,\"wait_ms\":%.1f,\"text_ms\":%.1f,\"build_ms\":%.1f,"
+             "\"write_ms\":%.1f}\n",
+             g.nodeType.size(), g.edgeFlow.size(), ms(t0, t1), builder.printMs, builder.walkMs,
+             builder.waitMs, builder.textMs, ms(t1, t2),
+             ms(t2, t3));
+    *statsLine = line;
+  }
+  return 0;
+}
+
+// The shared library's entry point (libmirecc-graph-<LLVM major>.so, which
+// mirecc's per-user server loads once: no process start, no libLLVM load per
+// TU).  Same statuses as the tool; the error message (file: problem) goes to
+// `message`, cut to `messageSize`.
+extern "C" __attribute__((visibility("default"))) int
+mirecc_graph_build(const char *input, const char *output, char *message, size_t messageSize) {
+  std::string text;
+  int status;
+  try {
+    status = buildGraphFile(input, output, nullptr, text);
+  } catch (const std::exception &e) {   // e.g. bad_alloc: an error, not a dead server
+    text = std::string(input) + ": " + e.what();
+    status = 1;
+  }
+  if (messageSize) snprintf(message, messageSize, "%s", text.c_str());
+  return status;
+}
+
+extern "C" __attribute__((visibility("default"))) const char *mirecc_graph_version() {
+  return MIRECC_GRAPH_VERSION " (LLVM " LLVM_VERSION_STRING ")";
+}
+
+#ifndef MIRECC_GRAPH_LIBRARY
 int main(int argc, char **argv) {
   std::string input, output;
   bool stats = false;
@@ -648,63 +742,10 @@ int main(int argc, char **argv) {
     else return usage();
   }
   if (input.empty() || output.empty()) return usage();
-  auto t0 = std::chrono::steady_clock::now();
-
-  auto buf = llvm::MemoryBuffer::getFileOrSTDIN(input, /*IsText=*/false);
-  if (!buf) return fail(input, "cannot read file: " + buf.getError().message());
-  llvm::StringRef bytes = (*buf)->getBuffer();
-  bool bitcode = bytes.size() >= 4 && (memcmp(bytes.data(), "BC\xC0\xDE", 4) == 0 ||
-                                       memcmp(bytes.data(), "\xDE\xC0\x17\x0B", 4) == 0);
-  if (!bitcode) {
-    if (bytes.find_first_not_of(" \t\r\n") == llvm::StringRef::npos)
-      return fail(input, "empty module (the file holds no IR)");
-    long bad = firstInvalidUtf8(bytes);
-    if (bad >= 0) {
-      size_t line = 1 + bytes.take_front(bad).count('\n');
-      return fail(input, "not valid UTF-8 text (byte offset " + std::to_string(bad) +
-                             ", line " + std::to_string(line) +
-                             "); expected LLVM IR text or bitcode");
-    }
-  }
-  llvm::LLVMContext ctx;
-  llvm::SMDiagnostic diag;
-  std::unique_ptr<llvm::Module> module =
-      llvm::parseIR((*buf)->getMemBufferRef(), diag, ctx);
-  if (!module) {
-    std::string msg;
-    llvm::raw_string_ostream os(msg);
-    if (diag.getLineNo() > 0) os << "line " << diag.getLineNo() << ":" << (diag.getColumnNo() + 1) << ": ";
-    os << "invalid LLVM IR: " << diag.getMessage();
-    os.flush();
-    return fail(input, msg);
-  }
-  bool anyDefinition = false;
-  for (const llvm::Function &f : *module) anyDefinition |= !f.isDeclaration();
-  if (!anyDefinition) return fail(input, "empty module (no function definitions)");
-  auto t1 = std::chrono::steady_clock::now();
-
-  Builder builder(*module);
-  builder.run();
-  auto t2 = std::chrono::steady_clock::now();
-  if (!writeGraph(output, builder.graph(), *module, input)) {
-    llvm::errs() << "mirecc-graph: error: " << output << ": cannot write the graph\n";
-    return 3;
-  }
-  auto t3 = std::chrono::steady_clock::now();
-  if (stats) {
-    auto ms = [](auto a, auto b) {
-      return std::chrono::duration<double, std::milli>(b - a).count();
-    };
-    const Graph &g = builder.graph();
-    char line[256];
-    snprintf(line, sizeof line,
-             "{\"nodes\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"print_ms\":%.1f,"
-             "\"walk_ms\":%.1f,\"wait_ms\":%.1f,\"text_ms\":%.1f,\"build_ms\":%.1f,"
-             "\"write_ms\":%.1f}\n",
-             g.nodeType.size(), g.edgeFlow.size(), ms(t0, t1), builder.printMs, builder.walkMs,
-             builder.waitMs, builder.textMs, ms(t1, t2),
-             ms(t2, t3));
-    llvm::errs() << line;
-  }
-  return 0;
+  std::string message, statsLine;
+  int status = buildGraphFile(input, output, stats ? &statsLine : nullptr, message);
+  if (status != 0) llvm::errs() << "mirecc-graph: error: " << message << "\n";
+  llvm::errs() << statsLine;
+  return status;
 }
+#endif  // MIRECC_GRAPH_LIBRARY
