@@ -70,6 +70,25 @@ def _version_of(path: str) -> int:
     return 0
 
 
+def clang_major(compiler: str) -> int:
+    """The LLVM major of ``compiler``: from its name or where it links to
+    (``clang-19``, ``/usr/lib/llvm-19/bin/clang``), else ``--version``; 0
+    when neither tells."""
+    major = _version_of(compiler)
+    if major:
+        return major
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    m = re.search(r"clang version (\d+)\.", out)
+    return int(m.group(1)) if m else 0
+
+
 def _is_wanted_name(name: str, cxx: bool) -> bool:
     if not name.startswith("clang"):
         return False

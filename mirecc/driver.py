@@ -387,6 +387,7 @@ def _compile_split(outcome, extra, final, config) -> int:
         if not extra and speculative.accept(outcome.split.output):
             sys.stderr.buffer.write(outcome.frontend_stderr)
             sys.stderr.flush()
+            _verify(outcome, extra, config)
             return 0
         speculative.discard()       # decisions to apply, or it printed something
     cmd = outcome.split.backend_command(extra)
@@ -399,6 +400,7 @@ def _compile_split(outcome, extra, final, config) -> int:
     if proc is not None and proc.returncode == 0 and not proc.stderr and not proc.stdout:
         sys.stderr.buffer.write(outcome.frontend_stderr)
         sys.stderr.flush()
+        _verify(outcome, extra, config)
         return 0
     from mirecc import stats
     if proc is not None and proc.returncode == 0:
@@ -410,6 +412,38 @@ def _compile_split(outcome, extra, final, config) -> int:
         _say("warning", "compiling the object from the front end's bitcode failed; "
                         "compiled as asked, without mirecc decisions")
     return rc
+
+
+def _verify(outcome, extra, config) -> None:
+    """The build step of tasks that verify their decisions (``Task.verify``:
+    code size builds candidates and keeps the smallest object), after the
+    user's object is made.  Whatever fails, that object stands, with one
+    warning."""
+    from mirecc import stats
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import task
+
+    for report in outcome.reports:
+        if not report.applied:
+            continue
+        for decision in report.result.decisions:
+            declared = task(decision.task)
+            if not decision.applied or declared is None or declared.verify is None:
+                continue
+            try:
+                verified = load_attribute(declared.verify)(
+                    decision, outcome.split, extra, os.path.dirname(outcome.split.bitcode_path),
+                    report.opt_level)
+            except Exception as exc:  # noqa: BLE001 - the user's object stands
+                stats.bump(config, {"fallback.verify-failed": 1})
+                if config.warnings:
+                    _say("warning", f"{decision.task}: verifying candidates failed: {exc}; "
+                                    f"kept the object of the user's level")
+                continue
+            outcome.verified[decision.task] = verified
+            stats.bump(config, {f"verified.{decision.task}": 1,
+                                f"verified.{decision.task}.improved":
+                                    int(verified.winner != f"-O{report.opt_level}")})
 
 
 def _heads_installed(config, languages) -> bool:

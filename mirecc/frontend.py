@@ -144,10 +144,12 @@ class Split:
                 value = a[3:]
         return value if value is not None else os.path.splitext(self.output)[0] + ".d"
 
-    def backend_command(self, extra: list[str], output: str | None = None) -> list[str]:
-        """The object from the bitcode into ``output`` (default: the user's),
-        with the user's flags (those of the front end are unused: not
-        reported) and ``extra``; no source, language or dependency flags."""
+    def backend_command(self, extra: list[str], output: str | None = None,
+                        bitcode: str | None = None) -> list[str]:
+        """The object from the bitcode (``bitcode``, default the front end's)
+        into ``output`` (default: the user's), with the user's flags (those
+        of the front end are unused: not reported) and ``extra``; no source,
+        language or dependency flags."""
         out, i, args = [], 0, self.args
         while i < len(args):
             a = args[i]
@@ -166,7 +168,7 @@ class Split:
         if self.color:
             out.append("-fcolor-diagnostics")
         return [self.compiler, *out, "-Wno-unused-command-line-argument", *extra,
-                "-o", output or self.output, "-x", "ir", self.bitcode_path]
+                "-o", output or self.output, "-x", "ir", bitcode or self.bitcode_path]
 
     def start_backend(self) -> "Speculative":
         """Start the back end without decisions while the pipeline decides

@@ -105,6 +105,7 @@ class Outcome:
         self.split = None                   # a frontend.Split whose front end ran
         self.frontend_stderr = b""          # what the split's front end printed
         self.speculative = None             # a frontend.Speculative back end, if started
+        self.verified: dict = {}            # task -> what its build step did (Task.verify)
 
 
 class deadline:
@@ -291,7 +292,8 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
                     pass
             report.result = result
         dep_file = outcome.split.dependency_file() if outcome.split else None
-        if manifest is not None and dep_file and report.cache in ("hit", "miss"):
+        if manifest is not None and dep_file and report.cache in ("hit", "miss") \
+                and not _verifies(report):
             manifest[0].record(manifest[1], dep_file, source.path, frontend_started,
                                report.result, sha, len(bitcode))
         _add_report(outcome, report, inv, compiler, config)
@@ -315,6 +317,16 @@ def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None
         except Exception:  # noqa: BLE001
             return None
     return report
+
+
+def _verifies(report: TUReport) -> bool:
+    """Does an applied decision of ``report`` have a build step
+    (``Task.verify``)?  It needs the front end's bitcode, which a direct-mode
+    hit skips: such TUs get no manifest."""
+    from mirecc.tasks.registry import task
+
+    return any(d.applied and getattr(task(d.task), "verify", None)
+               for d in report.result.decisions)
 
 
 def _add_report(outcome: Outcome, report: TUReport, inv: Invocation, compiler: str,

@@ -69,14 +69,21 @@ class Task:
     ``explain``: ``"module:function"``: ``function(result, ctx) -> result``,
     adding what only ``--explain`` pays for (source lines, the compiler's
     own choice); ``None`` for nothing more.
+    ``verify``: ``"module:function"``: ``function(decision, split, extra,
+    workdir, opt_level)``, run by the driver after the object of a split
+    compile is made, for each applied decision: it may build candidates
+    from the front end's bitcode and replace the object with a better one
+    it measured (code size); ``None`` for tasks whose flags are the whole
+    decision.
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "summary")
+                 "explain", "verify", "summary")
 
     def __init__(self, name: str, *, summary: str, languages, head: str,
                  settings: tuple = (), applied_when: str | None = None,
-                 inject: str | None = None, explain: str | None = None):
+                 inject: str | None = None, explain: str | None = None,
+                 verify: str | None = None):
         self.name = name
         self.summary = summary          # one line for --mirecc-help
         self.languages = frozenset(languages)
@@ -85,6 +92,7 @@ class Task:
         self.head = head
         self.inject = inject
         self.explain = explain
+        self.verify = verify
 
     def applies(self, config) -> bool:
         """Would this task's decisions change the compile under ``config``?"""

@@ -30,6 +30,7 @@ import os
 TASK_MODULES = (
     "mirecc.tasks.loop_vectorize",
     "mirecc.tasks.opencl",
+    "mirecc.tasks.code_size",
 )
 
 _TASKS: dict | None = None

@@ -24,13 +24,11 @@ from __future__ import annotations
 import fcntl
 import glob
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from mirecc.compiler import _version_of
 from mirecc.config import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[3]
@@ -61,18 +59,13 @@ def cache_dir(base: str | os.PathLike | None = None) -> Path:
 def clang_major(compiler: str) -> int:
     """The LLVM major of ``compiler``: from its name or where it links to
     (``clang-19``, ``/usr/lib/llvm-19/bin/clang``), else ``--version``."""
-    major = _version_of(compiler)
-    if major:
-        return major
-    try:
-        out = subprocess.run([compiler, "--version"], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PluginError(f"cannot run {compiler} --version: {exc}") from None
-    m = re.search(r"clang version (\d+)\.", out)
-    if not m:
-        raise PluginError(f"{compiler}: cannot tell its clang version from --version")
-    return int(m.group(1))
+    from mirecc.compiler import clang_major as major_of
+
+    major = major_of(compiler)
+    if not major:
+        raise PluginError(f"{compiler}: cannot tell its clang version (name, path or "
+                          f"--version)")
+    return major
 
 
 def _source_mtime() -> float:

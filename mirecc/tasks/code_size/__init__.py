@@ -1,0 +1,45 @@
+"""Code size: the smallest object among the user's own -Oz/-Os compile and
+the top K pass pipelines of a candidate library, each compiled and measured.
+
+A guess cannot make an object larger here: every candidate is built from the
+TU's front-end bitcode (``opt -passes=<pipeline>``, then clang's back end on
+the result), its ``.text`` bytes are counted, and the user's own object is
+one of the candidates (it wins ties), so the result is never larger than
+the user's level, and the same input always gives the same object.
+
+Driver side: :mod:`.head` (ranks the library: for now in the library's own
+order, the shipped ``heads/code-size/spec.yaml``), :mod:`.build` (a
+candidate's object and its ``.text`` size) and :mod:`.verify` (the build
+step the driver calls after the user's own object is made).
+
+This module is the task's declaration: standard library only.
+"""
+from mirecc.tasks.api import Setting, Task
+
+
+def _as_count(value):
+    """K: a whole number >= 0 (0: off)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise ValueError(f"expected a whole number >= 0, got {value!r}")
+
+
+TASKS = (
+    Task(
+        "code-size",
+        summary="with -Oz/-Os: the smallest object among the user's own and the top K "
+                "pass pipelines, each compiled and measured",
+        languages=("c", "c++"),
+        head="mirecc.tasks.code_size.head:CodeSizeHead",
+        applied_when="size_search",
+        settings=(Setting("size_search", "MIRECC_SIZE_SEARCH", _as_count, 0,
+                          "with -Oz or -Os, build the TU through this many candidate pass "
+                          "pipelines besides the user's level and keep the smallest object "
+                          "(0: off)"),),
+        verify="mirecc.tasks.code_size.verify:smallest_object",
+    ),
+)

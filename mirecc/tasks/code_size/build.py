@@ -1,0 +1,81 @@
+"""One candidate of the code-size task: the TU's front-end bitcode through
+``opt -passes=<pipeline>``, then clang's back end on the result (its IR
+passes off, so only the pipeline optimises), and the object's size.
+
+``.text`` bytes are read from the ELF section headers (every section that
+holds executable code: ``.text``, ``.text.<name>`` with
+``-ffunction-sections``, ...), with the standard library only.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+
+SHT_PROGBITS = 1
+SHF_EXECINSTR = 0x4
+
+
+class CandidateError(Exception):
+    """A candidate could not be built or measured (the message says why)."""
+
+
+def opt_beside(compiler: str) -> str:
+    """The ``opt`` of the clang ``compiler`` (same LLVM): beside its real
+    path, as Debian installs ``/usr/lib/llvm-<N>/bin``."""
+    path = os.path.join(os.path.dirname(os.path.realpath(compiler)), "opt")
+    if not os.access(path, os.X_OK):
+        raise CandidateError(f"no opt beside {compiler} ({path})")
+    return path
+
+
+def text_bytes(path: str) -> int:
+    """Bytes of executable code in the ELF object at ``path``."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
+        raise CandidateError(f"{path}: not an ELF object")
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    try:
+        if wide:
+            (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
+            shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A)
+        else:
+            (shoff,) = struct.unpack_from(order + "I", data, 0x20)
+            shentsize, shnum = struct.unpack_from(order + "HH", data, 0x2E)
+        total = 0
+        for i in range(shnum):
+            base = shoff + i * shentsize
+            if wide:
+                sh_type, sh_flags = struct.unpack_from(order + "IQ", data, base + 4)
+                (size,) = struct.unpack_from(order + "Q", data, base + 0x20)
+            else:
+                sh_type, sh_flags = struct.unpack_from(order + "II", data, base + 4)
+                (size,) = struct.unpack_from(order + "I", data, base + 0x14)
+            if sh_type == SHT_PROGBITS and sh_flags & SHF_EXECINSTR:
+                total += size
+    except struct.error:
+        raise CandidateError(f"{path}: truncated ELF section table") from None
+    return total
+
+
+def build_candidate(split, pipeline: str, extra: list[str], workdir: str, name: str) -> str:
+    """The object of ``split``'s TU through ``pipeline`` (an opt
+    ``-passes=`` string), into ``workdir``; its path.  ``extra``: the
+    decision flags of the other tasks, as in the user's object."""
+    optimised = os.path.join(workdir, f"{name}.bc")
+    obj = os.path.join(workdir, f"{name}.o")
+    steps = (
+        [opt_beside(split.compiler), f"-passes={pipeline}", split.bitcode_path, "-o", optimised],
+        split.backend_command([*extra, "-Xclang", "-disable-llvm-passes"], output=obj,
+                              bitcode=optimised),
+    )
+    for cmd in steps:
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True)
+        except OSError as exc:
+            raise CandidateError(f"cannot run {cmd[0]}: {exc}") from None
+        if proc.returncode != 0:
+            first = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
+            raise CandidateError(f"{os.path.basename(cmd[0])} failed on {pipeline}: {first}")
+    return obj

@@ -1,0 +1,131 @@
+"""The code-size task: with -Oz/-Os and size_search K, the object is the
+smallest of the user's own and K candidate pipelines, each really built and
+measured; never larger than clang's, the same program output, the same bytes
+for the same input, and a candidate that fails is skipped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs import isolated_env
+
+CLANG = "/usr/bin/clang-14"
+MIRECC = str(Path(sys.executable).with_name("mirecc"))
+
+pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
+
+# -Os vectorizes this loop (wide code plus a scalar tail); -Oz does not
+SOURCE = """\
+#include <stdio.h>
+void axpy(float *restrict y, const float *restrict x, float a, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+int main(void) {
+  float x[100], y[100];
+  for (int i = 0; i < 100; i++) { x[i] = i * 0.5f; y[i] = 100 - i; }
+  axpy(y, x, 3.0f, 100);
+  double s = 0;
+  for (int i = 0; i < 100; i++) s += y[i];
+  printf("%.3f\\n", s);
+  return 0;
+}
+"""
+
+
+def heads_with(tmp_path: Path, pipelines: list[str]) -> Path:
+    root = tmp_path / "heads"
+    (root / "code-size").mkdir(parents=True)
+    listed = ", ".join(f'"{p}"' for p in pipelines)
+    (root / "code-size" / "spec.yaml").write_text(
+        f"task: code-size\nlanguages: [c, c++]\npipelines:\n  14: [{listed}]\n")
+    return root
+
+
+def env_for(tmp_path: Path, heads: Path, k: int) -> dict:
+    return isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(heads),
+                        MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_SIZE_SEARCH=str(k))
+
+
+def compile_both(tmp_path: Path, env: dict, level: str) -> tuple[Path, Path, str]:
+    (tmp_path / "p.c").write_text(SOURCE)
+    plain = subprocess.run([CLANG, level, "-c", "p.c", "-o", "plain.o"], cwd=tmp_path)
+    ours = subprocess.run([MIRECC, level, "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0 and ours.returncode == 0, ours.stderr
+    return tmp_path / "plain.o", tmp_path / "ours.o", ours.stderr
+
+
+def run_program(tmp_path: Path, obj: Path) -> str:
+    exe = tmp_path / (obj.stem + ".exe")
+    subprocess.run([CLANG, str(obj), "-o", str(exe)], check=True)
+    return subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+
+
+def stats(env: dict) -> dict:
+    path = Path(env["MIRECC_CACHE_DIR"]) / "stats"
+    return {k: int(v) for k, v in (line.split() for line in path.read_text().splitlines())}
+
+
+def test_text_bytes_matches_llvm_size(tmp_path):
+    from mirecc.tasks.code_size.build import text_bytes
+
+    (tmp_path / "p.c").write_text(SOURCE)
+    obj = tmp_path / "p.o"
+    subprocess.run([CLANG, "-Os", "-ffunction-sections", "-c", str(tmp_path / "p.c"),
+                    "-o", str(obj)], check=True)
+    listing = subprocess.run(["/usr/lib/llvm-14/bin/llvm-size", "-A", str(obj)],
+                             capture_output=True, text=True, check=True).stdout
+    expected = sum(int(line.split()[1]) for line in listing.splitlines()
+                   if line.startswith(".text"))
+    assert text_bytes(str(obj)) == expected > 0
+
+
+def test_a_smaller_candidate_replaces_the_object_and_the_output_is_the_same(tmp_path):
+    env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>"]), k=1)
+    from mirecc.tasks.code_size.build import text_bytes
+
+    plain, ours, stderr = compile_both(tmp_path, env, "-Os")
+    assert stderr == ""
+    assert text_bytes(str(ours)) < text_bytes(str(plain))
+    assert run_program(tmp_path, ours) == run_program(tmp_path, plain)
+    counts = stats(env)
+    assert counts["verified.code-size"] == 1 and counts["verified.code-size.improved"] == 1
+    # the same input gives the same object
+    first = ours.read_bytes()
+    ours.unlink()
+    subprocess.run([MIRECC, "-Os", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
+                   check=True)
+    assert ours.read_bytes() == first
+
+
+def test_never_larger_a_failing_candidate_is_skipped(tmp_path):
+    """A pipeline opt rejects and one that makes a larger object: the
+    user's own object stays, byte for byte clang's."""
+    env = env_for(tmp_path, heads_with(tmp_path, ["no-such-pass", "default<O3>"]), k=2)
+    plain, ours, stderr = compile_both(tmp_path, env, "-Oz")
+    assert stderr == ""
+    assert ours.read_bytes() == plain.read_bytes()
+    counts = stats(env)
+    assert counts["verified.code-size"] == 1 and counts["verified.code-size.improved"] == 0
+
+
+def test_off_by_default_and_only_for_size_levels(tmp_path):
+    heads = heads_with(tmp_path, ["default<Oz>"])
+    for k, level in ((0, "-Os"), (1, "-O2")):
+        env = env_for(tmp_path, heads, k)
+        plain, ours, _ = compile_both(tmp_path, env, level)
+        assert ours.read_bytes() == plain.read_bytes()
+    assert "verified.code-size" not in stats(env)
+
+
+def test_a_bad_library_is_a_clear_error(tmp_path):
+    from mirecc.pipeline import HeadError
+    from mirecc.tasks.code_size.head import CodeSizeHead
+
+    with pytest.raises(HeadError, match="'pipelines' must map LLVM majors"):
+        CodeSizeHead(tmp_path, {"task": "code-size", "pipelines": ["default<Oz>"]})
