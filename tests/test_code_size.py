@@ -129,3 +129,24 @@ def test_a_bad_library_is_a_clear_error(tmp_path):
 
     with pytest.raises(HeadError, match="'pipelines' must map LLVM majors"):
         CodeSizeHead(tmp_path, {"task": "code-size", "pipelines": ["default<Oz>"]})
+
+
+def test_labels_count_instructions_and_text(tmp_path):
+    """The offline labels of a module: IR instructions after the pipeline
+    (a multiply, an add and a return) and the object's .text bytes."""
+    from mirecc.tasks.code_size.build import text_bytes
+    from mirecc.tasks.code_size.offline.labels import count_ir_instructions, measure
+
+    (tmp_path / "f.c").write_text("int f(int a, int b) { return a * b + 1; }\n")
+    bitcode = tmp_path / "f.bc"
+    subprocess.run([CLANG, "-Oz", "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
+                    str(tmp_path / "f.c"), "-o", str(bitcode)], check=True)
+    labels = measure(str(bitcode), CLANG, "default<Oz>", ["-Oz"], str(tmp_path))
+    subprocess.run([CLANG, "-Oz", "-c", str(tmp_path / "f.c"), "-o", str(tmp_path / "f.o")],
+                   check=True)
+    assert labels == {"ir_instructions": 3, "text_bytes": text_bytes(str(tmp_path / "f.o"))}
+    # labels and comments are not instructions; declarations have no body
+    text = ("declare i32 @g(i32)\ndefine i32 @h(i32 %0) {\n  %2 = call i32 @g(i32 %0)"
+            " ; call\n  br label %3\n\n3:                                 ; preds = %1\n"
+            "  ret i32 %2\n}\n")
+    assert count_ir_instructions(text) == 3

@@ -30,11 +30,11 @@ def test_every_registered_task_is_declared_whole():
 
     found = tasks()
     assert set(found) == {"loop-vectorize", "opencl-device-mapping",
-                          "opencl-thread-coarsening"}
+                          "opencl-thread-coarsening", "code-size"}
     for name, task in found.items():
         assert isinstance(task, Task) and task.name == name and task.languages
         assert callable(load_attribute(task.head))
-        for hook in (task.inject, task.explain):
+        for hook in (task.inject, task.explain, task.verify):
             if hook:
                 assert callable(load_attribute(hook))
     # one folder per task module, with an offline part

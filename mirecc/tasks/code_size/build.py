@@ -14,6 +14,8 @@ import subprocess
 
 SHT_PROGBITS = 1
 SHF_EXECINSTR = 0x4
+# a candidate step that runs longer is given up (the user's object stands)
+STEP_TIMEOUT_S = 600
 
 
 class CandidateError(Exception):
@@ -72,9 +74,13 @@ def build_candidate(split, pipeline: str, extra: list[str], workdir: str, name: 
     )
     for cmd in steps:
         try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True)
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=STEP_TIMEOUT_S)
         except OSError as exc:
             raise CandidateError(f"cannot run {cmd[0]}: {exc}") from None
+        except subprocess.TimeoutExpired:
+            raise CandidateError(f"{os.path.basename(cmd[0])} ran over {STEP_TIMEOUT_S} s "
+                                 f"on {pipeline}") from None
         if proc.returncode != 0:
             first = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
             raise CandidateError(f"{os.path.basename(cmd[0])} failed on {pipeline}: {first}")
