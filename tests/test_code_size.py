@@ -85,8 +85,28 @@ def test_text_bytes_matches_llvm_size(tmp_path):
     assert text_bytes(str(obj)) == expected > 0
 
 
-def test_a_smaller_candidate_replaces_the_object_and_the_output_is_the_same(tmp_path):
+@pytest.fixture
+def other_file_system(tmp_path):
+    """A TMPDIR on another file system than tmp_path where there is one
+    (/dev/shm), so the candidates are built away from the output."""
+    import shutil
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)
+            and shm.stat().st_dev != tmp_path.stat().st_dev):
+        yield None
+        return
+    work = tempfile.mkdtemp(prefix="mirecc-test-", dir=shm)
+    yield work
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_smaller_candidate_replaces_the_object_and_the_output_is_the_same(
+        tmp_path, other_file_system):
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>"]), k=1)
+    if other_file_system:
+        env["TMPDIR"] = other_file_system
     from mirecc.tasks.code_size.build import text_bytes
 
     plain, ours, stderr = compile_both(tmp_path, env, "-Os")

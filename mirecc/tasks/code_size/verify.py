@@ -40,5 +40,23 @@ def smallest_object(decision, split, extra: list[str], workdir: str, opt_level: 
     # the smallest; the user's level first among equals, then library order
     winner = min(sizes, key=lambda name: (sizes[name], name != own))
     if winner != own:
-        os.replace(paths[winner], split.output)
+        _replace(split.output, paths[winner])
     return Verified(sizes, winner, skipped)
+
+
+def _replace(output: str, candidate: str) -> None:
+    """Put ``candidate`` in place of ``output`` atomically: copied beside it
+    first (the work directory may be on another file system)."""
+    import shutil
+
+    directory, name = os.path.split(output)
+    temp = os.path.join(directory, f".{name}.mirecc-{os.getpid()}.size")
+    try:
+        shutil.copyfile(candidate, temp)
+        os.replace(temp, output)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
