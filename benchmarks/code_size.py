@@ -22,6 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402  (fetch helpers)
 
+from mirecc import stats  # noqa: E402
+from mirecc.config import Config  # noqa: E402
 from mirecc.tasks.code_size.build import text_bytes  # noqa: E402
 
 CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
@@ -55,6 +57,7 @@ def main() -> int:
             shutil.copytree(src, tree, symlinks=True)
             print(f"building bzip2 with {side} ...", file=sys.stderr)
             results[side] = build(tree, compiler, {**env, **extra})
+        counts = stats.read(Config(cache_dir=f"{tmp}/cache"))
     (plain, plain_ok), (ours, ours_ok) = results["clang"], results["mirecc"]
     print(f"bzip2 ({src.name}), CFLAGS={CFLAGS}, {cc}, MIRECC_SIZE_SEARCH={args.k}\n")
     print("| object | clang -Oz .text | mirecc .text | change |\n|---|---:|---:|---:|")
@@ -65,7 +68,10 @@ def main() -> int:
         print(f"| {name} | {a} | {b} | {change(a, b)} |")
     a, b = sum(plain.values()), sum(ours.values())
     print(f"| **total** | {a} | {b} | {change(a, b)} |")
-    print(f"\nmake and its tests: clang {'passed' if plain_ok else 'FAILED'}, "
+    print(f"\nmirecc built candidates for {counts.get('verified.code-size', 0)} TUs; a "
+          f"candidate was smaller in {counts.get('verified.code-size.improved', 0)} "
+          f"(mire stats)")
+    print(f"make and its tests: clang {'passed' if plain_ok else 'FAILED'}, "
           f"mirecc {'passed' if ours_ok else 'FAILED'}")
     return 0 if plain_ok and ours_ok else 1
 

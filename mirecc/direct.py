@@ -177,8 +177,8 @@ class Manifests:
             except OSError:
                 return False
         lines += [f"bitcode {bitcode_sha256} {bitcode_bytes}",
-                  f"decided {int(any(d.value for d in result.decisions))}",
-                  f"applied {int(any(d.applied for d in result.decisions))}",
+                  f"decided {int(result.decided)}",
+                  f"applied {int(result.applied)}",
                   "reasons " + " ".join(result.reason_codes),
                   "result " + json.dumps(result.to_dict(), sort_keys=True), ""]
         try:

@@ -77,22 +77,18 @@ class TUReport:
     def result(self, value: TUResult) -> None:
         self._result = value
 
+    # a TUResult's or a direct-mode entry's, without parsing the entry
     @property
     def decided(self) -> bool:
-        """A decision other than the compiler's own choice (as mire bench counts)."""
-        if isinstance(self._result, TUResult):
-            return any(d.value for d in self._result.decisions)
         return self._result.decided
 
     @property
     def applied(self) -> bool:
-        if isinstance(self._result, TUResult):
-            return any(d.applied for d in self._result.decisions)
         return self._result.applied
 
     @property
     def reason_codes(self) -> list[str]:
-        return list(self._result.reason_codes)     # a TUResult's or an entry's
+        return list(self._result.reason_codes)
 
 
 class Outcome:

@@ -148,6 +148,16 @@ class TUResult(Record):
               "reason_codes": list}            # one per reason
     __slots__ = tuple(FIELDS)
 
+    @property
+    def decided(self) -> bool:
+        """A decision other than the compiler's own choice (as mire bench counts)."""
+        return any(d.value for d in self.decisions)
+
+    @property
+    def applied(self) -> bool:
+        """A decision applied to the compile."""
+        return any(d.applied for d in self.decisions)
+
     def add_reason(self, code: str, text: str) -> None:
         self.reason_codes.append(code)
         self.no_decision_reasons.append(text)

@@ -67,8 +67,9 @@ def run_program(tmp_path: Path, obj: Path) -> str:
 
 
 def stats(env: dict) -> dict:
-    path = Path(env["MIRECC_CACHE_DIR"]) / "stats"
-    return {k: int(v) for k, v in (line.split() for line in path.read_text().splitlines())}
+    from mirecc import stats as counters
+    from mirecc.config import Config
+    return counters.read(Config(cache_dir=env["MIRECC_CACHE_DIR"]))
 
 
 def test_text_bytes_matches_llvm_size(tmp_path):

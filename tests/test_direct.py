@@ -80,12 +80,14 @@ def _compile(work: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
 
 
 def _stats(env: dict) -> dict:
-    path = Path(env["MIRECC_CACHE_DIR"]) / "stats"
-    return {k: int(v) for k, v in (line.split() for line in path.read_text().splitlines())}
+    from mirecc import stats
+    from mirecc.config import Config
+    return stats.read(Config(cache_dir=env["MIRECC_CACHE_DIR"]))
 
 
-@pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
-def test_direct_hit_applies_the_same_decisions_without_a_front_end(tmp_path, heads_8x1):
+def _project(tmp_path: Path, heads: Path, **extra: str) -> tuple[Path, dict]:
+    """A work directory with scale.c and scale.h (a minute old, so the
+    front end's files are not too new for a manifest) and its environment."""
     work = tmp_path / "w"
     work.mkdir()
     (work / "scale.c").write_text(SOURCE)
@@ -93,10 +95,16 @@ def test_direct_hit_applies_the_same_decisions_without_a_front_end(tmp_path, hea
     past = time.time() - 60
     for name in ("scale.c", "scale.h"):
         os.utime(work / name, (past, past))
-    record = tmp_path / "record.jsonl"
     env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_CACHE_DIR=str(tmp_path / "cache"),
-                       MIRECC_HEADS_DIR=str(heads_8x1), MIRECC_APPLY_LOOPS="1",
-                       MIRECC_RECORD=str(record))
+                       MIRECC_HEADS_DIR=str(heads), MIRECC_APPLY_LOOPS="1", **extra)
+    return work, env
+
+
+@pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
+def test_direct_hit_applies_the_same_decisions_without_a_front_end(tmp_path, heads_8x1):
+    record = tmp_path / "record.jsonl"
+    work, env = _project(tmp_path, heads_8x1, MIRECC_RECORD=str(record))
+    past = time.time() - 60
 
     first = _compile(work, env, "-MD")
     assert first.returncode == 0 and first.stderr == ""
@@ -133,15 +141,7 @@ def test_direct_hit_applies_the_same_decisions_without_a_front_end(tmp_path, hea
 @pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
 def test_no_manifest_with_mmd(tmp_path, heads_8x1):
     """-MMD leaves system headers out of the dependency file: no manifest."""
-    work = tmp_path / "w"
-    work.mkdir()
-    (work / "scale.c").write_text(SOURCE)
-    (work / "scale.h").write_text("#define FACTOR 2.0\n")
-    past = time.time() - 60
-    for name in ("scale.c", "scale.h"):
-        os.utime(work / name, (past, past))
-    env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_CACHE_DIR=str(tmp_path / "cache"),
-                       MIRECC_HEADS_DIR=str(heads_8x1), MIRECC_APPLY_LOOPS="1")
+    work, env = _project(tmp_path, heads_8x1)
     for _ in range(2):
         assert _compile(work, env, "-MMD").returncode == 0
     assert "tus.direct" not in _stats(env)

@@ -61,27 +61,32 @@ def text_bytes(path: str) -> int:
     return total
 
 
+def run_step(cmd: list[str], what: str) -> bytes:
+    """Run one tool of a candidate's build; its stdout.  CandidateError
+    (naming the tool, ``what`` and its first line of stderr) when it cannot
+    run, fails or runs over STEP_TIMEOUT_S."""
+    tool = os.path.basename(cmd[0])
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=STEP_TIMEOUT_S)
+    except OSError as exc:
+        raise CandidateError(f"cannot run {cmd[0]}: {exc}") from None
+    except subprocess.TimeoutExpired:
+        raise CandidateError(f"{tool} ran over {STEP_TIMEOUT_S} s on {what}") from None
+    if proc.returncode != 0:
+        first = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
+        raise CandidateError(f"{tool} failed on {what}: {first}")
+    return proc.stdout
+
+
 def build_candidate(split, pipeline: str, extra: list[str], workdir: str, name: str) -> str:
     """The object of ``split``'s TU through ``pipeline`` (an opt
     ``-passes=`` string), into ``workdir``; its path.  ``extra``: the
     decision flags of the other tasks, as in the user's object."""
     optimised = os.path.join(workdir, f"{name}.bc")
     obj = os.path.join(workdir, f"{name}.o")
-    steps = (
-        [opt_beside(split.compiler), f"-passes={pipeline}", split.bitcode_path, "-o", optimised],
-        split.backend_command([*extra, "-Xclang", "-disable-llvm-passes"], output=obj,
-                              bitcode=optimised),
-    )
-    for cmd in steps:
-        try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=STEP_TIMEOUT_S)
-        except OSError as exc:
-            raise CandidateError(f"cannot run {cmd[0]}: {exc}") from None
-        except subprocess.TimeoutExpired:
-            raise CandidateError(f"{os.path.basename(cmd[0])} ran over {STEP_TIMEOUT_S} s "
-                                 f"on {pipeline}") from None
-        if proc.returncode != 0:
-            first = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
-            raise CandidateError(f"{os.path.basename(cmd[0])} failed on {pipeline}: {first}")
+    run_step([opt_beside(split.compiler), f"-passes={pipeline}", split.bitcode_path,
+              "-o", optimised], pipeline)
+    run_step(split.backend_command([*extra, "-Xclang", "-disable-llvm-passes"], output=obj,
+                                   bitcode=optimised), pipeline)
     return obj

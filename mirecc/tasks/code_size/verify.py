@@ -8,8 +8,9 @@ than the user's level and the choice is the same for the same input.
 """
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
+from mirecc.fsutil import atomic_write_bytes
 from mirecc.tasks.code_size.build import CandidateError, build_candidate, text_bytes
 
 
@@ -40,23 +41,8 @@ def smallest_object(decision, split, extra: list[str], workdir: str, opt_level: 
     # the smallest; the user's level first among equals, then library order
     winner = min(sizes, key=lambda name: (sizes[name], name != own))
     if winner != own:
-        _replace(split.output, paths[winner])
+        # a copy renamed over the output: the work directory may be on
+        # another file system
+        with open(paths[winner], "rb") as fh:
+            atomic_write_bytes(Path(split.output), fh.read())
     return Verified(sizes, winner, skipped)
-
-
-def _replace(output: str, candidate: str) -> None:
-    """Put ``candidate`` in place of ``output`` atomically: copied beside it
-    first (the work directory may be on another file system)."""
-    import shutil
-
-    directory, name = os.path.split(output)
-    temp = os.path.join(directory, f".{name}.mirecc-{os.getpid()}.size")
-    try:
-        shutil.copyfile(candidate, temp)
-        os.replace(temp, output)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise

@@ -9,9 +9,8 @@ a comment or blank holds one instruction.
 from __future__ import annotations
 
 import os
-import subprocess
 
-from mirecc.tasks.code_size.build import CandidateError, opt_beside, text_bytes
+from mirecc.tasks.code_size.build import opt_beside, run_step, text_bytes
 
 
 def count_ir_instructions(text: str) -> int:
@@ -30,17 +29,6 @@ def count_ir_instructions(text: str) -> int:
     return count
 
 
-def _run(cmd: list[str]) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CandidateError(f"{cmd[0]}: {exc}") from None
-    if proc.returncode != 0:
-        first = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
-        raise CandidateError(f"{os.path.basename(cmd[0])}: {first}")
-    return proc
-
-
 def measure(bitcode: str, compiler: str, pipeline: str, codegen_flags: list[str],
             workdir: str) -> dict:
     """``{"ir_instructions", "text_bytes"}`` of the module at ``bitcode``
@@ -48,9 +36,9 @@ def measure(bitcode: str, compiler: str, pipeline: str, codegen_flags: list[str]
     ``codegen_flags``: the compile's level and target flags (``-Oz``, ...)."""
     optimised = os.path.join(workdir, "labels.bc")
     obj = os.path.join(workdir, "labels.o")
-    _run([opt_beside(compiler), f"-passes={pipeline}", bitcode, "-o", optimised])
-    text = _run([opt_beside(compiler), "-S", optimised, "-o", "-"]).stdout.decode(
-        "utf-8", "replace")
-    _run([compiler, *codegen_flags, "-c", "-x", "ir", optimised, "-Xclang",
-          "-disable-llvm-passes", "-o", obj])
+    opt = opt_beside(compiler)
+    run_step([opt, f"-passes={pipeline}", bitcode, "-o", optimised], pipeline)
+    text = run_step([opt, "-S", optimised, "-o", "-"], pipeline).decode("utf-8", "replace")
+    run_step([compiler, *codegen_flags, "-c", "-x", "ir", optimised, "-Xclang",
+              "-disable-llvm-passes", "-o", obj], pipeline)
     return {"ir_instructions": count_ir_instructions(text), "text_bytes": text_bytes(obj)}
