@@ -329,12 +329,22 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
 
     extra = outcome.extra_args if outcome and not fallback else []
     _count_tus(config, outcome, fallback_code)
-    if explain:
+    split = outcome is not None and outcome.split is not None and not fallback
+
+    def explain_now() -> None:
         from mirecc.faults import inject_debug_fault
         inject_debug_fault("driver-explain")
         _print_explanation(explain, compiler, chosen, inv.kind, inv.reason,
                            outcome.reports if outcome else [], fallback, skipped,
-                           to_stderr=_compiler_writes_stdout(inv))
+                           to_stderr=_compiler_writes_stdout(inv),
+                           verified=outcome.verified if outcome else {})
+
+    # a decision that builds candidates is explained after the compile, with
+    # what was built and measured
+    explain_after = bool(explain) and split and not source_may_be_broken \
+        and any(r.applied and mlpath.verifies(r) for r in outcome.reports)
+    if explain and not explain_after:
+        explain_now()
 
     warning = None
     if fallback:
@@ -353,8 +363,11 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
         return rc
     if warning:
         _say("warning", warning)
-    if outcome and outcome.split is not None and not fallback:
-        return _compile_split(outcome, extra, final, config)
+    if split:
+        rc = _compile_split(outcome, extra, final, config)
+        if explain_after:
+            explain_now()
+        return rc
     if started.speculative is not None:
         started.speculative.discard()
     if stdin_data is not None:
@@ -433,7 +446,7 @@ def _verify(outcome, extra, config) -> None:
             try:
                 verified = load_attribute(declared.verify)(
                     decision, outcome.split, extra, os.path.dirname(outcome.split.bitcode_path),
-                    report.opt_level)
+                    report.opt_level, cache_dir=config.cache_root() if config.cache else None)
             except Exception as exc:  # noqa: BLE001 - the user's object stands
                 stats.bump(config, {"fallback.verify-failed": 1})
                 if config.warnings:
@@ -443,7 +456,9 @@ def _verify(outcome, extra, config) -> None:
             outcome.verified[decision.task] = verified
             stats.bump(config, {f"verified.{decision.task}": 1,
                                 f"verified.{decision.task}.improved":
-                                    int(verified.winner != f"-O{report.opt_level}")})
+                                    int(verified.winner != f"-O{report.opt_level}"),
+                                f"verified.{decision.task}.from-cache":
+                                    int(getattr(verified, "from_cache", False))})
 
 
 def _heads_installed(config, languages) -> bool:
@@ -464,12 +479,12 @@ def _compiler_writes_stdout(inv) -> bool:
 
 
 def _print_explanation(fmt, compiler, chosen, kind, reason, reports, fallback, skipped,
-                       to_stderr):
+                       to_stderr, verified=None):
     from mirecc.explain import explanation, render
 
     text = render(explanation(compiler=compiler, compiler_chosen=chosen, invocation_kind=kind,
                               reason=reason, reports=reports, fallback=fallback,
-                              skipped=skipped), fmt)
+                              skipped=skipped, verified=verified), fmt)
     # Keep the compiler's own stdout clean when it writes its output there.
     stream = sys.stderr if to_stderr else sys.stdout
     stream.write(text)

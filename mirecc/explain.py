@@ -11,8 +11,9 @@ from mirecc import __version__
 
 def explanation(*, compiler: str, invocation_kind: str, reason: str,
                 reports: list, fallback: str | None, skipped: list[str],
-                compiler_chosen: str = "") -> dict:
-    """The explanation of one mirecc call as plain data."""
+                compiler_chosen: str = "", verified: dict | None = None) -> dict:
+    """The explanation of one mirecc call as plain data; ``verified``: task ->
+    what its build step did (``Task.verify``), for a split compile."""
     units = []
     for r in reports:
         summary = r.result.summary
@@ -38,6 +39,8 @@ def explanation(*, compiler: str, invocation_kind: str, reason: str,
         "translation_units": units,
         "skipped": skipped,          # sources mirecc did not look at, with why
         "fallback": fallback,        # why the ML path gave up, if it did
+        # task -> candidates built and measured after the compile (code size)
+        "verified": {task: v.to_dict() for task, v in (verified or {}).items()},
     }
 
 
@@ -96,7 +99,29 @@ def render_text(data: dict) -> str:
         for code, why in zip(tu.get("reason_codes") or [""] * len(tu["no_decision_reasons"]),
                              tu["no_decision_reasons"]):
             lines.append(f"    why: [{code}] {why}" if code else f"    why: {why}")
+    for task, v in data.get("verified", {}).items():
+        lines.extend(_verified_lines(task, v))
     return "\n".join(lines) + "\n"
+
+
+def _verified_lines(task: str, v: dict) -> list[str]:
+    """A verifying task's candidates with their sizes, the kept one marked."""
+    how = ("the winner cache knew the winner: " + ("nothing built" if not v["built"]
+                                                    else "built it alone")
+           if v.get("from_cache") else f"built {_plural(v['built'], 'candidate')}")
+    lines = [f"  {task}: {how}; .text bytes (* kept):"]
+    own_size = v["sizes"].get(v["own"])
+    label = {name: f"{name} (your level)" if name == v["own"] else name
+             for name in [*v["sizes"], *v["skipped"]]}
+    width = max(len(text) for text in label.values())
+    for name, size in sorted(v["sizes"].items(), key=lambda kv: (kv[1], kv[0] != v["own"])):
+        change = f"  {100 * (size - own_size) / own_size:+.1f}%" \
+            if own_size and name != v["own"] else ""
+        mark = "*" if name == v["winner"] else " "
+        lines.append(f"   {mark} {label[name]:<{width}} {size:>10,}{change}")
+    for name, why in v["skipped"].items():
+        lines.append(f"     {label[name]:<{width}} failed: {why}")
+    return lines
 
 
 def render(data: dict, fmt: str) -> str:

@@ -289,7 +289,7 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
             report.result = result
         dep_file = outcome.split.dependency_file() if outcome.split else None
         if manifest is not None and dep_file and report.cache in ("hit", "miss") \
-                and not _verifies(report):
+                and not verifies(report):
             manifest[0].record(manifest[1], dep_file, source.path, frontend_started,
                                report.result, sha, len(bitcode))
         _add_report(outcome, report, inv, compiler, config)
@@ -315,7 +315,7 @@ def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None
     return report
 
 
-def _verifies(report: TUReport) -> bool:
+def verifies(report: TUReport) -> bool:
     """Does an applied decision of ``report`` have a build step
     (``Task.verify``)?  It needs the front end's bitcode, which a direct-mode
     hit skips: such TUs get no manifest."""

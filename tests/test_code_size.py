@@ -116,12 +116,61 @@ def test_a_smaller_candidate_replaces_the_object_and_the_output_is_the_same(
     assert run_program(tmp_path, ours) == run_program(tmp_path, plain)
     counts = stats(env)
     assert counts["verified.code-size"] == 1 and counts["verified.code-size.improved"] == 1
-    # the same input gives the same object
+    assert counts.get("verified.code-size.from-cache", 0) == 0
+    # the same input gives the same object, with the winner cache's record
+    # and without it
     first = ours.read_bytes()
-    ours.unlink()
-    subprocess.run([MIRECC, "-Os", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
-                   check=True)
-    assert ours.read_bytes() == first
+    for cache in ("on", "off"):
+        ours.unlink()
+        subprocess.run([MIRECC, "-Os", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path,
+                       env={**env, "MIRECC_CACHE": "1" if cache == "on" else "0"}, check=True)
+        assert ours.read_bytes() == first, cache
+    assert stats(env)["verified.code-size.from-cache"] == 1
+
+
+def explain_json(tmp_path: Path, env: dict, level: str) -> dict:
+    import json
+
+    (tmp_path / "p.c").write_text(SOURCE)
+    proc = subprocess.run([MIRECC, "--explain=json", level, "-c", "p.c", "-o", "ours.o"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          check=True)
+    return json.loads(proc.stdout)["verified"]["code-size"]
+
+
+def test_a_rebuild_builds_only_the_winner_and_explain_lists_the_sizes(tmp_path):
+    """The first compile builds every candidate; the rebuild builds only the
+    remembered winner (none when the user's level won); --explain lists each
+    candidate's .text bytes and marks the one kept."""
+    from mirecc.tasks.code_size.build import text_bytes
+
+    env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
+    first = explain_json(tmp_path, env, "-Os")
+    assert first["built"] == 2 and not first["from_cache"]
+    assert set(first["sizes"]) == {"-Os", "default<Oz>", "default<O3>"}
+    assert first["winner"] == min(first["sizes"], key=first["sizes"].get) == "default<Oz>"
+    assert text_bytes(str(tmp_path / "ours.o")) == first["sizes"]["default<Oz>"]
+    again = explain_json(tmp_path, env, "-Os")
+    assert again == {**first, "built": 1, "from_cache": True}
+    # the user's level won at -Oz: the rebuild builds nothing
+    assert explain_json(tmp_path, env, "-Oz")["winner"] == "-Oz"
+    assert explain_json(tmp_path, env, "-Oz")["built"] == 0
+    text = subprocess.run([MIRECC, "--explain", "-Os", "-c", "p.c", "-o", "ours.o"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          check=True).stdout
+    kept = next(line for line in text.splitlines() if line.startswith("   * "))
+    assert "default<Oz>" in kept and f"{first['sizes']['default<Oz>']:,}" in kept
+
+
+def test_a_damaged_winner_record_is_a_miss(tmp_path):
+    from mirecc.tasks.code_size.winners import WinnerCache
+
+    cache = WinnerCache(str(tmp_path))
+    cache.put("ab" * 32, "default<Oz>", {"-Oz": 10, "default<Oz>": 8}, {})
+    assert cache.get("ab" * 32)["winner"] == "default<Oz>"
+    for damaged in (b"{not json", b'{"winner": "x", "sizes": {"-Oz": 1}}', b"[]"):
+        Path(cache._path("ab" * 32)).write_bytes(damaged)
+        assert cache.get("ab" * 32) is None
 
 
 def test_never_larger_a_failing_candidate_is_skipped(tmp_path):

@@ -64,10 +64,12 @@ def cmd_build(args: argparse.Namespace) -> int:
             from mirecc.corpus.debian import DEFAULT_PACKAGES, build_packages
             pkgs = args.packages.split(",") if args.packages else DEFAULT_PACKAGES
             build_packages(corpus, pkgs, jobs=args.jobs, timeout=args.package_timeout,
+                           flags=args.opt_level,
                            progress=progress)
         elif source == "csmith":
             from mirecc.corpus.csmith import build_csmith
             build_csmith(corpus, args.csmith_count, seed=args.seed, jobs=args.jobs,
+                         opt_level=args.opt_level,
                          progress=progress)
         elif source == "opencl":
             from mirecc.corpus.opencl import DEFAULT_CL_PACKAGES, build_opencl
@@ -122,6 +124,9 @@ def add_parser(sub) -> None:
     b.add_argument("--kernel-count", type=int, default=1000,
                    help="generated loop-kernel programs (default: %(default)s)")
     b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--opt-level", default="-O2", choices=["-O1", "-O2", "-O3", "-Os", "-Oz"],
+                   help="the level Debian packages and csmith programs are compiled at "
+                        "(their front-end IR carries it; the code-size dataset uses -Oz)")
     b.add_argument("--redo", help="comma-separated items (packages) to build again even "
                    "if their state says done")
     b.add_argument("--eval-dirs", nargs="*", help="directories of evaluation .ll files "

@@ -32,13 +32,13 @@ def csmith_program(seed: int) -> str:
 
 
 def build_csmith(corpus: Corpus, count: int, *, seed: int = 1, jobs: int = 2,
-                 progress=None) -> dict:
+                 progress=None, opt_level: str = "-O2") -> dict:
     if not (CSMITH_INCLUDE / "csmith.h").is_file():
         raise FileNotFoundError(f"{CSMITH_INCLUDE}/csmith.h missing: apt-get install libcsmith-dev")
     seeds = [seed * 1000003 + i for i in range(count)]
     state = State(corpus.root, "csmith")
     items = [(f"csmith-{s}", "" if state.is_done(f"csmith-{s}") else csmith_program(s))
              for s in seeds]
-    return run_batches(corpus, "csmith", items, flags=["-O2", "-w", f"-I{CSMITH_INCLUDE}"],
+    return run_batches(corpus, "csmith", items, flags=[opt_level, "-w", f"-I{CSMITH_INCLUDE}"],
                        jobs=jobs, batch=50, progress=progress,
                        record_extra=lambda key: {"seed": int(key.split("-")[1])} if key else {})

@@ -5,9 +5,9 @@ install the few apt packages its recipe names (never ``apt-get build-dep``:
 it pulls hundreds of packages for most of these), then build it with its own
 build system -- ``configure`` (``autoreconf -fi`` first when only
 ``configure.ac`` exists), CMake or a plain Makefile -- with ``CC=mirecc
-CXX=mirecc++ CFLAGS=CXXFLAGS=-O2`` and ``MIRECC_CAPTURE_DIR`` set to a
-per-package staging directory, ``make -k`` so one broken file does not stop
-the rest.  Every stage is time-boxed.  Whatever was captured, build failure
+CXX=mirecc++ CFLAGS=CXXFLAGS=-O2`` (``--opt-level`` sets the level) and
+``MIRECC_CAPTURE_DIR`` set to a per-package staging directory, ``make -k`` so
+one broken file does not stop the rest.  Every stage is time-boxed.  Whatever was captured, build failure
 or not, is merged into the corpus; the package is then marked done.
 """
 
@@ -69,7 +69,7 @@ PACKAGES: dict[str, dict] = {
     "ngspice": {"args": ["--disable-shared", "--without-x"]},
 }
 DEFAULT_PACKAGES = list(PACKAGES)
-FLAGS = "-O2"
+DEFAULT_FLAGS = "-O2"
 
 
 def _run_apt(packages: list[str], log: Path, timeout: float) -> int:
@@ -127,10 +127,10 @@ def _patched_after_configure(src: Path) -> bool:
 
 
 def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs: int,
-          deadline: float) -> tuple[int, str]:
-    """Build ``tree``; returns (exit status, stage reached)."""
+          deadline: float, flags: str = DEFAULT_FLAGS) -> tuple[int, str]:
+    """Build ``tree`` with CFLAGS/CXXFLAGS ``flags``; returns (exit status, stage reached)."""
     cc, cxx = installed_driver("mirecc"), installed_driver("mirecc++")
-    env = clean_env(CC=cc, CXX=cxx, CFLAGS=FLAGS, CXXFLAGS=FLAGS,
+    env = clean_env(CC=cc, CXX=cxx, CFLAGS=flags, CXXFLAGS=flags,
                     MIRECC_CAPTURE_DIR=str(capture))
 
     def left() -> float:
@@ -163,7 +163,7 @@ def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs
         if not recipe.get("configure_env"):
             # autoconf takes them as arguments; configure_env: hand-written configure
             # scripts that reject them and read CC/CFLAGS from the environment
-            args += [f"CC={cc}", f"CXX={cxx}", f"CFLAGS={FLAGS}", f"CXXFLAGS={FLAGS}"]
+            args += [f"CC={cc}", f"CXX={cxx}", f"CFLAGS={flags}", f"CXXFLAGS={flags}"]
         rc = run_logged(args, cwd=src, env=env, log=log, timeout=left())
         if rc:
             return rc, "configure"
@@ -173,24 +173,24 @@ def build(package: str, recipe: dict, tree: Path, capture: Path, log: Path, jobs
         bdir = src / "_mirecc_build"
         rc = run_logged(["cmake", "-S", str(src), "-B", str(bdir), f"-DCMAKE_C_COMPILER={cc}",
                          f"-DCMAKE_CXX_COMPILER={cxx}", "-DCMAKE_BUILD_TYPE=None",
-                         f"-DCMAKE_C_FLAGS={FLAGS}", f"-DCMAKE_CXX_FLAGS={FLAGS}",
+                         f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}",
                          *recipe.get("args", [])], cwd=src, env=env, log=log, timeout=left())
         if rc:
             return rc, "cmake"
         rc = run_logged(make + recipe.get("make", []), cwd=bdir, env=env, log=log,
                         timeout=left())
         return rc, "make"
-    extra = [f"CC={cc}", f"CXX={cxx}", f"CFLAGS={FLAGS}", f"CXXFLAGS={FLAGS}"]
+    extra = [f"CC={cc}", f"CXX={cxx}", f"CFLAGS={flags}", f"CXXFLAGS={flags}"]
     if recipe.get("make_vars"):
-        extra = [f"CC={cc}", f"CXX={cxx}", f"MYCFLAGS={FLAGS}", f"OPTIMIZATION={FLAGS}",
-                 f"OPTFLAGS={FLAGS}"]
+        extra = [f"CC={cc}", f"CXX={cxx}", f"MYCFLAGS={flags}", f"OPTIMIZATION={flags}",
+                 f"OPTFLAGS={flags}"]
     rc = run_logged(make + recipe.get("make", []) + extra, cwd=src, env=env, log=log,
                     timeout=left())
     return rc, "make"
 
 
 def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
-                   timeout: float = 1200, progress=None) -> dict:
+                   timeout: float = 1200, progress=None, flags: str = DEFAULT_FLAGS) -> dict:
     state = State(corpus.root, "debian")
     work = corpus.root / "_work" / "debian"
     logs = corpus.root / "logs" / "debian"
@@ -207,7 +207,7 @@ def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
             continue
         try:
             results[package] = _one_package(corpus, state, package, work, logs, jobs,
-                                            timeout, bar)
+                                            timeout, bar, flags)
         finally:
             lock.close()
         if bar:
@@ -232,7 +232,7 @@ def _try_lock(path: Path):
 
 
 def _one_package(corpus: Corpus, state: State, package: str, work: Path, logs: Path,
-                 jobs: int, timeout: float, bar) -> dict:
+                 jobs: int, timeout: float, bar, flags: str) -> dict:
     if bar:
         bar.set_postfix_str(package)
     say(bar, f"debian {package}: fetching and building")
@@ -251,7 +251,7 @@ def _one_package(corpus: Corpus, state: State, package: str, work: Path, logs: P
         info["version"] = version
         if capture.exists():
             shutil.rmtree(capture)  # a resumed build starts over
-        rc, stage = build(package, recipe, tree, capture, log, jobs, deadline)
+        rc, stage = build(package, recipe, tree, capture, log, jobs, deadline, flags)
         info["status"] = "ok" if rc == 0 else ("timeout" if rc == 124 else "failed")
         if rc:
             info["failed_stage"] = stage

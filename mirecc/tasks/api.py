@@ -70,11 +70,13 @@ class Task:
     adding what only ``--explain`` pays for (source lines, the compiler's
     own choice); ``None`` for nothing more.
     ``verify``: ``"module:function"``: ``function(decision, split, extra,
-    workdir, opt_level)``, run by the driver after the object of a split
-    compile is made, for each applied decision: it may build candidates
-    from the front end's bitcode and replace the object with a better one
-    it measured (code size); ``None`` for tasks whose flags are the whole
-    decision.
+    workdir, opt_level, cache_dir=...)``, run by the driver after the object
+    of a split compile is made, for each applied decision: it may build
+    candidates from the front end's bitcode and replace the object with a
+    better one it measured (code size); ``cache_dir`` is mirecc's cache
+    (None when caching is off); it returns an object with ``winner``, ``own``
+    and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
+    flags are the whole decision.
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",

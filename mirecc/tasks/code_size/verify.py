@@ -5,33 +5,61 @@ Called by the driver (``Task.verify``) for a split compile only (the
 candidates need the front end's bitcode).  Candidates that fail to build
 are skipped; the user's object wins ties, so the output is never larger
 than the user's level and the choice is the same for the same input.
+
+The winner is remembered (:mod:`.winners`): a rebuild of the same TU builds
+only the winning candidate, or none when the user's level won.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes
-from mirecc.tasks.code_size.build import CandidateError, build_candidate, text_bytes
+from mirecc.tasks.code_size.build import (CandidateError, build_candidate, opt_beside,
+                                          text_bytes)
 
 
 class Verified:
     """What the build step did: ``sizes`` (candidate -> .text bytes, the
-    user's own level as ``"-O<level>"``), ``winner`` and ``skipped``
-    (candidate -> why)."""
+    user's own level as ``"-O<level>"``), ``winner``, ``skipped``
+    (candidate -> why), ``own`` (the user's level's name), ``built`` (the
+    candidates built by this compile: all of them, or only the winner when
+    the winner cache knew it: ``from_cache``)."""
 
-    def __init__(self, sizes: dict, winner: str, skipped: dict):
+    def __init__(self, sizes: dict, winner: str, skipped: dict, own: str = "",
+                 built: int = 0, from_cache: bool = False):
         self.sizes = sizes
         self.winner = winner
         self.skipped = skipped
+        self.own = own
+        self.built = built
+        self.from_cache = from_cache
+
+    def to_dict(self) -> dict:
+        return {"sizes": dict(self.sizes), "winner": self.winner, "skipped": dict(self.skipped),
+                "own": self.own, "built": self.built, "from_cache": self.from_cache}
 
 
-def smallest_object(decision, split, extra: list[str], workdir: str, opt_level: str) -> Verified:
+def smallest_object(decision, split, extra: list[str], workdir: str, opt_level: str,
+                    cache_dir: str | None = None) -> Verified:
     """Build ``decision.value["verify"]``'s pipelines; replace the user's
     object (``split.output``, already made) by the smallest candidate when it
-    is strictly smaller."""
+    is strictly smaller.  ``cache_dir``: where the winner cache lives (None:
+    no cache, every candidate is built)."""
+    from mirecc.tasks.code_size.winners import WinnerCache, file_sha256, winner_key
+
     own = f"-O{opt_level}"
+    candidates = list(decision.value["verify"])
+    cache = key = None
+    if cache_dir:
+        cache = WinnerCache(cache_dir)
+        key = winner_key(file_sha256(split.bitcode_path),
+                         split.backend_command(extra, output="-", bitcode="-"),
+                         opt_beside(split.compiler), candidates)
+        known = cache.get(key)
+        if known is not None:
+            return _rebuild_winner(known, split, extra, workdir, own)
     sizes, skipped, paths = {own: text_bytes(split.output)}, {}, {}
-    for number, pipeline in enumerate(decision.value["verify"]):
+    for number, pipeline in enumerate(candidates):
         try:
             path = build_candidate(split, pipeline, extra, workdir, f"size{number}")
             sizes[pipeline] = text_bytes(path)
@@ -41,8 +69,35 @@ def smallest_object(decision, split, extra: list[str], workdir: str, opt_level: 
     # the smallest; the user's level first among equals, then library order
     winner = min(sizes, key=lambda name: (sizes[name], name != own))
     if winner != own:
-        # a copy renamed over the output: the work directory may be on
-        # another file system
-        with open(paths[winner], "rb") as fh:
-            atomic_write_bytes(Path(split.output), fh.read())
-    return Verified(sizes, winner, skipped)
+        _replace_output(split, paths[winner])
+    if cache is not None:
+        cache.put(key, winner, sizes, skipped)
+    return Verified(sizes, winner, skipped, own, built=len(candidates))
+
+
+def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str) -> Verified:
+    """A rebuild: only the remembered winner is built (none when it is the
+    user's level), and it still replaces the user's object only when it is
+    strictly smaller now."""
+    sizes, skipped, winner = dict(known["sizes"]), dict(known.get("skipped", {})), known["winner"]
+    sizes[own] = text_bytes(split.output)
+    if winner == own:
+        return Verified(sizes, own, skipped, own, built=0, from_cache=True)
+    try:
+        path = build_candidate(split, winner, extra, workdir, "size-winner")
+        sizes[winner] = text_bytes(path)
+    except CandidateError as exc:
+        skipped[winner] = str(exc)
+        del sizes[winner]
+        return Verified(sizes, own, skipped, own, built=1, from_cache=True)
+    if sizes[winner] >= sizes[own]:
+        return Verified(sizes, own, skipped, own, built=1, from_cache=True)
+    _replace_output(split, path)
+    return Verified(sizes, winner, skipped, own, built=1, from_cache=True)
+
+
+def _replace_output(split, path: str) -> None:
+    # a copy renamed over the output: the work directory may be on another
+    # file system
+    with open(path, "rb") as fh:
+        atomic_write_bytes(Path(split.output), fh.read())
