@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``size-data``, ``size-search``, ``size-check``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -56,6 +56,22 @@ LAZY_SUBCOMMANDS = [
      "Generate loop kernels of many families, compile each with every (VF, IF) in "
      "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
      "reference, time them pinned with repeats, and write labels (resumable)."),
+    ("size-data", "mirecc.tasks.code_size.offline.cli",
+     "measure the code-size dataset: IR instructions and .text bytes of every corpus "
+     "module through -Oz and each library pipeline",
+     "For each module of a corpus built at -Oz (mire corpus build --opt-level=-Oz), "
+     "build it through clang's -Oz and through every pipeline of the code-size library "
+     "(or --pipelines FILE) and record IR instructions and .text bytes (resumable)."),
+    ("size-search", "mirecc.tasks.code_size.offline.cli",
+     "search the code-size candidate library on training modules",
+     "Measure systematic and random variations of -Oz on a sample of training modules "
+     "(held-out packages never), then choose greedily the pipelines that together "
+     "shrink the most below -Oz; --write-spec puts them into heads/code-size/spec.yaml."),
+    ("size-check", "mirecc.tasks.code_size.offline.cli",
+     "check that every code-size library pipeline keeps programs' outputs",
+     "Build the bundled programs and csmith programs (seeds the corpus never used) "
+     "through clang -Oz and each library pipeline, run them and compare their output "
+     "with their -O0 build; --write-spec drops every pipeline that changed one."),
     ("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
      "train the per-loop vectorize head on the vectorize dataset (needs torch)",
      "Embed each kernel's target loop and function with the frozen encoder, train the "

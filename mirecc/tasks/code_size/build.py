@@ -61,18 +61,18 @@ def text_bytes(path: str) -> int:
     return total
 
 
-def run_step(cmd: list[str], what: str) -> bytes:
+def run_step(cmd: list[str], what: str, timeout: float = STEP_TIMEOUT_S) -> bytes:
     """Run one tool of a candidate's build; its stdout.  CandidateError
     (naming the tool, ``what`` and its first line of stderr) when it cannot
-    run, fails or runs over STEP_TIMEOUT_S."""
+    run, fails or runs over ``timeout`` seconds."""
     tool = os.path.basename(cmd[0])
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=STEP_TIMEOUT_S)
+                              timeout=timeout)
     except OSError as exc:
         raise CandidateError(f"cannot run {cmd[0]}: {exc}") from None
     except subprocess.TimeoutExpired:
-        raise CandidateError(f"{tool} ran over {STEP_TIMEOUT_S} s on {what}") from None
+        raise CandidateError(f"{tool} ran over {timeout:g} s on {what}") from None
     if proc.returncode != 0:
         first = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
         raise CandidateError(f"{tool} failed on {what}: {first}")

@@ -1,6 +1,8 @@
 """One module's code-size labels: for a pipeline, the IR instruction count
 after ``opt -passes=<pipeline>`` and the object's ``.text`` bytes after
 clang's back end (its IR passes off), as the driver's build step measures.
+The user's own level (``OWN``) is clang's: ``clang -Oz`` on the front-end
+bitcode, then the same back end.
 
 Release builds of LLVM have no ``-stats``, so instructions are counted in
 the textual IR: inside a function body, every line that is not a label,
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import os
 
-from mirecc.tasks.code_size.build import opt_beside, run_step, text_bytes
+from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, opt_beside, run_step, text_bytes
+
+OWN = "-Oz"     # the label name of clang's own -Oz
 
 
 def count_ir_instructions(text: str) -> int:
@@ -30,15 +34,33 @@ def count_ir_instructions(text: str) -> int:
 
 
 def measure(bitcode: str, compiler: str, pipeline: str, codegen_flags: list[str],
-            workdir: str) -> dict:
+            workdir: str, timeout: float = STEP_TIMEOUT_S) -> dict:
     """``{"ir_instructions", "text_bytes"}`` of the module at ``bitcode``
-    (front-end bitcode, passes not yet run) through ``pipeline``;
-    ``codegen_flags``: the compile's level and target flags (``-Oz``, ...)."""
-    optimised = os.path.join(workdir, "labels.bc")
+    (front-end bitcode, passes not yet run) through ``pipeline`` (an opt
+    ``-passes=`` text, or ``OWN``: clang's own level); ``codegen_flags``:
+    the compile's level and target flags (``-Oz``, ``-fPIC``, ...)."""
+    optimised = os.path.join(workdir, "labels.ll")
     obj = os.path.join(workdir, "labels.o")
-    opt = opt_beside(compiler)
-    run_step([opt, f"-passes={pipeline}", bitcode, "-o", optimised], pipeline)
-    text = run_step([opt, "-S", optimised, "-o", "-"], pipeline).decode("utf-8", "replace")
+    if pipeline == OWN:
+        run_step([compiler, *codegen_flags, "-S", "-emit-llvm", "-x", "ir", bitcode,
+                  "-o", optimised], pipeline, timeout)
+    else:
+        run_step([opt_beside(compiler), f"-passes={pipeline}", "-S", bitcode,
+                  "-o", optimised], pipeline, timeout)
+    with open(optimised, encoding="utf-8", errors="replace") as fh:
+        instructions = count_ir_instructions(fh.read())
     run_step([compiler, *codegen_flags, "-c", "-x", "ir", optimised, "-Xclang",
-              "-disable-llvm-passes", "-o", obj], pipeline)
-    return {"ir_instructions": count_ir_instructions(text), "text_bytes": text_bytes(obj)}
+              "-disable-llvm-passes", "-o", obj], pipeline, timeout)
+    return {"ir_instructions": instructions, "text_bytes": text_bytes(obj)}
+
+
+# the flags of a module's compile that change its code generation
+_CODEGEN_PREFIXES = ("-fPIC", "-fpic", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE",
+                     "-fno-pie", "-m", "-ffunction-sections", "-fdata-sections",
+                     "-fomit-frame-pointer", "-fno-omit-frame-pointer")
+
+
+def codegen_flags(flags: list[str], level: str = OWN) -> list[str]:
+    """``level`` and the code-generation flags among a module's recorded
+    compile flags (``-fPIC``, ``-march=...``)."""
+    return [level] + [f for f in flags if f.startswith(_CODEGEN_PREFIXES) and f != "-mllvm"]

@@ -1,0 +1,193 @@
+"""``mire size-data`` (the labelled dataset) and ``mire size-search`` (the
+candidate library), both resumable: labels already measured are kept.
+
+    mire corpus build --opt-level=-Oz --out .work/size-corpus --sources csmith,debian
+    mire size-search --corpus .work/size-corpus --out .work/size-labels --write-spec
+    mire size-data   --corpus .work/size-corpus --out .work/size-labels
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from mirecc.tasks.code_size.offline.labels import OWN
+
+ROOT = Path(__file__).resolve().parents[4]
+DEFAULT_CORPUS = ROOT / ".work" / "size-corpus"
+DEFAULT_OUT = ROOT / ".work" / "size-labels"
+SPEC = ROOT / "heads" / "code-size" / "spec.yaml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", default=str(DEFAULT_CORPUS),
+                        help="a corpus built with --opt-level=-Oz (default: %(default)s)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT),
+                        help="labels directory (default: %(default)s)")
+    parser.add_argument("--cc", help="the clang to measure with (default: the one mirecc "
+                        "drives); opt is taken beside it")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="seconds per tool run; a slower pipeline is an error label")
+    parser.add_argument("--split", choices=("train", "test", "all"), default="all",
+                        help="which modules (test: the held-out packages)")
+    parser.add_argument("--limit", type=int, help="at most this many modules, spread "
+                        "over packages (default: all)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pipelines", help="a file of pipelines, one per line (default: "
+                        "the library of heads/code-size/spec.yaml for the compiler's LLVM)")
+    # size-search only
+    parser.add_argument("--random", type=int, default=60,
+                        help="size-search: random variations of -Oz besides the systematic "
+                             "ones (default: %(default)s)")
+    parser.add_argument("--library-size", type=int, default=30)
+    parser.add_argument("--write-spec", action="store_true",
+                        help="size-search: write the library into heads/code-size/spec.yaml; "
+                             "size-check: drop the pipelines that failed from it")
+    parser.add_argument("--csmith", type=int, default=100,
+                        help="size-check: csmith programs besides the bundled ones "
+                             "(default: %(default)s)")
+
+
+def _compiler(args) -> str:
+    if args.cc:
+        return args.cc
+    from mirecc.compiler import find_compiler
+    from mirecc.config import load_config
+    return find_compiler(load_config(), cxx=False)
+
+
+def _modules(args, split: str):
+    from mirecc.tasks.code_size.offline.dataset import corpus_modules, sample
+
+    modules = [m for m in corpus_modules(Path(args.corpus)) if split == "all"
+               or m.split == split]
+    return sample(modules, args.limit or len(modules), args.seed)
+
+
+def _library(compiler: str) -> list[str]:
+    import yaml
+
+    from mirecc.compiler import clang_major
+    spec = yaml.safe_load(SPEC.read_text())
+    return list(spec["pipelines"].get(clang_major(compiler), []))
+
+
+def run_data(args: argparse.Namespace) -> int:
+    from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
+
+    compiler = _compiler(args)
+    out = Path(args.out)
+    write_meta(out, compiler, Path(args.corpus))
+    pipelines = (Path(args.pipelines).read_text().split("\n") if args.pipelines
+                 else _library(compiler))
+    pipelines = [p.strip() for p in pipelines if p.strip()]
+    modules = _modules(args, args.split)
+    labels = Labels(out)
+    n = label(modules, pipelines, labels, compiler, jobs=args.jobs, timeout=args.timeout,
+              desc="size-data")
+    print(f"mire size-data: {len(modules)} modules x {len(pipelines) + 1} pipelines "
+          f"(-Oz included); measured {n} now; {labels.path}")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from mirecc.compiler import clang_major
+    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.tasks.code_size.build import opt_beside
+    from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
+    from mirecc.tasks.code_size.offline.pipelines import (expand, random_candidates,
+                                                          seed_candidates)
+    from mirecc.tasks.code_size.offline.search import (greedy_library, pipeline_summary,
+                                                       reductions)
+
+    compiler = _compiler(args)
+    out = Path(args.out)
+    write_meta(out, compiler, Path(args.corpus))
+    modules = _modules(args, "train")
+    if not modules:
+        print(f"mire size-search: no training modules in {args.corpus}", file=sys.stderr)
+        return 2
+    oz = expand(opt_beside(compiler), "default<Oz>", str(modules[0].path))
+    names = {**seed_candidates(oz), **random_candidates(oz, args.random, args.seed)}
+    candidates = list(names)
+    labels = Labels(out)
+    label(modules, candidates, labels, compiler, jobs=args.jobs, timeout=args.timeout,
+          desc="size-search")
+    table = {m.sha256: rows for m, rows in ((m, labels.table().get(m.sha256, {}))
+                                            for m in modules)}
+    red = reductions(table)
+    library = greedy_library(red, candidates, args.library_size)
+    ir_red = reductions(table, "ir_instructions")
+    major = clang_major(compiler)
+    report = {"llvm": major, "modules": len(red), "candidates": len(candidates),
+              "library": [{**entry, "name": names[entry["pipeline"]],
+                           "alone_text": pipeline_summary(red, entry["pipeline"]),
+                           "alone_ir": pipeline_summary(ir_red, entry["pipeline"])}
+                          for entry in library]}
+    atomic_write_bytes(out / f"library-{major}.json", json.dumps(report, indent=2).encode())
+    print(f"mire size-search: {len(candidates)} candidates on {len(red)} training modules "
+          f"(LLVM {major}); library of {len(library)}:")
+    for i, entry in enumerate(report["library"], 1):
+        alone = entry["alone_text"]
+        print(f"  {i:2d}. +{100 * entry['gain']:.2f}% (best-of-{i}: "
+              f"{100 * entry['covered']:.2f}%), alone {100 * alone['mean']:+.2f}% "
+              f"smaller on {100 * alone['smaller']:.0f}%  {entry['name']}")
+    if args.write_spec:
+        write_spec_library(major, [e["pipeline"] for e in library])
+        print(f"mire size-search: wrote {len(library)} pipelines for LLVM {major} into {SPEC}")
+    return 0
+
+
+def write_spec_library(major: int, pipelines: list[str]) -> None:
+    """Replace LLVM ``major``'s line of the spec's ``pipelines:`` map (one
+    line per major, a JSON list: valid YAML), keeping the rest of the file."""
+    from mirecc.fsutil import atomic_write_bytes
+
+    lines = SPEC.read_text().splitlines()
+    entry = f"  {major}: {json.dumps(pipelines)}"
+    at = next((i for i, line in enumerate(lines) if line.startswith(f"  {major}:")), None)
+    if at is None:
+        at = lines.index("pipelines:") + 1
+        lines.insert(at, entry)
+    else:
+        lines[at] = entry
+    atomic_write_bytes(SPEC, ("\n".join(lines) + "\n").encode())
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from mirecc.compiler import clang_major
+    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.tasks.code_size.offline.check import check
+
+    compiler = _compiler(args)
+    major = clang_major(compiler)
+    library = _library(compiler)
+    out = Path(args.out)
+    results = check(compiler, library, out / "check-programs", csmith_count=args.csmith,
+                    jobs=args.jobs)
+    programs = results.pop("_programs")
+    atomic_write_bytes(out / f"check-{major}.json", json.dumps(
+        {"llvm": major, "programs": programs, "pipelines": results}, indent=2).encode())
+    failed = [p for p in library if results[p]["failed"]]
+    print(f"mire size-check: {len(library)} library pipelines (LLVM {major}) on "
+          f"{len(programs)} programs (outputs against -O0): {len(library) - len(failed)} "
+          f"correct on all, {len(failed)} failed")
+    for p in [OWN, *failed]:
+        for program, why in results[p]["failed"].items():
+            print(f"  {p[:60]}: {program}: {why}")
+    if failed and args.write_spec:
+        write_spec_library(major, [p for p in library if p not in failed])
+        print(f"mire size-check: dropped {len(failed)} pipeline(s) from {SPEC}")
+    return 1 if failed or results[OWN]["failed"] else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    commands = {"size-search": run_search, "size-check": run_check, "size-data": run_data}
+    try:
+        return commands[args.command](args)
+    except ValueError as exc:
+        print(f"mire {args.command}: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,192 @@
+"""The code-size dataset: for each module of a corpus built at -Oz (``mire
+corpus build --opt-level=-Oz``), IR instructions and ``.text`` bytes through
+clang's own -Oz and through every pipeline asked for.
+
+Layout of the output directory::
+
+    meta.json       machine, compiler, opt, corpus (written once, checked on resume)
+    labels.jsonl    one line per (module, pipeline): {"module", "pipeline",
+                    "ir_instructions", "text_bytes"} or {"module", "pipeline",
+                    "error"}; appended under a lock, so a rerun resumes
+                    where the last one stopped and two runs can share it
+
+Modules are split by package: the packages the issue builds and tests
+(``HELD_OUT``) are never used for the library search or for training.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mirecc.fsutil import append_line_locked, atomic_write_bytes
+from mirecc.tasks.code_size.build import CandidateError
+from mirecc.tasks.code_size.offline.labels import OWN, codegen_flags, measure
+
+# the packages the finished task is judged on (built with their test suites)
+HELD_OUT = ("zlib", "bzip2", "lua5.4", "sqlite3")
+
+
+class Module:
+    __slots__ = ("sha256", "path", "origin", "source", "flags")
+
+    def __init__(self, sha256: str, path: Path, origin: str, source: str, flags: list[str]):
+        self.sha256, self.path, self.origin = sha256, path, origin
+        self.source, self.flags = source, flags
+
+    @property
+    def split(self) -> str:
+        return "test" if self.origin in HELD_OUT else "train"
+
+
+def corpus_modules(corpus: Path) -> list[Module]:
+    """The corpus's modules (the first manifest line of each), whose
+    bitcode exists; ValueError naming the file when there is no manifest."""
+    manifest = corpus / "manifest.jsonl"
+    if not manifest.is_file():
+        raise ValueError(f"{manifest}: no corpus manifest (build one with: mire corpus build "
+                         f"--opt-level=-Oz --out {corpus})")
+    seen, out = set(), []
+    with open(manifest, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            try:
+                rec = json.loads(line)
+                sha = rec["sha256"]
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(f"{manifest}:{number}: not a corpus manifest line") from None
+            if sha in seen or not (corpus / rec["ir"]).is_file():
+                continue
+            seen.add(sha)
+            out.append(Module(sha, corpus / rec["ir"], rec.get("origin", "?"),
+                              rec.get("path", "?"), list(rec.get("flags", []))))
+    return out
+
+
+def sample(modules: list[Module], count: int, seed: int) -> list[Module]:
+    """Up to ``count`` modules, as evenly spread over origins (packages,
+    csmith) as they allow, in a seeded random order."""
+    rng = random.Random(seed)
+    by_origin: dict[str, list[Module]] = {}
+    for m in modules:
+        by_origin.setdefault(m.origin, []).append(m)
+    for group in by_origin.values():
+        rng.shuffle(group)
+    out: list[Module] = []
+    while len(out) < count and any(by_origin.values()):
+        for origin in sorted(by_origin):
+            if by_origin[origin] and len(out) < count:
+                out.append(by_origin[origin].pop())
+    return out
+
+
+class Labels:
+    """``labels.jsonl`` of an output directory: read, resumed, appended."""
+
+    def __init__(self, out: Path):
+        self.out = Path(out)
+        self.path = self.out / "labels.jsonl"
+        self._lock = threading.Lock()
+        self.rows: dict[tuple[str, str], dict] = {}
+        if self.path.is_file():
+            with open(self.path, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        row = json.loads(line)
+                        self.rows[(row["module"], row["pipeline"])] = row
+                    except (ValueError, KeyError, TypeError):
+                        continue        # a line cut by a crash: measured again
+
+    def has(self, module: str, pipeline: str) -> bool:
+        return (module, pipeline) in self.rows
+
+    def add(self, row: dict) -> None:
+        with self._lock:
+            self.rows[(row["module"], row["pipeline"])] = row
+        append_line_locked(self.path, json.dumps(row, sort_keys=True))
+
+    def table(self) -> dict[str, dict[str, dict]]:
+        """module -> pipeline -> row (errors included)."""
+        out: dict[str, dict[str, dict]] = {}
+        for (module, pipeline), row in self.rows.items():
+            out.setdefault(module, {})[pipeline] = row
+        return out
+
+
+def write_meta(out: Path, compiler: str, corpus: Path) -> dict:
+    """The machine and toolchain the labels are measured with; a rerun with
+    another compiler is refused (its labels would mix)."""
+    from mirecc.capture import compiler_version
+    from mirecc.tasks.code_size.build import opt_beside
+
+    meta = {"compiler": os.path.realpath(compiler), "compiler_version":
+            compiler_version(compiler), "opt": opt_beside(compiler),
+            "machine": {"platform": platform.platform(), "processor": _cpu_model(),
+                        "cpus": os.cpu_count()},
+            "corpus": str(Path(corpus).resolve()), "own_level": OWN}
+    path = out / "meta.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        if old.get("compiler_version") != meta["compiler_version"]:
+            raise ValueError(f"{path}: labels of {old.get('compiler_version')}, not "
+                             f"{meta['compiler_version']}: use another --out")
+        return old
+    atomic_write_bytes(path, json.dumps(meta, indent=2).encode())
+    return meta
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def label(modules: list[Module], pipelines: list[str], labels: Labels, compiler: str, *,
+          jobs: int = 2, timeout: float = 120, desc: str = "labels") -> int:
+    """Measure every (module, pipeline) pair ``labels`` lacks, clang's own
+    -Oz included; the number measured."""
+    pipelines = [OWN] + [p for p in pipelines if p != OWN]
+    todo = [(m, [p for p in pipelines if not labels.has(m.sha256, p)]) for m in modules]
+    todo = [(m, ps) for m, ps in todo if ps]
+    total = sum(len(ps) for _, ps in todo)
+    bar = _progress(total, desc)
+
+    def one(item) -> int:
+        module, missing = item
+        with tempfile.TemporaryDirectory(prefix="mirecc-size-") as work:
+            for pipeline in missing:
+                row = {"module": module.sha256, "pipeline": pipeline}
+                try:
+                    row.update(measure(str(module.path), compiler, pipeline,
+                                       codegen_flags(module.flags), work, timeout))
+                except CandidateError as exc:
+                    row["error"] = str(exc)[:300]
+                labels.add(row)
+                if bar:
+                    bar.update(1)
+        return len(missing)
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        done = sum(pool.map(one, todo))
+    if bar:
+        bar.close()
+    return done
+
+
+def _progress(total: int, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="build", file=sys.stderr, mininterval=2,
+                disable=None)
