@@ -8,13 +8,17 @@ Layout of the output directory::
     labels.jsonl    one line per (module, pipeline): {"module", "pipeline",
                     "ir_instructions", "text_bytes"} or {"module", "pipeline",
                     "error"}; appended under a lock, so a rerun resumes
-                    where the last one stopped and two runs can share it
+                    where the last one stopped and two runs can share it;
+                    "pipeline" is the pipeline's id (:func:`pipeline_id`)
+    pipelines.jsonl {"id", "pipeline"}: the texts of the ids (a pipeline is
+                    kilobytes long)
 
 Modules are split by package: the packages the issue builds and tests
 (``HELD_OUT``) are never used for the library search or for training.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -85,33 +89,60 @@ def sample(modules: list[Module], count: int, seed: int) -> list[Module]:
     return out
 
 
+def pipeline_id(pipeline: str) -> str:
+    """A short stable name of a pipeline text (clang's own level: itself)."""
+    if pipeline == OWN:
+        return OWN
+    return "p" + hashlib.sha256(pipeline.encode()).hexdigest()[:12]
+
+
+def _read_jsonl(path: Path):
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue        # a line cut by a crash: measured again
+
+
 class Labels:
-    """``labels.jsonl`` of an output directory: read, resumed, appended."""
+    """``labels.jsonl`` and ``pipelines.jsonl`` of an output directory:
+    read, resumed, appended.  Rows are keyed by pipeline text."""
 
     def __init__(self, out: Path):
         self.out = Path(out)
         self.path = self.out / "labels.jsonl"
+        self.names_path = self.out / "pipelines.jsonl"
         self._lock = threading.Lock()
+        self.texts = {OWN: OWN}
+        for rec in _read_jsonl(self.names_path):
+            if isinstance(rec, dict) and {"id", "pipeline"} <= rec.keys():
+                self.texts[rec["id"]] = rec["pipeline"]
         self.rows: dict[tuple[str, str], dict] = {}
-        if self.path.is_file():
-            with open(self.path, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        row = json.loads(line)
-                        self.rows[(row["module"], row["pipeline"])] = row
-                    except (ValueError, KeyError, TypeError):
-                        continue        # a line cut by a crash: measured again
+        for row in _read_jsonl(self.path):
+            try:
+                self.rows[(row["module"], self.texts[row["pipeline"]])] = row
+            except (KeyError, TypeError):
+                continue
 
     def has(self, module: str, pipeline: str) -> bool:
         return (module, pipeline) in self.rows
 
-    def add(self, row: dict) -> None:
+    def add(self, pipeline: str, row: dict) -> None:
+        """Record ``row`` ({"module", measures or "error"}) for ``pipeline``."""
+        pid = pipeline_id(pipeline)
         with self._lock:
-            self.rows[(row["module"], row["pipeline"])] = row
+            new_name = pid not in self.texts
+            self.texts[pid] = pipeline
+            self.rows[(row["module"], pipeline)] = row = {**row, "pipeline": pid}
+        if new_name:
+            append_line_locked(self.names_path, json.dumps({"id": pid, "pipeline": pipeline}))
         append_line_locked(self.path, json.dumps(row, sort_keys=True))
 
     def table(self) -> dict[str, dict[str, dict]]:
-        """module -> pipeline -> row (errors included)."""
+        """module -> pipeline text -> row (errors included)."""
         out: dict[str, dict[str, dict]] = {}
         for (module, pipeline), row in self.rows.items():
             out.setdefault(module, {})[pipeline] = row
@@ -165,13 +196,13 @@ def label(modules: list[Module], pipelines: list[str], labels: Labels, compiler:
         module, missing = item
         with tempfile.TemporaryDirectory(prefix="mirecc-size-") as work:
             for pipeline in missing:
-                row = {"module": module.sha256, "pipeline": pipeline}
+                row = {"module": module.sha256}
                 try:
                     row.update(measure(str(module.path), compiler, pipeline,
                                        codegen_flags(module.flags), work, timeout))
                 except CandidateError as exc:
                     row["error"] = str(exc)[:300]
-                labels.add(row)
+                labels.add(pipeline, row)
                 if bar:
                     bar.update(1)
         return len(missing)

@@ -1,0 +1,124 @@
+"""The code-size task's offline side: pipeline texts as trees, the labelled
+dataset (resumable), the greedy library and the correctness check, on
+modules and programs this test makes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CLANG = "/usr/bin/clang-14"
+OPT = "/usr/lib/llvm-14/bin/opt"
+
+needs_llvm = pytest.mark.skipif(not (os.access(CLANG, os.X_OK) and os.access(OPT, os.X_OK)),
+                                reason="needs clang-14 and opt-14")
+
+SOURCES = {
+    "a.c": "int sq(int x) { return x * x; }\n"
+           "int sum(int *v, int n) { int s = 0; for (int i = 0; i < n; i++) s += sq(v[i]);"
+           " return s; }\n",
+    "b.c": "static int twice(int x) { return 2 * x; }\n"
+           "int f(int a, int b) { return twice(a) + twice(b); }\n",
+}
+
+
+def test_pipeline_text_round_trips_and_passes_come_out():
+    from mirecc.tasks.code_size.offline.pipelines import bases, parse, text, without
+
+    pipeline = ("verify,function<eager-inv>(sroa,simplifycfg<keep-loops;no-sink>),"
+                "cgscc(devirt<4>(inline,function(jump-threading))),loop-mssa(licm),globaldce")
+    assert text(parse(pipeline)) == pipeline
+    assert "jump-threading" in bases(parse(pipeline))
+    # the adaptor left empty by the removal goes too
+    assert text(without(parse(pipeline), "jump-threading")) == (
+        "verify,function<eager-inv>(sroa,simplifycfg<keep-loops;no-sink>),"
+        "cgscc(devirt<4>(inline)),loop-mssa(licm),globaldce")
+    assert text(without(parse("function(licm),gvn"), "licm")) == "gvn"
+    with pytest.raises(ValueError, match="unclosed"):
+        parse("function(sroa")
+
+
+def test_greedy_library_takes_what_adds_most_given_the_rest():
+    from mirecc.tasks.code_size.offline.search import greedy_library
+
+    red = {"m1": {"A": 0.10, "B": 0.09, "C": 0.0},
+           "m2": {"A": 0.00, "B": 0.09, "C": 0.05},
+           "m3": {"A": -0.2, "B": 0.0, "C": 0.06}}
+    library = greedy_library(red, ["A", "B", "C"], size=3)
+    # B alone covers most; then C adds m3 (0.06) while A adds only 0.01 on m1
+    assert [e["pipeline"] for e in library] == ["B", "C", "A"]
+    assert library[0]["gain"] == pytest.approx(0.18 / 3)
+    assert library[-1]["covered"] == pytest.approx((0.10 + 0.09 + 0.06) / 3)
+    # nothing left that helps: it stops
+    assert greedy_library({"m": {"A": -0.1}}, ["A"], size=3) == []
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    """A two-module corpus as ``mire corpus build --opt-level=-Oz`` lays it out."""
+    root = tmp_path / "corpus"
+    lines = []
+    for name, text in SOURCES.items():
+        (tmp_path / name).write_text(text)
+        bc = root / "ir" / f"{name}.bc"
+        bc.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([CLANG, "-Oz", "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
+                        str(tmp_path / name), "-o", str(bc)], check=True)
+        lines.append(json.dumps({"sha256": name * 8, "ir": f"ir/{name}.bc",
+                                 "origin": "pkg-" + name, "path": name,
+                                 "flags": ["-Oz", "-fPIC"]}))
+    (root / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@needs_llvm
+def test_labels_are_measured_once_and_resumed(corpus, tmp_path):
+    from mirecc.tasks.code_size.build import text_bytes
+    from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules, label
+    from mirecc.tasks.code_size.offline.labels import OWN
+
+    modules = corpus_modules(corpus)
+    assert [m.origin for m in modules] == ["pkg-a.c", "pkg-b.c"]
+    out = tmp_path / "labels"
+    pipelines = ["default<O1>", "no-such-pass"]
+    assert label(modules, pipelines, Labels(out), CLANG, jobs=2) == 6
+    table = Labels(out).table()
+    # clang's own -Oz is the object clang -Oz -fPIC makes
+    subprocess.run([CLANG, "-Oz", "-fPIC", "-c", str(tmp_path / "b.c"), "-o",
+                    str(tmp_path / "b.o")], check=True)
+    assert table["b.c" * 8][OWN]["text_bytes"] == text_bytes(str(tmp_path / "b.o"))
+    assert table["a.c" * 8]["default<O1>"]["ir_instructions"] > 0
+    assert "no-such-pass" in table["a.c" * 8]["no-such-pass"]["error"]
+    # a rerun measures nothing; a new pipeline only itself
+    assert label(modules, pipelines, Labels(out), CLANG) == 0
+    assert label(modules, pipelines + ["default<Os>"], Labels(out), CLANG) == 2
+    # a line cut by a crash is measured again
+    with open(out / "labels.jsonl", "a") as fh:
+        fh.write('{"module": "a.c')
+    assert len(Labels(out).rows) == 8
+
+
+def test_a_corpus_without_manifest_is_a_clear_error(tmp_path):
+    from mirecc.tasks.code_size.offline.dataset import corpus_modules
+
+    with pytest.raises(ValueError, match="no corpus manifest"):
+        corpus_modules(tmp_path)
+    (tmp_path / "manifest.jsonl").write_text("not json\n")
+    with pytest.raises(ValueError, match="manifest.jsonl:1: not a corpus manifest line"):
+        corpus_modules(tmp_path)
+
+
+@needs_llvm
+def test_the_check_fails_a_pipeline_that_cannot_build_and_passes_a_good_one(tmp_path):
+    from mirecc.tasks.code_size.offline.check import PROGRAMS, check
+
+    results = check(CLANG, ["default<Os>", "no-such-pass"], tmp_path, csmith_count=0)
+    programs = results.pop("_programs")
+    assert len(programs) == len(list(PROGRAMS.glob("*.c")))
+    assert results["default<Os>"] == {"passed": len(programs), "failed": {}}
+    assert results["-Oz"]["passed"] == len(programs)
+    assert set(results["no-such-pass"]["failed"]) == set(programs)
