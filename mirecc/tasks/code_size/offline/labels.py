@@ -11,6 +11,7 @@ a comment or blank holds one instruction.
 from __future__ import annotations
 
 import os
+import time
 
 from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, opt_beside, run_step, text_bytes
 
@@ -35,23 +36,29 @@ def count_ir_instructions(text: str) -> int:
 
 def measure(bitcode: str, compiler: str, pipeline: str, codegen_flags: list[str],
             workdir: str, timeout: float = STEP_TIMEOUT_S) -> dict:
-    """``{"ir_instructions", "text_bytes"}`` of the module at ``bitcode``
+    """``{"ir_instructions", "text_bytes", "seconds"}`` of the module at ``bitcode``
     (front-end bitcode, passes not yet run) through ``pipeline`` (an opt
     ``-passes=`` text, or ``OWN``: clang's own level); ``codegen_flags``:
     the compile's level and target flags (``-Oz``, ``-fPIC``, ...)."""
     optimised = os.path.join(workdir, "labels.ll")
     obj = os.path.join(workdir, "labels.o")
+    started = time.monotonic()
     if pipeline == OWN:
         run_step([compiler, *codegen_flags, "-S", "-emit-llvm", "-x", "ir", bitcode,
                   "-o", optimised], pipeline, timeout)
     else:
         run_step([opt_beside(compiler), f"-passes={pipeline}", "-S", bitcode,
                   "-o", optimised], pipeline, timeout)
+    counting = time.monotonic()
     with open(optimised, encoding="utf-8", errors="replace") as fh:
         instructions = count_ir_instructions(fh.read())
+    counting = time.monotonic() - counting
     run_step([compiler, *codegen_flags, "-c", "-x", "ir", optimised, "-Xclang",
               "-disable-llvm-passes", "-o", obj], pipeline, timeout)
-    return {"ir_instructions": instructions, "text_bytes": text_bytes(obj)}
+    # seconds: opt and the back end (counting excluded), the candidate's
+    # compile-time price
+    return {"ir_instructions": instructions, "text_bytes": text_bytes(obj),
+            "seconds": round(time.monotonic() - started - counting, 4)}
 
 
 # the flags of a module's compile that change its code generation
