@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``size-data``, ``size-search``, ``size-check``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from pathlib import Path
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.suite == "size":
+        from mirecc.tasks.code_size.offline.bench import run
+        return run(args)
     if args.suite == "vectorize":
         from mirecc.tasks.loop_vectorize.offline.bench import run
         return run(args)
@@ -72,6 +75,11 @@ LAZY_SUBCOMMANDS = [
      "Build the bundled programs and csmith programs (seeds the corpus never used) "
      "through clang -Oz and each library pipeline, run them and compare their output "
      "with their -O0 build; --write-spec drops every pipeline that changed one."),
+    ("size-train", "mirecc.tasks.code_size.offline.train",
+     "train the code-size ranker on the training packages' labels (needs scikit-learn)",
+     "Judge each feature set the driver computes (instruction counts, the encoder's "
+     "embedding) by leave-packages-out cross-validation against the library order, and "
+     "ship the best forest as heads/code-size/ranker.onnx, or none if none beats it."),
     ("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
      "train the per-loop vectorize head on the vectorize dataset (needs torch)",
      "Embed each kernel's target loop and function with the frozen encoder, train the "
@@ -122,9 +130,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "prior art on the device-mapping and thread-coarsening datasets, on the "
                     "same folds (needs pip install 'mirecc[train,bench]'). vectorize: "
                     "binaries built by mirecc -O3 (the loop-vectorize head) against clang "
-                    "-O3, on the dataset's held-out kernel families or --programs DIR.")
+                    "-O3, on the dataset's held-out kernel families or --programs DIR. size: "
+                    "rankings of the code-size library on held-out packages, from the "
+                    "labels of mire size-data.")
     bench.add_argument("suite", nargs="?", default="programs",
-                       choices=("programs", "devmap", "coarsening", "vectorize"),
+                       choices=("programs", "devmap", "coarsening", "vectorize", "size"),
                        help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
@@ -140,6 +150,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_task_bench_arguments(bench)
     from mirecc.tasks.loop_vectorize.offline.bench import add_arguments as add_vectorize_bench_arguments
     add_vectorize_bench_arguments(bench)
+    from mirecc.tasks.code_size.offline.cli import add_bench_arguments as add_size_bench_arguments
+    add_size_bench_arguments(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)

@@ -221,3 +221,47 @@ def test_labels_count_instructions_and_text(tmp_path):
             " ; call\n  br label %3\n\n3:                                 ; preds = %1\n"
             "  ret i32 %2\n}\n")
     assert count_ir_instructions(text) == 3
+
+
+def test_a_ranker_puts_its_best_predicted_pipeline_first(tmp_path):
+    """A ranker (a forest on instruction counts, exported as the shipped one
+    is) that predicts the second library pipeline smaller: with K = 1 the
+    driver builds that one, and --explain says the order is the forest's."""
+    import json
+
+    import numpy as np
+
+    from mirecc.tasks.code_size.features import NAMES
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
+
+    heads = heads_with(tmp_path, ["default<O3>", "default<Oz>"])
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, len(NAMES))).astype(np.float32)
+    Y = np.tile([-0.2, 0.05], (30, 1)) + rng.normal(scale=0.01, size=(30, 2))
+    forest = fit_forest(X, Y, ForestConfig(trees=5))
+    (heads / "code-size" / "ranker.onnx").write_bytes(onnx_bytes(forest, len(NAMES)))
+    with open(heads / "code-size" / "spec.yaml", "a") as fh:
+        fh.write("ranker:\n  llvm: 14\n  features: counts\n  head: ranker.onnx\n")
+    env = env_for(tmp_path, heads, k=1)
+    (tmp_path / "p.c").write_text(SOURCE)
+    proc = subprocess.run([MIRECC, "--explain=json", "-Os", "-c", "p.c", "-o", "ours.o"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          check=True)
+    data = json.loads(proc.stdout)
+    [decision] = data["translation_units"][0]["decisions"]
+    assert decision["value"] == {"verify": ["default<Oz>"]}
+    assert "ranked by the forest on counts" in decision["reason"]
+    assert set(data["verified"]["code-size"]["sizes"]) == {"-Os", "default<Oz>"}
+
+
+def test_a_ranker_for_another_library_is_a_clear_error(tmp_path):
+    from mirecc.pipeline import HeadError
+    from mirecc.tasks.code_size.head import CodeSizeHead
+
+    spec = {"task": "code-size", "pipelines": {14: ["default<Oz>"]},
+            "ranker": {"llvm": 19, "features": "counts", "head": "ranker.onnx"}}
+    with pytest.raises(HeadError, match="'ranker' must name an 'llvm' of the library"):
+        CodeSizeHead(tmp_path, spec)
+    spec["ranker"]["llvm"] = 14
+    with pytest.raises(HeadError, match="ranker.onnx: ranker file named in"):
+        CodeSizeHead(tmp_path, spec)

@@ -122,3 +122,59 @@ def test_the_check_fails_a_pipeline_that_cannot_build_and_passes_a_good_one(tmp_
     assert results["default<Os>"] == {"passed": len(programs), "failed": {}}
     assert results["-Oz"]["passed"] == len(programs)
     assert set(results["no-such-pass"]["failed"]) == set(programs)
+
+
+class FakeModule:
+    def __init__(self, sha256: str, origin: str):
+        self.sha256, self.origin, self.split = sha256, origin, "train"
+
+
+def label_rows(own: int, sizes: list, seconds: float = 1.0) -> dict:
+    from mirecc.tasks.code_size.offline.labels import OWN
+
+    rows = {OWN: {"text_bytes": own, "ir_instructions": own, "seconds": seconds}}
+    for i, size in enumerate(sizes):
+        rows[f"p{i}"] = ({"error": "failed", "seconds": seconds} if size is None else
+                         {"text_bytes": size, "ir_instructions": size, "seconds": seconds})
+    return rows
+
+
+def test_judging_a_ranking_verified_and_alone():
+    """Verified: the smallest of -Oz and the first K, never larger; alone
+    (K = 1): the first pipeline even when larger; a failed build is never
+    kept; a module missing a pipeline's label is left out."""
+    import numpy as np
+
+    from mirecc.tasks.code_size.offline.rank import Table, judge
+
+    labels = {"a": label_rows(100, [90, 110]), "b": label_rows(100, [120, None]),
+              "c": label_rows(200, [100])}
+    modules = [FakeModule(s, "pkg") for s in "abc"]
+    table = Table(labels, modules, ["p0", "p1"])
+    assert [m.sha256 for m in table.modules] == ["a", "b"]
+    first = np.array([[0, 1], [0, 1]])
+    k1 = judge(table, first, 1)
+    assert k1["alone"]["text_mean"] == pytest.approx((0.10 - 0.20) / 2)
+    assert k1["alone"]["larger"] == 0.5
+    assert k1["verified"]["text_mean"] == pytest.approx(0.05)
+    assert k1["verified"]["larger"] == 0 and k1["verified"]["improved"] == 0.5
+    assert k1["compile_time_ratio"] == pytest.approx(2.0)
+    second_first = np.array([[1, 0], [1, 0]])
+    assert judge(table, second_first, 1)["verified"]["text_mean"] == 0
+    assert judge(table, second_first, 2)["verified"]["text_mean"] == pytest.approx(0.05)
+    assert judge(table, second_first, 2)["compile_time_ratio"] == pytest.approx(3.0)
+
+
+def test_folds_never_split_a_package():
+    from mirecc.tasks.code_size.offline.rank import Table
+    from mirecc.tasks.code_size.offline.train import package_folds
+
+    origins = ["x"] * 5 + ["y"] * 3 + ["z"] * 2 + ["w"]
+    modules = [FakeModule(f"m{i}", o) for i, o in enumerate(origins)]
+    table = Table({m.sha256: label_rows(10, [9]) for m in modules}, modules, ["p0"])
+    folds = package_folds(table, 3)
+    assert sorted(i for f in folds for i in f) == list(range(len(origins)))
+    for fold in folds:
+        assert len(fold)            # the largest package alone, the others shared
+        for origin in {origins[i] for i in fold}:
+            assert {i for i, o in enumerate(origins) if o == origin} <= set(fold)

@@ -2,11 +2,20 @@
 ``spec.yaml`` for a TU compiled with -Oz or -Os, and decides to verify the
 top ``size_search`` (K) of them by building each (:mod:`.verify`).
 
-The ranking is, for now, the library's own order (the shipped library lists
-the pipelines most often smallest first); a learned ranker over the TU's
-embedding replaces it when the labelled dataset exists.  The decision is
-never a guess: the compile keeps a candidate only when its object is
-smaller than the user's own.
+The ranking is the library's own order (``mire size-search`` lists the
+pipelines greedily: each adds the most to those before it), unless the
+spec has a ``ranker`` for the compiler's LLVM: a forest (``mire
+size-train``) that predicts each pipeline's ``.text`` reduction from the
+TU's features, and the TU's candidates are the K it predicts best::
+
+    ranker:
+      llvm: 14                 # the library it ranks: pipelines[14]
+      features: counts         # counts (mirecc.tasks.code_size.features) or encoder
+      encoder: <cache_version> # with features: encoder
+      head: ranker.onnx        # features (N, d) -> tree_gains (N, trees, pipelines)
+
+The decision is never a guess: the compile keeps a candidate only when its
+object is smaller than the user's own.
 """
 from __future__ import annotations
 
@@ -33,6 +42,23 @@ class CodeSizeHead:
             raise HeadError(f"{self.directory / 'spec.yaml'}: 'pipelines' must map LLVM "
                             f"majors to non-empty lists of opt -passes= strings")
         self.library = library
+        self.ranker = self._ranker(spec.get("ranker"))
+
+    def _ranker(self, ranker) -> dict | None:
+        if ranker is None:
+            return None
+        where = self.directory / "spec.yaml"
+        if not isinstance(ranker, dict) or ranker.get("llvm") not in self.library \
+                or ranker.get("features") not in ("counts", "encoder") \
+                or not isinstance(ranker.get("head"), str):
+            raise HeadError(f"{where}: 'ranker' must name an 'llvm' of the library, "
+                            f"'features' (counts or encoder) and its 'head' file")
+        if not (self.directory / ranker["head"]).is_file():
+            raise HeadError(f"{self.directory / ranker['head']}: ranker file named in {where} "
+                            f"is missing")
+        if ranker["features"] == "encoder" and not isinstance(ranker.get("encoder"), str):
+            raise HeadError(f"{where}: a ranker on the encoder names its 'encoder'")
+        return ranker
 
     def applies_to(self, request) -> bool:
         return request.language in ("c", "c++") and request.opt_level in OPT_LEVELS
@@ -52,11 +78,43 @@ class CodeSizeHead:
             raise NoDecision(f"no candidate pipelines for LLVM {major or '?'} "
                              f"(the library has {known})", code="no-candidates")
         n = len(pipelines)
-        # the user's own level first at equal size; candidates in library order
+        order, ctx.notes[TASK] = list(range(n)), "library order"
+        if self.ranker and self.ranker["llvm"] == major and self.k:
+            scores = self._scores(ctx, n)
+            order = sorted(range(n), key=lambda i: -scores[i])
+            ctx.notes[TASK] = f"ranked by the forest on {self.ranker['features']}"
+        # the user's own level first at equal size; candidates best first
         candidates = [Candidate({}, 1.0)] + [
-            Candidate({"pipeline": p}, round(1.0 - (i + 1) / (n + 1), 6))
-            for i, p in enumerate(pipelines)]
+            Candidate({"pipeline": pipelines[i]}, round(1.0 - (rank + 1) / (n + 1), 6))
+            for rank, i in enumerate(order)]
         return [Ranking("module", tuple(candidates))]
+
+    def _scores(self, ctx, n: int) -> list[float]:
+        """The ranker's predicted .text reduction of each pipeline (the mean
+        over its trees)."""
+        import numpy as np
+
+        from mirecc.context import encoder_model
+        from mirecc.tasks.onnxhead import run_onnx
+
+        if self.ranker["features"] == "encoder":
+            info = encoder_model(self.config)
+            if info.cache_version != self.ranker["encoder"]:
+                raise HeadError(f"{self.directory / 'spec.yaml'}: the ranker was trained on "
+                                f"encoder {self.ranker['encoder']}, not {info.cache_version}")
+            x = ctx.embedding()[0].module
+        else:
+            from mirecc.tasks.code_size.features import graph_counts
+            x = graph_counts(ctx.graph)
+        path = self.directory / self.ranker["head"]
+        try:
+            gains = np.asarray(run_onnx(path, np.asarray(x, np.float32)[None, :]))
+        except Exception as exc:  # onnxruntime raises its own types
+            raise HeadError(f"{path}: cannot run the ranker: {exc}") from None
+        if gains.ndim != 3 or gains.shape[2] != n:
+            raise HeadError(f"{path}: the ranker scores {gains.shape[-1]} pipelines, the "
+                            f"library for LLVM {self.ranker['llvm']} has {n}")
+        return gains[0].mean(axis=0).tolist()
 
     def decide(self, ctx, rankings: list[Ranking]) -> list[Decision]:
         [ranking] = rankings
@@ -66,6 +124,6 @@ class CodeSizeHead:
         return [Decision(
             task=TASK, target="module", value={"verify": chosen}, default={},
             confidence=1.0, applied=True, candidates=candidates_of(ranking),
-            reason=(f"build {len(chosen)} candidate pipeline(s) besides -O"
-                    f"{ctx.request.opt_level} and keep the smallest object (ties: -O"
-                    f"{ctx.request.opt_level})"))]
+            reason=(f"build {len(chosen)} candidate pipeline(s) ({ctx.notes.get(TASK)}) "
+                    f"besides -O{ctx.request.opt_level} and keep the smallest object "
+                    f"(ties: -O{ctx.request.opt_level})"))]

@@ -51,6 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: %(default)s)")
 
 
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    """``mire bench size``'s own arguments (mirecc.tasks.code_size.offline.bench)."""
+    parser.add_argument("--labels", default=str(DEFAULT_OUT),
+                        help="size: the labels of mire size-data (default: %(default)s)")
+    parser.add_argument("--size-corpus", default=str(DEFAULT_CORPUS),
+                        help="size: the -Oz corpus the labels are of (default: %(default)s)")
+    parser.add_argument("--size-features", default="counts,ir2vec,random-init,encoder",
+                        help="size: feature sets of the learned rankings "
+                             "(default: %(default)s)")
+    parser.add_argument("--size-repeats", type=int, default=3,
+                        help="size: seeds of the random and learned rankings, averaged")
+
+
 def _compiler(args) -> str:
     if args.cc:
         return args.cc
@@ -136,25 +149,42 @@ def run_search(args: argparse.Namespace) -> int:
               f"{100 * entry['covered']:.2f}%), alone {100 * alone['mean']:+.2f}% "
               f"smaller on {100 * alone['smaller']:.0f}%  {entry['name']}")
     if args.write_spec:
-        write_spec_library(major, [e["pipeline"] for e in library])
+        write_spec(major, [e["pipeline"] for e in library])
         print(f"mire size-search: wrote {len(library)} pipelines for LLVM {major} into {SPEC}")
     return 0
 
 
-def write_spec_library(major: int, pipelines: list[str]) -> None:
-    """Replace LLVM ``major``'s line of the spec's ``pipelines:`` map (one
-    line per major, a JSON list: valid YAML), keeping the rest of the file."""
+SPEC_HEADER = """\
+# The code-size task's candidate library: opt -passes= pipelines per LLVM
+# major.  mirecc builds the first size_search (K) of them -- in this order, or
+# in the order the ranker predicts for the TU -- besides the user's own
+# -Oz/-Os and keeps the smallest object.  Written by mire size-search (the
+# library, greedy order), mire size-check (drops a pipeline that changed a
+# program's output) and mire size-train (the ranker); see
+# mirecc/tasks/code_size/offline/.
+"""
+
+
+def write_spec(major: int | None = None, pipelines: list[str] | None = None,
+               ranker: dict | None = None, drop_ranker: bool = False) -> None:
+    """Rewrite heads/code-size/spec.yaml with LLVM ``major``'s library
+    and/or the ``ranker`` section (a new library drops a ranker of that
+    major: it ranked other pipelines)."""
+    import yaml
+
     from mirecc.fsutil import atomic_write_bytes
 
-    lines = SPEC.read_text().splitlines()
-    entry = f"  {major}: {json.dumps(pipelines)}"
-    at = next((i for i, line in enumerate(lines) if line.startswith(f"  {major}:")), None)
-    if at is None:
-        at = lines.index("pipelines:") + 1
-        lines.insert(at, entry)
-    else:
-        lines[at] = entry
-    atomic_write_bytes(SPEC, ("\n".join(lines) + "\n").encode())
+    spec = yaml.safe_load(SPEC.read_text())
+    if pipelines is not None:
+        spec["pipelines"][major] = list(pipelines)
+        if (spec.get("ranker") or {}).get("llvm") == major:
+            drop_ranker = True
+    if drop_ranker:
+        spec.pop("ranker", None)
+    if ranker is not None:
+        spec["ranker"] = ranker
+    text = SPEC_HEADER + yaml.safe_dump(spec, sort_keys=False, width=1 << 30)
+    atomic_write_bytes(SPEC, text.encode())
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -179,7 +209,7 @@ def run_check(args: argparse.Namespace) -> int:
         for program, why in results[p]["failed"].items():
             print(f"  {p[:60]}: {program}: {why}")
     if failed and args.write_spec:
-        write_spec_library(major, [p for p in library if p not in failed])
+        write_spec(major, [p for p in library if p not in failed])
         print(f"mire size-check: dropped {len(failed)} pipeline(s) from {SPEC}")
     return 1 if failed or results[OWN]["failed"] else 0
 

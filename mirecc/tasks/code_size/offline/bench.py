@@ -1,0 +1,217 @@
+"""``mire bench size``: rankings of the code-size library judged on the
+held-out packages (never seen by the library search or the forests), from
+the labels of ``mire size-data``.
+
+For each ranking and K: the mean and geometric-mean reduction below clang
+-Oz in ``.text`` bytes and in IR instructions when the smallest of -Oz and
+the first K pipelines is kept (and at K = 1 the first pipeline alone,
+unverified), the share of modules made smaller (and larger: only ever
+unverified), and the compile time of those builds over -Oz's.  Then the
+same for the learned rankings trained on 5% to 100% of the training
+labels, a table per held-out package, and a plot of reduction against K.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.tasks.code_size.offline import cli as size_cli
+from mirecc.tasks.code_size.offline.rank import (Table, forest_scores, judge,
+                                                 module_features, orders_from_scores,
+                                                 static_order)
+
+KS = (1, 2, 5, 10, 30)
+FRACTIONS = (0.05, 0.1, 0.25, 0.5, 1.0)
+# the arguments: mirecc.tasks.code_size.offline.cli.add_bench_arguments
+
+
+def rankings(train: Table, test: Table, X: dict, seed: int) -> dict[str, np.ndarray]:
+    """name -> (test modules, library) order."""
+    n, p = len(test.modules), len(test.library)
+    rng = np.random.default_rng(seed)
+    out = {
+        "library order (greedy)": np.tile(np.arange(p), (n, 1)),
+        "best single pipeline": np.tile(static_order(train, "best"), (n, 1)),
+        "most frequent winners": np.tile(static_order(train, "winners"), (n, 1)),
+        "random pipelines": np.stack([rng.permutation(p) for _ in range(n)]),
+    }
+    for kind, (X_train, X_test) in X.items():
+        out[f"forest: {kind}"] = orders_from_scores(
+            forest_scores(X_train, train, X_test, seed=seed))
+    out["oracle"] = orders_from_scores(np.where(np.isfinite(test.text), test.text, -1.0))
+    return out
+
+
+def evaluate(train: Table, test: Table, X: dict, repeats: int, ks) -> dict:
+    """name -> K -> judged, averaged over ``repeats`` seeds."""
+    runs = [{name: {k: judge(test, order, k) for k in ks}
+             for name, order in rankings(train, test, X, seed).items()}
+            for seed in range(repeats)]
+    return {name: {k: _mean([r[name][k] for r in runs]) for k in ks} for name in runs[0]}
+
+
+def _mean(items: list[dict]):
+    first = items[0]
+    if isinstance(first, dict):
+        return {key: _mean([i[key] for i in items]) for key in first}
+    return float(np.mean(items))
+
+
+def _features(table: Table, kinds, cache: Path, model_dirs: dict) -> dict[str, np.ndarray]:
+    out = {}
+    for kind in kinds:
+        vectors = module_features(table.modules, kind, cache, model_dirs)
+        dim = len(next(iter(vectors.values())))
+        out[kind] = np.stack([vectors.get(m.sha256, np.zeros(dim, np.float32))
+                              for m in table.modules])
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+    from mirecc.encoder.export import random_init_model_dir
+    from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
+    from mirecc.tasks.opencl.offline.features import default_cache_root
+
+    compiler = size_cli._compiler(args)
+    library = size_cli._library(compiler)
+    labels = Labels(Path(args.labels))
+    try:
+        modules = corpus_modules(Path(args.size_corpus))
+    except ValueError as exc:
+        print(f"mire bench size: {exc}", file=sys.stderr)
+        return 2
+    table = Table(labels.table(), modules, library)
+    train_rows = np.array([i for i, m in enumerate(table.modules) if m.split == "train"])
+    test_rows = np.array([i for i, m in enumerate(table.modules) if m.split == "test"])
+    if not len(train_rows) or not len(test_rows):
+        print(f"mire bench size: {len(train_rows)} training and {len(test_rows)} held-out "
+              f"modules have every library pipeline measured in {args.labels}; run mire "
+              f"size-data first", file=sys.stderr)
+        return 2
+    kinds = [k.strip() for k in args.size_features.split(",") if k.strip()]
+    cache = default_cache_root()
+    model_dirs = {"trained": SHIPPED_MODEL_DIR}
+    if "random-init" in kinds:
+        model_dirs["random"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache / "models", seed=0)
+    feats = _features(table, kinds, cache, model_dirs)
+    train, test = table.subset(train_rows), table.subset(test_rows)
+    ks = [k for k in KS if k <= len(library)] or [len(library)]
+    X = {kind: (f[train_rows], f[test_rows]) for kind, f in feats.items()}
+    results = {"main": evaluate(train, test, X, args.size_repeats, ks)}
+    # label efficiency: the learned rankings on a share of the training modules
+    results["label_efficiency"] = {}
+    rng = np.random.default_rng(0)
+    for fraction in FRACTIONS:
+        take = np.sort(rng.permutation(len(train_rows))[:max(2, int(fraction * len(train_rows)))])
+        sub = train.subset(take)
+        Xs = {kind: (xt[take], xs) for kind, (xt, xs) in X.items()}
+        results["label_efficiency"][str(fraction)] = {
+            "train_modules": len(take),
+            "results": evaluate(sub, test, Xs, args.size_repeats, [k for k in (1, 5) if k in ks])}
+    # per held-out package
+    results["packages"] = {}
+    for package in sorted({m.origin for m in test.modules}):
+        rows = np.array([i for i, m in enumerate(test.modules) if m.origin == package])
+        Xp = {kind: (xt, xs[rows]) for kind, (xt, xs) in X.items()}
+        results["packages"][package] = {"modules": len(rows), "results": evaluate(
+            train, test.subset(rows), Xp, args.size_repeats, ks)}
+    meta = json.loads((Path(args.labels) / "meta.json").read_text())
+    report = {"machine": meta["machine"], "compiler": meta["compiler_version"],
+              "library": len(library), "train_modules": len(train_rows),
+              "test_modules": len(test_rows), "held_out": sorted({m.origin for m in test.modules}),
+              "ks": ks, "repeats": args.size_repeats, **results}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "size.json").write_text(json.dumps(report, indent=2))
+    md = markdown(report)
+    (out / "size.md").write_text(md)
+    plot(report, out / "size.png")
+    print(md)
+    print(f"mire bench size: {out / 'size.md'}, {out / 'size.json'}, {out / 'size.png'}")
+    return 0
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def markdown(r: dict) -> str:
+    lines = [f"# Code size: the library's rankings on held-out packages",
+             "",
+             f"{r['compiler']}; {r['machine']['processor']}; library of {r['library']} "
+             f"pipelines; {r['train_modules']} training modules, {r['test_modules']} held-out "
+             f"modules ({', '.join(r['held_out'])}); random and learned rankings averaged "
+             f"over {r['repeats']} seeds.  Reductions are below clang -Oz; 'verified': the "
+             f"smallest of -Oz and the first K pipelines (never larger than -Oz); compile "
+             f"time: opt and back end of -Oz plus the K candidates, over -Oz's.", ""]
+    lines += ["| ranking | K | .text mean | .text geomean | IR instr. mean | IR geomean "
+              "| improved | larger | compile time |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, by_k in r["main"].items():
+        for k, res in by_k.items():
+            rows = [("verified", res["verified"])]
+            if "alone" in res:
+                rows.insert(0, ("alone", res["alone"]))
+            for how, s in rows:
+                label = f"{k} ({how})" if k in (1, "1") else str(k)
+                lines.append(f"| {name} | {label} | {_pct(s['text_mean'])} | "
+                             f"{_pct(s['text_geomean'])} | {_pct(s['ir_mean'])} | "
+                             f"{_pct(s['ir_geomean'])} | {_pct(s['improved'])} | "
+                             f"{_pct(s['larger'])} | {res['compile_time_ratio']:.2f}x |")
+    lines += ["", "## Label efficiency (learned rankings, .text mean / IR mean, verified)", "",
+              "| training share | modules | " + " | ".join(
+                  f"{n} K={k}" for n in _learned(r) for k in (1, 5)) + " |",
+              "|---|---:|" + "---:|" * (2 * len(_learned(r)))]
+    for fraction, le in r["label_efficiency"].items():
+        cells = []
+        for name in _learned(r):
+            for k in (1, 5):
+                s = le["results"][name].get(k) or le["results"][name].get(str(k))
+                cells.append(f"{_pct(s['verified']['text_mean'])} / "
+                             f"{_pct(s['verified']['ir_mean'])}" if s else "-")
+        lines.append(f"| {float(fraction):.0%} | {le['train_modules']} | " + " | ".join(cells) + " |")
+    lines += ["", "## Per held-out package (.text mean, verified)", "",
+              "| package | modules | ranking | " + " | ".join(f"K={k}" for k in r["ks"]) + " |",
+              "|---|---:|---|" + "---:|" * len(r["ks"])]
+    for package, pr in r["packages"].items():
+        for name in ("library order (greedy)", *[n for n in _learned(r) if "encoder" in n],
+                     "oracle"):
+            if name not in pr["results"]:
+                continue
+            cells = [_pct(pr["results"][name][k]["verified"]["text_mean"]) for k in
+                     pr["results"][name]]
+            lines.append(f"| {package} | {pr['modules']} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _learned(r: dict) -> list[str]:
+    return [n for n in r["main"] if n.startswith("forest:")] + ["best single pipeline",
+                                                               "most frequent winners"]
+
+
+def plot(r: dict, path: Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, by_k in r["main"].items():
+        ks = [int(k) for k in by_k]
+        ax.plot(ks, [100 * by_k[k]["verified"]["text_mean"] for k in by_k], marker="o",
+                label=name, linestyle="--" if name == "oracle" else "-")
+    ax.set_xscale("log")
+    ax.set_xticks(r["ks"], [str(k) for k in r["ks"]])
+    ax.set_xlabel("K (candidate pipelines built per TU)")
+    ax.set_ylabel(".text reduction below -Oz, mean (%)")
+    ax.set_title(f"held-out packages ({r['test_modules']} modules)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,193 @@
+"""Ranking the candidate library for a module, and judging rankings.
+
+A ranking orders the library's pipelines for one module; the driver builds
+the first K and keeps the smallest object, the user's -Oz included.  The
+rankings compared (``mire bench size``): the library's own (greedy) order,
+the best single pipeline, the most frequent winners, K random pipelines,
+and a forest per feature set (instruction counts, IR2Vec, a random-init
+encoder, mirecc's encoder) that predicts each pipeline's reduction; the
+oracle (the true order) bounds them all.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.tasks.code_size.offline.labels import OWN
+
+FEATURE_SETS = ("counts", "ir2vec", "random-init", "encoder")
+
+
+class Table:
+    """Labels as arrays over (modules, library pipelines): ``text`` and
+    ``ir`` reductions below -Oz (fractions; a failed build: -inf, never
+    chosen), ``seconds`` of each build and of -Oz's."""
+
+    def __init__(self, labels: dict[str, dict[str, dict]], modules: list, library: list[str]):
+        keep = [m for m in modules if _complete(labels.get(m.sha256, {}), library)]
+        self.modules = keep
+        self.library = library
+        n, p = len(keep), len(library)
+        self.text = np.full((n, p), -np.inf)
+        self.ir = np.full((n, p), -np.inf)
+        self.seconds = np.zeros((n, p))
+        self.own_seconds = np.zeros(n)
+        self.own_text = np.zeros(n)
+        self.own_ir = np.zeros(n)
+        for i, m in enumerate(keep):
+            rows = labels[m.sha256]
+            own = rows[OWN]
+            self.own_text[i], self.own_ir[i] = own["text_bytes"], own["ir_instructions"]
+            self.own_seconds[i] = own.get("seconds", 0.0)
+            for j, p_ in enumerate(library):
+                row = rows[p_]
+                self.seconds[i, j] = row.get("seconds", 0.0)
+                if "error" in row:
+                    continue
+                self.text[i, j] = (own["text_bytes"] - row["text_bytes"]) / own["text_bytes"]
+                self.ir[i, j] = ((own["ir_instructions"] - row["ir_instructions"])
+                                 / max(1, own["ir_instructions"]))
+
+    def subset(self, rows: np.ndarray) -> "Table":
+        sub = Table.__new__(Table)
+        sub.modules = [self.modules[i] for i in rows]
+        sub.library = self.library
+        for name in ("text", "ir", "seconds", "own_seconds", "own_text", "own_ir"):
+            setattr(sub, name, getattr(self, name)[rows])
+        return sub
+
+
+def _complete(rows: dict, library: list[str]) -> bool:
+    own = rows.get(OWN)
+    return bool(own and "error" not in own and own.get("text_bytes")
+                and all(p in rows for p in library))
+
+
+# ------------------------------------------------------------------ rankings
+
+def static_order(train: Table, how: str) -> np.ndarray:
+    """One order for every module, from the training labels: ``best`` (mean
+    .text reduction), ``winners`` (how often each is the smallest)."""
+    text = np.where(np.isfinite(train.text), train.text, -1.0)
+    if how == "best":
+        score = text.mean(axis=0)
+    elif how == "winners":
+        wins = np.zeros(len(train.library))
+        best = text.argmax(axis=1)
+        for i, j in enumerate(best):
+            if text[i, j] > 0:
+                wins[j] += 1
+        score = wins + 1e-6 * text.mean(axis=0)      # ties: the better mean first
+    else:
+        raise ValueError(how)
+    return np.argsort(-score, kind="stable")
+
+
+def forest_scores(X_train: np.ndarray, train: Table, X_test: np.ndarray, seed: int = 0,
+                  trees: int = 100) -> np.ndarray:
+    """Predicted .text reduction of each pipeline for the test modules: an
+    extra-trees forest (the loop head's, exported the same way)."""
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest
+
+    Y = np.where(np.isfinite(train.text), train.text, -1.0)
+    model = fit_forest(X_train, Y, ForestConfig(trees=trees, min_samples_leaf=2,
+                                                max_features=0.5, seed=seed))
+    return model.predict(np.asarray(X_test, np.float32)).reshape(len(X_test), -1)
+
+
+def orders_from_scores(scores: np.ndarray) -> np.ndarray:
+    return np.argsort(-scores, axis=1, kind="stable")
+
+
+# ------------------------------------------------------------------ judging
+
+def judge(test: Table, orders: np.ndarray, k: int) -> dict:
+    """What building the first ``k`` of each module's order gives.
+    ``verified``: the smallest object of -Oz and those k (by .text); at
+    k = 1 also ``alone``: the first pipeline's object, kept unverified."""
+    n = len(test.modules)
+    rows = np.arange(n)[:, None]
+    top = orders[:, :k]
+    text = test.text[rows, top]
+    best = np.argmax(text, axis=1)
+    chosen = top[np.arange(n), best]
+    gain = text[np.arange(n), best]
+    keep = gain > 0
+    out = {"k": k, "modules": n}
+    out["verified"] = _summary(test, np.where(keep, chosen, -1))
+    out["compile_time_ratio"] = float(np.mean(
+        (test.own_seconds + test.seconds[rows, top].sum(axis=1)) / np.maximum(
+            test.own_seconds, 1e-3)))
+    if k == 1:
+        alone = np.where(np.isfinite(test.text[np.arange(n), orders[:, 0]]), orders[:, 0], -1)
+        out["alone"] = _summary(test, alone)
+    return out
+
+
+def _summary(test: Table, chosen: np.ndarray) -> dict:
+    """Reductions when module i keeps pipeline chosen[i] (-1: -Oz)."""
+    n = len(chosen)
+    idx = np.arange(n)
+    text = np.where(chosen >= 0, test.text[idx, np.maximum(chosen, 0)], 0.0)
+    ir = np.where(chosen >= 0, test.ir[idx, np.maximum(chosen, 0)], 0.0)
+    return {"text_mean": float(text.mean()), "ir_mean": float(ir.mean()),
+            "text_geomean": _geomean_reduction(text), "ir_geomean": _geomean_reduction(ir),
+            "improved": float((text > 0).mean()), "larger": float((text < 0).mean()),
+            "total_text": float(1 - ((1 - text) * test.own_text).sum() / test.own_text.sum())}
+
+
+def _geomean_reduction(red: np.ndarray) -> float:
+    """1 - the geometric mean of new/old sizes."""
+    ratios = np.clip(1 - red, 1e-9, None)
+    return float(1 - math.exp(np.log(ratios).mean()))
+
+
+# ------------------------------------------------------------------ features
+
+def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict) -> dict:
+    """sha256 -> feature vector of ``kind`` (FEATURE_SETS) for ``modules``;
+    cached per kind and model under ``cache_dir``."""
+    from mirecc.tasks.opencl.offline.features import embed_ir2vec, embed_kernels
+
+    if kind == "counts":
+        return _counts(modules, cache_dir)
+    texts = {m.sha256: ("ir", _ir_text(m.path)) for m in modules}
+    if kind == "ir2vec":
+        vectors, _ = embed_ir2vec(texts, cache_root=cache_dir)
+    else:
+        model = model_dirs["trained" if kind == "encoder" else "random"]
+        vectors, _ = embed_kernels(texts, model, cache_root=cache_dir,
+                                   progress=f"embedding ({kind})")
+    return vectors
+
+
+def _ir_text(bitcode: Path) -> str:
+    from mirecc.tasks.code_size.build import opt_beside
+    from mirecc.encoder.runtime import default_clang
+
+    dis = Path(opt_beside(default_clang())).with_name("llvm-dis")
+    return subprocess.run([str(dis), str(bitcode), "-o", "-"], capture_output=True, text=True,
+                          check=True, timeout=300).stdout
+
+
+def _counts(modules: list, cache_dir: Path) -> dict:
+    from tqdm import tqdm
+
+    from mirecc.graph import GraphBuildError, build_graph
+    from mirecc.tasks.code_size.features import NAMES, graph_counts
+    from mirecc.tasks.opencl.offline.features import EmbeddingTable
+
+    table = EmbeddingTable(cache_dir / f"code-size-counts-{len(NAMES)}.npz")
+    for m in tqdm([m for m in modules if m.sha256 not in table.vectors
+                   and m.sha256 not in table.failures], desc="features (counts)",
+                  unit="module", disable=None, mininterval=2):
+        try:
+            table.vectors[m.sha256] = graph_counts(build_graph(m.path))
+        except GraphBuildError as exc:
+            table.failures[m.sha256] = str(exc)[:200]
+    table.save()
+    return {m.sha256: table.vectors[m.sha256] for m in modules if m.sha256 in table.vectors}
+

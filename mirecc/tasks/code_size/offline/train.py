@@ -1,0 +1,124 @@
+"""``mire size-train``: the code-size ranker shipped in heads/code-size.
+
+On the training packages only (the held-out ones stay unseen), each feature
+set the driver can compute (instruction counts, the encoder's module
+embedding) is judged by leave-packages-out cross-validation: the mean
+``.text`` reduction below -Oz when the K best-predicted pipelines are built,
+against the library's own order.  The best set is trained on every
+training module and written as ``ranker.onnx`` with the spec's ``ranker``
+section; when no forest beats the library order, none is shipped (the
+library order stays) and the command says so.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.tasks.code_size.offline import cli as size_cli
+from mirecc.tasks.code_size.offline.rank import (Table, forest_scores, judge,
+                                                 module_features, orders_from_scores)
+
+DRIVER_FEATURES = ("counts", "encoder")
+FOLDS = 5
+TREES = 100
+
+
+def package_folds(table: Table, folds: int) -> list[np.ndarray]:
+    """Module rows per fold; a package (origin) is never split, and the
+    folds get roughly equal numbers of modules (largest packages first)."""
+    sizes: dict[str, int] = {}
+    for m in table.modules:
+        sizes[m.origin] = sizes.get(m.origin, 0) + 1
+    fold_of, load = {}, [0] * folds
+    for origin in sorted(sizes, key=lambda o: (-sizes[o], o)):
+        f = load.index(min(load))
+        fold_of[origin] = f
+        load[f] += sizes[origin]
+    return [np.array([i for i, m in enumerate(table.modules) if fold_of[m.origin] == f])
+            for f in range(folds)]
+
+
+def cross_validate(table: Table, X: np.ndarray | None, k: int, folds: int) -> float:
+    """Mean verified .text reduction at K over held-out folds (X None: the
+    library's own order)."""
+    scores, weights = [], []
+    for test_rows in package_folds(table, folds):
+        if not len(test_rows):
+            continue
+        train_rows = np.setdiff1d(np.arange(len(table.modules)), test_rows)
+        test = table.subset(test_rows)
+        if X is None:
+            orders = np.tile(np.arange(len(table.library)), (len(test_rows), 1))
+        else:
+            orders = orders_from_scores(forest_scores(X[train_rows], table.subset(train_rows),
+                                                      X[test_rows], trees=TREES))
+        scores.append(judge(test, orders, k)["verified"]["text_mean"])
+        weights.append(len(test_rows))
+    return float(np.average(scores, weights=weights))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    size_cli.add_arguments(parser)
+    parser.add_argument("--k", type=int, default=5, help="the K the cross-validation "
+                        "judges at (default: %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mirecc.compiler import clang_major
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.model import load_model
+    from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.tasks.opencl.offline.features import default_cache_root
+
+    compiler = size_cli._compiler(args)
+    major = clang_major(compiler)
+    library = size_cli._library(compiler)
+    modules = [m for m in corpus_modules(Path(args.corpus)) if m.split == "train"]
+    table = Table(Labels(Path(args.out)).table(), modules, library)
+    if len(table.modules) < 2 * FOLDS:
+        print(f"mire size-train: {len(table.modules)} training modules have every library "
+              f"pipeline measured; run mire size-data first", file=sys.stderr)
+        return 2
+    cache = default_cache_root()
+    features = {}
+    for kind in DRIVER_FEATURES:
+        vectors = module_features(table.modules, kind, cache, {"trained": SHIPPED_MODEL_DIR})
+        keep = np.array([i for i, m in enumerate(table.modules) if m.sha256 in vectors])
+        if len(keep) == len(table.modules):
+            features[kind] = np.stack([vectors[m.sha256] for m in table.modules])
+        else:
+            print(f"mire size-train: {kind}: {len(table.modules) - len(keep)} modules without "
+                  f"features; left out", file=sys.stderr)
+    cv = {"library order": cross_validate(table, None, args.k, FOLDS)}
+    for kind, X in features.items():
+        cv[f"forest: {kind}"] = cross_validate(table, X, args.k, FOLDS)
+    for name, value in cv.items():
+        print(f"  {name:<20} {100 * value:.2f}% smaller than -Oz at K={args.k} "
+              f"(leave-packages-out, {FOLDS} folds)")
+    best = max(features, key=lambda kind: cv[f"forest: {kind}"], default=None)
+    out_dir = size_cli.SPEC.parent
+    metrics = {"llvm": major, "k": args.k, "folds": FOLDS, "modules": len(table.modules),
+               "cross_validation": cv}
+    if best is None or cv[f"forest: {best}"] <= cv["library order"]:
+        size_cli.write_spec(drop_ranker=True)
+        atomic_write_bytes(out_dir / "metrics.json", json.dumps(metrics, indent=2).encode())
+        print("mire size-train: no forest beats the library order; no ranker shipped")
+        return 0
+    X = features[best]
+    model = fit_forest(X, np.where(np.isfinite(table.text), table.text, -1.0),
+                       ForestConfig(trees=TREES, min_samples_leaf=2, max_features=0.5))
+    atomic_write_bytes(out_dir / "ranker.onnx", onnx_bytes(model, X.shape[1]))
+    ranker = {"llvm": major, "features": best, "head": "ranker.onnx"}
+    if best == "encoder":
+        ranker["encoder"] = load_model(str(SHIPPED_MODEL_DIR)).cache_version
+    size_cli.write_spec(ranker=ranker)
+    metrics["shipped"] = best
+    atomic_write_bytes(out_dir / "metrics.json", json.dumps(metrics, indent=2).encode())
+    print(f"mire size-train: shipped the forest on {best} ({out_dir / 'ranker.onnx'})")
+    return 0
