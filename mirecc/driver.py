@@ -249,7 +249,7 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
 
     inject_debug_fault("driver-heads")
     if not (explain or config.capture_dir
-            or _heads_installed(config, {s.language for s in tus})):
+            or _heads_installed(config, {s.language for s in tus}, inv.opt_level or "0")):
         # Nothing would read the IR: skip the side run, pay only start-up.
         _count(config, "no-use")
         return _exec(final)
@@ -461,14 +461,14 @@ def _verify(outcome, extra, config) -> None:
                                     int(getattr(verified, "from_cache", False))})
 
 
-def _heads_installed(config, languages) -> bool:
+def _heads_installed(config, languages, opt_level: str) -> bool:
     """Is a head installed that applies to one of ``languages`` and has a use
     in this build?  A line scan of each spec.yaml (registry.spec_languages,
     registry.has_use), no YAML parser: heads for OpenCL alone do not make a C
     compile run the side run, nor does a loop-vectorize head whose decisions
     would neither be applied nor recorded."""
     from mirecc.tasks.registry import default_heads_dirs, has_use, heads_for_languages
-    return any(has_use(spec, config)
+    return any(has_use(spec, config, opt_level)
                for spec in heads_for_languages(default_heads_dirs(config), languages))
 
 

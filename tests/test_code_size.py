@@ -185,12 +185,16 @@ def test_never_larger_a_failing_candidate_is_skipped(tmp_path):
 
 
 def test_off_by_default_and_only_for_size_levels(tmp_path):
+    """K = 0, or a level other than -Os/-Oz: clang's object, and at -O2 the
+    IR is not even read (the task's opt_levels): the call passes through."""
     heads = heads_with(tmp_path, ["default<Oz>"])
     for k, level in ((0, "-Os"), (1, "-O2")):
         env = env_for(tmp_path, heads, k)
         plain, ours, _ = compile_both(tmp_path, env, level)
         assert ours.read_bytes() == plain.read_bytes()
-    assert "verified.code-size" not in stats(env)
+    counts = stats(env)
+    assert "verified.code-size" not in counts
+    assert counts["passthrough.no-use"] == 2
 
 
 def test_a_bad_library_is_a_clear_error(tmp_path):

@@ -77,15 +77,18 @@ class Task:
     (None when caching is off); it returns an object with ``winner``, ``own``
     and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
     flags are the whole decision.
+    ``opt_levels``: the -O levels (``"2"``, ``"s"``, ``"fast"``; ``"0"``
+    for none) at which the task's heads decide; a compile at another level
+    does not read its IR for this task.  ``None``: any level.
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "summary")
+                 "explain", "verify", "summary", "opt_levels")
 
     def __init__(self, name: str, *, summary: str, languages, head: str,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
-                 verify: str | None = None):
+                 verify: str | None = None, opt_levels: tuple | None = None):
         self.name = name
         self.summary = summary          # one line for --mirecc-help
         self.languages = frozenset(languages)
@@ -95,6 +98,7 @@ class Task:
         self.inject = inject
         self.explain = explain
         self.verify = verify
+        self.opt_levels = opt_levels
 
     def applies(self, config) -> bool:
         """Would this task's decisions change the compile under ``config``?"""

@@ -165,13 +165,19 @@ def spec_task(path: str) -> str | None:
     return None
 
 
-def has_use(spec: HeadSpec, config) -> bool:
-    """Would running the head change or record anything in this build?  A
-    head of a task whose decisions are off (or advisory) is only recorded;
-    a head of an unknown task or an unreadable spec reaches the pipeline,
-    which reports it."""
+def has_use(spec: HeadSpec, config, opt_level: str | None = None) -> bool:
+    """Would running the head change or record anything in this build (at
+    ``opt_level``, ``"0"`` for none; None: any)?  A head of a task whose
+    decisions are off (or advisory) is only recorded; none decides at a
+    level its task does not name; a head of an unknown task or an
+    unreadable spec reaches the pipeline, which reports it."""
     declared = task(spec_task(spec.spec_path) or "")
-    return declared is None or declared.applies(config) or bool(config.record)
+    if declared is None:
+        return True
+    if opt_level is not None and declared.opt_levels is not None \
+            and opt_level not in declared.opt_levels:
+        return False
+    return declared.applies(config) or bool(config.record)
 
 
 def heads_for_languages(dirs: list[str], languages) -> list[HeadSpec]:

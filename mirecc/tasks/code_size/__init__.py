@@ -28,6 +28,9 @@ def _as_count(value):
     raise ValueError(f"expected a whole number >= 0, got {value!r}")
 
 
+# the -O levels the task decides at (without "-O")
+OPT_LEVELS = ("s", "z")
+
 TASKS = (
     Task(
         "code-size",
@@ -41,5 +44,6 @@ TASKS = (
                           "pipelines besides the user's level and keep the smallest object "
                           "(0: off)"),),
         verify="mirecc.tasks.code_size.verify:smallest_object",
+        opt_levels=OPT_LEVELS,
     ),
 )

@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mirecc.pipeline import Candidate, Decision, HeadError, NoDecision, Ranking, candidates_of
+from mirecc.tasks.code_size import OPT_LEVELS
 
 TASK = "code-size"
-OPT_LEVELS = ("s", "z")
 
 
 class CodeSizeHead:

@@ -18,6 +18,9 @@ def _as_bool(value):
     return as_bool(value)
 
 
+# the -O levels the head decides at (without "-O"): LLVM's vectorizer runs there
+OPT_LEVELS = ("2", "3", "fast")
+
 TASKS = (
     Task(
         "loop-vectorize",
@@ -31,6 +34,7 @@ TASKS = (
                           "apply the loop-vectorize head's factors (default: record them "
                           "only)"),),
         inject="mirecc.tasks.loop_vectorize.inject:inject",
+        opt_levels=OPT_LEVELS,
         explain="mirecc.tasks.loop_vectorize.head:explain_loop_decisions",
     ),
 )

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import math
 
-from mirecc.tasks.onnxhead import OnnxHead
 from mirecc.context import head_error as _head_error
+from mirecc.tasks.loop_vectorize import OPT_LEVELS
+from mirecc.tasks.onnxhead import OnnxHead
 
 TASK = "loop-vectorize"
 #: every input a head may take, in the order its feature rows are built
 ALL_FEATURES = ["loop_embedding", "function_embedding", "loop_statistics", "reassociation"]
 EMBEDDING_FEATURES = ("loop_embedding", "function_embedding")
-OPT_LEVELS = ("2", "3", "fast")
 # flags that choose the target's instruction set: the labels were measured
 # for one target, so a TU built for another gets no decisions
 TARGET_FLAG_PREFIXES = ("-march=", "-mcpu=", "-mtune=", "-mavx", "-msse", "-mno-avx",
