@@ -19,9 +19,11 @@ Counters:
   came from; ``tus.direct``: those of the cached found from the source and
   its headers, without running the front end (:mod:`mirecc.direct`);
 - ``tus.split``: compiled once from the front end's bitcode;
-- ``verified.<task>`` / ``verified.<task>.improved``: TUs whose object a
-  task's build step chose by building candidates (code size), and those
-  where a candidate beat the user's level;
+- ``verified.<task>`` / ``verified.<task>.improved`` /
+  ``verified.<task>.from-cache``: TUs whose object a task's build step chose
+  by building candidates (code size), those where a candidate beat the
+  user's level, and those where the winner was known from an earlier build
+  (only it was built);
 - ``skip.<code>``: a head decided nothing for a TU, and why (the codes of
   :class:`mirecc.tasks.api.NoDecision`, e.g. ``no-loops``);
 - ``fallback.<code>``: the ML path gave up and the user's command ran
@@ -153,7 +155,8 @@ def render(data: dict, path: str) -> str:
              f"    computed in process           {n('tus.in-process'):>8}",
              f"    compiled once from bitcode    {n('tus.split'):>8}",
              f"    candidates built, code size   {n('verified.code-size'):>8}",
-             f"      smaller than the user's -O  {n('verified.code-size.improved'):>8}"]
+             f"      smaller than the user's -O  {n('verified.code-size.improved'):>8}",
+             f"      winner known (one built)    {n('verified.code-size.from-cache'):>8}"]
     groups = (("passed to clang untouched", "passthrough."),
               ("heads decided nothing", "skip."),
               ("fell back to the plain compile", "fallback."))
