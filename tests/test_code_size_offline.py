@@ -178,3 +178,15 @@ def test_folds_never_split_a_package():
         assert len(fold)            # the largest package alone, the others shared
         for origin in {origins[i] for i in fold}:
             assert {i for i, o in enumerate(origins) if o == origin} <= set(fold)
+
+
+def test_the_library_is_padded_with_the_best_alone():
+    from mirecc.tasks.code_size.offline.search import greedy_library, pad_library
+
+    red = {"m1": {"A": 0.10, "B": 0.02, "C": -0.5, "D": 0.01},
+           "m2": {"A": 0.10, "B": 0.00, "C": 0.0, "D": 0.03}}
+    greedy = greedy_library(red, list("ABCD"), size=3)
+    assert [e["pipeline"] for e in greedy] == ["A"]        # nothing adds to A
+    padded = pad_library(red, greedy, list("ABCD"), size=3)
+    assert [e["pipeline"] for e in padded] == ["A", "D", "B"]
+    assert padded[-1]["gain"] == 0.0

@@ -24,7 +24,7 @@ from mirecc.tasks.code_size.offline.rank import (Table, forest_scores, judge,
                                                  module_features, orders_from_scores,
                                                  static_order)
 
-KS = (1, 2, 5, 10, 30)
+KS = (1, 2, 5, 10, 30)     # and the whole library when smaller than 30
 FRACTIONS = (0.05, 0.1, 0.25, 0.5, 1.0)
 # the arguments: mirecc.tasks.code_size.offline.cli.add_bench_arguments
 
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         model_dirs["random"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache / "models", seed=0)
     feats = _features(table, kinds, cache, model_dirs)
     train, test = table.subset(train_rows), table.subset(test_rows)
-    ks = [k for k in KS if k <= len(library)] or [len(library)]
+    ks = sorted({k for k in KS if k < len(library)} | {min(len(library), KS[-1])})
     X = {kind: (f[train_rows], f[test_rows]) for kind, f in feats.items()}
     results = {"main": evaluate(train, test, X, args.size_repeats, ks)}
     # label efficiency: the learned rankings on a share of the training modules

@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random", type=int, default=60,
                         help="size-search: random variations of -Oz besides the systematic "
                              "ones (default: %(default)s)")
-    parser.add_argument("--library-size", type=int, default=30)
+    parser.add_argument("--library-size", type=int, default=30,
+                        help="size-search: pipelines in the library: greedily chosen, then "
+                             "the best alone (default: %(default)s)")
     parser.add_argument("--write-spec", action="store_true",
                         help="size-search: write the library into heads/code-size/spec.yaml; "
                              "size-check: drop the pipelines that failed from it")
@@ -113,8 +115,8 @@ def run_search(args: argparse.Namespace) -> int:
     from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
     from mirecc.tasks.code_size.offline.pipelines import (expand, random_candidates,
                                                           seed_candidates)
-    from mirecc.tasks.code_size.offline.search import (greedy_library, pipeline_summary,
-                                                       reductions)
+    from mirecc.tasks.code_size.offline.search import (greedy_library, pad_library,
+                                                       pipeline_summary, reductions)
 
     compiler = _compiler(args)
     out = Path(args.out)
@@ -132,7 +134,8 @@ def run_search(args: argparse.Namespace) -> int:
     table = {m.sha256: rows for m, rows in ((m, labels.table().get(m.sha256, {}))
                                             for m in modules)}
     red = reductions(table)
-    library = greedy_library(red, candidates, args.library_size)
+    library = pad_library(red, greedy_library(red, candidates, args.library_size),
+                          candidates, args.library_size)
     ir_red = reductions(table, "ir_instructions")
     major = clang_major(compiler)
     report = {"llvm": major, "modules": len(red), "candidates": len(candidates),

@@ -51,6 +51,19 @@ def greedy_library(red: dict[str, dict[str, float]], pipelines: list[str], size:
     return chosen
 
 
+def pad_library(red: dict[str, dict[str, float]], library: list[dict],
+                pipelines: list[str], size: int) -> list[dict]:
+    """``library`` filled up to ``size`` with the pipelines of the best mean
+    reduction alone: once the greedy gains on the training sample reach
+    zero, the held-out modules (and the ranker) may still use them."""
+    taken = {e["pipeline"] for e in library}
+    covered = library[-1]["covered"] if library else 0.0
+    rest = sorted((p for p in pipelines if p not in taken),
+                  key=lambda p: -pipeline_summary(red, p).get("mean", -1.0))
+    return library + [{"pipeline": p, "gain": 0.0, "covered": covered}
+                      for p in rest[:max(0, size - len(library))]]
+
+
 def pipeline_summary(red: dict[str, dict[str, float]], pipeline: str) -> dict:
     """One pipeline alone over the modules: mean reduction, share smaller,
     share larger than -Oz."""
