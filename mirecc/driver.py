@@ -446,7 +446,7 @@ def _verify(outcome, extra, config) -> None:
             try:
                 verified = load_attribute(declared.verify)(
                     decision, outcome.split, extra, os.path.dirname(outcome.split.bitcode_path),
-                    report.opt_level, cache_dir=config.cache_root() if config.cache else None)
+                    report.opt_level, config)
             except Exception as exc:  # noqa: BLE001 - the user's object stands
                 stats.bump(config, {"fallback.verify-failed": 1})
                 if config.warnings:

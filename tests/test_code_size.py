@@ -269,3 +269,29 @@ def test_a_ranker_for_another_library_is_a_clear_error(tmp_path):
     spec["ranker"]["llvm"] = 14
     with pytest.raises(HeadError, match="ranker.onnx: ranker file named in"):
         CodeSizeHead(tmp_path, spec)
+
+
+def test_named_pipelines_are_decided_and_shown_by_name(tmp_path):
+    """A library entry {name, passes}: the decision and --explain name it,
+    the build step builds its passes; names must be unique."""
+    import json
+
+    from mirecc.pipeline import HeadError
+    from mirecc.tasks.code_size.head import CodeSizeHead
+
+    root = tmp_path / "heads"
+    (root / "code-size").mkdir(parents=True)
+    (root / "code-size" / "spec.yaml").write_text(
+        "task: code-size\nlanguages: [c]\npipelines:\n"
+        "  14:\n  - {name: small, passes: 'default<Oz>'}\n  - 'default<O3>'\n")
+    env = env_for(tmp_path, root, k=2)
+    (tmp_path / "p.c").write_text(SOURCE)
+    data = json.loads(subprocess.run(
+        [MIRECC, "--explain=json", "-Os", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300, check=True).stdout)
+    assert data["translation_units"][0]["decisions"][0]["value"] == {
+        "verify": ["small", "default<O3>"]}
+    assert data["verified"]["code-size"]["winner"] == "small"
+    with pytest.raises(HeadError, match="names unique"):
+        CodeSizeHead(tmp_path, {"pipelines": {14: [{"name": "a", "passes": "default<Oz>"},
+                                                   {"name": "a", "passes": "default<Os>"}]}})

@@ -70,11 +70,11 @@ class Task:
     adding what only ``--explain`` pays for (source lines, the compiler's
     own choice); ``None`` for nothing more.
     ``verify``: ``"module:function"``: ``function(decision, split, extra,
-    workdir, opt_level, cache_dir=...)``, run by the driver after the object
-    of a split compile is made, for each applied decision: it may build
+    workdir, opt_level, config)``, run by the driver after the object of a
+    split compile is made, for each applied decision: it may build
     candidates from the front end's bitcode and replace the object with a
-    better one it measured (code size); ``cache_dir`` is mirecc's cache
-    (None when caching is off); it returns an object with ``winner``, ``own``
+    better one it measured (code size; ``config``: the build's settings,
+    its cache directory); it returns an object with ``winner``, ``own``
     and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
     flags are the whole decision.
     ``opt_levels``: the -O levels (``"2"``, ``"s"``, ``"fast"``; ``"0"``

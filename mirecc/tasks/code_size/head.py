@@ -27,6 +27,48 @@ from mirecc.tasks.code_size import OPT_LEVELS
 TASK = "code-size"
 
 
+def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
+    """The spec's ``pipelines``: LLVM major -> [(name, passes)].  An entry
+    is an opt ``-passes=`` text (its own name) or ``{name:, passes:}``
+    (searched pipelines are kilobytes long; decisions and --explain name
+    them)."""
+    library = spec.get("pipelines")
+    out: dict[int, list[tuple[str, str]]] = {}
+    if isinstance(library, dict):
+        for major, entries in library.items():
+            pairs = []
+            for entry in entries if isinstance(entries, list) else ():
+                if isinstance(entry, str):
+                    entry = {"name": entry, "passes": entry}
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str) \
+                        and isinstance(entry.get("passes"), str) and entry["passes"].strip():
+                    pairs.append((entry["name"], entry["passes"]))
+                else:
+                    pairs = []
+                    break
+            if isinstance(major, int) and pairs and len({n for n, _ in pairs}) == len(pairs):
+                out[major] = pairs
+    if not out or len(out) != len(library):
+        raise HeadError(f"{where}: 'pipelines' must map LLVM majors to non-empty lists of "
+                        f"opt -passes= strings or {{name, passes}} entries (names unique)")
+    return out
+
+
+def installed_library(config, major: int) -> dict[str, str]:
+    """name -> passes of LLVM ``major``'s library in the installed code-size
+    head (the build step resolves the decision's names with it)."""
+    import yaml
+
+    from mirecc.tasks.registry import default_heads_dirs, find_head_specs, spec_task
+
+    for found in find_head_specs(default_heads_dirs(config)):
+        if spec_task(found.spec_path) == TASK:
+            with open(found.spec_path, encoding="utf-8") as fh:
+                spec = yaml.safe_load(fh)
+            return dict(parse_library(spec, found.spec_path).get(major, []))
+    raise HeadError("no code-size head is installed")
+
+
 class CodeSizeHead:
     name = TASK
 
@@ -34,14 +76,7 @@ class CodeSizeHead:
         self.directory = Path(directory)
         self.config = config
         self.k = int(getattr(config, "size_search", 0) or 0)
-        library = spec.get("pipelines")
-        if not isinstance(library, dict) or not library or not all(
-                isinstance(major, int) and isinstance(p, list) and p
-                and all(isinstance(x, str) and x.strip() for x in p)
-                for major, p in library.items()):
-            raise HeadError(f"{self.directory / 'spec.yaml'}: 'pipelines' must map LLVM "
-                            f"majors to non-empty lists of opt -passes= strings")
-        self.library = library
+        self.library = parse_library(spec, self.directory / "spec.yaml")
         self.ranker = self._ranker(spec.get("ranker"))
 
     def _ranker(self, ranker) -> dict | None:
@@ -85,7 +120,7 @@ class CodeSizeHead:
             ctx.notes[TASK] = f"ranked by the forest on {self.ranker['features']}"
         # the user's own level first at equal size; candidates best first
         candidates = [Candidate({}, 1.0)] + [
-            Candidate({"pipeline": pipelines[i]}, round(1.0 - (rank + 1) / (n + 1), 6))
+            Candidate({"pipeline": pipelines[i][0]}, round(1.0 - (rank + 1) / (n + 1), 6))
             for rank, i in enumerate(order)]
         return [Ranking("module", tuple(candidates))]
 

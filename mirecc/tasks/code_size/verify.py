@@ -40,42 +40,50 @@ class Verified:
 
 
 def smallest_object(decision, split, extra: list[str], workdir: str, opt_level: str,
-                    cache_dir: str | None = None) -> Verified:
-    """Build ``decision.value["verify"]``'s pipelines; replace the user's
-    object (``split.output``, already made) by the smallest candidate when it
-    is strictly smaller.  ``cache_dir``: where the winner cache lives (None:
-    no cache, every candidate is built)."""
+                    config=None) -> Verified:
+    """Build the pipelines ``decision.value["verify"]`` names (the installed
+    library's); replace the user's object (``split.output``, already made)
+    by the smallest candidate when it is strictly smaller.  The winner cache
+    lives in ``config``'s cache directory (caching off: every candidate is
+    built)."""
+    from mirecc.compiler import clang_major
+    from mirecc.tasks.code_size.head import installed_library
     from mirecc.tasks.code_size.winners import WinnerCache, file_sha256, winner_key
 
     own = f"-O{opt_level}"
-    candidates = list(decision.value["verify"])
+    library = installed_library(config, clang_major(split.compiler))
+    names = list(decision.value["verify"])
+    passes = {name: library[name] for name in names if name in library}
     cache = key = None
-    if cache_dir:
-        cache = WinnerCache(cache_dir)
+    if config is not None and config.cache:
+        cache = WinnerCache(config.cache_root())
         key = winner_key(file_sha256(split.bitcode_path),
                          split.backend_command(extra, output="-", bitcode="-"),
-                         opt_beside(split.compiler), candidates)
+                         opt_beside(split.compiler), [passes.get(n, n) for n in names])
         known = cache.get(key)
         if known is not None:
-            return _rebuild_winner(known, split, extra, workdir, own)
+            return _rebuild_winner(known, split, extra, workdir, own, passes)
     sizes, skipped, paths = {own: text_bytes(split.output)}, {}, {}
-    for number, pipeline in enumerate(candidates):
+    for number, name in enumerate(names):
         try:
-            path = build_candidate(split, pipeline, extra, workdir, f"size{number}")
-            sizes[pipeline] = text_bytes(path)
-            paths[pipeline] = path
+            if name not in passes:
+                raise CandidateError(f"{name}: not in the installed library")
+            path = build_candidate(split, passes[name], extra, workdir, f"size{number}")
+            sizes[name] = text_bytes(path)
+            paths[name] = path
         except CandidateError as exc:
-            skipped[pipeline] = str(exc)
+            skipped[name] = str(exc)
     # the smallest; the user's level first among equals, then library order
     winner = min(sizes, key=lambda name: (sizes[name], name != own))
     if winner != own:
         _replace_output(split, paths[winner])
     if cache is not None:
         cache.put(key, winner, sizes, skipped)
-    return Verified(sizes, winner, skipped, own, built=len(candidates))
+    return Verified(sizes, winner, skipped, own, built=len(names))
 
 
-def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str) -> Verified:
+def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str,
+                    passes: dict) -> Verified:
     """A rebuild: only the remembered winner is built (none when it is the
     user's level), and it still replaces the user's object only when it is
     strictly smaller now."""
@@ -84,7 +92,9 @@ def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str
     if winner == own:
         return Verified(sizes, own, skipped, own, built=0, from_cache=True)
     try:
-        path = build_candidate(split, winner, extra, workdir, "size-winner")
+        if winner not in passes:
+            raise CandidateError(f"{winner}: not in the installed library")
+        path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
         sizes[winner] = text_bytes(path)
     except CandidateError as exc:
         skipped[winner] = str(exc)

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from mirecc.tasks.opencl.offline.features import default_cache_root
 
     compiler = size_cli._compiler(args)
-    library = size_cli._library(compiler)
+    library = size_cli.library_passes(compiler)
     labels = Labels(Path(args.labels))
     try:
         modules = corpus_modules(Path(args.size_corpus))

@@ -82,12 +82,18 @@ def _modules(args, split: str):
     return sample(modules, args.limit or len(modules), args.seed)
 
 
-def _library(compiler: str) -> list[str]:
+def _library(compiler: str) -> list[tuple[str, str]]:
+    """[(name, passes)] of the shipped library for ``compiler``'s LLVM."""
     import yaml
 
     from mirecc.compiler import clang_major
+    from mirecc.tasks.code_size.head import parse_library
     spec = yaml.safe_load(SPEC.read_text())
-    return list(spec["pipelines"].get(clang_major(compiler), []))
+    return parse_library(spec, SPEC).get(clang_major(compiler), [])
+
+
+def library_passes(compiler: str) -> list[str]:
+    return [passes for _, passes in _library(compiler)]
 
 
 def run_data(args: argparse.Namespace) -> int:
@@ -97,7 +103,7 @@ def run_data(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_meta(out, compiler, Path(args.corpus))
     pipelines = (Path(args.pipelines).read_text().split("\n") if args.pipelines
-                 else _library(compiler))
+                 else library_passes(compiler))
     pipelines = [p.strip() for p in pipelines if p.strip()]
     modules = _modules(args, args.split)
     labels = Labels(out)
@@ -152,7 +158,7 @@ def run_search(args: argparse.Namespace) -> int:
               f"{100 * entry['covered']:.2f}%), alone {100 * alone['mean']:+.2f}% "
               f"smaller on {100 * alone['smaller']:.0f}%  {entry['name']}")
     if args.write_spec:
-        write_spec(major, [e["pipeline"] for e in library])
+        write_spec(major, [(names[e["pipeline"]], e["pipeline"]) for e in library])
         print(f"mire size-search: wrote {len(library)} pipelines for LLVM {major} into {SPEC}")
     return 0
 
@@ -168,18 +174,20 @@ SPEC_HEADER = """\
 """
 
 
-def write_spec(major: int | None = None, pipelines: list[str] | None = None,
+def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None = None,
                ranker: dict | None = None, drop_ranker: bool = False) -> None:
     """Rewrite heads/code-size/spec.yaml with LLVM ``major``'s library
-    and/or the ``ranker`` section (a new library drops a ranker of that
-    major: it ranked other pipelines)."""
+    (``[(name, passes)]``) and/or the ``ranker`` section (a new library
+    drops a ranker of that major: it ranked other pipelines)."""
     import yaml
 
     from mirecc.fsutil import atomic_write_bytes
 
     spec = yaml.safe_load(SPEC.read_text())
     if pipelines is not None:
-        spec["pipelines"][major] = list(pipelines)
+        spec["pipelines"][major] = [passes if name == passes else
+                                    {"name": name, "passes": passes}
+                                    for name, passes in pipelines]
         if (spec.get("ranker") or {}).get("llvm") == major:
             drop_ranker = True
     if drop_ranker:
@@ -197,7 +205,8 @@ def run_check(args: argparse.Namespace) -> int:
 
     compiler = _compiler(args)
     major = clang_major(compiler)
-    library = _library(compiler)
+    named = _library(compiler)
+    library = [passes for _, passes in named]
     out = Path(args.out)
     results = check(compiler, library, out / "check-programs", csmith_count=args.csmith,
                     jobs=args.jobs)
@@ -208,11 +217,12 @@ def run_check(args: argparse.Namespace) -> int:
     print(f"mire size-check: {len(library)} library pipelines (LLVM {major}) on "
           f"{len(programs)} programs (outputs against -O0): {len(library) - len(failed)} "
           f"correct on all, {len(failed)} failed")
+    name_of = {OWN: OWN, **{passes: name for name, passes in named}}
     for p in [OWN, *failed]:
         for program, why in results[p]["failed"].items():
-            print(f"  {p[:60]}: {program}: {why}")
+            print(f"  {name_of[p]}: {program}: {why}")
     if failed and args.write_spec:
-        write_spec(major, [p for p in library if p not in failed])
+        write_spec(major, [(n, p) for n, p in named if p not in failed])
         print(f"mire size-check: dropped {len(failed)} pipeline(s) from {SPEC}")
     return 1 if failed or results[OWN]["failed"] else 0
 

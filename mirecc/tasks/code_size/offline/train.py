@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
     compiler = size_cli._compiler(args)
     major = clang_major(compiler)
-    library = size_cli._library(compiler)
+    library = size_cli.library_passes(compiler)
     modules = [m for m in corpus_modules(Path(args.corpus)) if m.split == "train"]
     table = Table(Labels(Path(args.out)).table(), modules, library)
     if len(table.modules) < 2 * FOLDS:
