@@ -1,79 +1,550 @@
-"""Code size on a real project: bzip2 1.0.8 (``apt-get source``) built by
-its own Makefile with ``CFLAGS=-Oz -g``, once with plain clang and once
-with mirecc at ``MIRECC_SIZE_SEARCH=K``; total ``.text`` bytes of the
-objects, per object and in all, and whether bzip2's own ``make test``
-(part of its default target) passed.
+"""Code size on real projects: zlib, bzip2, lua5.4 and sqlite3 (Debian
+bookworm's source packages, ``apt-get source``), each built at ``-Oz`` once
+with plain clang and once with mirecc at ``MIRECC_SIZE_SEARCH=K``; total
+``.text`` bytes of the objects, and the projects' tests run on both builds.
 
-    .venv/bin/python benchmarks/code_size.py [--k 5] [--work DIR]
+    .venv/bin/python benchmarks/code_size.py [--k K] [--projects zlib,bzip2,...]
+                     [--work DIR] [--out FILE]
 
-Code size is deterministic: one build per side.  The compiler is the one
-mirecc drives (clang-14 after ``scripts/setup.sh``).
+Protocol
+--------
+Both builds of a project start from a fresh copy of the same unpacked source
+in the same absolute directory (``WORK/code-size/build/<project>``; paths end
+up in objects, e.g. through ``__FILE__``), and differ only in the compiler:
+``CC=<real clang>`` (the clang mirecc itself drives, e.g.
+``/usr/bin/clang-14``) or ``CC=<absolute path of mirecc>`` with
+``MIRECC_SIZE_SEARCH=K``, a private, emptied ``MIRECC_CACHE_DIR`` (so every
+candidate is really built and the counters are this project's) and
+``MIRECC_CC``/``MIRECC_CXX`` pinned to the reference compilers.  Code size is
+deterministic, so there is one build per side; build seconds (configure
+and make, not the tests) are a single sample each, informational only (the
+machine may be busy).  Each side's tree is
+then moved to ``WORK/code-size/results/<project>/<side>``.
+
+Measured: the ``.text`` bytes (executable sections) of every object file
+in the tree (ELF relocatable: ``*.o``, libtool's PIC copies in ``.libs/``,
+bzip2's PIC ``*.sho``; not archive members, which repeat the objects),
+summed over the objects present on both sides (an object present on one
+side only is listed).  Every compile command in the make output must end at ``-Oz``
+(the last ``-O`` flag wins), else the side fails.
+
+Projects
+--------
+zlib
+    ``CC=... CFLAGS=-Oz ./configure --static && make -j2``; tests: its
+    ``make test`` (static and 64-bit-offset test programs, 2 "test OK"
+    lines), differential: both builds must print the same.
+bzip2
+    Its Makefile: ``make -j1 CC=... CFLAGS="-Wall -Winline -Oz -g
+    -D_FILE_OFFSET_BITS=64" libbz2.a bzip2 bzip2recover`` (the default
+    target minus ``test``, so the build seconds are the build's; Debian's
+    Makefile also compiles PIC ``*.sho`` objects for ``libbz2.so``); tests: its
+    ``make test`` (compresses and decompresses three samples and compares
+    the results with the shipped reference files, ``cmp``), differential as
+    well.
+lua5.4
+    Debian's ``src/Makefile`` without debhelper:
+    ``make -C src a lua MYCFLAGS=-Oz SYSCFLAGS=-DLUA_USE_LINUX ...``
+    (``MYCFLAGS`` replaces Debian's ``dpkg-buildflags`` flags; the
+    ``linux`` platform's SYSCFLAGS/SYSLIBS give popen, dlopen etc.) through
+    ``libtool --quiet`` (``libtool-bin``), after writing
+    ``src/lua5.4-deb-multiarch.h`` as debian/rules does.  The Makefile
+    compiles every file as C and again as C++ (``CXX``: clang++, or
+    mirecc++ on the mirecc side), PIC and not.  Debian's Makefile compiles
+    llex, lparser and lcode with a hard-coded ``-Os`` *after* CFLAGS (Lua's
+    CMCFLAGS, inlined), which would beat ``-Oz``: the copy's ``src/Makefile``
+    gets that ``-Os`` removed (the same edit on both sides), so every object
+    is ``-Oz``.  Objects are compiled with ``make -j2 o``, then libraries
+    and programs linked with ``-j1`` (the package's two-library rule races
+    under ``-j2``); ``o`` also compiles ``luac.o``.  Tests: every
+    ``benchmarks/lua_tests/*.lua`` run with the built ``lua``: exit status
+    0, its ``OK <name>`` line, and the same output on both builds.
+sqlite3
+    ``./configure --disable-tcl --disable-shared CFLAGS=-Oz CC=...`` and
+    ``make -j2 sqlite3`` (Makefile.in's shell target: tclsh generates the
+    amalgamation ``sqlite3.c``, compiled by libtool into ``sqlite3.o``, a
+    single big TU).  The shell, ``shell.c``, is compiled and linked in one
+    step, so it leaves no object and is not in the ``.text`` figures; the
+    build tools (lemon, mksourceid) are linked the same way.  This default
+    configuration has JSON and math functions but no FTS.  Tests: SQLite's
+    TCL suite is too slow here, so the scripts in
+    ``benchmarks/sqlite_tests/*.sql`` (tables, indexes, joins, aggregates,
+    window functions, CTEs incl. recursive ones, JSON, string and date
+    functions, triggers, transactions with rollback and savepoints,
+    printf formats, integer overflow and real arithmetic) run with the built
+    shell, ``sqlite3 -bail :memory: < script``: exit status 0, some output,
+    and the same output on both builds.  A script whose first line is
+    ``-- requires: OPTION ...`` runs only when ``PRAGMA compile_options``
+    lists every OPTION (``fts.sql`` needs FTS4 and FTS5: skipped by default).
+
+Output: a markdown table on stdout (project, .text per side, change, tests,
+build seconds; total over the projects), the machine and K, mirecc's
+counters (``verified.code-size``: TUs whose candidates were built,
+``.improved``: TUs where a candidate was smaller than clang's -Oz; every
+-Oz compile mirecc saw, configure's checks included), progress
+on stderr, logs in ``WORK/logs/code-size-*``, JSON in ``--out``.  Exit
+status 1 if any build or test failed on either side, or if mirecc's total is
+larger than clang's.
 """
 from __future__ import annotations
 
 import argparse
-import os
+import hashlib
+import json
+import re
 import shutil
 import subprocess
 import sys
-import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import real_projects as rp  # noqa: E402  (fetch helpers)
+import real_projects as rp  # noqa: E402  (fetching sources, running logged commands)
+from real_projects import BenchError, log  # noqa: E402
 
 from mirecc import stats  # noqa: E402
+from mirecc.bench import machine_description  # noqa: E402
 from mirecc.config import Config  # noqa: E402
+from mirecc.corpus.util import neutral_build_env  # noqa: E402
 from mirecc.tasks.code_size.build import text_bytes  # noqa: E402
 
-CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
+HERE = Path(__file__).resolve().parent
+LUA_TESTS = HERE / "lua_tests"
+SQLITE_TESTS = HERE / "sqlite_tests"
+ALL_PROJECTS = ("zlib", "bzip2", "lua5.4", "sqlite3")
+COUNTERS = ("verified.code-size", "verified.code-size.improved")
+
+BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
+LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
+                 "SYSLIBS=-Wl,-E -ldl", "LIBTOOL=libtool --quiet"]
+SQLITE_CONFIGURE = ["--disable-tcl", "--disable-shared", "CFLAGS=-Oz"]
 
 
-def build(tree: Path, cc: str, env: dict) -> tuple[dict, bool]:
-    """{object: .text bytes} and whether make (with its tests) passed."""
-    proc = subprocess.run(["make", "-j1", f"CC={cc}", f"CFLAGS={CFLAGS}"], cwd=tree, env=env,
-                          capture_output=True, text=True)
-    sizes = {p.name: text_bytes(str(p)) for p in sorted(tree.glob("*.o"))}
-    return sizes, proc.returncode == 0
+def revision() -> str | None:
+    """The repository's commit, with "+dirty" when mirecc/ or heads/ have
+    uncommitted changes: the figures depend on the candidate library the
+    heads ship, so they are tied to this."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(rp.REPO), *args], capture_output=True,
+                              text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return None
+    return commit + ("+dirty" if git("status", "--porcelain", "--", "mirecc", "heads") else "")
+
+
+def default_k() -> int:
+    """mirecc's own default K (the size_search setting), or 5 where it is 0 (off)."""
+    return Config().size_search or 5
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of the two builds of a project."""
+    name: str              # "clang" or "mirecc"
+    cc: str
+    cxx: str
+    extra_env: dict        # MIRECC_* settings of the mirecc side
+
+    def env(self, **more: str) -> dict[str, str]:
+        """The environment of its builds and tests: ours without MIRECC_* and
+        without variables that change a build from outside (CC, CFLAGS,
+        MAKEFLAGS, ...), plus the side's own settings."""
+        return neutral_build_env(**self.extra_env, **more)
+
+
+# --------------------------------------------------------------------------
+# running commands
+
+def sh(cmd: list[str], tree: Path, side: Side, lp: Path, stage: str, **env: str) -> str:
+    """Run ``cmd`` in ``tree`` with the side's environment (plus ``env``), its
+    output appended to ``lp``; returns that output, raises BenchError on
+    failure."""
+    start = lp.stat().st_size if lp.exists() else 0
+    rp.run(cmd, cwd=tree, env=side.env(**env), log_path=lp, stage=stage)
+    return lp.read_text(errors="replace")[start:]
+
+
+def check_opt_level(make_output: str, side: Side, stage: str) -> None:
+    """Every compile command (`` -c ``, naming the side's compiler) must end
+    at -Oz: the last -O flag wins, and a Makefile may add its own after
+    CFLAGS.  No compile command at all means the check saw nothing: an
+    error too."""
+    compilers = (side.cc, side.cxx)
+    seen, wrong = 0, []
+    for line in make_output.splitlines():
+        if " -c " not in f" {line} " or not any(c in line for c in compilers):
+            continue
+        seen += 1
+        levels = re.findall(r"(?<!\S)-O\S*", line)
+        if not levels or levels[-1] != "-Oz":
+            wrong.append(line.strip())
+    if wrong:
+        raise BenchError(f"{stage}: {len(wrong)} compile command(s) not at -Oz, e.g.: "
+                         f"{wrong[0][:300]}")
+    if not seen:
+        raise BenchError(f"{stage}: no compile command in make's output to check")
+
+
+def differential_lines(output: str) -> str:
+    """Test output without the log's command headers and make's own lines,
+    which name the compiler or the directory."""
+    return "\n".join(ln for ln in output.splitlines()
+                     if not ln.startswith(("$ cd ", "make", "[exit")))
+
+
+# --------------------------------------------------------------------------
+# the projects: build(tree, side, lp) and test(tree, side, lp) -> (summary, output)
+
+def build_zlib(tree: Path, side: Side, lp: Path) -> None:
+    flags = {"CC": side.cc, "CFLAGS": "-Oz"}  # zlib's configure reads them from the environment
+    sh(["./configure", "--static"], tree, side, lp, "zlib ./configure", **flags)
+    out = sh(["make", "-j2"], tree, side, lp, "zlib make", **flags)
+    check_opt_level(out, side, "zlib make")
+
+
+def test_zlib(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
+    out = sh(["make", "test"], tree, side, lp, "zlib make test")
+    oks = [ln.strip(" \t*") for ln in out.splitlines() if "test OK" in ln]
+    # --static: the static and the 64-bit-offset test programs (no shared one)
+    if len(oks) < 2 or "FAILED" in out:
+        raise BenchError(f"zlib make test printed {len(oks)} 'test OK' lines, expected 2; "
+                         f"log: {lp}")
+    return f"make test: {', '.join(oks)}", differential_lines(out)
+
+
+def build_bzip2(tree: Path, side: Side, lp: Path) -> None:
+    out = sh(["make", "-j1", f"CC={side.cc}", f"CFLAGS={BZIP2_CFLAGS}",
+              "libbz2.a", "bzip2", "bzip2recover"], tree, side, lp, "bzip2 make")
+    check_opt_level(out, side, "bzip2 make")
+
+
+def test_bzip2(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
+    # make fails if a cmp with the reference files fails
+    out = sh(["make", "-j1", f"CC={side.cc}", f"CFLAGS={BZIP2_CFLAGS}", "test"], tree, side,
+             lp, "bzip2 make test")
+    cmps = sum(1 for ln in out.splitlines() if ln.startswith("cmp "))
+    if cmps != 6:
+        raise BenchError(f"bzip2 make test ran {cmps} cmp commands, expected 6; log: {lp}")
+    return "make test: 3 samples compressed and decompressed, 6 cmp OK", \
+        differential_lines(out)
+
+
+def build_lua(tree: Path, side: Side, lp: Path) -> None:
+    if not shutil.which("libtool"):
+        raise BenchError("lua5.4 needs libtool: apt-get install libtool-bin")
+    # the header debian/rules generates (luaconf.h includes it)
+    (tree / "src" / "lua5.4-deb-multiarch.h").write_text(
+        f'#define DEB_HOST_MULTIARCH "{rp._multiarch()}"\n')
+    # Debian's rules for llex.o, lparser.o and lcode.o (C and C++ copies)
+    # put a literal -Os after CFLAGS, which would override -Oz.
+    makefile = tree / "src" / "Makefile"
+    text = makefile.read_text()
+    if text.count("$(CFLAGS) -Os -c") != 6:
+        raise BenchError("lua5.4: src/Makefile no longer has the six '$(CFLAGS) -Os -c' "
+                         "rules this benchmark removes -Os from; check it")
+    makefile.write_text(text.replace("$(CFLAGS) -Os -c", "$(CFLAGS) -c"))
+    make = ["make", "-C", "src", f"CC={side.cc} -std=gnu99", f"CXX={side.cxx}", *LUA_MAKE_VARS]
+    out = sh([*make, "-j2", "o"], tree, side, lp, "lua5.4 make o (objects)")
+    check_opt_level(out, side, "lua5.4 make o")
+    sh([*make, "-j1", "a", "lua"], tree, side, lp, "lua5.4 make a lua (link)")
+
+
+def test_lua(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
+    scripts = sorted(LUA_TESTS.glob("*.lua"))
+    if not scripts:
+        raise BenchError(f"no Lua test scripts in {LUA_TESTS}")
+    scratch = tree / "code-size-lua-tests"
+    scratch.mkdir(exist_ok=True)
+    outputs = []
+    for script in scripts:
+        proc = run_test([str(tree / "src" / "lua"), str(script)], scratch, side, lp)
+        if proc.returncode != 0 or f"OK {script.stem}" not in proc.stdout:
+            raise BenchError(f"lua {script.name} failed (exit status {proc.returncode}): "
+                             f"{proc.stderr.strip()[-400:]}; log: {lp}")
+        outputs.append(f"== {script.name}\n{proc.stdout}")
+    return f"{len(scripts)} scripts of benchmarks/lua_tests passed", "".join(outputs)
+
+
+def build_sqlite(tree: Path, side: Side, lp: Path) -> None:
+    sh(["./configure", *SQLITE_CONFIGURE, f"CC={side.cc}"], tree, side, lp,
+       "sqlite3 ./configure")
+    out = sh(["make", "-j2", "sqlite3"], tree, side, lp, "sqlite3 make sqlite3")
+    check_opt_level(out, side, "sqlite3 make")
+
+
+def test_sqlite(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
+    shell = str(tree / "sqlite3")
+    options = set(run_test([shell, ":memory:", "PRAGMA compile_options;"], tree, side,
+                           lp).stdout.split())
+    scripts = sorted(SQLITE_TESTS.glob("*.sql"))
+    if not scripts:
+        raise BenchError(f"no SQL test scripts in {SQLITE_TESTS}")
+    outputs, ran, skipped = [], 0, []
+    for script in scripts:
+        first = script.read_text().splitlines()[0]
+        needs = first.split(":", 1)[1].split() if first.startswith("-- requires:") else []
+        if not set(needs) <= options:
+            skipped.append(script.name)
+            continue
+        with open(script) as stdin:
+            proc = run_test([shell, "-bail", ":memory:"], tree, side, lp, stdin=stdin)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise BenchError(f"sqlite3 < {script.name} failed (exit status "
+                             f"{proc.returncode}, {len(proc.stdout)} bytes of output): "
+                             f"{proc.stderr.strip()[-400:]}; log: {lp}")
+        outputs.append(f"== {script.name}\n{proc.stdout}")
+        ran += 1
+    summary = f"{ran} scripts of benchmarks/sqlite_tests passed"
+    if skipped:
+        summary += f" ({', '.join(skipped)} skipped: options not compiled in)"
+    return summary, "".join(outputs)
+
+
+def run_test(cmd: list[str], cwd: Path, side: Side, lp: Path,
+             stdin=None) -> subprocess.CompletedProcess:
+    """A test program's run, its output captured and appended to the log."""
+    proc = subprocess.run(cmd, cwd=cwd, env=side.env(), stdin=stdin, capture_output=True,
+                          text=True, errors="replace", timeout=600)
+    with open(lp, "a") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}{' < ' + stdin.name if stdin else ''}\n"
+                 f"{proc.stdout}{proc.stderr}[exit status {proc.returncode}]\n")
+    return proc
+
+
+PROJECTS = {  # name: (Debian source package, build, test, flags in words)
+    "zlib": ("zlib", build_zlib, test_zlib, "./configure --static, CFLAGS=-Oz"),
+    "bzip2": ("bzip2", build_bzip2, test_bzip2, f"its Makefile, CFLAGS={BZIP2_CFLAGS}"),
+    "lua5.4": ("lua5.4", build_lua, test_lua,
+               "src/Makefile, MYCFLAGS=-Oz (Debian's -Os for llex/lparser/lcode removed), "
+               "C and C++ copies"),
+    "sqlite3": ("sqlite3", build_sqlite, test_sqlite,
+                f"./configure {' '.join(SQLITE_CONFIGURE)}, make sqlite3"),
+}
+
+
+# --------------------------------------------------------------------------
+# measuring
+
+def object_text(tree: Path) -> dict[str, int]:
+    """.text bytes of every object file (ELF relocatable, whatever its name:
+    ``*.o``, bzip2's ``*.sho``) under ``tree``, by relative path."""
+    sizes = {}
+    for path in sorted(tree.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        with open(path, "rb") as fh:
+            if rp._elf_type(fh.read(18)) != 1:
+                continue
+        sizes[str(path.relative_to(tree))] = text_bytes(str(path))
+    return sizes
+
+
+@dataclass
+class SideResult:
+    side: str
+    cc: str
+    build_ok: bool = False
+    tests_ok: bool = False
+    build_s: float | None = None
+    tests: str = ""
+    test_output_sha256: str | None = None
+    objects: dict = field(default_factory=dict)    # relative path -> .text bytes
+    counters: dict = field(default_factory=dict)   # mirecc's stats (mirecc side)
+    error: str | None = None
+
+
+@dataclass
+class ProjectResult:
+    project: str
+    version: str | None = None
+    flags: str = ""
+    sides: dict = field(default_factory=dict)      # side name -> SideResult
+    text_clang: int = 0       # over the objects both sides have
+    text_mirecc: int = 0
+    only_clang: list = field(default_factory=list)
+    only_mirecc: list = field(default_factory=list)
+    test_output_same: bool | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return (self.error is None and len(self.sides) == 2
+                and all(s.build_ok and s.tests_ok for s in self.sides.values()))
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def run_project(name: str, work: Path, sides: list[Side]) -> ProjectResult:
+    """Fetch, then per side: fresh copy, build, measure, test, move away."""
+    package, build, test, flags = PROJECTS[name]
+    result = ProjectResult(name, flags=flags)
+    try:
+        src = rp.fetch_source(package, work / "src", logs=work / "logs")
+    except BenchError as exc:
+        result.error = str(exc)
+        log(f"{name}: FAILED: {str(exc).splitlines()[0]}")
+        return result
+    result.version = rp.source_version(src)
+    build_dir = work / "code-size" / "build" / name
+    outputs = {}
+    for side in sides:
+        sr = result.sides[side.name] = SideResult(side.name, side.cc)
+        lp = work / "logs" / f"code-size-{name}-{side.name}.log"
+        lp.unlink(missing_ok=True)
+        cache = None
+        if "MIRECC_SIZE_SEARCH" in side.extra_env:
+            # a private, empty cache: every candidate is really built, and
+            # the counters are this build's
+            cache = work / "code-size" / "cache" / name
+            shutil.rmtree(cache, ignore_errors=True)
+            side = replace(side, extra_env={**side.extra_env, "MIRECC_CACHE_DIR": str(cache)})
+        shutil.rmtree(build_dir, ignore_errors=True)
+        build_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src, build_dir, symlinks=True)
+        try:
+            log(f"{name} [{side.name}]: building")
+            started = time.monotonic()
+            build(build_dir, side, lp)
+            sr.build_s = round(time.monotonic() - started, 1)
+            sr.build_ok = True
+            sr.objects = object_text(build_dir)
+            if cache:
+                counts = stats.read(Config(cache_dir=str(cache)))
+                sr.counters = {c: counts.get(c, 0) for c in COUNTERS}
+            log(f"{name} [{side.name}]: built in {sr.build_s} s; testing")
+            sr.tests, outputs[side.name] = test(build_dir, side, lp)
+            sr.test_output_sha256 = hashlib.sha256(outputs[side.name].encode()).hexdigest()
+            sr.tests_ok = True
+        except (BenchError, subprocess.TimeoutExpired, OSError) as exc:
+            sr.error = str(exc)
+            log(f"{name} [{side.name}]: FAILED: {str(exc).splitlines()[0]}")
+        dest = work / "code-size" / "results" / name / side.name
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(build_dir), str(dest))
+    if len(outputs) == 2:
+        # clang's build is the reference: a difference is mirecc's failure
+        result.test_output_same = outputs["clang"] == outputs["mirecc"]
+        if not result.test_output_same:
+            sr = result.sides["mirecc"]
+            sr.tests_ok = False
+            sr.error = "test output differs from the clang build's"
+    plain, ours = result.sides["clang"].objects, result.sides["mirecc"].objects
+    common = plain.keys() & ours.keys()
+    result.text_clang = sum(plain[k] for k in common)
+    result.text_mirecc = sum(ours[k] for k in common)
+    result.only_clang = sorted(plain.keys() - ours.keys())
+    result.only_mirecc = sorted(ours.keys() - plain.keys())
+    return result
+
+
+# --------------------------------------------------------------------------
+# report
+
+def change(a: int, b: int) -> str:
+    return f"{100 * (b - a) / a:+.2f}%" if a else "-"
+
+
+def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None) -> str:
+    def ok(r: ProjectResult, side: str) -> str:
+        s = r.sides.get(side)
+        return "-" if s is None else "ok" if s.tests_ok else "FAIL"
+
+    def secs(r: ProjectResult, side: str) -> str:
+        s = r.sides.get(side)
+        return "-" if s is None or s.build_s is None else f"{s.build_s:.0f}"
+
+    lines = [f"Machine: {machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}; "
+             f"{machine['compiler']}; -Oz; mirecc ({rev or 'revision unknown'}) with "
+             f"MIRECC_SIZE_SEARCH={k}", "",
+             "| project | clang .text | mirecc .text | change | tests clang/mirecc "
+             "| build s clang/mirecc |",
+             "|---|---:|---:|---:|---|---|"]
+    for r in results:
+        lines.append(f"| {r.project} | {r.text_clang} | {r.text_mirecc} | "
+                     f"{change(r.text_clang, r.text_mirecc)} | {ok(r, 'clang')}/{ok(r, 'mirecc')} "
+                     f"| {secs(r, 'clang')}/{secs(r, 'mirecc')} |")
+    a, b = sum(r.text_clang for r in results), sum(r.text_mirecc for r in results)
+    lines += [f"| **total** | {a} | {b} | {change(a, b)} | | |", ""]
+    for r in results:
+        lines.append(f"{r.project} {r.version or ''}: {r.flags}")
+        mirecc = r.sides.get("mirecc")
+        if mirecc and mirecc.counters:
+            lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]]} TUs; "
+                         f"one was smaller than clang's -Oz in {mirecc.counters[COUNTERS[1]]}")
+        objects = len(r.sides["clang"].objects) if "clang" in r.sides else 0
+        lines.append(f"  objects measured: {objects - len(r.only_clang)}")
+        for side, names in (("clang", r.only_clang), ("mirecc", r.only_mirecc)):
+            if names:
+                lines.append(f"  only in the {side} build: {', '.join(names)}")
+        for s in r.sides.values():
+            lines.append(f"  [{s.side}] {s.tests or 'tests not run'}")
+            if s.error:
+                lines.append("    error: " + s.error.replace("\n", "\n    "))
+        if r.test_output_same is not None:
+            lines.append(f"  test output identical on both builds: {r.test_output_same}")
+        if r.error:
+            lines.append("  error: " + r.error.replace("\n", "\n  "))
+    return "\n".join(lines)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--k", type=int, default=5, help="MIRECC_SIZE_SEARCH (default 5)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--k", type=int, default=None,
+                        help=f"MIRECC_SIZE_SEARCH (default: mirecc's default, or 5 where "
+                             f"that is 0: {default_k()})")
+    parser.add_argument("--projects", default=",".join(ALL_PROJECTS),
+                        help=f"comma-separated subset of {','.join(ALL_PROJECTS)}")
     parser.add_argument("--work", type=Path, default=rp.DEFAULT_WORK,
-                        help=f"work directory, sources under WORK/src (default: {rp.DEFAULT_WORK})")
+                        help=f"work directory, sources under WORK/src (default: "
+                             f"{rp.DEFAULT_WORK})")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON results (default: WORK/code_size.json)")
     args = parser.parse_args()
-    src = rp.fetch_source("bzip2", args.work / "src", logs=args.work / "logs")
-    mirecc = str(rp.find_mirecc())
-    cc = rp.real_compiler(Path(mirecc))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")
-           and k not in ("CC", "CFLAGS", "MAKEFLAGS")}
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="mirecc-code-size-") as tmp:
-        for side, compiler, extra in (("clang", cc, {}),
-                                      ("mirecc", mirecc, {"MIRECC_SIZE_SEARCH": str(args.k),
-                                                          "MIRECC_CACHE_DIR": f"{tmp}/cache"})):
-            tree = Path(tmp) / side
-            shutil.copytree(src, tree, symlinks=True)
-            print(f"building bzip2 with {side} ...", file=sys.stderr)
-            results[side] = build(tree, compiler, {**env, **extra})
-        counts = stats.read(Config(cache_dir=f"{tmp}/cache"))
-    (plain, plain_ok), (ours, ours_ok) = results["clang"], results["mirecc"]
-    print(f"bzip2 ({src.name}), CFLAGS={CFLAGS}, {cc}, MIRECC_SIZE_SEARCH={args.k}\n")
-    print("| object | clang -Oz .text | mirecc .text | change |\n|---|---:|---:|---:|")
-    def change(a, b):
-        return f"{100 * (b - a) / a:+.1f}%" if a else "-"
-    for name in plain:
-        a, b = plain[name], ours.get(name, 0)
-        print(f"| {name} | {a} | {b} | {change(a, b)} |")
-    a, b = sum(plain.values()), sum(ours.values())
-    print(f"| **total** | {a} | {b} | {change(a, b)} |")
-    print(f"\nmirecc built candidates for {counts.get('verified.code-size', 0)} TUs; a "
-          f"candidate was smaller in {counts.get('verified.code-size.improved', 0)} "
-          f"(mire stats)")
-    print(f"make and its tests: clang {'passed' if plain_ok else 'FAILED'}, "
-          f"mirecc {'passed' if ours_ok else 'FAILED'}")
-    return 0 if plain_ok and ours_ok else 1
+    k = default_k() if args.k is None else args.k
+    if k < 1:
+        parser.error("--k must be at least 1 (0 turns the search off)")
+    projects = [p.strip() for p in args.projects.split(",") if p.strip()]
+    unknown = [p for p in projects if p not in PROJECTS]
+    if unknown or not projects:
+        parser.error(f"unknown project(s) {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {', '.join(ALL_PROJECTS)}")
+    work = args.work.absolute()
+    out = (args.out or work / "code_size.json").absolute()
+
+    try:
+        mirecc = rp.find_mirecc()
+        mirecxx = rp.find_mirecc("mirecc++")
+        cc, cxx = rp.real_compiler(mirecc), rp.real_compiler(mirecxx, cxx=True)
+    except BenchError as exc:
+        print(f"code_size: {exc}", file=sys.stderr)
+        return 2
+    sides = [Side("clang", cc, cxx, {}),
+             # mirecc drives the very clang the reference build uses
+             Side("mirecc", str(mirecc), str(mirecxx),
+                  {"MIRECC_SIZE_SEARCH": str(k), "MIRECC_CC": cc, "MIRECC_CXX": cxx})]
+    log(f"clang: {cc}; mirecc: {mirecc}; K={k}; work directory: {work}")
+    results = []
+    for name in projects:
+        log(f"=== {name}")
+        results.append(run_project(name, work, sides))
+
+    machine, rev = machine_description(cc), revision()
+    print(report(results, machine, k, rev))
+    total_clang = sum(r.text_clang for r in results)
+    total_mirecc = sum(r.text_mirecc for r in results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "machine": machine, "k": k, "clang": cc, "mirecc": str(mirecc), "revision": rev,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "total": {"text_clang": total_clang, "text_mirecc": total_mirecc},
+        "results": [r.to_dict() for r in results]}, indent=2) + "\n")
+    print(f"\nJSON: {out}")
+    return 0 if all(r.ok for r in results) and total_mirecc <= total_clang else 1
 
 
 if __name__ == "__main__":
