@@ -16,17 +16,18 @@ up in objects, e.g. through ``__FILE__``), and differ only in the compiler:
 ``MIRECC_SIZE_SEARCH=K``, a private, emptied ``MIRECC_CACHE_DIR`` (so every
 candidate is really built and the counters are this project's) and
 ``MIRECC_CC``/``MIRECC_CXX`` pinned to the reference compilers.  Code size is
-deterministic, so there is one build per side; build seconds (configure
-and make, not the tests) are a single sample each, informational only (the
-machine may be busy).  Each side's tree is
-then moved to ``WORK/code-size/results/<project>/<side>``.
+deterministic for a given mirecc and candidate library (``heads/``; the
+report and the JSON name the repository's commit), so there is one build
+per side; build seconds (configure and make, not the tests) are a single
+sample each, informational only (the machine may be busy).  Each side's
+tree is then moved to ``WORK/code-size/results/<project>/<side>``.
 
 Measured: the ``.text`` bytes (executable sections) of every object file
 in the tree (ELF relocatable: ``*.o``, libtool's PIC copies in ``.libs/``,
 bzip2's PIC ``*.sho``; not archive members, which repeat the objects),
 summed over the objects present on both sides (an object present on one
-side only is listed).  Every compile command in the make output must end at ``-Oz``
-(the last ``-O`` flag wins), else the side fails.
+side only is listed).  Every compile command in the make output must end
+at ``-Oz`` (the last ``-O`` flag wins), else the side fails.
 
 Projects
 --------
@@ -60,13 +61,14 @@ lua5.4
     ``benchmarks/lua_tests/*.lua`` run with the built ``lua``: exit status
     0, its ``OK <name>`` line, and the same output on both builds.
 sqlite3
-    ``./configure --disable-tcl --disable-shared CFLAGS=-Oz CC=...`` and
+    ``./configure --disable-tcl --disable-shared --enable-fts4 --enable-fts5
+    CFLAGS=-Oz CC=...`` and
     ``make -j2 sqlite3`` (Makefile.in's shell target: tclsh generates the
     amalgamation ``sqlite3.c``, compiled by libtool into ``sqlite3.o``, a
     single big TU).  The shell, ``shell.c``, is compiled and linked in one
     step, so it leaves no object and is not in the ``.text`` figures; the
-    build tools (lemon, mksourceid) are linked the same way.  This default
-    configuration has JSON and math functions but no FTS.  Tests: SQLite's
+    build tools (lemon, mksourceid) are linked the same way.  The
+    configuration has JSON and math functions, FTS4 and FTS5.  Tests: SQLite's
     TCL suite is too slow here, so the scripts in
     ``benchmarks/sqlite_tests/*.sql`` (tables, indexes, joins, aggregates,
     window functions, CTEs incl. recursive ones, JSON, string and date
@@ -75,16 +77,16 @@ sqlite3
     shell, ``sqlite3 -bail :memory: < script``: exit status 0, some output,
     and the same output on both builds.  A script whose first line is
     ``-- requires: OPTION ...`` runs only when ``PRAGMA compile_options``
-    lists every OPTION (``fts.sql`` needs FTS4 and FTS5: skipped by default).
+    lists every OPTION (``fts.sql`` needs FTS4 and FTS5).
 
 Output: a markdown table on stdout (project, .text per side, change, tests,
 build seconds; total over the projects), the machine and K, mirecc's
 counters (``verified.code-size``: TUs whose candidates were built,
-``.improved``: TUs where a candidate was smaller than clang's -Oz; every
--Oz compile mirecc saw, configure's checks included), progress
+``.improved``: TUs where a candidate was smaller than clang's -Oz; both
+count every -Oz compile mirecc saw, configure's checks included), progress
 on stderr, logs in ``WORK/logs/code-size-*``, JSON in ``--out``.  Exit
-status 1 if any build or test failed on either side, or if mirecc's total is
-larger than clang's.
+status 1 if any build or test failed on either side, or if mirecc's total
+is larger than clang's.
 """
 from __future__ import annotations
 
@@ -118,7 +120,9 @@ COUNTERS = ("verified.code-size", "verified.code-size.improved")
 BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
 LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
                  "SYSLIBS=-Wl,-E -ldl", "LIBTOOL=libtool --quiet"]
-SQLITE_CONFIGURE = ["--disable-tcl", "--disable-shared", "CFLAGS=-Oz"]
+# FTS4/FTS5 on: more code under test (benchmarks/sqlite_tests/fts.sql)
+SQLITE_CONFIGURE = ["--disable-tcl", "--disable-shared", "--enable-fts4", "--enable-fts5",
+                    "CFLAGS=-Oz"]
 
 
 def revision() -> str | None:
