@@ -109,18 +109,17 @@ def _verified_lines(task: str, v: dict) -> list[str]:
     how = ("the winner cache knew the winner: " + ("nothing built" if not v["built"]
                                                     else "built it alone")
            if v.get("from_cache") else f"built {_plural(v['built'], 'candidate')}")
+    # sizes first: pipeline names can be long
     lines = [f"  {task}: {how}; .text bytes (* kept):"]
     own_size = v["sizes"].get(v["own"])
-    label = {name: f"{name} (your level)" if name == v["own"] else name
-             for name in [*v["sizes"], *v["skipped"]]}
-    width = max(len(text) for text in label.values())
     for name, size in sorted(v["sizes"].items(), key=lambda kv: (kv[1], kv[0] != v["own"])):
-        change = f"  {100 * (size - own_size) / own_size:+.1f}%" \
+        change = f"{100 * (size - own_size) / own_size:+.1f}%" \
             if own_size and name != v["own"] else ""
         mark = "*" if name == v["winner"] else " "
-        lines.append(f"   {mark} {label[name]:<{width}} {size:>10,}{change}")
+        label = f"{name} (your level)" if name == v["own"] else name
+        lines.append(f"   {mark} {size:>10,} {change:>7}  {label}")
     for name, why in v["skipped"].items():
-        lines.append(f"     {label[name]:<{width}} failed: {why}")
+        lines.append(f"     {'failed':>10} {'':>7}  {name}: {why}")
     return lines
 
 
