@@ -1,13 +1,15 @@
 """``mire size-train``: the code-size ranker shipped in heads/code-size.
 
-On the training packages only (the held-out ones stay unseen), each feature
-set the driver can compute (instruction counts, the encoder's module
-embedding) is judged by leave-packages-out cross-validation: the mean
-``.text`` reduction below -Oz when the K best-predicted pipelines are built,
-against the library's own order.  The best set is trained on every
-training module and written as ``ranker.onnx`` with the spec's ``ranker``
-section; when no forest beats the library order, none is shipped (the
-library order stays) and the command says so.
+On the training packages only (the held-out ones stay unseen), every way
+to order the library is judged by leave-packages-out cross-validation: the
+mean ``.text`` reduction below -Oz when the first K pipelines are built.
+The ways: the library's search order, two fixed orders learned from the
+labels (the most frequent winners first; the best mean first) and a forest
+per feature set the driver can compute (instruction counts, the encoder's
+module embedding).  The best is shipped: a forest as ``ranker.onnx`` with
+the spec's ``ranker`` section, a fixed order by rewriting the library in
+that order (learned from every training module), and the command says
+which.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import numpy as np
 
 from mirecc.tasks.code_size.offline import cli as size_cli
 from mirecc.tasks.code_size.offline.rank import (Table, forest_scores, judge,
-                                                 module_features, orders_from_scores)
+                                                 module_features, orders_from_scores,
+                                                 static_order)
 
 DRIVER_FEATURES = ("counts", "encoder")
 FOLDS = 5
@@ -42,9 +45,11 @@ def package_folds(table: Table, folds: int) -> list[np.ndarray]:
             for f in range(folds)]
 
 
-def cross_validate(table: Table, X: np.ndarray | None, k: int, folds: int) -> float:
-    """Mean verified .text reduction at K over held-out folds (X None: the
-    library's own order)."""
+def cross_validate(table: Table, X, k: int, folds: int) -> float:
+    """Mean verified .text reduction at K over held-out folds; ``X``: the
+    forest's features, or a fixed order: ``None`` (the library's),
+    ``"winners"`` or ``"best"`` (:func:`static_order` of the fold's
+    training modules)."""
     scores, weights = [], []
     for test_rows in package_folds(table, folds):
         if not len(test_rows):
@@ -53,6 +58,8 @@ def cross_validate(table: Table, X: np.ndarray | None, k: int, folds: int) -> fl
         test = table.subset(test_rows)
         if X is None:
             orders = np.tile(np.arange(len(table.library)), (len(test_rows), 1))
+        elif isinstance(X, str):
+            orders = np.tile(static_order(table.subset(train_rows), X), (len(test_rows), 1))
         else:
             orders = orders_from_scores(forest_scores(X[train_rows], table.subset(train_rows),
                                                       X[test_rows], trees=TREES))
@@ -95,21 +102,32 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"mire size-train: {kind}: {len(table.modules) - len(keep)} modules without "
                   f"features; left out", file=sys.stderr)
-    cv = {"library order": cross_validate(table, None, args.k, FOLDS)}
+    cv = {"library order": cross_validate(table, None, args.k, FOLDS),
+          "most frequent winners": cross_validate(table, "winners", args.k, FOLDS),
+          "best single pipeline": cross_validate(table, "best", args.k, FOLDS)}
     for kind, X in features.items():
         cv[f"forest: {kind}"] = cross_validate(table, X, args.k, FOLDS)
     for name, value in cv.items():
-        print(f"  {name:<20} {100 * value:.2f}% smaller than -Oz at K={args.k} "
+        print(f"  {name:<22} {100 * value:.2f}% smaller than -Oz at K={args.k} "
               f"(leave-packages-out, {FOLDS} folds)")
-    best = max(features, key=lambda kind: cv[f"forest: {kind}"], default=None)
+    # ties go to the simpler way: the fixed orders first
+    winner = max(cv, key=lambda name: cv[name])
     out_dir = size_cli.SPEC.parent
     metrics = {"llvm": major, "k": args.k, "folds": FOLDS, "modules": len(table.modules),
-               "cross_validation": cv}
-    if best is None or cv[f"forest: {best}"] <= cv["library order"]:
-        size_cli.write_spec(drop_ranker=True)
+               "cross_validation": cv, "shipped": winner}
+    if not winner.startswith("forest: "):
+        order = {"library order": np.arange(len(library)),
+                 "most frequent winners": static_order(table, "winners"),
+                 "best single pipeline": static_order(table, "best")}[winner]
+        named = dict((passes, name) for name, passes in size_cli._library(compiler))
+        size_cli.write_spec(major, [(named[library[i]], library[i]) for i in order],
+                            drop_ranker=True)
+        (out_dir / "ranker.onnx").unlink(missing_ok=True)
         atomic_write_bytes(out_dir / "metrics.json", json.dumps(metrics, indent=2).encode())
-        print("mire size-train: no forest beats the library order; no ranker shipped")
+        print(f"mire size-train: no forest beats the fixed orders; the library is written "
+              f"in the order of '{winner}', no ranker shipped")
         return 0
+    best = winner.split(": ", 1)[1]
     X = features[best]
     model = fit_forest(X, np.where(np.isfinite(table.text), table.text, -1.0),
                        ForestConfig(trees=TREES, min_samples_leaf=2, max_features=0.5))
@@ -118,7 +136,6 @@ def run(args: argparse.Namespace) -> int:
     if best == "encoder":
         ranker["encoder"] = load_model(str(SHIPPED_MODEL_DIR)).cache_version
     size_cli.write_spec(ranker=ranker)
-    metrics["shipped"] = best
     atomic_write_bytes(out_dir / "metrics.json", json.dumps(metrics, indent=2).encode())
     print(f"mire size-train: shipped the forest on {best} ({out_dir / 'ranker.onnx'})")
     return 0
