@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
     from mirecc.tasks.opencl.offline.features import default_cache_root
 
-    compiler = size_cli._compiler(args)
+    compiler = size_cli.compiler_of(args)
     library = size_cli.library_passes(compiler)
     labels = Labels(Path(args.labels))
     try:
@@ -141,7 +141,7 @@ def _pct(x: float) -> str:
 
 
 def markdown(r: dict) -> str:
-    lines = [f"# Code size: the library's rankings on held-out packages",
+    lines = ["# Code size: the library's rankings on held-out packages",
              "",
              f"{r['compiler']}; {r['machine']['processor']}; library of {r['library']} "
              f"pipelines; {r['train_modules']} training modules, {r['test_modules']} held-out "
@@ -150,7 +150,8 @@ def markdown(r: dict) -> str:
              f"smallest of -Oz and the first K pipelines (never larger than -Oz); compile "
              f"time: opt and back end of -Oz plus the K candidates, over -Oz's.", ""]
     lines += ["| ranking | K | .text mean | .text geomean | IR instr. mean | IR geomean "
-              "| improved | larger | compile time |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| improved | larger | compile time |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, by_k in r["main"].items():
         for k, res in by_k.items():
             rows = [("verified", res["verified"])]
@@ -173,7 +174,8 @@ def markdown(r: dict) -> str:
                 s = le["results"][name].get(k) or le["results"][name].get(str(k))
                 cells.append(f"{_pct(s['verified']['text_mean'])} / "
                              f"{_pct(s['verified']['ir_mean'])}" if s else "-")
-        lines.append(f"| {float(fraction):.0%} | {le['train_modules']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {float(fraction):.0%} | {le['train_modules']} | "
+                     + " | ".join(cells) + " |")
     lines += ["", "## Per held-out package (.text mean, verified)", "",
               "| package | modules | ranking | " + " | ".join(f"K={k}" for k in r["ks"]) + " |",
               "|---|---:|---|" + "---:|" * len(r["ks"])]

@@ -66,7 +66,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="size: seeds of the random and learned rankings, averaged")
 
 
-def _compiler(args) -> str:
+def compiler_of(args) -> str:
     if args.cc:
         return args.cc
     from mirecc.compiler import find_compiler
@@ -82,7 +82,7 @@ def _modules(args, split: str):
     return sample(modules, args.limit or len(modules), args.seed)
 
 
-def _library(compiler: str) -> list[tuple[str, str]]:
+def named_library(compiler: str) -> list[tuple[str, str]]:
     """[(name, passes)] of the shipped library for ``compiler``'s LLVM."""
     import yaml
 
@@ -93,13 +93,13 @@ def _library(compiler: str) -> list[tuple[str, str]]:
 
 
 def library_passes(compiler: str) -> list[str]:
-    return [passes for _, passes in _library(compiler)]
+    return [passes for _, passes in named_library(compiler)]
 
 
 def run_data(args: argparse.Namespace) -> int:
     from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
 
-    compiler = _compiler(args)
+    compiler = compiler_of(args)
     out = Path(args.out)
     write_meta(out, compiler, Path(args.corpus))
     pipelines = (Path(args.pipelines).read_text().split("\n") if args.pipelines
@@ -124,7 +124,7 @@ def run_search(args: argparse.Namespace) -> int:
     from mirecc.tasks.code_size.offline.search import (greedy_library, pad_library,
                                                        pipeline_summary, reductions)
 
-    compiler = _compiler(args)
+    compiler = compiler_of(args)
     out = Path(args.out)
     write_meta(out, compiler, Path(args.corpus))
     modules = _modules(args, "train")
@@ -137,8 +137,8 @@ def run_search(args: argparse.Namespace) -> int:
     labels = Labels(out)
     label(modules, candidates, labels, compiler, jobs=args.jobs, timeout=args.timeout,
           desc="size-search")
-    table = {m.sha256: rows for m, rows in ((m, labels.table().get(m.sha256, {}))
-                                            for m in modules)}
+    measured = labels.table()
+    table = {m.sha256: measured.get(m.sha256, {}) for m in modules}
     red = reductions(table)
     library = pad_library(red, greedy_library(red, candidates, args.library_size),
                           candidates, args.library_size)
@@ -203,9 +203,9 @@ def run_check(args: argparse.Namespace) -> int:
     from mirecc.fsutil import atomic_write_bytes
     from mirecc.tasks.code_size.offline.check import check
 
-    compiler = _compiler(args)
+    compiler = compiler_of(args)
     major = clang_major(compiler)
-    named = _library(compiler)
+    named = named_library(compiler)
     library = [passes for _, passes in named]
     out = Path(args.out)
     results = check(compiler, library, out / "check-programs", csmith_count=args.csmith,

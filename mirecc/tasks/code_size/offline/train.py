@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.tasks.opencl.offline.features import default_cache_root
 
-    compiler = size_cli._compiler(args)
+    compiler = size_cli.compiler_of(args)
     major = clang_major(compiler)
     library = size_cli.library_passes(compiler)
     modules = [m for m in corpus_modules(Path(args.corpus)) if m.split == "train"]
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         order = {"library order": np.arange(len(library)),
                  "most frequent winners": static_order(table, "winners"),
                  "best single pipeline": static_order(table, "best")}[winner]
-        named = dict((passes, name) for name, passes in size_cli._library(compiler))
+        named = dict((passes, name) for name, passes in size_cli.named_library(compiler))
         size_cli.write_spec(major, [(named[library[i]], library[i]) for i in order],
                             drop_ranker=True)
         (out_dir / "ranker.onnx").unlink(missing_ok=True)
