@@ -184,7 +184,7 @@ def test_never_larger_a_failing_candidate_is_skipped(tmp_path):
     assert counts["verified.code-size"] == 1 and counts["verified.code-size.improved"] == 0
 
 
-def test_off_by_default_and_only_for_size_levels(tmp_path):
+def test_off_at_zero_and_only_for_size_levels(tmp_path):
     """K = 0, or a level other than -Os/-Oz: clang's object, and at -O2 the
     IR is not even read (the task's opt_levels): the call passes through."""
     heads = heads_with(tmp_path, ["default<Oz>"])
