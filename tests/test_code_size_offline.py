@@ -100,6 +100,16 @@ def test_labels_are_measured_once_and_resumed(corpus, tmp_path):
     with open(out / "labels.jsonl", "a") as fh:
         fh.write('{"module": "a.c')
     assert len(Labels(out).rows) == 8
+    # the committed copy: the same rows, and the modules' packages
+    import gzip
+
+    from mirecc.tasks.code_size.offline.dataset import export
+    export(out, corpus, tmp_path / "export")
+    rows = gzip.decompress((tmp_path / "export" / "labels.jsonl.gz").read_bytes()).splitlines()
+    assert sorted(json.loads(r)["pipeline"] for r in rows) == sorted(
+        r["pipeline"] for r in Labels(out).rows.values())
+    origins = gzip.decompress((tmp_path / "export" / "modules.jsonl.gz").read_bytes())
+    assert {json.loads(m)["origin"] for m in origins.splitlines()} == {"pkg-a.c", "pkg-b.c"}
 
 
 def test_a_corpus_without_manifest_is_a_clear_error(tmp_path):

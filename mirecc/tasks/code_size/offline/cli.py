@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="at most this many modules, spread "
                         "over packages (default: all)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--export", metavar="DIR",
+                        help="size-data: write the labels measured so far under DIR "
+                             "(gzipped; heads/code-size/labels is the committed copy) and stop")
     parser.add_argument("--pipelines", help="a file of pipelines, one per line (default: "
                         "the library of heads/code-size/spec.yaml for the compiler's LLVM)")
     # size-search only
@@ -97,8 +100,12 @@ def library_passes(compiler: str) -> list[str]:
 
 
 def run_data(args: argparse.Namespace) -> int:
-    from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
+    from mirecc.tasks.code_size.offline.dataset import Labels, export, label, write_meta
 
+    if args.export:
+        for path in export(Path(args.out), Path(args.corpus), Path(args.export)):
+            print(path)
+        return 0
     compiler = compiler_of(args)
     out = Path(args.out)
     write_meta(out, compiler, Path(args.corpus))

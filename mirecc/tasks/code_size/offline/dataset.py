@@ -221,3 +221,34 @@ def _progress(total: int, desc: str):
         return None
     return tqdm(total=total, desc=desc, unit="build", file=sys.stderr, mininterval=2,
                 disable=None)
+
+
+def export(out: Path, corpus: Path, dest: Path) -> list[Path]:
+    """The labels of ``out`` as committed files under ``dest``: labels,
+    pipelines and the labelled modules' origins (gzipped JSON lines), the
+    meta, the search's library report and the correctness check's report."""
+    import gzip
+    import shutil
+
+    labels = Labels(out)
+    labelled = {module for module, _ in labels.rows}
+    modules = [{"sha256": m.sha256, "origin": m.origin, "path": m.source, "split": m.split}
+               for m in corpus_modules(corpus) if m.sha256 in labelled]
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, lines in (("labels.jsonl.gz", (json.dumps(r, sort_keys=True)
+                                              for r in labels.rows.values())),
+                        ("pipelines.jsonl.gz", (json.dumps({"id": pipeline_id(t), "pipeline": t})
+                                                 for t in sorted(set(labels.texts.values()))
+                                                 if t != OWN)),
+                        ("modules.jsonl.gz", (json.dumps(m, sort_keys=True) for m in modules))):
+        # mtime 0: the same labels give the same bytes
+        data = gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0)
+        atomic_write_bytes(dest / name, data)
+        written.append(dest / name)
+    for name in ("meta.json", "library-14.json", "library-19.json", "check-14.json",
+                 "check-19.json"):
+        if (out / name).is_file():
+            shutil.copyfile(out / name, dest / name)
+            written.append(dest / name)
+    return written
