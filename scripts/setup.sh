@@ -58,6 +58,11 @@ if [ "$mode" = "--test" ]; then
     # ProGraML 0.3.2 only as the reference in the graph parity tests: its
     # Python package does not import on 3.11, its bundled llvm2graph-10 runs.
     .venv/bin/pip install -q --no-deps programl==0.3.2
+elif [ "$mode" = "--corpus" ]; then
+    # a developer's mode too: editable (as --test), so that running it after
+    # --test keeps the checkout importable instead of freezing a copy of it
+    .venv/bin/pip install -q -e . --config-settings editable_mode=compat
+    .venv/bin/python -m compileall -q mirecc
 else
     .venv/bin/pip install -q .
 fi
