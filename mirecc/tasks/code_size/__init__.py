@@ -7,10 +7,13 @@ the result), its ``.text`` bytes are counted, and the user's own object is
 one of the candidates (it wins ties), so the result is never larger than
 the user's level, and the same input always gives the same object.
 
-Driver side: :mod:`.head` (ranks the library: for now in the library's own
-order, the shipped ``heads/code-size/spec.yaml``), :mod:`.build` (a
-candidate's object and its ``.text`` size) and :mod:`.verify` (the build
-step the driver calls after the user's own object is made).
+Driver side: :mod:`.head` (ranks the library of ``heads/code-size/spec.yaml``:
+in its own order, or by a forest on :mod:`.features` when the spec ships
+one), :mod:`.build` (a candidate's object and its ``.text`` size),
+:mod:`.verify` (the build step the driver calls after the user's own object
+is made) and :mod:`.winners` (the winner cache, so a rebuild builds one).
+Offline: :mod:`.offline` (``mire size-search``, ``size-check``,
+``size-data``, ``size-train``, ``mire bench size``).
 
 This module is the task's declaration: standard library only.
 """
