@@ -346,17 +346,10 @@ def object_text(tree: Path) -> dict[str, int]:
 
 
 @dataclass
-class SideResult:
-    side: str
-    cc: str
-    build_ok: bool = False
-    tests_ok: bool = False
-    build_s: float | None = None
-    tests: str = ""
-    test_output_sha256: str | None = None
+class SideResult(rp.SideResult):
+    """real_projects' side result, plus what code size measures."""
     objects: dict = field(default_factory=dict)    # relative path -> .text bytes
     counters: dict = field(default_factory=dict)   # mirecc's stats (mirecc side)
-    error: str | None = None
 
 
 @dataclass

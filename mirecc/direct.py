@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from mirecc.fsutil import sha256
+from mirecc.fsutil import file_identity, sha256
 
 SCHEMA = 1
 # A file whose mtime is this close to the front end's start may have changed
@@ -46,13 +46,7 @@ CLANG_ENVIRONMENT = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCL
 def manifest_key(compiler: str, args: list[str], pipeline_version: str) -> str:
     """What a TU's bitcode and result depend on besides the files the front
     end reads."""
-    real = os.path.realpath(compiler)
-    try:
-        st = os.stat(real)
-        identity = f"{real}|{st.st_size}|{st.st_mtime_ns}"
-    except OSError:
-        identity = real
-    material = [f"direct{SCHEMA}", pipeline_version, identity, os.getcwd(),
+    material = [f"direct{SCHEMA}", pipeline_version, file_identity(compiler), os.getcwd(),
                 *(f"{v}={os.environ.get(v, '')}" for v in CLANG_ENVIRONMENT),
                 "args", *args]
     return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()

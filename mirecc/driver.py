@@ -445,8 +445,8 @@ def _verify(outcome, extra, config) -> None:
                 continue
             try:
                 verified = load_attribute(declared.verify)(
-                    decision, outcome.split, extra, os.path.dirname(outcome.split.bitcode_path),
-                    report.opt_level, config)
+                    decision, report, outcome.split, extra,
+                    os.path.dirname(outcome.split.bitcode_path), config)
             except Exception as exc:  # noqa: BLE001 - the user's object stands
                 stats.bump(config, {"fallback.verify-failed": 1})
                 if config.warnings:

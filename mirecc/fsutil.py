@@ -13,6 +13,17 @@ except ImportError:  # another Python
     from hashlib import sha256
 
 
+def file_identity(path: str) -> str:
+    """``real path|size|mtime`` of a tool (a compiler, opt): a reinstalled
+    one reads differently; the real path alone when it cannot be read."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return real
+    return f"{real}|{st.st_size}|{st.st_mtime_ns}"
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the whole new one.
 

@@ -199,8 +199,11 @@ def load_head(spec: HeadSpec, config=None):
     from mirecc.tasks.registry import task, tasks
 
     path = Path(spec.directory) / "spec.yaml"
+    # libyaml's loader where PyYAML has it: ~20x faster on the code-size
+    # spec (50 KB of pipelines), which an in-process compile reads each time
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         detail = " ".join(str(exc).split())  # PyYAML's messages span lines
         raise HeadError(f"{path}: cannot read head spec: {detail}") from None

@@ -69,9 +69,10 @@ class Task:
     ``explain``: ``"module:function"``: ``function(result, ctx) -> result``,
     adding what only ``--explain`` pays for (source lines, the compiler's
     own choice); ``None`` for nothing more.
-    ``verify``: ``"module:function"``: ``function(decision, split, extra,
-    workdir, opt_level, config)``, run by the driver after the object of a
-    split compile is made, for each applied decision: it may build
+    ``verify``: ``"module:function"``: ``function(decision, report, split,
+    extra, workdir, config)``, run by the driver after the object of a
+    split compile is made (``report``: the TU's, with its level and its
+    bitcode's SHA-256), for each applied decision: it may build
     candidates from the front end's bitcode and replace the object with a
     better one it measured (code size; ``config``: the build's settings,
     its cache directory); it returns an object with ``winner``, ``own``

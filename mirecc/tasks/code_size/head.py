@@ -57,15 +57,12 @@ def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
 def installed_library(config, major: int) -> dict[str, str]:
     """name -> passes of LLVM ``major``'s library in the installed code-size
     head (the build step resolves the decision's names with it)."""
-    import yaml
-
+    from mirecc.pipeline import load_head
     from mirecc.tasks.registry import default_heads_dirs, find_head_specs, spec_task
 
     for found in find_head_specs(default_heads_dirs(config)):
         if spec_task(found.spec_path) == TASK:
-            with open(found.spec_path, encoding="utf-8") as fh:
-                spec = yaml.safe_load(fh)
-            return dict(parse_library(spec, found.spec_path).get(major, []))
+            return dict(load_head(found, config).library.get(major, []))
     raise HeadError("no code-size head is installed")
 
 

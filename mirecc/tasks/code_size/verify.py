@@ -11,6 +11,7 @@ only the winning candidate, or none when the user's level won.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes
@@ -18,6 +19,7 @@ from mirecc.tasks.code_size.build import (CandidateError, build_candidate, opt_b
                                           text_bytes)
 
 
+@dataclass
 class Verified:
     """What the build step did: ``sizes`` (candidate -> .text bytes, the
     user's own level as ``"-O<level>"``), ``winner``, ``skipped``
@@ -25,39 +27,36 @@ class Verified:
     candidates built by this compile: all of them, or only the winner when
     the winner cache knew it: ``from_cache``)."""
 
-    def __init__(self, sizes: dict, winner: str, skipped: dict, own: str = "",
-                 built: int = 0, from_cache: bool = False):
-        self.sizes = sizes
-        self.winner = winner
-        self.skipped = skipped
-        self.own = own
-        self.built = built
-        self.from_cache = from_cache
+    sizes: dict
+    winner: str
+    skipped: dict
+    own: str = ""
+    built: int = 0
+    from_cache: bool = False
 
     def to_dict(self) -> dict:
-        return {"sizes": dict(self.sizes), "winner": self.winner, "skipped": dict(self.skipped),
-                "own": self.own, "built": self.built, "from_cache": self.from_cache}
+        return asdict(self)
 
 
-def smallest_object(decision, split, extra: list[str], workdir: str, opt_level: str,
+def smallest_object(decision, report, split, extra: list[str], workdir: str,
                     config=None) -> Verified:
     """Build the pipelines ``decision.value["verify"]`` names (the installed
     library's); replace the user's object (``split.output``, already made)
     by the smallest candidate when it is strictly smaller.  The winner cache
     lives in ``config``'s cache directory (caching off: every candidate is
-    built)."""
+    built).  ``report``: the TU's (its level, its bitcode's SHA-256)."""
     from mirecc.compiler import clang_major
     from mirecc.tasks.code_size.head import installed_library
-    from mirecc.tasks.code_size.winners import WinnerCache, file_sha256, winner_key
+    from mirecc.tasks.code_size.winners import WinnerCache, winner_key
 
-    own = f"-O{opt_level}"
+    own = f"-O{report.opt_level}"
     library = installed_library(config, clang_major(split.compiler))
     names = list(decision.value["verify"])
     passes = {name: library[name] for name in names if name in library}
     cache = key = None
     if config is not None and config.cache:
         cache = WinnerCache(config.cache_root())
-        key = winner_key(file_sha256(split.bitcode_path),
+        key = winner_key(report.bitcode_sha256,
                          split.backend_command(extra, output="-", bitcode="-"),
                          opt_beside(split.compiler), [passes.get(n, n) for n in names])
         known = cache.get(key)

@@ -16,33 +16,18 @@ import json
 import os
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.fsutil import atomic_write_bytes, file_identity
 
 VERSION = "1"
-
-
-def _stamp(path: str) -> str:
-    try:
-        st = os.stat(os.path.realpath(path))
-        return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
-    except OSError:
-        return f"{path}:?"
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def winner_key(bitcode_sha256: str, backend_command: list[str], opt: str,
                candidates: list[str]) -> str:
     """The record's key; ``backend_command`` without its output and input
     paths (they differ between builds of the same TU)."""
-    material = "\0".join((VERSION, bitcode_sha256, _stamp(backend_command[0]), _stamp(opt),
-                          "\1".join(backend_command), "\1".join(candidates)))
+    material = "\0".join((VERSION, bitcode_sha256, file_identity(backend_command[0]),
+                          file_identity(opt), "\1".join(backend_command),
+                          "\1".join(candidates)))
     return hashlib.sha256(material.encode()).hexdigest()
 
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from mirecc.corpus.csmith import CSMITH_INCLUDE, csmith_program
 from mirecc.tasks.code_size.build import CandidateError, opt_beside, run_step
+from mirecc.tasks.code_size.offline.dataset import progress_bar
 from mirecc.tasks.code_size.offline.labels import OWN
 
 PROGRAMS = Path(__file__).resolve().parents[4] / "benchmarks" / "programs"
-CSMITH_INCLUDE = "/usr/include/csmith"
 # corpus csmith programs are seed * 1000003 + i for seed 1..; these are not
 CHECK_SEED = 7_000_001
 RUN_TIMEOUT_S = 10
@@ -33,15 +33,13 @@ class Program:
         self.name, self.source, self.cflags, self.argv = name, source, cflags, argv
 
 
-def test_programs(work: Path, csmith_count: int) -> list[Program]:
+def check_programs(work: Path, csmith_count: int) -> list[Program]:
     out = [Program(p.stem, p, [], ["2"]) for p in sorted(PROGRAMS.glob("*.c"))]
-    if csmith_count:
-        from mirecc.corpus.csmith import csmith_program
-        for i in range(csmith_count):
-            source = work / f"csmith-{CHECK_SEED + i}.c"
-            if not source.is_file():
-                source.write_text(csmith_program(CHECK_SEED + i))
-            out.append(Program(source.stem, source, ["-w", f"-I{CSMITH_INCLUDE}"], []))
+    for i in range(csmith_count):
+        source = work / f"csmith-{CHECK_SEED + i}.c"
+        if not source.is_file():
+            source.write_text(csmith_program(CHECK_SEED + i))
+        out.append(Program(source.stem, source, ["-w", f"-I{CSMITH_INCLUDE}"], []))
     return out
 
 
@@ -82,11 +80,11 @@ def check(compiler: str, pipelines: list[str], work: Path, *, csmith_count: int 
     """pipeline -> {"passed": n, "failed": {program: why}}, and the programs
     used under ``"_programs"``."""
     work.mkdir(parents=True, exist_ok=True)
-    programs = test_programs(work, csmith_count)
+    programs = check_programs(work, csmith_count)
     results = {p: {"passed": 0, "failed": {}} for p in [OWN, *pipelines]}
     used: list[str] = []
     lock = threading.Lock()
-    bar = _progress(len(programs))
+    bar = progress_bar(len(programs), "size-check", unit="program")
 
     def one(program: Program) -> None:
         with tempfile.TemporaryDirectory(prefix="mirecc-check-") as tmp:
@@ -124,12 +122,3 @@ def check(compiler: str, pipelines: list[str], work: Path, *, csmith_count: int 
         bar.close()
     results["_programs"] = sorted(used)
     return results
-
-
-def _progress(total: int):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc="size-check", unit="program", file=sys.stderr,
-                mininterval=2, disable=None)

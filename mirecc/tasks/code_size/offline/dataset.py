@@ -190,7 +190,7 @@ def label(modules: list[Module], pipelines: list[str], labels: Labels, compiler:
     todo = [(m, [p for p in pipelines if not labels.has(m.sha256, p)]) for m in modules]
     todo = [(m, ps) for m, ps in todo if ps]
     total = sum(len(ps) for _, ps in todo)
-    bar = _progress(total, desc)
+    bar = progress_bar(total, desc)
 
     def one(item) -> int:
         module, missing = item
@@ -214,12 +214,13 @@ def label(modules: list[Module], pipelines: list[str], labels: Labels, compiler:
     return done
 
 
-def _progress(total: int, desc: str):
+def progress_bar(total: int, desc: str, unit: str = "build"):
+    """A tqdm bar on stderr (off when not a terminal), or None without tqdm."""
     try:
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc=desc, unit="build", file=sys.stderr, mininterval=2,
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, mininterval=2,
                 disable=None)
 
 
