@@ -295,3 +295,67 @@ def test_named_pipelines_are_decided_and_shown_by_name(tmp_path):
     with pytest.raises(HeadError, match="names unique"):
         CodeSizeHead(tmp_path, {"pipelines": {14: [{"name": "a", "passes": "default<Oz>"},
                                                    {"name": "a", "passes": "default<Os>"}]}})
+
+
+# four setters that differ in one instruction: the machine outliner (off at
+# -Oz on x86-64) moves their common sequence into shared functions
+OUTLINABLE = """\
+#include <stdio.h>
+struct s { int a, b, c, d, e, f; };
+#define SETTER(n) void set##n(struct s *p, int x) { \\
+  p->a = x; p->b = x + 1; p->c = x * 3; p->d = 7; p->e = 9; p->f = x ^ n; }
+SETTER(1) SETTER(2) SETTER(3) SETTER(4)
+int main(void) {
+  struct s v[4];
+  set1(&v[0], 1); set2(&v[1], 2); set3(&v[2], 3); set4(&v[3], 4);
+  printf("%d %d %d %d\\n", v[0].c + v[1].f, v[2].b, v[3].f, v[1].a + v[3].c);
+  return 0;
+}
+"""
+
+
+def test_a_candidate_with_the_machine_outliner_is_built_with_it(tmp_path):
+    """A library entry's ``codegen: [machine-outliner]`` reaches clang's back
+    end: the winning object has outlined functions, is smaller than -Oz's
+    and the program prints the same."""
+    import json
+
+    from mirecc.tasks.code_size.build import text_bytes
+
+    root = tmp_path / "heads"
+    (root / "code-size").mkdir(parents=True)
+    (root / "code-size" / "spec.yaml").write_text(
+        "task: code-size\nlanguages: [c]\npipelines:\n  14:\n"
+        "  - {name: outlined, passes: 'default<Oz>', codegen: [machine-outliner]}\n")
+    env = env_for(tmp_path, root, k=1)
+    (tmp_path / "p.c").write_text(OUTLINABLE)
+    subprocess.run([CLANG, "-Oz", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path, check=True)
+    data = json.loads(subprocess.run(
+        [MIRECC, "--explain=json", "-Oz", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300, check=True).stdout)
+    assert data["verified"]["code-size"]["winner"] == "outlined"
+    symbols = subprocess.run(["/usr/lib/llvm-14/bin/llvm-nm", str(tmp_path / "ours.o")],
+                             capture_output=True, text=True, check=True).stdout
+    assert "OUTLINED_FUNCTION_0" in symbols
+    assert text_bytes(str(tmp_path / "ours.o")) < text_bytes(str(tmp_path / "plain.o"))
+    assert run_program(tmp_path, tmp_path / "ours.o") == \
+        run_program(tmp_path, tmp_path / "plain.o")
+
+
+def test_candidate_texts_name_their_back_end_options(tmp_path):
+    from mirecc.pipeline import HeadError
+    from mirecc.tasks.code_size.build import candidate_text, parse_candidate
+    from mirecc.tasks.code_size.head import CodeSizeHead
+
+    text = candidate_text("default<Oz>", ["machine-outliner"])
+    assert text == "default<Oz> @machine-outliner"
+    assert parse_candidate(text) == ("default<Oz>", ["-mllvm", "-enable-machine-outliner"])
+    assert parse_candidate("default<Oz>") == ("default<Oz>", [])
+    with pytest.raises(ValueError, match="unknown back-end option 'fast'"):
+        parse_candidate("default<Oz> @fast")
+    head = CodeSizeHead(tmp_path, {"pipelines": {14: [
+        {"name": "o", "passes": "default<Oz>", "codegen": ["machine-outliner"]}]}})
+    assert head.library == {14: [("o", text)]}
+    with pytest.raises(HeadError, match="unknown back-end option"):
+        CodeSizeHead(tmp_path, {"pipelines": {14: [
+            {"name": "o", "passes": "default<Oz>", "codegen": ["fast"]}]}})

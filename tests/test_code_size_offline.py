@@ -200,3 +200,45 @@ def test_the_library_is_padded_with_the_best_alone():
     padded = pad_library(red, greedy, list("ABCD"), size=3)
     assert [e["pipeline"] for e in padded] == ["A", "D", "B"]
     assert padded[-1]["gain"] == 0.0
+
+
+def test_the_ir_objective_keeps_the_fewest_instructions():
+    """With objective ir, verification keeps the candidate of fewest IR
+    instructions even when its object is larger, and the fixed orders
+    learn from IR reductions."""
+    import numpy as np
+
+    from mirecc.tasks.code_size.offline.labels import OWN
+    from mirecc.tasks.code_size.offline.rank import Table, judge, static_order
+
+    rows = {OWN: {"text_bytes": 100, "ir_instructions": 100, "seconds": 1.0},
+            "p0": {"text_bytes": 90, "ir_instructions": 100, "seconds": 1.0},
+            "p1": {"text_bytes": 105, "ir_instructions": 80, "seconds": 1.0}}
+    modules = [FakeModule("a", "pkg")]
+    both = np.array([[0, 1]])
+    by_text = judge(Table({"a": rows}, modules, ["p0", "p1"]), both, 2)["verified"]
+    assert (by_text["text_mean"], by_text["ir_mean"]) == pytest.approx((0.10, 0.0))
+    table = Table({"a": rows}, modules, ["p0", "p1"], objective="ir")
+    by_ir = judge(table, both, 2)["verified"]
+    assert (by_ir["text_mean"], by_ir["ir_mean"]) == pytest.approx((-0.05, 0.20))
+    assert by_ir["ir_improved"] == 1 and by_ir["larger"] == 1
+    assert list(static_order(table, "best")) == [1, 0]
+    with pytest.raises(ValueError, match="objective 'size'"):
+        Table({"a": rows}, modules, ["p0"], objective="size")
+
+
+def test_candidate_files_are_library_reports_or_lines(tmp_path):
+    from mirecc.tasks.code_size.offline.cli import read_pipelines
+
+    report = tmp_path / "library-14-ir.json"
+    report.write_text(json.dumps({"library": [{"pipeline": "default<Oz>"},
+                                              {"pipeline": "default<Os> @machine-outliner"}]}))
+    assert read_pipelines(report) == ["default<Oz>", "default<Os> @machine-outliner"]
+    lines = tmp_path / "p.txt"
+    lines.write_text("default<Oz>\n\n  default<O1>  \n")
+    assert read_pipelines(lines) == ["default<Oz>", "default<O1>"]
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="bad.json: not a library report"):
+        read_pipelines(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="missing.txt: cannot read"):
+        read_pipelines(tmp_path / "missing.txt")

@@ -2,6 +2,11 @@
 ``opt -passes=<pipeline>``, then clang's back end on the result (its IR
 passes off, so only the pipeline optimises), and the object's size.
 
+A candidate is written as one text: the pipeline, then the named back-end
+options it adds, each after `` @`` (``default<Oz> @machine-outliner``).
+Labels, the winner cache and the correctness check key candidates by that
+text; the spec lists the options under ``codegen:``.
+
 ``.text`` bytes are read from the ELF section headers (every section that
 holds executable code: ``.text``, ``.text.<name>`` with
 ``-ffunction-sections``, ...), with the standard library only.
@@ -16,10 +21,34 @@ SHT_PROGBITS = 1
 SHF_EXECINSTR = 0x4
 # a candidate step that runs longer is given up (the user's object stands)
 STEP_TIMEOUT_S = 600
+# back-end options a candidate may add, by name: clang's code generator
+# options that shrink code and that -Oz leaves off.  The machine outliner
+# (off by default on x86-64) replaces repeated instruction sequences by calls;
+# functions that use the red zone are not outlined from.
+CODEGEN_OPTIONS = {"machine-outliner": ("-mllvm", "-enable-machine-outliner")}
+CODEGEN_MARK = " @"
 
 
 class CandidateError(Exception):
     """A candidate could not be built or measured (the message says why)."""
+
+
+def candidate_text(passes: str, codegen=()) -> str:
+    """The text of a candidate: its pipeline and its back-end options' names."""
+    return passes + "".join(CODEGEN_MARK + name for name in codegen)
+
+
+def parse_candidate(candidate: str) -> tuple[str, list[str]]:
+    """(pipeline, back-end flags) of a candidate text; ValueError naming an
+    unknown option."""
+    passes, *names = candidate.split(CODEGEN_MARK)
+    flags: list[str] = []
+    for name in names:
+        if name not in CODEGEN_OPTIONS:
+            raise ValueError(f"unknown back-end option {name!r} in candidate "
+                             f"(known: {', '.join(CODEGEN_OPTIONS)})")
+        flags += CODEGEN_OPTIONS[name]
+    return passes, flags
 
 
 def opt_beside(compiler: str) -> str:
@@ -79,14 +108,19 @@ def run_step(cmd: list[str], what: str, timeout: float = STEP_TIMEOUT_S) -> byte
     return proc.stdout
 
 
-def build_candidate(split, pipeline: str, extra: list[str], workdir: str, name: str) -> str:
-    """The object of ``split``'s TU through ``pipeline`` (an opt
-    ``-passes=`` string), into ``workdir``; its path.  ``extra``: the
-    decision flags of the other tasks, as in the user's object."""
+def build_candidate(split, candidate: str, extra: list[str], workdir: str, name: str) -> str:
+    """The object of ``split``'s TU through ``candidate`` (an opt
+    ``-passes=`` string and its back-end options), into ``workdir``; its
+    path.  ``extra``: the decision flags of the other tasks, as in the
+    user's object."""
+    try:
+        pipeline, codegen = parse_candidate(candidate)
+    except ValueError as exc:
+        raise CandidateError(str(exc)) from None
     optimised = os.path.join(workdir, f"{name}.bc")
     obj = os.path.join(workdir, f"{name}.o")
     run_step([opt_beside(split.compiler), f"-passes={pipeline}", split.bitcode_path,
-              "-o", optimised], pipeline)
-    run_step(split.backend_command([*extra, "-Xclang", "-disable-llvm-passes"], output=obj,
-                                   bitcode=optimised), pipeline)
+              "-o", optimised], candidate)
+    run_step(split.backend_command([*extra, *codegen, "-Xclang", "-disable-llvm-passes"],
+                                   output=obj, bitcode=optimised), candidate)
     return obj

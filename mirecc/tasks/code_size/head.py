@@ -28,10 +28,13 @@ TASK = "code-size"
 
 
 def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
-    """The spec's ``pipelines``: LLVM major -> [(name, passes)].  An entry
-    is an opt ``-passes=`` text (its own name) or ``{name:, passes:}``
-    (searched pipelines are kilobytes long; decisions and --explain name
-    them)."""
+    """The spec's ``pipelines``: LLVM major -> [(name, candidate text)].  An
+    entry is an opt ``-passes=`` text (its own name) or ``{name:, passes:,
+    codegen: [back-end options]}`` (searched pipelines are kilobytes long;
+    decisions and --explain name them); the candidate text joins the
+    passes and the options (:func:`mirecc.tasks.code_size.build.candidate_text`)."""
+    from mirecc.tasks.code_size.build import CODEGEN_OPTIONS, candidate_text
+
     library = spec.get("pipelines")
     out: dict[int, list[tuple[str, str]]] = {}
     if isinstance(library, dict):
@@ -40,9 +43,15 @@ def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
             for entry in entries if isinstance(entries, list) else ():
                 if isinstance(entry, str):
                     entry = {"name": entry, "passes": entry}
+                codegen = entry.get("codegen", []) if isinstance(entry, dict) else None
+                if isinstance(codegen, list) and \
+                        any(c not in CODEGEN_OPTIONS for c in codegen):
+                    raise HeadError(f"{where}: unknown back-end option in {codegen} (known: "
+                                    f"{', '.join(CODEGEN_OPTIONS)})")
                 if isinstance(entry, dict) and isinstance(entry.get("name"), str) \
-                        and isinstance(entry.get("passes"), str) and entry["passes"].strip():
-                    pairs.append((entry["name"], entry["passes"]))
+                        and isinstance(entry.get("passes"), str) and entry["passes"].strip() \
+                        and isinstance(codegen, list):
+                    pairs.append((entry["name"], candidate_text(entry["passes"], codegen)))
                 else:
                     pairs = []
                     break
@@ -50,7 +59,8 @@ def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
                 out[major] = pairs
     if not out or len(out) != len(library):
         raise HeadError(f"{where}: 'pipelines' must map LLVM majors to non-empty lists of "
-                        f"opt -passes= strings or {{name, passes}} entries (names unique)")
+                        f"opt -passes= strings or {{name, passes, codegen}} entries "
+                        f"(names unique)")
     return out
 
 

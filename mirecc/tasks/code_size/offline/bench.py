@@ -9,6 +9,11 @@ unverified), the share of modules made smaller (and larger: only ever
 unverified), and the compile time of those builds over -Oz's.  Then the
 same for the learned rankings trained on 5% to 100% of the training
 labels, a table per held-out package, and a plot of reduction against K.
+
+``--size-objective ir`` judges another question, the published anchors'
+(IR instruction count, no object built): rankings learn IR reductions and
+"verified" keeps the fewest instructions; with ``--size-library`` naming
+the library ``mire size-search --objective ir`` found for that objective.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ def rankings(train: Table, test: Table, X: dict, seed: int) -> dict[str, np.ndar
     for kind, (X_train, X_test) in X.items():
         out[f"forest: {kind}"] = orders_from_scores(
             forest_scores(X_train, train, X_test, seed=seed))
-    out["oracle"] = orders_from_scores(np.where(np.isfinite(test.text), test.text, -1.0))
+    out["oracle"] = orders_from_scores(np.where(np.isfinite(test.score), test.score, -1.0))
     return out
 
 
@@ -78,14 +83,16 @@ def run(args: argparse.Namespace) -> int:
     from mirecc.tasks.opencl.offline.features import default_cache_root
 
     compiler = size_cli.compiler_of(args)
-    library = size_cli.library_passes(compiler)
     labels = Labels(Path(args.labels))
     try:
+        library = (size_cli.read_pipelines(Path(args.size_library)) if args.size_library
+                   else size_cli.library_passes(compiler))
         modules = corpus_modules(Path(args.size_corpus))
     except ValueError as exc:
         print(f"mire bench size: {exc}", file=sys.stderr)
         return 2
-    table = Table(labels.table(), modules, library)
+    objective = args.size_objective
+    table = Table(labels.table(), modules, library, objective)
     train_rows = np.array([i for i, m in enumerate(table.modules) if m.split == "train"])
     test_rows = np.array([i for i, m in enumerate(table.modules) if m.split == "test"])
     if not len(train_rows) or not len(test_rows):
@@ -122,17 +129,19 @@ def run(args: argparse.Namespace) -> int:
             train, test.subset(rows), Xp, args.size_repeats, ks)}
     meta = json.loads((Path(args.labels) / "meta.json").read_text())
     report = {"machine": meta["machine"], "compiler": meta["compiler_version"],
+              "objective": objective, "library_file": args.size_library or "the shipped spec",
               "library": len(library), "train_modules": len(train_rows),
               "test_modules": len(test_rows), "held_out": sorted({m.origin for m in test.modules}),
               "ks": ks, "repeats": args.size_repeats, **results}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "size.json").write_text(json.dumps(report, indent=2))
+    stem = "size" if objective == "text" else f"size-{objective}"
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=2))
     md = markdown(report)
-    (out / "size.md").write_text(md)
-    plot(report, out / "size.png")
+    (out / f"{stem}.md").write_text(md)
+    plot(report, out / f"{stem}.png")
     print(md)
-    print(f"mire bench size: {out / 'size.md'}, {out / 'size.json'}, {out / 'size.png'}")
+    print(f"mire bench size: {out / stem}.md, .json, .png")
     return 0
 
 
@@ -141,13 +150,18 @@ def _pct(x: float) -> str:
 
 
 def markdown(r: dict) -> str:
-    lines = ["# Code size: the library's rankings on held-out packages",
+    ir = r.get("objective") == "ir"
+    what = "IR instructions" if ir else ".text bytes"
+    lines = [f"# Code size ({what}): the library's rankings on held-out packages",
              "",
              f"{r['compiler']}; {r['machine']['processor']}; library of {r['library']} "
-             f"pipelines; {r['train_modules']} training modules, {r['test_modules']} held-out "
+             f"candidates ({r.get('library_file', 'the shipped spec')}); "
+             f"{r['train_modules']} training modules, {r['test_modules']} held-out "
              f"modules ({', '.join(r['held_out'])}); random and learned rankings averaged "
-             f"over {r['repeats']} seeds.  Reductions are below clang -Oz; 'verified': the "
-             f"smallest of -Oz and the first K pipelines (never larger than -Oz); compile "
+             f"over {r['repeats']} seeds.  Objective: {what} (what the rankings learn and "
+             f"verification minimises).  Reductions are below clang -Oz; 'verified': the "
+             f"smallest of -Oz and the first K candidates (never larger than -Oz in the "
+             f"objective); improved/larger: share of modules, in the objective; compile "
              f"time: opt and back end of -Oz plus the K candidates, over -Oz's.", ""]
     lines += ["| ranking | K | .text mean | .text geomean | IR instr. mean | IR geomean "
               "| improved | larger | compile time |",
@@ -159,10 +173,12 @@ def markdown(r: dict) -> str:
                 rows.insert(0, ("alone", res["alone"]))
             for how, s in rows:
                 label = f"{k} ({how})" if k in (1, "1") else str(k)
+                improved, larger = ((s["ir_improved"], s["ir_larger"]) if ir
+                                    else (s["improved"], s["larger"]))
                 lines.append(f"| {name} | {label} | {_pct(s['text_mean'])} | "
                              f"{_pct(s['text_geomean'])} | {_pct(s['ir_mean'])} | "
-                             f"{_pct(s['ir_geomean'])} | {_pct(s['improved'])} | "
-                             f"{_pct(s['larger'])} | {res['compile_time_ratio']:.2f}x |")
+                             f"{_pct(s['ir_geomean'])} | {_pct(improved)} | "
+                             f"{_pct(larger)} | {res['compile_time_ratio']:.2f}x |")
     lines += ["", "## Label efficiency (learned rankings, .text mean / IR mean, verified)", "",
               "| training share | modules | " + " | ".join(
                   f"{n} K={k}" for n in _learned(r) for k in (1, 5)) + " |",
@@ -176,7 +192,8 @@ def markdown(r: dict) -> str:
                              f"{_pct(s['verified']['ir_mean'])}" if s else "-")
         lines.append(f"| {float(fraction):.0%} | {le['train_modules']} | "
                      + " | ".join(cells) + " |")
-    lines += ["", "## Per held-out package (.text mean, verified)", "",
+    metric = "ir_mean" if ir else "text_mean"
+    lines += ["", f"## Per held-out package ({'IR' if ir else '.text'} mean, verified)", "",
               "| package | modules | ranking | " + " | ".join(f"K={k}" for k in r["ks"]) + " |",
               "|---|---:|---|" + "---:|" * len(r["ks"])]
     for package, pr in r["packages"].items():
@@ -184,7 +201,7 @@ def markdown(r: dict) -> str:
                      "oracle"):
             if name not in pr["results"]:
                 continue
-            cells = [_pct(pr["results"][name][k]["verified"]["text_mean"]) for k in
+            cells = [_pct(pr["results"][name][k]["verified"][metric]) for k in
                      pr["results"][name]]
             lines.append(f"| {package} | {pr['modules']} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -202,15 +219,17 @@ def plot(r: dict, path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
+    ir = r.get("objective") == "ir"
+    metric = "ir_mean" if ir else "text_mean"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, by_k in r["main"].items():
         ks = [int(k) for k in by_k]
-        ax.plot(ks, [100 * by_k[k]["verified"]["text_mean"] for k in by_k], marker="o",
+        ax.plot(ks, [100 * by_k[k]["verified"][metric] for k in by_k], marker="o",
                 label=name, linestyle="--" if name == "oracle" else "-")
     ax.set_xscale("log")
     ax.set_xticks(r["ks"], [str(k) for k in r["ks"]])
     ax.set_xlabel("K (candidate pipelines built per TU)")
-    ax.set_ylabel(".text reduction below -Oz, mean (%)")
+    ax.set_ylabel(f"{'IR instruction' if ir else '.text'} reduction below -Oz, mean (%)")
     ax.set_title(f"held-out packages ({r['test_modules']} modules)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

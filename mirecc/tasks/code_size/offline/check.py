@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mirecc.corpus.csmith import CSMITH_INCLUDE, csmith_program
-from mirecc.tasks.code_size.build import CandidateError, opt_beside, run_step
+from mirecc.tasks.code_size.build import CandidateError, opt_beside, parse_candidate, run_step
 from mirecc.tasks.code_size.offline.dataset import progress_bar
 from mirecc.tasks.code_size.offline.labels import OWN
 
@@ -55,21 +55,25 @@ def _run(exe: str, argv: list[str]) -> tuple[int, bytes] | None:
 def _build(compiler: str, program: Program, pipeline: str | None, bitcode: str,
            work: str, name: str) -> str:
     """The executable of ``program``: at -O0 (``pipeline`` None), through
-    clang's -Oz (OWN) or through ``pipeline`` from its -Oz front-end
-    ``bitcode``."""
+    clang's -Oz (OWN) or through the candidate ``pipeline`` (passes and
+    back-end options) from its -Oz front-end ``bitcode``."""
     exe = os.path.join(work, name)
     if pipeline is None:
         run_step([compiler, "-O0", *program.cflags, str(program.source), "-o", exe, "-lm"],
                  "-O0")
         return exe
     obj = exe + ".o"
-    if pipeline == OWN:
-        run_step([compiler, "-Oz", "-c", "-x", "ir", bitcode, "-o", obj], pipeline)
+    try:
+        passes, backend = parse_candidate(pipeline)
+    except ValueError as exc:
+        raise CandidateError(str(exc)) from None
+    if passes == OWN:
+        run_step([compiler, "-Oz", *backend, "-c", "-x", "ir", bitcode, "-o", obj], pipeline)
     else:
         optimised = exe + ".bc"
-        run_step([opt_beside(compiler), f"-passes={pipeline}", bitcode, "-o", optimised],
+        run_step([opt_beside(compiler), f"-passes={passes}", bitcode, "-o", optimised],
                  pipeline)
-        run_step([compiler, "-Oz", "-c", "-x", "ir", optimised, "-Xclang",
+        run_step([compiler, "-Oz", *backend, "-c", "-x", "ir", optimised, "-Xclang",
                   "-disable-llvm-passes", "-o", obj], pipeline)
     run_step([compiler, obj, "-o", exe, "-lm"], "link")
     return exe

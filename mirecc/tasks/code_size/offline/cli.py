@@ -39,12 +39,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export", metavar="DIR",
                         help="size-data: write the labels measured so far under DIR "
                              "(gzipped; heads/code-size/labels is the committed copy) and stop")
-    parser.add_argument("--pipelines", help="a file of pipelines, one per line (default: "
-                        "the library of heads/code-size/spec.yaml for the compiler's LLVM)")
+    parser.add_argument("--pipelines", help="a file of candidates, one per line, or a library "
+                        "report of size-search (library-14-ir.json) (default: the library "
+                        "of heads/code-size/spec.yaml for the compiler's LLVM)")
+    parser.add_argument("--objective", choices=("text", "ir"), default="text",
+                        help="size-search: choose the library by .text bytes (the driver's "
+                             "objective, the spec's library) or by IR instructions (a "
+                             "research library: library-<llvm>-ir.json, never the spec) "
+                             "(default: %(default)s)")
     # size-search only
     parser.add_argument("--random", type=int, default=60,
                         help="size-search: random variations of -Oz besides the systematic "
                              "ones (default: %(default)s)")
+    parser.add_argument("--codegen", default="machine-outliner",
+                        help="size-search: back-end options (comma-separated names of "
+                             "mirecc.tasks.code_size.build.CODEGEN_OPTIONS; '' for none) "
+                             "each candidate is also tried with (default: %(default)s)")
     parser.add_argument("--library-size", type=int, default=30,
                         help="size-search: pipelines in the library: greedily chosen, then "
                              "the best alone (default: %(default)s)")
@@ -65,6 +75,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size-features", default="counts,ir2vec,random-init,encoder",
                         help="size: feature sets of the learned rankings "
                              "(default: %(default)s)")
+    parser.add_argument("--size-objective", choices=("text", "ir"), default="text",
+                        help="size: what rankings learn and verification minimises: .text "
+                             "bytes (the driver's) or IR instructions (default: %(default)s)")
+    parser.add_argument("--size-library", metavar="FILE",
+                        help="size: the candidates judged: a library report of mire "
+                             "size-search (library-14-ir.json) or one pipeline per line "
+                             "(default: the shipped spec's library)")
     parser.add_argument("--size-repeats", type=int, default=3,
                         help="size: seeds of the random and learned rankings, averaged")
 
@@ -99,6 +116,21 @@ def library_passes(compiler: str) -> list[str]:
     return [passes for _, passes in named_library(compiler)]
 
 
+def read_pipelines(path: Path) -> list[str]:
+    """The candidates of a file: a library report of size-search (JSON) or
+    one candidate per line; ValueError naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
+    if Path(path).suffix == ".json":
+        try:
+            return [entry["pipeline"] for entry in json.loads(text)["library"]]
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}: not a library report of mire size-search") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def run_data(args: argparse.Namespace) -> int:
     from mirecc.tasks.code_size.offline.dataset import Labels, export, label, write_meta
 
@@ -109,9 +141,8 @@ def run_data(args: argparse.Namespace) -> int:
     compiler = compiler_of(args)
     out = Path(args.out)
     write_meta(out, compiler, Path(args.corpus))
-    pipelines = (Path(args.pipelines).read_text().split("\n") if args.pipelines
+    pipelines = (read_pipelines(Path(args.pipelines)) if args.pipelines
                  else library_passes(compiler))
-    pipelines = [p.strip() for p in pipelines if p.strip()]
     modules = _modules(args, args.split)
     labels = Labels(out)
     n = label(modules, pipelines, labels, compiler, jobs=args.jobs, timeout=args.timeout,
@@ -124,13 +155,16 @@ def run_data(args: argparse.Namespace) -> int:
 def run_search(args: argparse.Namespace) -> int:
     from mirecc.compiler import clang_major
     from mirecc.fsutil import atomic_write_bytes
-    from mirecc.tasks.code_size.build import opt_beside
+    from mirecc.tasks.code_size.build import CODEGEN_OPTIONS, candidate_text, opt_beside
     from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
     from mirecc.tasks.code_size.offline.pipelines import (expand, random_candidates,
                                                           seed_candidates)
     from mirecc.tasks.code_size.offline.search import (greedy_library, pad_library,
                                                        pipeline_summary, reductions)
 
+    if args.objective != "text" and args.write_spec:
+        raise ValueError("--write-spec takes the .text library only: the driver keeps the "
+                         "smallest object")
     compiler = compiler_of(args)
     out = Path(args.out)
     write_meta(out, compiler, Path(args.corpus))
@@ -140,27 +174,39 @@ def run_search(args: argparse.Namespace) -> int:
         return 2
     oz = expand(opt_beside(compiler), "default<Oz>", str(modules[0].path))
     names = {**seed_candidates(oz), **random_candidates(oz, args.random, args.seed)}
+    codegen = [c for c in args.codegen.split(",") if c]
+    unknown = [c for c in codegen if c not in CODEGEN_OPTIONS]
+    if unknown:
+        raise ValueError(f"--codegen: unknown back-end option(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(CODEGEN_OPTIONS)})")
+    # every pass pipeline alone and with each back-end option
+    names.update({candidate_text(passes, [option]): candidate_text(name, [option])
+                  for option in codegen for passes, name in list(names.items())})
     candidates = list(names)
     labels = Labels(out)
     label(modules, candidates, labels, compiler, jobs=args.jobs, timeout=args.timeout,
           desc="size-search")
     measured = labels.table()
     table = {m.sha256: measured.get(m.sha256, {}) for m in modules}
-    red = reductions(table)
+    text_red, ir_red = reductions(table), reductions(table, "ir_instructions")
+    red = text_red if args.objective == "text" else ir_red
     library = pad_library(red, greedy_library(red, candidates, args.library_size),
                           candidates, args.library_size)
-    ir_red = reductions(table, "ir_instructions")
     major = clang_major(compiler)
-    report = {"llvm": major, "modules": len(red), "candidates": len(candidates),
+    report = {"llvm": major, "objective": args.objective, "modules": len(red),
+              "candidates": len(candidates),
               "library": [{**entry, "name": names[entry["pipeline"]],
-                           "alone_text": pipeline_summary(red, entry["pipeline"]),
+                           "alone_text": pipeline_summary(text_red, entry["pipeline"]),
                            "alone_ir": pipeline_summary(ir_red, entry["pipeline"])}
                           for entry in library]}
-    atomic_write_bytes(out / f"library-{major}.json", json.dumps(report, indent=2).encode())
+    suffix = "" if args.objective == "text" else f"-{args.objective}"
+    report_path = out / f"library-{major}{suffix}.json"
+    atomic_write_bytes(report_path, json.dumps(report, indent=2).encode())
+    what = ".text bytes" if args.objective == "text" else "IR instructions"
     print(f"mire size-search: {len(candidates)} candidates on {len(red)} training modules "
-          f"(LLVM {major}); library of {len(library)}:")
+          f"(LLVM {major}); library of {len(library)} by {what} ({report_path}):")
     for i, entry in enumerate(report["library"], 1):
-        alone = entry["alone_text"]
+        alone = entry["alone_text" if args.objective == "text" else "alone_ir"]
         print(f"  {i:2d}. +{100 * entry['gain']:.2f}% (best-of-{i}: "
               f"{100 * entry['covered']:.2f}%), alone {100 * alone['mean']:+.2f}% "
               f"smaller on {100 * alone['smaller']:.0f}%  {entry['name']}")
@@ -184,17 +230,23 @@ SPEC_HEADER = """\
 def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None = None,
                ranker: dict | None = None, drop_ranker: bool = False) -> None:
     """Rewrite heads/code-size/spec.yaml with LLVM ``major``'s library
-    (``[(name, passes)]``) and/or the ``ranker`` section (a new library
+    (``[(name, candidate text)]``) and/or the ``ranker`` section (a new library
     drops a ranker of that major: it ranked other pipelines)."""
     import yaml
 
     from mirecc.fsutil import atomic_write_bytes
 
+    from mirecc.tasks.code_size.build import CODEGEN_MARK
+
+    def entry(name: str, candidate: str):
+        passes, *codegen = candidate.split(CODEGEN_MARK)
+        if name == passes and not codegen:
+            return passes
+        return {"name": name, "passes": passes, **({"codegen": codegen} if codegen else {})}
+
     spec = yaml.safe_load(SPEC.read_text())
     if pipelines is not None:
-        spec["pipelines"][major] = [passes if name == passes else
-                                    {"name": name, "passes": passes}
-                                    for name, passes in pipelines]
+        spec["pipelines"][major] = [entry(name, candidate) for name, candidate in pipelines]
         if (spec.get("ranker") or {}).get("llvm") == major:
             drop_ranker = True
     if drop_ranker:

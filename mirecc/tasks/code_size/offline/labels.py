@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import time
 
-from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, opt_beside, run_step, text_bytes
+from mirecc.tasks.code_size.build import (STEP_TIMEOUT_S, CandidateError, opt_beside,
+                                          parse_candidate, run_step, text_bytes)
 
 OWN = "-Oz"     # the label name of clang's own -Oz
 
@@ -37,23 +38,28 @@ def count_ir_instructions(text: str) -> int:
 def measure(bitcode: str, compiler: str, pipeline: str, codegen_flags: list[str],
             workdir: str, timeout: float = STEP_TIMEOUT_S) -> dict:
     """``{"ir_instructions", "text_bytes", "seconds"}`` of the module at ``bitcode``
-    (front-end bitcode, passes not yet run) through ``pipeline`` (an opt
-    ``-passes=`` text, or ``OWN``: clang's own level); ``codegen_flags``:
-    the compile's level and target flags (``-Oz``, ``-fPIC``, ...)."""
+    (front-end bitcode, passes not yet run) through ``pipeline`` (a
+    candidate: an opt ``-passes=`` text, or ``OWN``: clang's own level, and
+    its back-end options); ``codegen_flags``: the compile's level and target
+    flags (``-Oz``, ``-fPIC``, ...)."""
+    try:
+        passes, backend = parse_candidate(pipeline)
+    except ValueError as exc:
+        raise CandidateError(str(exc)) from None
     optimised = os.path.join(workdir, "labels.ll")
     obj = os.path.join(workdir, "labels.o")
     started = time.monotonic()
-    if pipeline == OWN:
+    if passes == OWN:
         run_step([compiler, *codegen_flags, "-S", "-emit-llvm", "-x", "ir", bitcode,
                   "-o", optimised], pipeline, timeout)
     else:
-        run_step([opt_beside(compiler), f"-passes={pipeline}", "-S", bitcode,
+        run_step([opt_beside(compiler), f"-passes={passes}", "-S", bitcode,
                   "-o", optimised], pipeline, timeout)
     counting = time.monotonic()
     with open(optimised, encoding="utf-8", errors="replace") as fh:
         instructions = count_ir_instructions(fh.read())
     counting = time.monotonic() - counting
-    run_step([compiler, *codegen_flags, "-c", "-x", "ir", optimised, "-Xclang",
+    run_step([compiler, *codegen_flags, *backend, "-c", "-x", "ir", optimised, "-Xclang",
               "-disable-llvm-passes", "-o", obj], pipeline, timeout)
     # seconds: opt and the back end (counting excluded), the candidate's
     # compile-time price

@@ -21,15 +21,24 @@ from mirecc.tasks.code_size.offline.labels import OWN
 FEATURE_SETS = ("counts", "ir2vec", "random-init", "encoder")
 
 
+OBJECTIVES = ("text", "ir")
+
+
 class Table:
     """Labels as arrays over (modules, library pipelines): ``text`` and
     ``ir`` reductions below -Oz (fractions; a failed build: -inf, never
-    chosen), ``seconds`` of each build and of -Oz's."""
+    chosen), ``seconds`` of each build and of -Oz's.  ``objective``: what
+    rankings learn and verification keeps the smallest of: ``text`` bytes
+    (the driver's) or ``ir`` instructions (the published anchors')."""
 
-    def __init__(self, labels: dict[str, dict[str, dict]], modules: list, library: list[str]):
+    def __init__(self, labels: dict[str, dict[str, dict]], modules: list, library: list[str],
+                 objective: str = "text"):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         keep = [m for m in modules if _complete(labels.get(m.sha256, {}), library)]
         self.modules = keep
         self.library = library
+        self.objective = objective
         n, p = len(keep), len(library)
         self.text = np.full((n, p), -np.inf)
         self.ir = np.full((n, p), -np.inf)
@@ -54,10 +63,15 @@ class Table:
     def subset(self, rows: np.ndarray) -> "Table":
         sub = Table.__new__(Table)
         sub.modules = [self.modules[i] for i in rows]
-        sub.library = self.library
+        sub.library, sub.objective = self.library, self.objective
         for name in ("text", "ir", "seconds", "own_seconds", "own_text", "own_ir"):
             setattr(sub, name, getattr(self, name)[rows])
         return sub
+
+    @property
+    def score(self) -> np.ndarray:
+        """The objective's reductions (``text`` or ``ir``)."""
+        return self.text if self.objective == "text" else self.ir
 
 
 def _complete(rows: dict, library: list[str]) -> bool:
@@ -70,8 +84,8 @@ def _complete(rows: dict, library: list[str]) -> bool:
 
 def static_order(train: Table, how: str) -> np.ndarray:
     """One order for every module, from the training labels: ``best`` (mean
-    .text reduction), ``winners`` (how often each is the smallest)."""
-    text = np.where(np.isfinite(train.text), train.text, -1.0)
+    reduction in the objective), ``winners`` (how often each is the smallest)."""
+    text = np.where(np.isfinite(train.score), train.score, -1.0)
     if how == "best":
         score = text.mean(axis=0)
     elif how == "winners":
@@ -88,11 +102,11 @@ def static_order(train: Table, how: str) -> np.ndarray:
 
 def forest_scores(X_train: np.ndarray, train: Table, X_test: np.ndarray, seed: int = 0,
                   trees: int = 100) -> np.ndarray:
-    """Predicted .text reduction of each pipeline for the test modules: an
-    extra-trees forest (the loop head's, exported the same way)."""
+    """Predicted reduction (the objective's) of each pipeline for the test
+    modules: an extra-trees forest (the loop head's, exported the same way)."""
     from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest
 
-    Y = np.where(np.isfinite(train.text), train.text, -1.0)
+    Y = np.where(np.isfinite(train.score), train.score, -1.0)
     model = fit_forest(X_train, Y, ForestConfig(trees=trees, min_samples_leaf=2,
                                                 max_features=0.5, seed=seed))
     return model.predict(np.asarray(X_test, np.float32)).reshape(len(X_test), -1)
@@ -106,12 +120,12 @@ def orders_from_scores(scores: np.ndarray) -> np.ndarray:
 
 def judge(test: Table, orders: np.ndarray, k: int) -> dict:
     """What building the first ``k`` of each module's order gives.
-    ``verified``: the smallest object of -Oz and those k (by .text); at
-    k = 1 also ``alone``: the first pipeline's object, kept unverified."""
+    ``verified``: the smallest of -Oz and those k (in the objective); at
+    k = 1 also ``alone``: the first pipeline's result, kept unverified."""
     n = len(test.modules)
     rows = np.arange(n)[:, None]
     top = orders[:, :k]
-    text = test.text[rows, top]
+    text = test.score[rows, top]
     best = np.argmax(text, axis=1)
     chosen = top[np.arange(n), best]
     gain = text[np.arange(n), best]
@@ -122,7 +136,7 @@ def judge(test: Table, orders: np.ndarray, k: int) -> dict:
         (test.own_seconds + test.seconds[rows, top].sum(axis=1)) / np.maximum(
             test.own_seconds, 1e-3)))
     if k == 1:
-        alone = np.where(np.isfinite(test.text[np.arange(n), orders[:, 0]]), orders[:, 0], -1)
+        alone = np.where(np.isfinite(test.score[np.arange(n), orders[:, 0]]), orders[:, 0], -1)
         out["alone"] = _summary(test, alone)
     return out
 
@@ -136,6 +150,7 @@ def _summary(test: Table, chosen: np.ndarray) -> dict:
     return {"text_mean": float(text.mean()), "ir_mean": float(ir.mean()),
             "text_geomean": _geomean_reduction(text), "ir_geomean": _geomean_reduction(ir),
             "improved": float((text > 0).mean()), "larger": float((text < 0).mean()),
+            "ir_improved": float((ir > 0).mean()), "ir_larger": float((ir < 0).mean()),
             "total_text": float(1 - ((1 - text) * test.own_text).sum() / test.own_text.sum())}
 
 
