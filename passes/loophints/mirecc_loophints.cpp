@@ -16,7 +16,8 @@
 //
 // The file is named by -mllvm -mirecc-loop-decisions=<path> (or
 // $MIRECC_LOOP_DECISIONS); its format is in FORMAT.md. A missing or bad file
-// gives one warning line and changes nothing.
+// gives one warning line and changes nothing. The same file's "openmp"
+// decisions are applied by mirecc-omp-decide (mirecc_openmp.cpp).
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Analysis/IVDescriptors.h"
@@ -54,6 +55,15 @@
 #include <string>
 
 using namespace llvm;
+
+// Shared with mirecc_openmp.cpp (declared in both files).
+namespace mirecc {
+bool decisionsLoaded();
+std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
+                                 const std::string &where);
+void clearOpenMPDecisions();
+void registerOpenMPPasses(PassBuilder &pb);
+}  // namespace mirecc
 
 namespace {
 
@@ -121,9 +131,21 @@ std::string parseDecisions(StringRef text, Decisions &d) {
   if (!modules) return "missing object \"modules\"";
   for (const auto &mkv : *modules) {
     std::string mname = StringRef(mkv.first).str();
+    std::string mwhere = "modules[\"" + mname + "\"]";
     const json::Object *mod = mkv.second.getAsObject();
     const json::Object *loops = mod ? mod->getObject("loops") : nullptr;
-    if (!loops) return "modules[\"" + mname + "\"]: missing object \"loops\"";
+    const json::Value *openmp = mod ? mod->get("openmp") : nullptr;
+    if (openmp) {
+      if (!openmp->getAsObject())
+        return mwhere + ": \"openmp\" must be an object";
+      std::string problem =
+          mirecc::parseOpenMPDecisions(mname, *openmp->getAsObject(), mwhere);
+      if (!problem.empty()) return problem;
+    }
+    if (mod && mod->get("loops") && !loops)
+      return mwhere + ": \"loops\" must be an object";
+    if (!loops && openmp) continue;  // OpenMP decisions only
+    if (!loops) return mwhere + ": missing object \"loops\"";
     FunctionLoops &fl = d.modules[mname];
     for (const auto &lkv : *loops) {
       StringRef id = lkv.first;
@@ -172,6 +194,7 @@ const Decisions &decisions() {
     problem = parseDecisions((*buf)->getBuffer(), d);
   if (!problem.empty()) {
     d.modules.clear();
+    mirecc::clearOpenMPDecisions();
     errs() << "mirecc-loophints: warning: " << path << ": " << problem
            << "; loops left to LLVM\n";
     return d;
@@ -398,6 +421,8 @@ struct LoopHintsPass : PassInfoMixin<LoopHintsPass> {
 
 }  // namespace
 
+bool mirecc::decisionsLoaded() { return decisions().ok; }
+
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
   return {LLVM_PLUGIN_API_VERSION, "mirecc-loophints", "1",
           [](PassBuilder &pb) {
@@ -423,5 +448,6 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
                   fpm.addPass(LoopHintsPass());
                   return true;
                 });
+            mirecc::registerOpenMPPasses(pb);  // after mirecc-loop-mark
           }};
 }

@@ -1,0 +1,784 @@
+// mirecc-omp-decide: OpenMP runtime decisions from the mirecc decisions file
+// (the "openmp" key of a module entry, FORMAT.md), part of the
+// mirecc-loophints plugin.
+//
+// A module pass at pipeline start (after mirecc-loop-mark), also named for
+// opt. The IR is still as clang emitted it, so calls are numbered as in the
+// -disable-llvm-passes IR: "<function>:<index>", index counting the calls of
+// one kind in the function, in instruction order.
+//
+//  * parallel (the __kmpc_fork_call calls), "threads": n pushes n threads for
+//    that region, unless OMP_NUM_THREADS is set at run time, the source has a
+//    num_threads clause for it, or the module calls omp_set_num_threads.
+//  * worksharing (the __kmpc_for_static_init_{4,4u,8,8u} calls), "schedule"
+//    and "chunk": turns a loop that clang scheduled statically by default
+//    (schedule type 34, no schedule clause) into a dispatch loop
+//    (__kmpc_dispatch_init/next) with the chosen schedule; with OMP_SCHEDULE
+//    set at run time it dispatches as kmp_sch_static, one block per thread.
+//
+// Anything else (an explicit schedule, lastprivate/linear, nowait,
+// cancellation, IR not shaped as expected) is left alone with an
+// -Rpass-missed=mirecc-loophints remark saying why.
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Analysis/OptimizationRemarkEmitter.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/GlobalVariable.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/IR/IntrinsicInst.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/PassManager.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+using namespace llvm;
+
+// Shared with mirecc_loophints.cpp (declared in both files; no header, so
+// that the plugin's source stays *.cpp + CMakeLists.txt + *.md).
+namespace mirecc {
+bool decisionsLoaded();  // mirecc_loophints.cpp: the file is read and valid
+std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
+                                 const std::string &where);
+void clearOpenMPDecisions();
+void registerOpenMPPasses(PassBuilder &pb);
+}  // namespace mirecc
+
+namespace {
+
+constexpr const char *kPassName = "mirecc-loophints";
+constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxChunk = INT32_MAX;
+
+// libomp's enum sched_type (kmp.h).
+constexpr int kSchStaticChunked = 33;
+constexpr int kSchStatic = 34;
+constexpr int kSchDynamicChunked = 35;
+constexpr int kSchGuidedChunked = 36;
+
+constexpr const char *kStaticInitPrefix = "__kmpc_for_static_init_";
+
+struct Schedule {
+  std::string name;  // "static" | "dynamic" | "guided"; "" = not decided
+  int64_t chunk = 0;  // 0 = not given
+  int kind() const {
+    if (name == "dynamic") return kSchDynamicChunked;
+    if (name == "guided") return kSchGuidedChunked;
+    return chunk ? kSchStaticChunked : kSchStatic;
+  }
+  // The chunk passed to __kmpc_dispatch_init: libomp's default chunk (1) for
+  // dynamic/guided, ignored for unchunked static.
+  int64_t dispatchChunk() const {
+    if (chunk) return chunk;
+    return name == "static" ? 0 : 1;
+  }
+  std::string describe() const {
+    std::string s = "schedule=" + name;
+    if (chunk) s += " chunk=" + std::to_string(chunk);
+    return s;
+  }
+};
+
+struct FunctionDecisions {
+  std::map<int64_t, int64_t> threads;      // fork call index -> threads
+  std::map<int64_t, Schedule> worksharing;  // static init index -> schedule
+};
+
+// module key (source_filename or "*") -> function name -> decisions
+std::map<std::string, StringMap<FunctionDecisions>> &store() {
+  static std::map<std::string, StringMap<FunctionDecisions>> s;
+  return s;
+}
+
+bool hasPrefix(StringRef s, StringRef prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+Function *calleeOf(const Instruction &i) {
+  if (const auto *cb = dyn_cast<CallBase>(&i))
+    return dyn_cast<Function>(cb->getCalledOperand()->stripPointerCasts());
+  return nullptr;
+}
+
+StringRef calleeName(const Instruction &i) {
+  Function *f = calleeOf(i);
+  return f ? f->getName() : StringRef();
+}
+
+bool isStaticInit(StringRef n) {
+  if (!hasPrefix(n, kStaticInitPrefix)) return false;
+  StringRef suffix = n.substr(StringRef(kStaticInitPrefix).size());
+  return suffix == "4" || suffix == "4u" || suffix == "8" || suffix == "8u";
+}
+
+bool isFork(StringRef n) { return n == "__kmpc_fork_call"; }
+
+// A call that starts a worksharing construct of its own (not __kmpc_fork_*:
+// a nested parallel region runs in its own function, and may be in a loop).
+bool startsWorksharing(StringRef n) {
+  return hasPrefix(n, "__kmpc_for_static_init") ||
+         hasPrefix(n, "__kmpc_dist_for_static_init") ||
+         hasPrefix(n, "__kmpc_dispatch_init") || n == "__kmpc_single" ||
+         n == "__kmpc_sections_init";
+}
+
+bool isBarrier(StringRef n) {
+  return n == "__kmpc_barrier" || n == "__kmpc_cancel_barrier";
+}
+
+// Runtime calls that clang emits between a loop and its barrier for the
+// loop's own clauses (reductions); anything else of the runtime there is
+// user code that does not wait for the loop.
+bool isReductionRuntime(StringRef n) {
+  return hasPrefix(n, "__kmpc_reduce") || hasPrefix(n, "__kmpc_end_reduce") ||
+         n == "__kmpc_critical" || n == "__kmpc_critical_with_hint" ||
+         n == "__kmpc_end_critical" || hasPrefix(n, "__kmpc_atomic_") ||
+         n == "__kmpc_global_thread_num";
+}
+
+// The decisions of `fn`: those under the module's own key win over "*".
+FunctionDecisions decisionsFor(StringRef module, StringRef fn) {
+  FunctionDecisions out;
+  for (const std::string &key : {module.str(), std::string("*")}) {
+    auto m = store().find(key);
+    if (m == store().end()) continue;
+    auto f = m->second.find(fn);
+    if (f == m->second.end()) continue;
+    out.threads.insert(f->second.threads.begin(), f->second.threads.end());
+    out.worksharing.insert(f->second.worksharing.begin(),
+                           f->second.worksharing.end());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Helpers defined in the module
+
+// A char* to a private NUL-terminated copy of `text`.
+Constant *cString(Module &m, StringRef text) {
+  LLVMContext &ctx = m.getContext();
+  Constant *data = ConstantDataArray::getString(ctx, text, /*AddNull=*/true);
+  auto *gv = new GlobalVariable(m, data->getType(), /*isConstant=*/true,
+                                GlobalValue::PrivateLinkage, data,
+                                ".mirecc.env." + text);
+  gv->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
+  gv->setAlignment(Align(1));
+  Type *i64 = Type::getInt64Ty(ctx);
+  Constant *zero = ConstantInt::get(i64, 0);
+  Constant *idx[] = {zero, zero};
+  // i8* on typed-pointer LLVM, ptr on opaque-pointer LLVM.
+  return ConstantExpr::getInBoundsGetElementPtr(data->getType(), gv, idx);
+}
+
+// `getenv(name) != NULL`, built at `b`.
+Value *envIsSet(Module &m, IRBuilder<> &b, StringRef name) {
+  Constant *str = cString(m, name);
+  Type *charPtr = str->getType();
+  FunctionCallee getenv = m.getOrInsertFunction(
+      "getenv", FunctionType::get(charPtr, {charPtr}, false));
+  Value *v = b.CreateCall(getenv, {str});
+  if (v->getType() != charPtr) v = b.CreateBitCast(v, charPtr);
+  return b.CreateICmpNE(v,
+                        ConstantPointerNull::get(cast<PointerType>(charPtr)));
+}
+
+Function *newHelper(Module &m, StringRef name, FunctionType *type) {
+  Function *f =
+      Function::Create(type, GlobalValue::InternalLinkage, name, &m);
+  f->addFnAttr(Attribute::NoUnwind);
+  return f;
+}
+
+// The runtime entry `name` with `type`; a new declaration is nounwind, as
+// clang declares the runtime's entries.
+FunctionCallee runtimeFunction(Module &m, StringRef name, FunctionType *type) {
+  bool existed = m.getFunction(name) != nullptr;
+  FunctionCallee callee = m.getOrInsertFunction(name, type);
+  if (!existed)
+    if (auto *f = dyn_cast<Function>(callee.getCallee()))
+      f->addFnAttr(Attribute::NoUnwind);
+  return callee;
+}
+
+// void __mirecc_omp_push_threads(ident_t *loc, i32 n):
+//   if (!getenv("OMP_NUM_THREADS"))
+//     __kmpc_push_num_threads(loc, __kmpc_global_thread_num(loc), n);
+Function *makePushThreads(Module &m, Type *identTy) {
+  LLVMContext &ctx = m.getContext();
+  Type *i32 = Type::getInt32Ty(ctx);
+  Function *f = newHelper(
+      m, "__mirecc_omp_push_threads",
+      FunctionType::get(Type::getVoidTy(ctx), {identTy, i32}, false));
+  Value *loc = f->getArg(0), *n = f->getArg(1);
+  auto *entry = BasicBlock::Create(ctx, "entry", f);
+  auto *push = BasicBlock::Create(ctx, "push", f);
+  auto *done = BasicBlock::Create(ctx, "done", f);
+  IRBuilder<> b(entry);
+  b.CreateCondBr(envIsSet(m, b, "OMP_NUM_THREADS"), done, push);
+  b.SetInsertPoint(push);
+  FunctionCallee gtidFn = runtimeFunction(
+      m, "__kmpc_global_thread_num", FunctionType::get(i32, {identTy}, false));
+  FunctionCallee pushFn = runtimeFunction(
+      m, "__kmpc_push_num_threads",
+      FunctionType::get(Type::getVoidTy(ctx), {identTy, i32, i32}, false));
+  Value *gtid = b.CreateCall(gtidFn, {loc});
+  b.CreateCall(pushFn, {loc, gtid, n});
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+  b.CreateRetVoid();
+  return f;
+}
+
+// i1 __mirecc_omp_user_schedule(void): getenv("OMP_SCHEDULE") != NULL
+Function *makeUserSchedule(Module &m) {
+  LLVMContext &ctx = m.getContext();
+  Function *f = newHelper(m, "__mirecc_omp_user_schedule",
+                          FunctionType::get(Type::getInt1Ty(ctx), false));
+  IRBuilder<> b(BasicBlock::Create(ctx, "entry", f));
+  b.CreateRet(envIsSet(m, b, "OMP_SCHEDULE"));
+  return f;
+}
+
+// ---------------------------------------------------------------------------
+// Analysis
+
+// Functions whose return ends a parallel region (its join barrier follows):
+// the microtasks passed to __kmpc_fork_*, and functions called only from
+// them (clang's `_debug__` bodies with -g).
+SmallPtrSet<const Function *, 8> regionFunctions(Module &m) {
+  SmallPtrSet<const Function *, 8> regions;
+  for (Function &rt : m) {
+    if (!hasPrefix(rt.getName(), "__kmpc_fork")) continue;
+    for (User *u : rt.users()) {
+      auto *cb = dyn_cast<CallBase>(u);
+      if (!cb || calleeOf(*cb) != &rt || cb->arg_size() <= 2) continue;
+      if (auto *task =
+              dyn_cast<Function>(cb->getArgOperand(2)->stripPointerCasts()))
+        regions.insert(task);
+    }
+  }
+  SmallVector<const Function *, 8> outlined(regions.begin(), regions.end());
+  for (Function &f : m) {
+    if (f.isDeclaration() || !f.hasLocalLinkage() || regions.count(&f))
+      continue;
+    bool onlyFromRegions = !f.use_empty();
+    for (const Use &u : f.uses()) {
+      auto *cb = dyn_cast<CallBase>(u.getUser());
+      if (!cb || !cb->isCallee(&u) ||
+          !is_contained(outlined, cb->getFunction())) {
+        onlyFromRegions = false;
+        break;
+      }
+    }
+    if (onlyFromRegions) regions.insert(&f);
+  }
+  return regions;
+}
+
+// Whether a __kmpc_push_num_threads call (a num_threads clause) precedes
+// `fork` after the previous fork call: in its block, and up through single
+// predecessors (with an if clause, clang pushes before the branch).
+bool numThreadsClause(CallBase *fork) {
+  BasicBlock *bb = fork->getParent();
+  Instruction *from = fork->getPrevNode();
+  SmallPtrSet<BasicBlock *, 8> seen;
+  while (true) {
+    for (Instruction *i = from; i; i = i->getPrevNode()) {
+      StringRef n = calleeName(*i);
+      if (hasPrefix(n, "__kmpc_push_num_threads")) return true;
+      if (isFork(n)) return false;
+    }
+    if (!seen.insert(bb).second) return false;
+    bb = bb->getSinglePredecessor();
+    if (!bb) return false;
+    from = &bb->back();
+  }
+}
+
+bool isLifetime(const User *u) {
+  if (const auto *ii = dyn_cast<IntrinsicInst>(u))
+    return ii->getIntrinsicID() == Intrinsic::lifetime_start ||
+           ii->getIntrinsicID() == Intrinsic::lifetime_end;
+  return false;
+}
+
+// What a worksharing rewrite needs: the init call, its fini, and the
+// region between them.
+struct Plan {
+  CallInst *init = nullptr;
+  CallInst *fini = nullptr;
+};
+
+class StaticLoopCheck {
+ public:
+  StaticLoopCheck(CallInst *init,
+                  const SmallPtrSet<const Function *, 8> &regions)
+      : init(init), fn(*init->getFunction()), regions(regions) {}
+
+  // "" and `plan` filled, or why the loop is not rewritten.
+  std::string run(Plan &plan) {
+    if (init->arg_size() != 9)
+      return "unexpected __kmpc_for_static_init arguments";
+    auto *sched = dyn_cast<ConstantInt>(init->getArgOperand(2));
+    if (!sched)
+      return "its schedule type is not a constant";
+    if (sched->getSExtValue() != kSchStatic)
+      return "the loop has a schedule clause (schedule type " +
+             std::to_string(sched->getSExtValue()) + ")";
+    for (BasicBlock &bb : fn)
+      for (Instruction &i : bb) {
+        StringRef n = calleeName(i);
+        if (n == "__kmpc_cancel" || n == "__kmpc_cancellationpoint" ||
+            n == "__kmpc_cancel_barrier")
+          return "the function uses OpenMP cancellation";
+      }
+    if (std::string why = findRegion(); !why.empty()) return why;
+    if (std::string why = checkPointers(); !why.empty()) return why;
+    if (std::string why = checkEscapes(); !why.empty()) return why;
+    if (std::string why = checkBarrierAfter(); !why.empty()) return why;
+    plan.init = init;
+    plan.fini = fini;
+    return "";
+  }
+
+ private:
+  CallInst *init;
+  Function &fn;
+  const SmallPtrSet<const Function *, 8> &regions;
+  CallInst *fini = nullptr;
+  SmallPtrSet<BasicBlock *, 16> blocks;  // the region's blocks (see inRegion)
+
+  // Whether `i` runs between the init call and the fini call: after the
+  // init in its block, before the fini in its block, or in a block between.
+  bool inRegion(const Instruction *i) const {
+    const BasicBlock *bb = i->getParent();
+    if (bb == init->getParent()) return init->comesBefore(i);
+    if (!blocks.count(bb)) return false;
+    return bb != fini->getParent() || i->comesBefore(fini);
+  }
+
+  // Walks the CFG from the init: every path must reach one and the same
+  // __kmpc_for_static_fini before leaving the function or starting another
+  // worksharing construct.
+  std::string findRegion() {
+    SmallPtrSet<CallInst *, 2> finis;
+    SmallVector<std::pair<BasicBlock *, Instruction *>, 16> work;
+    work.push_back({init->getParent(), init->getNextNode()});
+    while (!work.empty()) {
+      auto [bb, first] = work.pop_back_val();
+      bool stopped = false;
+      for (Instruction *i = first; i && !stopped; i = i->getNextNode()) {
+        StringRef n = calleeName(*i);
+        if (n == "__kmpc_for_static_fini") {
+          auto *call = dyn_cast<CallInst>(i);
+          if (!call) return "unexpected: an invoke of __kmpc_for_static_fini";
+          finis.insert(call);
+          stopped = true;
+        } else if (startsWorksharing(n)) {
+          return "another OpenMP construct (" + n.str() +
+                 ") starts before the loop's __kmpc_for_static_fini";
+        } else if (isa<ReturnInst>(i) || isa<ResumeInst>(i)) {
+          return "a path from the loop leaves it without "
+                 "__kmpc_for_static_fini";
+        }
+      }
+      if (stopped) continue;
+      for (BasicBlock *succ : successors(bb))
+        if (blocks.insert(succ).second) work.push_back({succ, &succ->front()});
+    }
+    if (finis.size() != 1)
+      return finis.empty()
+                 ? "the loop does not reach a __kmpc_for_static_fini"
+                 : "the loop reaches " + std::to_string(finis.size()) +
+                       " __kmpc_for_static_fini calls";
+    fini = *finis.begin();
+    if (fini->getParent() == init->getParent())
+      return "unexpected: __kmpc_for_static_fini in the init's block";
+    // Nothing may enter the region on a way to the fini other than through
+    // the init (dead ends such as a shared terminate landing pad may be
+    // shared with code outside).
+    SmallPtrSet<BasicBlock *, 32> reachable;
+    SmallVector<BasicBlock *, 32> stack{&fn.getEntryBlock()};
+    reachable.insert(&fn.getEntryBlock());
+    while (!stack.empty())
+      for (BasicBlock *s : successors(stack.pop_back_val()))
+        if (reachable.insert(s).second) stack.push_back(s);
+    SmallPtrSet<BasicBlock *, 16> toFini{fini->getParent()};
+    stack.assign(1, fini->getParent());
+    while (!stack.empty())
+      for (BasicBlock *pred : predecessors(stack.pop_back_val())) {
+        if (!reachable.count(pred)) continue;
+        if (pred != init->getParent() && !blocks.count(pred))
+          return "unexpected: code outside the loop jumps into it";
+        if (blocks.count(pred) && toFini.insert(pred).second)
+          stack.push_back(pred);
+      }
+    return "";
+  }
+
+  // The loop's bound, stride and last-iteration variables are the runtime's
+  // to write; the loop reads the bounds. A read of the last-iteration flag
+  // (lastprivate, linear) or a bound read after the loop depends on a static
+  // partition.
+  std::string checkPointers() {
+    struct Arg {
+      unsigned index;
+      bool loopMayRead;
+    } args[] = {{3, false}, {4, true}, {5, true}, {6, true}};
+    for (const Arg &a : args) {
+      Value *p = init->getArgOperand(a.index);
+      for (User *u : p->users()) {
+        if (u == init || isLifetime(u)) continue;
+        if (auto *st = dyn_cast<StoreInst>(u))
+          if (st->getPointerOperand() == p && st->getValueOperand() != p)
+            continue;
+        if (auto *ld = dyn_cast<LoadInst>(u))
+          if (a.loopMayRead && inRegion(ld)) continue;
+        if (auto *bc = dyn_cast<BitCastInst>(u))  // typed pointers
+          if (all_of(bc->users(), isLifetime)) continue;
+        if (a.index == 3)
+          return "the loop reads its last-iteration flag (lastprivate or "
+                 "linear clause)";
+        return "unexpected use of the loop's bounds or stride";
+      }
+    }
+    return "";
+  }
+
+  // The rewrite makes the code after the loop no longer dominated by the
+  // loop body: no value computed in the loop may be used after it (the fini
+  // call, which goes, may use them).
+  std::string checkEscapes() {
+    auto check = [&](Instruction &i) {
+      for (User *u : i.users()) {
+        auto *ui = dyn_cast<Instruction>(u);
+        if (!ui || (ui != fini && !inRegion(ui))) return false;
+      }
+      return true;
+    };
+    for (Instruction *i = init->getNextNode(); i; i = i->getNextNode())
+      if (!check(*i)) return "a value computed in the loop is used after it";
+    for (BasicBlock *bb : blocks)
+      for (Instruction &i : *bb) {
+        if (&i == fini) break;
+        if (!check(i)) return "a value computed in the loop is used after it";
+      }
+    return "";
+  }
+
+  // Without a barrier after the loop (nowait), code that follows in the
+  // region could rely on the static iteration-to-thread mapping.
+  std::string checkBarrierAfter() {
+    const char *nowait =
+        "no barrier follows the loop (nowait): later code in the region may "
+        "rely on its static iteration-to-thread mapping";
+    SmallPtrSet<BasicBlock *, 16> seen;
+    SmallVector<std::pair<BasicBlock *, Instruction *>, 16> work;
+    work.push_back({fini->getParent(), fini->getNextNode()});
+    while (!work.empty()) {
+      auto [bb, first] = work.pop_back_val();
+      bool stopped = false;
+      for (Instruction *i = first; i && !stopped; i = i->getNextNode()) {
+        StringRef n = calleeName(*i);
+        if (isBarrier(n)) {
+          stopped = true;
+        } else if (isa<ReturnInst>(i)) {
+          if (!regions.count(&fn)) return nowait;
+          stopped = true;  // the end of the parallel region
+        } else if (i == init || (hasPrefix(n, "__kmpc_") &&
+                                 !isReductionRuntime(n))) {
+          return nowait;
+        } else if (isa<ResumeInst>(i)) {
+          return nowait;
+        }
+      }
+      if (stopped) continue;
+      for (BasicBlock *succ : successors(bb))
+        if (seen.insert(succ).second) work.push_back({succ, &succ->front()});
+    }
+    return "";
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Rewrites
+
+// The static loop `plan` becomes a dispatch loop:
+//
+//   lb0 = *plb; ub0 = *pub
+//   __kmpc_dispatch_init_X(loc, gtid, user ? 34 : sched, lb0, ub0, incr,
+//                          user ? 0 : chunk)      ; user: OMP_SCHEDULE is set
+//   br next
+// next:
+//   if (__kmpc_dispatch_next_X(loc, gtid, plast, plb, pub, pst)) br body
+//   else br done
+// body: (clang's code after the init: clamp ub, iv = lb, the loop)
+//   ... br next                                   ; was: the fini call
+// done: (clang's code after the fini call)
+void rewriteLoop(const Plan &plan, const Schedule &s, Function *userSchedule) {
+  CallInst *init = plan.init, *fini = plan.fini;
+  Module &m = *init->getModule();
+  LLVMContext &ctx = m.getContext();
+  const DataLayout &dl = m.getDataLayout();
+  StringRef suffix =
+      calleeName(*init).substr(StringRef(kStaticInitPrefix).size());
+  Value *loc = init->getArgOperand(0), *gtid = init->getArgOperand(1);
+  Value *plast = init->getArgOperand(3), *plb = init->getArgOperand(4);
+  Value *pub = init->getArgOperand(5), *pst = init->getArgOperand(6);
+  Value *incr = init->getArgOperand(7), *chunkArg = init->getArgOperand(8);
+  Type *schedTy = init->getArgOperand(2)->getType();
+  Type *ivTy = incr->getType();  // kmp_int32 / kmp_int64, as the bounds
+  Type *chunkTy = chunkArg->getType();
+  Type *i32 = Type::getInt32Ty(ctx);
+
+  FunctionCallee dispatchInit = runtimeFunction(
+      m, ("__kmpc_dispatch_init_" + suffix).str(),
+      FunctionType::get(Type::getVoidTy(ctx),
+                        {loc->getType(), gtid->getType(), schedTy, ivTy, ivTy,
+                         incr->getType(), chunkTy},
+                        false));
+  FunctionCallee dispatchNext = runtimeFunction(
+      m, ("__kmpc_dispatch_next_" + suffix).str(),
+      FunctionType::get(i32,
+                        {loc->getType(), gtid->getType(), plast->getType(),
+                         plb->getType(), pub->getType(), pst->getType()},
+                        false));
+
+  BasicBlock *initBB = init->getParent();
+  BasicBlock *body =
+      initBB->splitBasicBlock(init->getNextNode(), "omp.dispatch.body");
+  BasicBlock *finiBB = fini->getParent();
+  BasicBlock *done = finiBB->splitBasicBlock(fini, "omp.dispatch.end");
+  BasicBlock *next =
+      BasicBlock::Create(ctx, "omp.dispatch.next", initBB->getParent(), body);
+
+  IRBuilder<> b(init);
+  b.SetCurrentDebugLocation(init->getDebugLoc());
+  Align align = dl.getABITypeAlign(ivTy);
+  Value *lb = b.CreateAlignedLoad(ivTy, plb, align, "omp.lb");
+  Value *ub = b.CreateAlignedLoad(ivTy, pub, align, "omp.ub");
+  Value *user = b.CreateCall(userSchedule, {}, "omp.user.schedule");
+  Value *sched = b.CreateSelect(user, ConstantInt::get(schedTy, kSchStatic),
+                                ConstantInt::get(schedTy, s.kind()));
+  Value *chunk = b.CreateSelect(user, ConstantInt::get(chunkTy, 0),
+                                ConstantInt::get(chunkTy, s.dispatchChunk()));
+  b.CreateCall(dispatchInit, {loc, gtid, sched, lb, ub, incr, chunk});
+  initBB->getTerminator()->setSuccessor(0, next);
+
+  b.SetInsertPoint(next);
+  Value *more = b.CreateCall(dispatchNext, {loc, gtid, plast, plb, pub, pst},
+                             "omp.more");
+  b.CreateCondBr(b.CreateICmpNE(more, ConstantInt::get(i32, 0)), body, done);
+  finiBB->getTerminator()->setSuccessor(0, next);
+
+  init->eraseFromParent();
+  fini->eraseFromParent();
+}
+
+struct OpenMPDecidePass : PassInfoMixin<OpenMPDecidePass> {
+  PreservedAnalyses run(Module &m, ModuleAnalysisManager &mam) {
+    if (!mirecc::decisionsLoaded() || store().empty())
+      return PreservedAnalyses::all();
+    // An offload device module has the host's source_filename but its own
+    // runtime (and no getenv): the decisions are for the host code.
+    if (m.getModuleFlag("openmp-device")) return PreservedAnalyses::all();
+    auto &fam =
+        mam.getResult<FunctionAnalysisManagerModuleProxy>(m).getManager();
+    StringRef module = m.getSourceFileName();
+    SmallPtrSet<const Function *, 8> regions = regionFunctions(m);
+    Function *setNumThreads = m.getFunction("omp_set_num_threads");
+    bool programSetsThreads = setNumThreads && !setNumThreads->use_empty();
+    DenseMap<Type *, Function *> pushThreads;  // per ident_t* type
+    Function *userSchedule = nullptr;
+    bool changed = false;
+
+    SmallVector<Function *, 16> functions;
+    for (Function &fn : m)
+      if (!fn.isDeclaration()) functions.push_back(&fn);
+    for (Function *fnp : functions) {
+      Function &fn = *fnp;
+      FunctionDecisions wanted = decisionsFor(module, fn.getName());
+      if (wanted.threads.empty() && wanted.worksharing.empty()) continue;
+      // The calls, numbered before anything changes.
+      SmallVector<CallBase *, 8> forks, inits;
+      for (BasicBlock &bb : fn)
+        for (Instruction &i : bb) {
+          StringRef n = calleeName(i);
+          if (isFork(n)) forks.push_back(cast<CallBase>(&i));
+          else if (isStaticInit(n)) inits.push_back(cast<CallBase>(&i));
+        }
+      auto &ore = fam.getResult<OptimizationRemarkEmitterAnalysis>(fn);
+      auto idOf = [&](int64_t index) {
+        return fn.getName().str() + ":" + std::to_string(index);
+      };
+      auto noSuchCall = [&](const char *kind, int64_t index,
+                            const char *call) {
+        ore.emit([&] {
+          DiagnosticLocation where(fn.getSubprogram());
+          return OptimizationRemarkMissed(kPassName, "NoSuchCall", where,
+                                          &fn.getEntryBlock())
+                 << kind << " " << idOf(index) << ": no " << call
+                 << " call with that index; decision ignored";
+        });
+      };
+      auto missed = [&](Instruction *at, const std::string &text) {
+        ore.emit([&] {
+          return OptimizationRemarkMissed(kPassName, "NotApplied", at) << text;
+        });
+      };
+
+      for (const auto &[index, threads] : wanted.threads) {
+        if (index >= (int64_t)forks.size()) {
+          noSuchCall("parallel", index, "__kmpc_fork_call");
+          continue;
+        }
+        CallBase *fork = forks[index];
+        std::string what = "parallel " + idOf(index) +
+                           ": threads=" + std::to_string(threads);
+        std::string why;
+        if (numThreadsClause(fork))
+          why = "the source has a num_threads clause for it";
+        else if (programSetsThreads)
+          why = "the module calls omp_set_num_threads";
+        if (!why.empty()) {
+          missed(fork, what + " not applied: " + why);
+          continue;
+        }
+        Value *loc = fork->getArgOperand(0);
+        Function *&helper = pushThreads[loc->getType()];
+        if (!helper) helper = makePushThreads(m, loc->getType());
+        IRBuilder<> b(fork);
+        b.SetCurrentDebugLocation(fork->getDebugLoc());
+        b.CreateCall(helper,
+                     {loc, ConstantInt::get(Type::getInt32Ty(m.getContext()),
+                                            threads)});
+        ore.emit([&] {
+          return OptimizationRemark(kPassName, "Applied", fork) << what;
+        });
+        changed = true;
+      }
+
+      for (const auto &[index, schedule] : wanted.worksharing) {
+        if (index >= (int64_t)inits.size()) {
+          noSuchCall("worksharing", index, "__kmpc_for_static_init");
+          continue;
+        }
+        CallBase *call = inits[index];
+        std::string what =
+            "worksharing " + idOf(index) + ": " + schedule.describe();
+        Plan plan;
+        std::string why;
+        if (auto *init = dyn_cast<CallInst>(call))
+          why = StaticLoopCheck(init, regions).run(plan);
+        else
+          why = "unexpected: an invoke of __kmpc_for_static_init";
+        if (!why.empty()) {
+          missed(call, what + " not applied: " + why);
+          continue;
+        }
+        ore.emit([&] {
+          return OptimizationRemark(kPassName, "Applied", call) << what;
+        });
+        if (!userSchedule) userSchedule = makeUserSchedule(m);
+        rewriteLoop(plan, schedule, userSchedule);
+        changed = true;
+      }
+    }
+    return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+  }
+};
+
+}  // namespace
+
+namespace mirecc {
+
+std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
+                                 const std::string &where) {
+  StringMap<FunctionDecisions> &functions = store()[module.str()];
+  for (const auto &kv : openmp) {
+    StringRef kind = kv.first;
+    std::string w = where + ".openmp[\"" + kind.str() + "\"]";
+    if (kind != "parallel" && kind != "worksharing")
+      return where + ".openmp: unknown key \"" + kind.str() + "\"";
+    const json::Object *calls = kv.second.getAsObject();
+    if (!calls) return w + ": expected an object";
+    for (const auto &ckv : *calls) {
+      StringRef id = ckv.first;
+      std::string cw = w + "[\"" + id.str() + "\"]";
+      auto [fn, indexText] = id.rsplit(':');
+      int64_t index;
+      if (fn.empty() || indexText.getAsInteger(10, index) || index < 0)
+        return cw + ": an OpenMP call id is <function>:<index>";
+      const json::Object *entry = ckv.second.getAsObject();
+      if (!entry) return cw + ": expected an object";
+      FunctionDecisions &f = functions[fn];
+      if (kind == "parallel") {
+        for (const auto &e : *entry) {
+          if (StringRef(e.first) != "threads")
+            return cw + ": unknown key \"" + StringRef(e.first).str() + "\"";
+          auto v = e.second.getAsInteger();
+          if (!v || *v < 1 || *v > kMaxThreads)
+            return cw + ": threads must be an integer in 1.." +
+                   std::to_string(kMaxThreads);
+          f.threads[index] = *v;
+        }
+        continue;
+      }
+      Schedule s;
+      bool chunkGiven = false;
+      for (const auto &e : *entry) {
+        StringRef key = e.first;
+        if (key == "schedule") {
+          auto v = e.second.getAsString();
+          if (!v || (*v != "static" && *v != "dynamic" && *v != "guided"))
+            return cw + ": schedule must be \"static\", \"dynamic\" or "
+                        "\"guided\"";
+          s.name = v->str();
+        } else if (key == "chunk") {
+          auto v = e.second.getAsInteger();
+          if (!v || *v < 1 || *v > kMaxChunk)
+            return cw + ": chunk must be an integer in 1.." +
+                   std::to_string(kMaxChunk);
+          s.chunk = *v;
+          chunkGiven = true;
+        } else {
+          return cw + ": unknown key \"" + key.str() + "\"";
+        }
+      }
+      if (s.name.empty()) {
+        if (chunkGiven) return cw + ": chunk without schedule";
+        continue;  // {}: nothing decided
+      }
+      f.worksharing[index] = s;
+    }
+  }
+  return "";
+}
+
+void clearOpenMPDecisions() { store().clear(); }
+
+void registerOpenMPPasses(PassBuilder &pb) {
+  // Registered after mirecc-loop-mark's callback, so it runs after it (the
+  // loop ids count blocks; this pass adds some).
+  pb.registerPipelineStartEPCallback(
+      [](ModulePassManager &mpm, OptimizationLevel level) {
+        if (level != OptimizationLevel::O0) mpm.addPass(OpenMPDecidePass());
+      });
+  pb.registerPipelineParsingCallback(
+      [](StringRef name, ModulePassManager &mpm,
+         ArrayRef<PassBuilder::PipelineElement>) {
+        if (name != "mirecc-omp-decide") return false;
+        mpm.addPass(OpenMPDecidePass());
+        return true;
+      });
+}
+
+}  // namespace mirecc
