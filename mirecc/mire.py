@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``omp-data``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ LAZY_SUBCOMMANDS = [
      "Generate loop kernels of many families, compile each with every (VF, IF) in "
      "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
      "reference, time them pinned with repeats, and write labels (resumable)."),
+    ("omp-data", "mirecc.tasks.openmp.offline.cli",
+     "time threads x schedule x chunk per OpenMP region (the OpenMP dataset)",
+     "Build PolyBench-ACC's OpenMP programs (and generated kernel families) with every "
+     "(threads, schedule, chunk) forced on each parallel region through the pass plugin, "
+     "time them against the default build with repeats, check outputs, and write labels "
+     "(resumable); --summary: the best configuration per region and the oracle."),
     ("size-data", "mirecc.tasks.code_size.offline.cli",
      "measure the code-size dataset: IR instructions and .text bytes of every corpus "
      "module through -Oz and each library pipeline",
