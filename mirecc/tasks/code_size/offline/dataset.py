@@ -227,7 +227,8 @@ def progress_bar(total: int, desc: str, unit: str = "build"):
 def export(out: Path, corpus: Path, dest: Path) -> list[Path]:
     """The labels of ``out`` as committed files under ``dest``: labels,
     pipelines and the labelled modules' origins (gzipped JSON lines), the
-    meta, the search's library report and the correctness check's report."""
+    meta, the search's library reports (.text and IR objectives) and the
+    correctness check's report."""
     import gzip
     import shutil
 
@@ -247,8 +248,8 @@ def export(out: Path, corpus: Path, dest: Path) -> list[Path]:
         data = gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0)
         atomic_write_bytes(dest / name, data)
         written.append(dest / name)
-    for name in ("meta.json", "library-14.json", "library-19.json", "check-14.json",
-                 "check-19.json"):
+    for name in ("meta.json", "library-14.json", "library-19.json", "library-14-ir.json",
+                 "library-19-ir.json", "check-14.json", "check-19.json"):
         if (out / name).is_file():
             shutil.copyfile(out / name, dest / name)
             written.append(dest / name)
