@@ -42,12 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipelines", help="a file of candidates, one per line, or a library "
                         "report of size-search (library-14-ir.json) (default: the library "
                         "of heads/code-size/spec.yaml for the compiler's LLVM)")
+    # size-search only
     parser.add_argument("--objective", choices=("text", "ir"), default="text",
                         help="size-search: choose the library by .text bytes (the driver's "
                              "objective, the spec's library) or by IR instructions (a "
                              "research library: library-<llvm>-ir.json, never the spec) "
                              "(default: %(default)s)")
-    # size-search only
     parser.add_argument("--random", type=int, default=60,
                         help="size-search: random variations of -Oz besides the systematic "
                              "ones (default: %(default)s)")
@@ -217,13 +217,13 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 SPEC_HEADER = """\
-# The code-size task's candidate library: opt -passes= pipelines per LLVM
-# major.  mirecc builds the first size_search (K) of them -- in this order, or
-# in the order the ranker predicts for the TU -- besides the user's own
-# -Oz/-Os and keeps the smallest object.  Written by mire size-search (the
-# library, greedy order), mire size-check (drops a pipeline that changed a
-# program's output) and mire size-train (the ranker); see
-# mirecc/tasks/code_size/offline/.
+# The code-size task's candidate library: opt -passes= pipelines, with the
+# back-end options each adds (codegen), per LLVM major.  mirecc builds the
+# first size_search (K) of them -- in this order, or in the order the ranker
+# predicts for the TU -- besides the user's own -Oz/-Os and keeps the
+# smallest object.  Written by mire size-search (the library, greedy order),
+# mire size-check (drops a candidate that changed a program's output) and
+# mire size-train (the ranker); see mirecc/tasks/code_size/offline/.
 """
 
 
