@@ -439,3 +439,36 @@ def test_oracle_and_summary_on_hand_written_rows(tmp_path):
     assert "failed: broken SMALL: sites: boom" in md
     text, _ = D.summarize(rows)
     assert "geomean oracle speedup over the default: " in text and "(the default is faster)" in text
+
+
+def test_a_racy_program_is_left_out_of_the_figures(tmp_path):
+    """A program whose default output differs from its build without
+    -fopenmp (a data race in its OpenMP code) is marked racy and left out
+    of the geomean and the best single configuration."""
+    racy_default = {"median_s": 1.0, "stable_output": True, "matches_sequential": False}
+    rows = [_row("clean", "r:0", "x", 0.5, 1.0), _row("clean", "r:0", "z", 1.0, 1.0),
+            {**_row("racy", "r:0", "z", 0.25, 1.0), "default": racy_default}]
+    o = D.oracle(rows)
+    assert o["per"][("racy", "SMALL")]["racy"] and not o["per"][("clean", "SMALL")]["racy"]
+    assert o["geomean_oracle"] == pytest.approx(2.0)
+    assert o["single"]["config"] == "x"
+    _, md = D.summarize(rows)
+    assert "left out of the geomean: racy" in md and "4.000 racy" in md
+
+
+def test_the_sequential_reference_builds_without_openmp(tmp_path):
+    """The reference output of a program built without -fopenmp; None for
+    one that calls the OpenMP runtime (it does not link without it)."""
+    plain, calls = tmp_path / "plain.c", tmp_path / "calls.c"
+    plain.write_text("#include <stdio.h>\nint main(void) { int s = 0;\n"
+                     "#pragma omp parallel for reduction(+:s)\n"
+                     "for (int i = 0; i < 100; i++) s += i;\n"
+                     "printf(\"time 0.001\\n%d\\n\", s); return 0; }\n")
+    calls.write_text("int omp_get_thread_num(void);\n"
+                     "int main(void) { return omp_get_thread_num(); }\n")
+    builder = D.Builder("clang-14", tmp_path / "work", toolchain={"cflags": [], "ldflags": []})
+    progs = {p.stem: P.Program(name=p.stem, suite="kernels", group="test", source=p,
+                               deps=(p,)) for p in (plain, calls)}
+    first = builder.sequential_output(progs["plain"], "MINI", 10)
+    assert first and builder.sequential_output(progs["plain"], "MINI", 10) == first
+    assert builder.sequential_output(progs["calls"], "MINI", 10) is None

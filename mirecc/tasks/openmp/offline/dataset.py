@@ -245,6 +245,31 @@ class Builder:
             objs.append(obj)
         return objs
 
+    def sequential_output(self, program: Program, size: str, timeout: float) -> str | None:
+        """The output hash of the program built without ``-fopenmp`` (its
+        pragmas ignored): what a race-free program's parallel runs print.
+        None when it does not build that way (it calls the OpenMP runtime)
+        or does not run; cached."""
+        flags = [OPT, *program.flags(size)]
+        key = _sha(json.dumps([self.cc_id, flags, str(program.source),
+                               self._deps_hash(program), program.libs]).encode())
+        path = self.work / "sequential" / f"{key}.json"
+        if path.is_file():
+            try:
+                return json.loads(path.read_text())["out_sha256"]
+            except (ValueError, KeyError):
+                pass
+        out = None
+        with tempfile.TemporaryDirectory(prefix="mirecc-seq-") as tmp:
+            exe = Path(tmp) / "seq"
+            p = subprocess.run([self.cc, *flags, str(program.source), *map(str, program.support),
+                                "-o", str(exe), *program.libs], capture_output=True, text=True)
+            if p.returncode == 0:
+                res = run_once(exe, timeout)
+                out = res["out_sha256"] if res["ok"] else None
+        atomic_write_bytes(path, json.dumps({"out_sha256": out}).encode())
+        return out
+
     def decisions_file(self, program: Program, openmp: dict) -> Path:
         """A decisions file (content-named: new content, new name) giving the
         program's source module the ``openmp`` entry."""
@@ -428,8 +453,12 @@ def measure_region(program: Program, size: str, region: Site, loops: list[Site],
     d = summary(default["bin_sha256"])
     ref = next((x["out_sha256"] for x in runs[default["bin_sha256"]] if x["ok"]), None)
     default_info = {k: d[k] for k in ("ok", "error", "times_s", "median_s", "min_s", "max_s")}
+    seq = default.get("sequential_sha256")
     default_info.update({"bin_sha256": default["bin_sha256"],
-                         "output_sha256": ref, "stable_output": len(d["outputs"]) <= 1})
+                         "output_sha256": ref, "stable_output": len(d["outputs"]) <= 1,
+                         "sequential_output_sha256": seq,
+                         "matches_sequential": None if seq is None or ref is None
+                         else ref == seq})
     rows = []
     decided_loops = [lp.id for lp in loops if lp.decidable]
     for c in configs:
@@ -553,6 +582,10 @@ def run_dataset(out: Path | str, programs: list[Program], *, sizes=DEFAULT_SIZES
                 if default is None:
                     bar.set_postfix_str(f"{tag}: default build", refresh=True)
                     default = builder.build(program, size, None)
+                    if default.get("ok"):
+                        bar.set_postfix_str(f"{tag}: sequential reference", refresh=True)
+                        default["sequential_sha256"] = builder.sequential_output(
+                            program, size, timeout)
                 if not default.get("ok"):
                     append_row(labels, {"row": row_id(program.name, size, "*", "-"),
                                         "program": program.name, "size": size,
@@ -657,29 +690,37 @@ def oracle(rows: list[dict]) -> dict:
                 "output_changed": sum(bool(x.get("output_changed")) for x in rs),
                 "failed": sum(not x.get("ok") for x in rs),
                 "default_unstable": any((x.get("default") or {}).get("stable_output") is False
-                                        for x in rs)}
+                                        for x in rs),
+                "default_racy": any(
+                    (x.get("default") or {}).get("stable_output") is False
+                    or (x.get("default") or {}).get("matches_sequential") is False
+                    for x in rs)}
         ratios = {rid: max(1.0, g["speedup"]) for rid, g in regions.items() if g["speedup"]}
         per[(prog, size)] = {
             "program": prog, "size": size, "suite": u["suite"],
             "default_s": statistics.median(defaults) if defaults else None,
             "regions": regions, "parents": parents,
             "oracle": combine(ratios, parents) if ratios else None,
-            "oracle_estimated": len(ratios) > 1}
+            "oracle_estimated": len(ratios) > 1,
+            "racy": any(g["default_racy"] for g in regions.values())}
+    # a racy program's outputs differ whatever is decided: not in the figures
+    clean = [p for p in per.values() if not p["racy"]]
     common = None
-    for p in per.values():
+    for p in clean:
         for g in p["regions"].values():
             keys = set(g["by_config"])
             common = keys if common is None else common & keys
     single = None
     for key in sorted(common or ()):
         sp = [combine({rid: g["by_config"][key] for rid, g in p["regions"].items()},
-                      p["parents"]) for p in per.values()]
+                      p["parents"]) for p in clean]
         gm = geomean(sp)
         if gm and (single is None or gm > single["geomean"]):
             single = {"config": key, "geomean": gm,
-                      "per": {f"{p['program']}|{p['size']}": x for p, x in zip(per.values(), sp)}}
+                      "per": {f"{p['program']}|{p['size']}": x for p, x in zip(clean, sp)}}
     return {"per": per, "single": single,
-            "geomean_oracle": geomean([p["oracle"] for p in per.values() if p["oracle"]])}
+            "geomean_oracle": geomean([p["oracle"] for p in per.values()
+                                       if p["oracle"] and not p["racy"]])}
 
 
 def _short(location: str | None) -> str:
@@ -699,7 +740,10 @@ def summarize(rows: list[dict]) -> tuple[str, str]:
             f"output_changed: {sum(bool(r.get('output_changed')) for r in cfg_rows)}; "
             f"failed: {sum(not r.get('ok') for r in cfg_rows)}; programs that failed: "
             f"{len(failed_programs)}; regions with nothing to decide: {len(skipped)}; "
-            f"defaults whose output varies between runs: {len(unstable)}",
+            f"defaults whose output varies between runs: {len(unstable)}; racy sources "
+            f"(the default's output varies, or differs from the build without -fopenmp), "
+            f"left out of the geomean: "
+            f"{', '.join(sorted({k[0] for k, p in per.items() if p['racy']})) or 'none'}",
             "speedup: the default's median kernel time / the configuration's, timed in the "
             "same rounds",
             "oracle: per region its best configuration, or the default where none is faster; "
@@ -715,7 +759,7 @@ def summarize(rows: list[dict]) -> tuple[str, str]:
     for (prog, size), p in per.items():
         dflt = f"{p['default_s']:.6f}" if p["default_s"] else "-"
         orc = (f"{p['oracle']:.3f}" + (" est." if p["oracle_estimated"] else "")
-               if p["oracle"] else "-")
+               + (" racy" if p["racy"] else "") if p["oracle"] else "-")
         sgl = single["per"].get(f"{prog}|{size}") if single else None
         sgl_s = f"{sgl:.3f}" if sgl else "-"
         for i, (rid, g) in enumerate(p["regions"].items()):
