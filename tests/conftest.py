@@ -52,3 +52,42 @@ def builder(tmp_path_factory) -> str:
     if path is None:
         pytest.skip(why)
     return path
+
+
+@pytest.fixture(scope="session")
+def llvm_plugin(tmp_path_factory):
+    """``get(major) -> (clang, major, plugin path)``: the mirecc-loophints
+    plugin of this checkout built once per session and LLVM major into a
+    temporary cache (so the tests check this source); skips when that clang,
+    its LLVM CMake package or cmake is missing."""
+    import os
+    import shutil
+
+    from mirecc.tasks.loop_vectorize import plugin as lp
+
+    cache = tmp_path_factory.mktemp("plugin-cache")
+    built: dict = {}
+
+    def get(major: int):
+        clang = shutil.which(f"clang-{major}")
+        if not clang:
+            pytest.skip(f"clang-{major} is not installed")
+        if major not in built:
+            if not (lp.llvm_cmake_dir(major) / "LLVMConfig.cmake").is_file():
+                built[major] = f"no LLVM {major} CMake package (llvm-{major}-dev)"
+            elif not shutil.which("cmake"):
+                built[major] = "cmake is not installed"
+            else:
+                old = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL")
+                os.environ["CMAKE_BUILD_PARALLEL_LEVEL"] = str(os.cpu_count() or 2)
+                try:
+                    built[major] = lp.build_plugin(major, cache=cache)
+                finally:
+                    if old is None:
+                        del os.environ["CMAKE_BUILD_PARALLEL_LEVEL"]
+                    else:
+                        os.environ["CMAKE_BUILD_PARALLEL_LEVEL"] = old
+        if isinstance(built[major], str):
+            pytest.skip(built[major])
+        return clang, major, built[major]
+    return get

@@ -22,31 +22,12 @@ from mirecc.graph import GraphBuildError, build_graph
 from mirecc.tasks.loop_vectorize import plugin as lp
 
 MAJORS = [14, 19, 22]
-_BUILT: dict[int, Path | str] = {}
-
-
-@pytest.fixture(scope="session")
-def plugin_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("plugin-cache")
 
 
 @pytest.fixture(params=MAJORS, ids=lambda m: f"clang{m}")
-def llvm(request, plugin_cache):
+def llvm(request, llvm_plugin):
     """(clang, major, plugin path) for one LLVM major; built on first use."""
-    major = request.param
-    clang = shutil.which(f"clang-{major}")
-    if not clang:
-        pytest.skip(f"clang-{major} is not installed")
-    if major not in _BUILT:
-        if not (lp.llvm_cmake_dir(major) / "LLVMConfig.cmake").is_file():
-            _BUILT[major] = f"no LLVM {major} CMake package (llvm-{major}-dev)"
-        elif not shutil.which("cmake"):
-            _BUILT[major] = "cmake is not installed"
-        else:
-            _BUILT[major] = lp.build_plugin(major, cache=plugin_cache)
-    if isinstance(_BUILT[major], str):
-        pytest.skip(_BUILT[major])
-    return clang, major, _BUILT[major]
+    return llvm_plugin(request.param)
 
 
 SOURCE = """\
@@ -131,8 +112,9 @@ def src(tmp_path) -> Path:
     return path
 
 
-def test_find_and_args(llvm, plugin_cache):
+def test_find_and_args(llvm):
     clang, major, plugin = llvm
+    plugin_cache = plugin.parent.parent     # build_plugin's <cache>/plugins/
     assert lp.clang_major(clang) == major
     assert plugin.name == f"mirecc-loophints-{major}.so"
     assert lp.ensure_plugin(major, build=False, cache=plugin_cache) is not None

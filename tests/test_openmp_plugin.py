@@ -23,40 +23,13 @@ import pytest
 from mirecc.tasks.loop_vectorize import plugin as lp
 
 MAJORS = [14, 19]
-_BUILT: dict[int, Path | str] = {}
 _LINK: dict[str, list[str] | None] = {}
 
 
-@pytest.fixture(scope="session")
-def plugin_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("plugin-cache")
-
-
 @pytest.fixture(params=MAJORS, ids=lambda m: f"clang{m}")
-def llvm(request, plugin_cache):
+def llvm(request, llvm_plugin):
     """(clang, major, plugin path) for one LLVM major; built on first use."""
-    major = request.param
-    clang = shutil.which(f"clang-{major}")
-    if not clang:
-        pytest.skip(f"clang-{major} is not installed")
-    if major not in _BUILT:
-        if not (lp.llvm_cmake_dir(major) / "LLVMConfig.cmake").is_file():
-            _BUILT[major] = f"no LLVM {major} CMake package (llvm-{major}-dev)"
-        elif not shutil.which("cmake"):
-            _BUILT[major] = "cmake is not installed"
-        else:
-            old = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL")
-            os.environ["CMAKE_BUILD_PARALLEL_LEVEL"] = str(os.cpu_count() or 2)
-            try:
-                _BUILT[major] = lp.build_plugin(major, cache=plugin_cache)
-            finally:
-                if old is None:
-                    del os.environ["CMAKE_BUILD_PARALLEL_LEVEL"]
-                else:
-                    os.environ["CMAKE_BUILD_PARALLEL_LEVEL"] = old
-    if isinstance(_BUILT[major], str):
-        pytest.skip(_BUILT[major])
-    return clang, major, _BUILT[major]
+    return llvm_plugin(request.param)
 
 
 def omp_link_flags(clang: str, tmp: Path) -> list[str] | None:

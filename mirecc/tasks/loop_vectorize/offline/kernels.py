@@ -963,31 +963,29 @@ def _family_seed(seed: int, family: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{family}".encode()).digest()[:8], "little")
 
 
-def generate(seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
-             families: list[str] | None = None) -> list[Kernel]:
-    """``per_family`` kernels of each family (all of them if a family has fewer),
-    chosen and sized deterministically from ``seed``."""
+def pick_families(table: dict, family_seed, seed: int, per_family: int,
+                  families: list[str] | None, what: str = "kernel family") -> list:
+    """``per_family`` kernels of each family of ``table`` (name -> generator
+    ``(rng, seed) -> kernels``), chosen by ``family_seed(seed, family)``;
+    ValueError naming an unknown family. Shared with the OpenMP kernels."""
     out = []
-    for fam in families or list(FAMILIES):
-        if fam not in FAMILIES:
-            raise ValueError(f"unknown kernel family {fam!r} (known: {', '.join(FAMILIES)})")
-        fseed = _family_seed(seed, fam)
-        rng = random.Random(fseed)
-        allk = FAMILIES[fam](rng, fseed)
+    for fam in families or list(table):
+        if fam not in table:
+            raise ValueError(f"unknown {what} {fam!r} (known: {', '.join(table)})")
+        fseed = family_seed(seed, fam)
+        allk = table[fam](random.Random(fseed), fseed)
         random.Random(fseed ^ 0x5EED).shuffle(allk)
-        chosen = sorted(allk[:per_family], key=lambda k: k.name)
-        out.extend(chosen)
+        out.extend(sorted(allk[:per_family], key=lambda k: k.name))
     names = [k.name for k in out]
     assert len(names) == len(set(names)), "kernel names must be unique"
     return out
 
 
-def write_kernels(out_dir: Path | str, seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
-                  families: list[str] | None = None) -> list[dict]:
-    """Write ``<name>.c`` per kernel and ``index.json``; returns the index records."""
+def write_sources(out_dir: Path | str, kernels: list, index: dict) -> list[dict]:
+    """Write ``<name>.c`` per kernel (only when changed) and ``index.json``
+    (``index`` plus the kernels' records); returns the records."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    kernels = generate(seed, per_family, families)
     records = []
     for k in kernels:
         path = out_dir / f"{k.name}.c"
@@ -995,7 +993,21 @@ def write_kernels(out_dir: Path | str, seed: int = 0, per_family: int = DEFAULT_
         if not path.exists() or path.read_bytes() != data:
             atomic_write_bytes(path, data)
         records.append(k.record())
-    index = {"seed": seed, "per_family": per_family, "families": families or list(FAMILIES),
-             "kernels": records}
-    atomic_write_bytes(out_dir / "index.json", (json.dumps(index, indent=1) + "\n").encode())
+    atomic_write_bytes(out_dir / "index.json",
+                       (json.dumps({**index, "kernels": records}, indent=1) + "\n").encode())
     return records
+
+
+def generate(seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
+             families: list[str] | None = None) -> list[Kernel]:
+    """``per_family`` kernels of each family (all of them if a family has fewer),
+    chosen and sized deterministically from ``seed``."""
+    return pick_families(FAMILIES, _family_seed, seed, per_family, families)
+
+
+def write_kernels(out_dir: Path | str, seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
+                  families: list[str] | None = None) -> list[dict]:
+    """Write ``<name>.c`` per kernel and ``index.json``; returns the index records."""
+    return write_sources(out_dir, generate(seed, per_family, families),
+                         {"seed": seed, "per_family": per_family,
+                          "families": families or list(FAMILIES)})

@@ -31,12 +31,11 @@ whatever the team size and schedule, so the checksum must not change.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.tasks.loop_vectorize.offline.kernels import pick_families, write_sources
 
 #: per family: how many seeded variants by default
 DEFAULT_PER_FAMILY = 3
@@ -332,32 +331,13 @@ def _family_seed(seed: int, family: str) -> int:
 def generate(seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
              families: list[str] | None = None) -> list[OmpKernel]:
     """``per_family`` programs of each family, chosen and sized from ``seed``."""
-    out = []
-    for fam in families or list(FAMILIES):
-        if fam not in FAMILIES:
-            raise ValueError(f"unknown OpenMP kernel family {fam!r} (known: {', '.join(FAMILIES)})")
-        fseed = _family_seed(seed, fam)
-        allk = FAMILIES[fam](random.Random(fseed), fseed)
-        random.Random(fseed ^ 0x5EED).shuffle(allk)
-        out.extend(sorted(allk[:per_family], key=lambda k: k.name))
-    names = [k.name for k in out]
-    assert len(names) == len(set(names)), "kernel names must be unique"
-    return out
+    return pick_families(FAMILIES, _family_seed, seed, per_family, families,
+                         what="OpenMP kernel family")
 
 
 def write_kernels(out_dir: Path | str, seed: int = 0, per_family: int = DEFAULT_PER_FAMILY,
                   families: list[str] | None = None) -> list[dict]:
     """Write ``<name>.c`` per program and ``index.json``; the index records."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    records = []
-    for k in generate(seed, per_family, families):
-        path = out_dir / f"{k.name}.c"
-        data = k.source.encode()
-        if not path.exists() or path.read_bytes() != data:
-            atomic_write_bytes(path, data)
-        records.append(k.record())
-    index = {"seed": seed, "per_family": per_family, "families": families or list(FAMILIES),
-             "kernels": records}
-    atomic_write_bytes(out_dir / "index.json", (json.dumps(index, indent=1) + "\n").encode())
-    return records
+    return write_sources(out_dir, generate(seed, per_family, families),
+                         {"seed": seed, "per_family": per_family,
+                          "families": families or list(FAMILIES)})
