@@ -7,11 +7,15 @@ text): a different model never reads another's vectors.
 
 Safe under ``make -j``: WAL journal (readers never wait for a writer), a
 busy timeout for concurrent writers, and ``INSERT OR IGNORE`` so two
-processes that embed the same statement both succeed. Any SQLite error is
+processes that embed the same statement both succeed. Opening (the switch
+to WAL and the schema) holds an exclusive lock on a ``.lock`` file beside
+the database: SQLite answers "database is locked" at once, without its
+busy timeout, when several processes make that switch together. Any SQLite error is
 raised as :class:`CacheError`; callers treat the cache as optional.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 from pathlib import Path
@@ -44,10 +48,13 @@ class StatementCache:
         self.path, self.model_id, self.dim = Path(path), model_id, dim
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute(_SCHEMA)
+            with open(f"{self.path}.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)          # released when the file closes
+                self.db = sqlite3.connect(str(self.path), timeout=timeout,
+                                          isolation_level=None)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(f"{self.path}: cannot open the statement cache: {exc}") from None
 
