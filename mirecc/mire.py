@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``omp-data``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``run``, ``omp-data``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,12 @@ LAZY_SUBCOMMANDS = [
      "Counters kept in the cache directory by every mirecc call, as ccache's "
      "statistics: translation units seen, decided, applied, served from the result "
      "cache, and the calls and TUs skipped, by reason code."),
+    ("run", "mirecc.power",
+     "run a program under a package power cap (RAPL), restored when it exits",
+     "Set the long-term power limit of every RAPL package zone "
+     "(/sys/class/powercap/intel-rapl:N) for the run of one program and put the old "
+     "limits back when it exits or is interrupted; where no zone is writable, say so "
+     "and run the program unchanged. mire run --power-cap 65 -- ./prog args"),
     ("vectorize-data", "mirecc.tasks.loop_vectorize.offline.cli",
      "generate loop kernels and time every (VF, IF) of each (the vectorize dataset)",
      "Generate loop kernels of many families, compile each with every (VF, IF) in "
