@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``run``, ``omp-data``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``run``, ``omp-data``, ``omp-train``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -71,6 +71,12 @@ LAZY_SUBCOMMANDS = [
      "(threads, schedule, chunk) forced on each parallel region through the pass plugin, "
      "time them against the default build with repeats, check outputs, and write labels "
      "(resumable); --summary: the best configuration per region and the oracle."),
+    ("omp-train", "mirecc.tasks.openmp.offline.train",
+     "judge the OpenMP head leave one application out, and write it (needs scikit-learn)",
+     "From the labels of mire omp-data: default, best single configuration and a forest "
+     "per feature set (region statistics, IR2Vec, a random-init encoder, mirecc's encoder), "
+     "each judged on applications it never saw: speedup, share of the oracle, slowdowns; "
+     "--write-head fits one on every region and writes heads/openmp."),
     ("size-data", "mirecc.tasks.code_size.offline.cli",
      "measure the code-size dataset: IR instructions and .text bytes of every corpus "
      "module through -Oz and each library pipeline",

@@ -391,27 +391,29 @@ def explain_decisions(result: TUResult, request: TURequest) -> TUResult:
 
 
 def injection_args(reports, compiler: str, config) -> list[str]:
-    """Flags that apply the reports' applied decisions in the final compile,
-    from each task's ``inject``."""
+    """Flags that apply the reports' applied decisions in the final compile.
+    Tasks that declare the same ``inject`` function (one pass plugin, one
+    decisions file) get one call with all their decisions."""
     from mirecc.tasks.api import load_attribute
     from mirecc.tasks.registry import task
 
-    by_task: dict[str, dict[str, list]] = {}
+    by_inject: dict[str, dict[str, list]] = {}
+    tasks_of: dict[str, set] = {}
     for report in reports:
         if not report.applied:
             continue
         for d in report.result.decisions:
-            if d.applied:
-                by_task.setdefault(d.task, {}).setdefault(report.source, []).append(d)
+            declared = task(d.task)
+            if d.applied and declared is not None and declared.inject is not None:
+                by_inject.setdefault(declared.inject, {}).setdefault(report.source, []).append(d)
+                tasks_of.setdefault(declared.inject, set()).add(d.task)
     args = []
-    for name, by_source in sorted(by_task.items()):
-        declared = task(name)
-        if declared is None or declared.inject is None:
-            continue
+    for spec, by_source in sorted(by_inject.items()):
         try:
-            args += load_attribute(declared.inject)(by_source, compiler, config)
+            args += load_attribute(spec)(by_source, compiler, config)
         except Exception as exc:  # noqa: BLE001 - a task's injection must not break a build
-            raise MLFailure(f"{name}: cannot inject its decisions: {exc}") from None
+            names = ", ".join(sorted(tasks_of[spec]))
+            raise MLFailure(f"{names}: cannot inject its decisions: {exc}") from None
     return args
 
 

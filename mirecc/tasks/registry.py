@@ -31,6 +31,7 @@ TASK_MODULES = (
     "mirecc.tasks.loop_vectorize",
     "mirecc.tasks.opencl",
     "mirecc.tasks.code_size",
+    "mirecc.tasks.openmp",
 )
 
 _TASKS: dict | None = None

@@ -1,6 +1,10 @@
-"""From applied loop-vectorize decisions to the flags of the final compile.
+"""From applied plugin decisions to the flags of the final compile.
 
-The decisions go into a JSON file (format: passes/loophints/FORMAT.md) that
+The ``mirecc-loophints`` plugin applies two tasks' decisions: loop-vectorize
+factors (a module entry's ``loops``) and OpenMP region configurations (its
+``openmp``); both tasks declare :func:`inject`, and the driver calls it once
+with the decisions of both, so that one plugin and one decisions file serve
+the compile. The decisions go into a JSON file (format: passes/loophints/FORMAT.md) that
 the pass plugin reads.  Its name is the digest of its content, under the
 cache directory: the same decisions give the same file and the same command
 line (so ccache-style launchers, which hash the command line, never reuse
@@ -21,11 +25,18 @@ class InjectError(Exception):
     """The decisions cannot reach the compile; ``str()`` is the one-line reason."""
 
 
-def decisions_document(loops_by_source: dict[str, dict[str, dict]]) -> dict:
-    """{source path as on the command line: {loop id: {vectorize.width, interleave.count}}}."""
-    return {"version": DECISIONS_VERSION,
-            "modules": {src: {"loops": dict(sorted(loops.items()))}
-                        for src, loops in sorted(loops_by_source.items()) if loops}}
+def decisions_document(loops_by_source: dict[str, dict[str, dict]],
+                       openmp_by_source: dict[str, dict] | None = None) -> dict:
+    """{source path as on the command line: {loop id: {vectorize.width,
+    interleave.count}}} and {source: its ``openmp`` entry} -> the file's document."""
+    modules: dict[str, dict] = {}
+    for src, loops in loops_by_source.items():
+        if loops:
+            modules.setdefault(src, {})["loops"] = dict(sorted(loops.items()))
+    for src, entry in (openmp_by_source or {}).items():
+        if entry:
+            modules.setdefault(src, {})["openmp"] = entry
+    return {"version": DECISIONS_VERSION, "modules": dict(sorted(modules.items()))}
 
 
 def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
@@ -44,13 +55,14 @@ def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
 
 
 def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
-                 cache_dir: str | os.PathLike, plugin: str | None = None) -> list[str]:
+                 cache_dir: str | os.PathLike, plugin: str | None = None,
+                 openmp_by_source: dict[str, dict] | None = None) -> list[str]:
     """The flags that make ``compiler`` apply the decisions (none when there
     are none); the plugin for its LLVM is ``plugin``, else found, else built
     on first use."""
     from mirecc.tasks.loop_vectorize.plugin import PluginError, clang_major, ensure_plugin, plugin_args
 
-    document = decisions_document(loops_by_source)
+    document = decisions_document(loops_by_source, openmp_by_source)
     if not document["modules"]:
         return []
     try:
@@ -62,9 +74,15 @@ def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
 
 
 def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[str]:
-    """The task's injection (:class:`mirecc.tasks.api.Task`): applied
-    decisions per source -> the compile flags.  ``plugin`` in the
-    configuration names the plugin to load instead of the found or built one."""
-    loops = {src: {d.target: d.value for d in decisions}
+    """The injection of the loop-vectorize and openmp tasks
+    (:class:`mirecc.tasks.api.Task`): applied decisions per source -> the
+    compile flags.  ``plugin`` in the configuration names the plugin to load
+    instead of the found or built one."""
+    from mirecc.tasks.openmp.head import openmp_plugin_entry
+
+    loops = {src: {d.target: d.value for d in decisions if d.task == "loop-vectorize"}
              for src, decisions in decisions_by_source.items()}
-    return compile_args(compiler, loops, config.resolved_cache_dir(), plugin=config.plugin)
+    openmp = {src: openmp_plugin_entry([d for d in decisions if d.task == "openmp"])
+              for src, decisions in decisions_by_source.items()}
+    return compile_args(compiler, loops, config.resolved_cache_dir(), plugin=config.plugin,
+                        openmp_by_source=openmp)

@@ -9,9 +9,39 @@ dynamic, guided) and chunk. The decisions reach the binary through the
 region's OpenMP runtime calls; explicit ``schedule(...)`` / ``num_threads(...)``
 clauses and the user's ``OMP_*`` environment always win.
 
-Modules: :mod:`.sites` (the regions and worksharing loops of a module, with
-the plugin's call ids, source locations and explicit clauses); offline:
-:mod:`.offline` (``mire omp-data``, the timed dataset). The head and the
-driver path are not written yet (issue 15, items 3 and 4), so the task is
-not registered in :mod:`mirecc.tasks.registry`.
+Driver side: :mod:`.head` (the per-region forest head, its plugin entries
+and ``--explain`` lines), :mod:`.features` (static region statistics),
+:mod:`.sites` (the regions and worksharing loops of a module, with the
+plugin's call ids, source locations and explicit clauses). Offline:
+:mod:`.offline` (``mire omp-data``, the timed dataset; ``mire omp-train``,
+the head and its leave-one-application-out evaluation). Power caps are a
+launcher's business, not the compile's: :mod:`mirecc.power` (``mire run``).
+
+This module is the task's declaration: standard library only.
 """
+from mirecc.tasks.api import Setting, Task
+
+
+def _as_bool(value):
+    from mirecc.config import as_bool
+    return as_bool(value)
+
+
+TASKS = (
+    Task(
+        "openmp",
+        summary="threads, schedule and chunk per OpenMP parallel region, through the "
+                "loop-hints pass plugin",
+        languages=("c", "c++"),
+        head="mirecc.tasks.openmp.head:OpenMPHead",
+        # off by default: applied only where leave-one-application-out
+        # cross-validation shows no application slower (see the README)
+        applied_when="apply_openmp",
+        settings=(Setting("apply_openmp", "MIRECC_APPLY_OPENMP", _as_bool, False,
+                          "apply the OpenMP head's region configurations (default: record "
+                          "them only)"),),
+        inject="mirecc.tasks.loop_vectorize.inject:inject",
+        opt_levels=("1", "2", "3", "s", "z", "fast"),
+        explain="mirecc.tasks.openmp.head:explain_openmp_decisions",
+    ),
+)

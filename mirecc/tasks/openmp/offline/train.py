@@ -1,0 +1,354 @@
+"""``mire omp-train``: the OpenMP head, judged leave one application out.
+
+From the timed dataset of ``mire omp-data`` (``labels.jsonl``), every
+region of every race-free program and size is a row: its features and, per
+configuration of the space, the measured log speedup over the runtime's
+default (a configuration that failed, changed the output or was not timed
+counts as :data:`BAD`, so no policy learns to pick it).
+
+Policies, each judged on applications it never saw (a PolyBench program is
+one application; a generated family is one, because its programs are
+siblings), side by side in one run:
+
+* ``default``: nothing changed (1.0 by definition);
+* ``best single``: the configuration with the best mean log speedup over the
+  training regions, forced everywhere (the paper's "one setting for all");
+* a forest per feature set (:data:`FEATURE_SETS`): static region statistics
+  (:mod:`mirecc.tasks.openmp.features`); IR2Vec (the module's vector, PyPI
+  ``ir2vec``); a random-init encoder's and mirecc's encoder's embedding of
+  the region's outlined function (each with the statistics). The forest
+  acts only where a low quantile of its trees still promises ``min_gain``
+  (:func:`mirecc.tasks.loop_vectorize.head.choose`), else the default stays.
+
+Per application: its speedup (the geomean over its sizes of the program's
+speedup, regions combined as :func:`..dataset.combine` does), its share of
+the oracle's, whether it reaches 0.9 of the oracle and whether it is slower
+than 0.95x the default (both as the issue and the MIREncoder paper count).
+``--write-head`` fits the chosen feature set on every row and writes
+``heads/openmp`` (``spec.yaml``, ``head.onnx``, ``metrics.json``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.tasks.openmp.offline.dataset import combine, geomean, oracle
+from mirecc.tasks.loop_vectorize.offline.dataset import read_rows
+
+#: the log speedup a configuration that failed or changed the output counts as
+BAD = math.log(0.5)
+FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder")
+#: feature sets the driver can compute (IR2Vec is not in the driver)
+SHIPPABLE = {"statistics": ["region_statistics"],
+             "encoder": ["region_statistics", "function_embedding"]}
+DEFAULT_LABELS = Path(".work/omp-labels")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--labels", default=str(DEFAULT_LABELS),
+                   help="the dataset directory of mire omp-data (default: %(default)s)")
+    p.add_argument("--cc", default="clang-14", help="the clang the labels were measured "
+                   "with (features are computed from its IR) (default: %(default)s)")
+    p.add_argument("--features", default=",".join(FEATURE_SETS),
+                   help="feature sets to judge (default: %(default)s)")
+    p.add_argument("--quantile", type=float, default=0.3)
+    p.add_argument("--min-gain", type=float, default=0.05,
+                   help="log speedup the quantile must promise (default: %(default)s)")
+    p.add_argument("--trees", type=int, default=100)
+    p.add_argument("--seeds", type=int, default=3, help="forest seeds averaged (default: 3)")
+    p.add_argument("--out", default=None, help="where to write omp-train.md/.json "
+                   "(default: <labels>)")
+    p.add_argument("--write-head", default=None, metavar="FEATURES",
+                   help="fit this feature set (statistics or encoder) on all rows and "
+                        "write heads/openmp")
+    p.add_argument("--head-dir", type=Path, default=Path("heads/openmp"),
+                   help="where --write-head writes the head (default: %(default)s)")
+
+
+# ------------------------------------------------------------------ the table
+
+class Table:
+    """Regions of race-free programs: keys, application, targets (log speedups)."""
+
+    def __init__(self, rows: list[dict]):
+        o = oracle(rows)
+        suites = {r["program"]: (r.get("suite"), r.get("group")) for r in rows}
+        configs = sorted({r["config_key"] for r in rows if "config_key" in r})
+        self.classes = configs
+        self.keys, self.apps, self.Y, self.parents = [], [], [], {}
+        self.locations = {}
+        for (prog, size), p in sorted(o["per"].items()):
+            if p["racy"] or not p["regions"]:
+                continue
+            suite, group = suites.get(prog, (None, None))
+            app = f"{group} (family)" if suite == "kernels" else prog
+            for rid, g in p["regions"].items():
+                if g["default_s"] is None:
+                    continue
+                self.keys.append((prog, size, rid))
+                self.apps.append(app)
+                self.Y.append([math.log(g["by_config"][c]) if c in g["by_config"] else BAD
+                               for c in configs])
+                self.parents[(prog, size, rid)] = p["parents"].get(rid)
+                self.locations[(prog, size, rid)] = g["location"]
+        self.Y = np.asarray(self.Y, dtype=np.float64).reshape(len(self.keys), len(configs))
+        self.apps = np.asarray(self.apps)
+        self.single = o["single"]
+
+    def program_speedups(self, idx: np.ndarray, chosen: list[int | None]) -> dict:
+        """(program, size) -> the program's speedup when region ``idx[i]``
+        runs configuration ``chosen[i]`` (None: default); regions combined."""
+        by_unit: dict[tuple, dict] = {}
+        for i, c in zip(idx, chosen):
+            prog, size, rid = self.keys[i]
+            ratio = 1.0 if c is None else math.exp(self.Y[i, c])
+            by_unit.setdefault((prog, size), {})[rid] = ratio
+        return {u: combine(r, {rid: self.parents[(u[0], u[1], rid)] for rid in r})
+                for u, r in by_unit.items()}
+
+
+# --------------------------------------------------------------- the features
+
+def _program_index(labels: Path) -> dict:
+    from mirecc.tasks.openmp.offline.programs import kernel_programs, polybench_programs
+
+    progs = {p.name: p for p in polybench_programs()}
+    kernel_dir = labels / "kernels"
+    if (kernel_dir / "index.json").is_file():
+        index = json.loads((kernel_dir / "index.json").read_text())
+        seed = index.get("seed", 0) if isinstance(index, dict) else 0
+        for p in kernel_programs(kernel_dir, seed=seed):
+            progs[p.name] = p
+    return progs
+
+
+def region_features(table: Table, kinds: list[str], labels: Path, cc: str) -> dict:
+    """kind -> (N, d) rows aligned with ``table.keys``; rows a kind cannot
+    make (an embedding that failed) are NaN and make that region unusable
+    for that kind."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    from mirecc.tasks.openmp.features import region_statistics
+    from mirecc.tasks.openmp.offline.dataset import Builder
+    from mirecc.tasks.openmp.sites import emit_ir
+
+    progs = _program_index(labels)
+    builder = Builder(cc, labels / "work")
+    units = sorted({(p, s) for p, s, _ in table.keys})
+    ir, stats = {}, {}
+    for prog, size in tqdm(units, desc="region statistics", unit="program", disable=None):
+        program = progs[prog]
+        text = emit_ir(program.source, cc, builder.base_flags(program, size))
+        # the sites with the source's clauses marked, as the driver's head sees them
+        ir[(prog, size)] = (program, text, builder.sites(program, size))
+        stats[(prog, size)] = region_statistics(text, ir[(prog, size)][2])
+    S = np.asarray([stats[(p, s)].get(rid, [np.nan] * 16) for p, s, rid in table.keys],
+                   dtype=np.float64)
+    out = {"statistics": S}
+    cache = labels / "features"
+    if "ir2vec" in kinds:
+        from mirecc.tasks.opencl.offline.features import embed_ir2vec
+        texts = {f"{p}|{s}": ("ir", ir[(p, s)][1]) for p, s in units}
+        vecs, _ = embed_ir2vec(texts, cache_root=cache)
+        dim = len(next(iter(vecs.values()))) if vecs else 0
+        out["ir2vec"] = np.hstack([S, np.asarray(
+            [vecs.get(f"{p}|{s}", [np.nan] * dim) for p, s, _ in table.keys])])
+    models = {}
+    if "encoder" in kinds or "random-init" in kinds:
+        from mirecc.encoder import SHIPPED_MODEL_DIR
+        from mirecc.encoder.export import random_init_model_dir
+        if "encoder" in kinds:
+            models["encoder"] = SHIPPED_MODEL_DIR
+        if "random-init" in kinds:
+            models["random-init"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache / "models",
+                                                          seed=0)
+    if models:
+        from mirecc.encoder.runtime import Encoder, compile_to_ir
+        from mirecc.graph import build_graph_any
+        graphs = {}
+        with tempfile.TemporaryDirectory(prefix="mire-omp-train-") as tmp:
+            for n, (prog, size) in enumerate(units):
+                program = ir[(prog, size)][0]
+                bc = Path(tmp) / f"{n}.bc"
+                compile_to_ir(program.source, bc, cc, builder.base_flags(program, size))
+                graphs[(prog, size)] = build_graph_any(bc)
+        for kind, model_dir in models.items():
+            enc = Encoder(model_dir, cache=False)
+            by_unit = {u: enc.embed_graph(g) for u, g in
+                       tqdm(graphs.items(), desc=f"embedding ({kind})", disable=None)}
+            dim = len(next(iter(by_unit.values())).module)
+            rows = []
+            for prog, size, rid in table.keys:
+                sites = ir[(prog, size)][2]
+                outlined = next((x.outlined for x in sites if x.kind == "parallel"
+                                 and x.id == rid), None)
+                fn = by_unit[(prog, size)].functions.get(outlined)
+                rows.append(fn if fn is not None else [np.nan] * dim)
+            out[kind] = np.hstack([S, np.asarray(rows, dtype=np.float64)])
+    return out
+
+
+# ----------------------------------------------------------------- judging
+
+def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: float,
+          trees: int, seeds: int) -> dict:
+    """Leave one application out: policy -> application -> speedup."""
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
+    from mirecc.tasks.loop_vectorize.head import choose
+
+    apps = sorted(set(table.apps.tolist()))
+    result = {"default": {}, "best single": {}, "oracle": {}}
+    for k in kinds:
+        result[f"forest: {k}"] = {}
+    for app in apps:
+        test = np.flatnonzero(table.apps == app)
+        train = np.flatnonzero(table.apps != app)
+
+        def app_speedup(chosen):
+            return geomean(list(table.program_speedups(test, chosen).values()))
+        result["default"][app] = 1.0
+        best = [int(table.Y[i].argmax()) if table.Y[i].max() > 0 else None for i in test]
+        result["oracle"][app] = app_speedup(best)
+        single = int(table.Y[train].mean(axis=0).argmax())
+        result["best single"][app] = app_speedup([single] * len(test))
+        for k in kinds:
+            ok_train = train[np.all(np.isfinite(X[k][train]), axis=1)]
+            speeds = []
+            for seed in range(seeds):
+                model = fit_forest(X[k][ok_train], table.Y[ok_train],
+                                   ForestConfig(trees=trees, seed=seed))
+                chosen = []
+                for i in test:
+                    if not np.all(np.isfinite(X[k][i])):
+                        chosen.append(None)
+                        continue
+                    G = tree_predictions(model, X[k][i:i + 1])
+                    chosen.append(choose(G, quantile, min_gain)[0][0])
+                speeds.append(app_speedup(chosen))
+            result[f"forest: {k}"][app] = geomean(speeds)
+    return result
+
+
+def summarize(result: dict, table: Table) -> dict:
+    oracle_ = result["oracle"]
+    out = {}
+    for policy, per in result.items():
+        apps = sorted(per)
+        share = {a: per[a] / oracle_[a] for a in apps}
+        poly = [a for a in apps if not a.endswith("(family)")]
+        out[policy] = {
+            "geomean": geomean([per[a] for a in apps]),
+            "geomean_polybench": geomean([per[a] for a in poly]),
+            "at_0.9_oracle": sum(share[a] >= 0.9 for a in apps),
+            "at_0.9_oracle_polybench": sum(share[a] >= 0.9 for a in poly),
+            "slower_than_0.95": sum(per[a] < 0.95 for a in apps),
+            "applications": len(apps), "polybench": len(poly),
+            "per": per, "share": share}
+    return out
+
+
+def report(summary: dict, meta: dict) -> str:
+    policies = list(summary)
+    apps = sorted(summary["default"]["per"])
+    lines = ["# OpenMP head: leave one application out", "",
+             f"- labels: {meta['labels']} ({meta['regions']} regions of race-free programs, "
+             f"{meta['applications']} applications: PolyBench programs, and generated "
+             f"families as one application each); {meta['classes']} configurations",
+             f"- forest: {meta['trees']} trees, {meta['seeds']} seeds averaged, acts where the "
+             f"{meta['quantile']} quantile of its trees promises > {math.exp(meta['min_gain']):.3f}x",
+             "- speedup: over the runtime's default (all cores, static), the program's kernel "
+             "time; a configuration that failed or changed the output counts as 0.5x", "",
+             "| policy | geomean | PolyBench geomean | >= 0.9 oracle | PolyBench >= 0.9 "
+             "| slower than 0.95x |", "|---|---:|---:|---:|---:|---:|"]
+    for p in policies:
+        s = summary[p]
+        lines.append(f"| {p} | {s['geomean']:.3f} | {s['geomean_polybench'] or 0:.3f} | "
+                     f"{s['at_0.9_oracle']}/{s['applications']} | "
+                     f"{s['at_0.9_oracle_polybench']}/{s['polybench']} | "
+                     f"{s['slower_than_0.95']} |")
+    lines += ["", "Per application (speedup over the default):", "",
+              "| application | " + " | ".join(policies) + " |",
+              "|---|" + "---:|" * len(policies)]
+    for a in apps:
+        lines.append(f"| {a} | " + " | ".join(f"{summary[p]['per'][a]:.3f}" for p in policies)
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ the head
+
+def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
+               cv: dict) -> None:
+    import yaml
+
+    from mirecc.fsutil import replace_dir
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.tasks.openmp.features import NAMES
+
+    ok = np.all(np.isfinite(X), axis=1)
+    model = fit_forest(X[ok], table.Y[ok], ForestConfig(trees=args.trees, seed=0))
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+    from mirecc.model import load_model
+
+    spec = {"task": "openmp", "languages": ["c", "c++"], "head": "head.onnx",
+            "encoder": load_model(SHIPPED_MODEL_DIR).cache_version,
+            "features": SHIPPABLE[kind], "region_statistics": NAMES,
+            "classes": table.classes, "cores": os.cpu_count(),
+            "quantile": args.quantile, "min_gain": args.min_gain,
+            "metrics": "metrics.json"}
+    header = ("# The OpenMP head: a forest over region features predicting each "
+              "configuration's log speedup\n# over the runtime's default. Written by "
+              "mire omp-train --write-head " + kind + "; see mirecc/tasks/openmp/head.py.\n")
+    metrics = {"feature_set": kind, "rows": int(ok.sum()), "cv": cv}
+    replace_dir(directory, {
+        "spec.yaml": (header + yaml.safe_dump(spec, sort_keys=False)).encode(),
+        "head.onnx": onnx_bytes(model, X.shape[1]),
+        "metrics.json": (json.dumps(metrics, indent=1) + "\n").encode()})
+
+
+def run(args) -> int:
+    labels = Path(args.labels)
+    rows = read_rows(labels / "labels.jsonl")
+    if not rows:
+        print(f"mire omp-train: {labels / 'labels.jsonl'}: no labels (run mire omp-data first)",
+              file=sys.stderr)
+        return 2
+    table = Table(rows)
+    kinds = [k.strip() for k in args.features.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in FEATURE_SETS]
+    if bad:
+        print(f"mire omp-train: unknown feature set {bad[0]!r} (known: "
+              f"{', '.join(FEATURE_SETS)})", file=sys.stderr)
+        return 2
+    if args.write_head and args.write_head not in SHIPPABLE:
+        print(f"mire omp-train: --write-head takes {' or '.join(SHIPPABLE)} (the features "
+              "the driver computes)", file=sys.stderr)
+        return 2
+    X = region_features(table, sorted(set(kinds) | ({args.write_head} - {None})), labels,
+                        args.cc)
+    result = judge(table, X, kinds, args.quantile, args.min_gain, args.trees, args.seeds)
+    summary = summarize(result, table)
+    meta = {"labels": str(labels), "regions": len(table.keys),
+            "applications": len(set(table.apps.tolist())), "classes": len(table.classes),
+            "trees": args.trees, "seeds": args.seeds, "quantile": args.quantile,
+            "min_gain": args.min_gain, "cc": args.cc}
+    text = report(summary, meta)
+    out = Path(args.out or labels)
+    from mirecc.fsutil import atomic_write_bytes
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "omp-train.md", text.encode())
+    atomic_write_bytes(out / "omp-train.json",
+                       json.dumps({"meta": meta, "summary": summary}, indent=1).encode())
+    print(text)
+    if args.write_head:
+        cv = summary.get(f"forest: {args.write_head}", {})
+        write_head(table, X[args.write_head], args.write_head, args, args.head_dir, cv)
+        print(f"wrote {args.head_dir}")
+    return 0
