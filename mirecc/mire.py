@@ -15,6 +15,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite == "size":
         from mirecc.tasks.code_size.offline.bench import run
         return run(args)
+    if args.suite == "openmp":
+        from mirecc.tasks.openmp.offline.train import run_bench
+        return run_bench(args)
     if args.suite == "vectorize":
         from mirecc.tasks.loop_vectorize.offline.bench import run
         return run(args)
@@ -150,9 +153,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "binaries built by mirecc -O3 (the loop-vectorize head) against clang "
                     "-O3, on the dataset's held-out kernel families or --programs DIR. size: "
                     "rankings of the code-size library on held-out packages, from the "
-                    "labels of mire size-data.")
+                    "labels of mire size-data. openmp: the OpenMP head's policies judged "
+                    "leave one application out on the labels of mire omp-data "
+                    "(--omp-labels).")
     bench.add_argument("suite", nargs="?", default="programs",
-                       choices=("programs", "devmap", "coarsening", "vectorize", "size"),
+                       choices=("programs", "devmap", "coarsening", "vectorize", "size",
+                                "openmp"),
                        help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
@@ -170,6 +176,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_vectorize_bench_arguments(bench)
     from mirecc.tasks.code_size.offline.cli import add_bench_arguments as add_size_bench_arguments
     add_size_bench_arguments(bench)
+    bench.add_argument("--omp-labels", default=".work/omp-labels",
+                       help="openmp: the dataset directory of mire omp-data (default: %(default)s)")
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)
