@@ -359,3 +359,12 @@ def test_candidate_texts_name_their_back_end_options(tmp_path):
     with pytest.raises(HeadError, match="unknown back-end option"):
         CodeSizeHead(tmp_path, {"pipelines": {14: [
             {"name": "o", "passes": "default<Oz>", "codegen": ["fast"]}]}})
+
+
+def test_opt_beside_takes_a_bare_compiler_name_from_path(tmp_path, monkeypatch):
+    from mirecc.tasks.code_size.build import CandidateError, opt_beside
+
+    monkeypatch.chdir(tmp_path)                     # a bare name is not a path in the cwd
+    assert opt_beside("clang-14") == "/usr/lib/llvm-14/bin/opt"
+    with pytest.raises(CandidateError, match="no opt beside"):
+        opt_beside(str(tmp_path / "clang"))

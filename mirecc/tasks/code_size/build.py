@@ -53,7 +53,12 @@ def parse_candidate(candidate: str) -> tuple[str, list[str]]:
 
 def opt_beside(compiler: str) -> str:
     """The ``opt`` of the clang ``compiler`` (same LLVM): beside its real
-    path, as Debian installs ``/usr/lib/llvm-<N>/bin``."""
+    path, as Debian installs ``/usr/lib/llvm-<N>/bin``; a bare name
+    (``clang-19``) is looked up on PATH first."""
+    import shutil
+
+    if os.sep not in compiler:
+        compiler = shutil.which(compiler) or compiler
     path = os.path.join(os.path.dirname(os.path.realpath(compiler)), "opt")
     if not os.access(path, os.X_OK):
         raise CandidateError(f"no opt beside {compiler} ({path})")

@@ -136,7 +136,7 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str) -> di
 
     from tqdm import tqdm
 
-    from mirecc.tasks.openmp.features import region_statistics
+    from mirecc.tasks.openmp.features import NAMES, region_statistics
     from mirecc.tasks.openmp.offline.dataset import Builder
     from mirecc.tasks.openmp.sites import emit_ir
 
@@ -150,7 +150,7 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str) -> di
         # the sites with the source's clauses marked, as the driver's head sees them
         ir[(prog, size)] = (program, text, builder.sites(program, size))
         stats[(prog, size)] = region_statistics(text, ir[(prog, size)][2])
-    S = np.asarray([stats[(p, s)].get(rid, [np.nan] * 16) for p, s, rid in table.keys],
+    S = np.asarray([stats[(p, s)].get(rid, [np.nan] * len(NAMES)) for p, s, rid in table.keys],
                    dtype=np.float64)
     out = {"statistics": S}
     cache = labels / "features"
