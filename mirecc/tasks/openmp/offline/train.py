@@ -53,10 +53,14 @@ DEFAULT_LABELS = Path(".work/omp-labels")
 def add_arguments(p) -> None:
     p.add_argument("--labels", default=str(DEFAULT_LABELS),
                    help="the dataset directory of mire omp-data (default: %(default)s)")
+    p.add_argument("--work", default=".work/omp-train",
+                   help="builds, regenerated kernels and feature caches (default: %(default)s)")
     p.add_argument("--cc", default="clang-14", help="the clang the labels were measured "
                    "with (features are computed from its IR) (default: %(default)s)")
     p.add_argument("--features", default=",".join(FEATURE_SETS),
                    help="feature sets to judge (default: %(default)s)")
+    p.add_argument("--sizes", default=None,
+                   help="comma-separated sizes to use (default: every size in the labels)")
     p.add_argument("--quantile", type=float, default=0.3)
     p.add_argument("--min-gain", type=float, default=0.05,
                    help="log speedup the quantile must promise (default: %(default)s)")
@@ -115,20 +119,44 @@ class Table:
 
 # --------------------------------------------------------------- the features
 
-def _program_index(labels: Path) -> dict:
+def read_labels(labels: Path) -> list[dict]:
+    """The rows of ``labels/labels.jsonl``, or of the committed
+    ``labels.jsonl.gz`` (``heads/openmp/labels``)."""
+    import gzip
+
+    if (labels / "labels.jsonl").is_file():
+        return read_rows(labels / "labels.jsonl")
+    if (labels / "labels.jsonl.gz").is_file():
+        with gzip.open(labels / "labels.jsonl.gz", "rt") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    return []
+
+
+def _kernel_index(labels: Path) -> dict | None:
+    for path in (labels / "kernels" / "index.json", labels / "kernels-index.json"):
+        if path.is_file():
+            return json.loads(path.read_text())
+    return None
+
+
+def _program_index(labels: Path, work: Path) -> dict:
+    """Program name -> Program: PolyBench's, and the generated kernels
+    written again into ``work`` from the seed and families the dataset
+    recorded (the generator is deterministic)."""
     from mirecc.tasks.openmp.offline.programs import kernel_programs, polybench_programs
 
     progs = {p.name: p for p in polybench_programs()}
-    kernel_dir = labels / "kernels"
-    if (kernel_dir / "index.json").is_file():
-        index = json.loads((kernel_dir / "index.json").read_text())
-        seed = index.get("seed", 0) if isinstance(index, dict) else 0
-        for p in kernel_programs(kernel_dir, seed=seed):
+    index = _kernel_index(labels)
+    if index:
+        for p in kernel_programs(work / "kernels", seed=index.get("seed", 0),
+                                 per_family=index.get("per_family"),
+                                 families=index.get("families")):
             progs[p.name] = p
     return progs
 
 
-def region_features(table: Table, kinds: list[str], labels: Path, cc: str) -> dict:
+def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
+                    work: Path) -> dict:
     """kind -> (N, d) rows aligned with ``table.keys``; rows a kind cannot
     make (an embedding that failed) are NaN and make that region unusable
     for that kind."""
@@ -140,8 +168,11 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str) -> di
     from mirecc.tasks.openmp.offline.dataset import Builder
     from mirecc.tasks.openmp.sites import emit_ir
 
-    progs = _program_index(labels)
-    builder = Builder(cc, labels / "work")
+    progs = _program_index(labels, work)
+    missing = sorted({p for p, _, _ in table.keys if p not in progs})
+    if missing:
+        raise ValueError(f"{labels}: labels of programs not found: {', '.join(missing[:5])}")
+    builder = Builder(cc, work / "build")
     units = sorted({(p, s) for p, s, _ in table.keys})
     ir, stats = {}, {}
     for prog, size in tqdm(units, desc="region statistics", unit="program", disable=None):
@@ -153,7 +184,7 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str) -> di
     S = np.asarray([stats[(p, s)].get(rid, [np.nan] * len(NAMES)) for p, s, rid in table.keys],
                    dtype=np.float64)
     out = {"statistics": S}
-    cache = labels / "features"
+    cache = work / "features"
     if "ir2vec" in kinds:
         from mirecc.tasks.opencl.offline.features import embed_ir2vec
         texts = {f"{p}|{s}": ("ir", ir[(p, s)][1]) for p, s in units}
@@ -261,7 +292,8 @@ def report(summary: dict, meta: dict) -> str:
     policies = list(summary)
     apps = sorted(summary["default"]["per"])
     lines = ["# OpenMP head: leave one application out", "",
-             f"- labels: {meta['labels']} ({meta['regions']} regions of race-free programs, "
+             f"- labels: {meta['labels']}, sizes {meta['sizes']} ({meta['regions']} regions of "
+             "race-free programs, "
              f"{meta['applications']} applications: PolyBench programs, and generated "
              f"families as one application each); {meta['classes']} configurations",
              f"- forest: {meta['trees']} trees, {meta['seeds']} seeds averaged, acts where the "
@@ -331,9 +363,12 @@ def run_bench(args) -> int:
 
 def run(args) -> int:
     labels = Path(args.labels)
-    rows = read_rows(labels / "labels.jsonl")
+    rows = read_labels(labels)
+    if args.sizes:
+        sizes = set(args.sizes.split(","))
+        rows = [r for r in rows if r.get("size") in sizes]
     if not rows:
-        print(f"mire omp-train: {labels / 'labels.jsonl'}: no labels (run mire omp-data first)",
+        print(f"mire omp-train: {labels}: no labels (run mire omp-data first)",
               file=sys.stderr)
         return 2
     table = Table(rows)
@@ -347,11 +382,15 @@ def run(args) -> int:
         print(f"mire omp-train: --write-head takes {' or '.join(SHIPPABLE)} (the features "
               "the driver computes)", file=sys.stderr)
         return 2
-    X = region_features(table, sorted(set(kinds) | ({args.write_head} - {None})), labels,
-                        args.cc)
+    try:
+        X = region_features(table, sorted(set(kinds) | ({args.write_head} - {None})), labels,
+                            args.cc, Path(args.work))
+    except ValueError as exc:
+        print(f"mire omp-train: {exc}", file=sys.stderr)
+        return 2
     result = judge(table, X, kinds, args.quantile, args.min_gain, args.trees, args.seeds)
     summary = summarize(result, table)
-    meta = {"labels": str(labels), "regions": len(table.keys),
+    meta = {"labels": str(labels), "sizes": args.sizes or "all", "regions": len(table.keys),
             "applications": len(set(table.apps.tolist())), "classes": len(table.classes),
             "trees": args.trees, "seeds": args.seeds, "quantile": args.quantile,
             "min_gain": args.min_gain, "cc": args.cc}
