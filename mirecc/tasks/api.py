@@ -65,7 +65,8 @@ class Task:
     compiler, config) -> list[str]``, the flags that apply the applied
     decisions in the compile of those sources (a decisions file and a pass
     plugin, later a linked object or a launcher record); ``None`` when its
-    decisions never change the compile.
+    decisions never change the compile.  Tasks that declare the same
+    function get one call with all their decisions (one plugin, one file).
     ``explain``: ``"module:function"``: ``function(result, ctx) -> result``,
     adding what only ``--explain`` pays for (source lines, the compiler's
     own choice); ``None`` for nothing more.
