@@ -89,7 +89,8 @@ def replace_dir(target: Path, files: dict[str, bytes]) -> Path:
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     tmp.chmod(0o777 & ~_umask())      # mkdtemp makes it 0700; a head is read by every user
-    for name, data in files.items():
+    for name, data in files.items():     # a name may name a sub-folder: "labels/meta.json"
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(data)
     old = None
     if target.exists():

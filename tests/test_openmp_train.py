@@ -50,7 +50,32 @@ def test_table_targets_and_held_out_judging():
     forest = result["forest: statistics"]
     assert forest["s1"] == pytest.approx(3.0) and forest["b1"] == pytest.approx(1.2)
     assert forest["b4"] == pytest.approx(1.2)
+    assert result["unsafe"]["forest: statistics"] == 0
+    # one thread for all (best on the others) is b4's configuration that changed the output
+    assert result["unsafe"]["best single"] == 1 and result["unsafe"]["oracle"] == 0
     s = summarize(result, table)
     assert s["forest: statistics"]["slower_than_0.95"] == 0
     assert s["forest: statistics"]["at_0.9_oracle"] == 9 == s["oracle"]["applications"]
     assert s["best single"]["slower_than_0.95"] >= 3
+
+
+def test_write_head_keeps_the_labels_in_the_head_folder(tmp_path):
+    pytest.importorskip("onnx")
+    import argparse
+    import yaml
+
+    from mirecc.tasks.openmp.offline.train import write_head
+
+    head = tmp_path / "openmp"
+    (head / "labels").mkdir(parents=True)
+    (head / "labels" / "labels.jsonl.gz").write_bytes(b"kept")
+    (head / "stale.onnx").write_bytes(b"old")
+    table = Table(labels())
+    X = np.asarray([[0.0] if k[0].startswith("s") else [1.0] for k in table.keys])
+    args = argparse.Namespace(trees=5, quantile=0.3, min_gain=0.05)
+    write_head(table, X, "statistics", args, head, cv={})
+    assert (head / "labels" / "labels.jsonl.gz").read_bytes() == b"kept"
+    assert not (head / "stale.onnx").exists()
+    spec = yaml.safe_load((head / "spec.yaml").read_text())
+    assert spec["classes"] == table.classes and spec["features"] == ["region_statistics"]
+    assert (head / "head.onnx").stat().st_size > 0

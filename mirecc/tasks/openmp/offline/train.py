@@ -86,7 +86,7 @@ class Table:
         configs = sorted({r["config_key"] for r in rows if "config_key" in r})
         self.classes = configs
         self.keys, self.apps, self.Y, self.parents = [], [], [], {}
-        self.locations = {}
+        self.unsafe = []        # (N, classes): not a candidate (failed, output changed, not timed)
         for (prog, size), p in sorted(o["per"].items()):
             if p["racy"] or not p["regions"]:
                 continue
@@ -99,11 +99,11 @@ class Table:
                 self.apps.append(app)
                 self.Y.append([math.log(g["by_config"][c]) if c in g["by_config"] else BAD
                                for c in configs])
+                self.unsafe.append([c not in g["by_config"] for c in configs])
                 self.parents[(prog, size, rid)] = p["parents"].get(rid)
-                self.locations[(prog, size, rid)] = g["location"]
         self.Y = np.asarray(self.Y, dtype=np.float64).reshape(len(self.keys), len(configs))
+        self.unsafe = np.asarray(self.unsafe, dtype=bool).reshape(self.Y.shape)
         self.apps = np.asarray(self.apps)
-        self.single = o["single"]
 
     def program_speedups(self, idx: np.ndarray, chosen: list[int | None]) -> dict:
         """(program, size) -> the program's speedup when region ``idx[i]``
@@ -231,7 +231,10 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
 
 def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: float,
           trees: int, seeds: int) -> dict:
-    """Leave one application out: policy -> application -> speedup."""
+    """Leave one application out: policy -> application -> speedup; and
+    under ``"unsafe"``, policy -> how many region choices (over seeds) were
+    configurations not known to keep the output (failed, changed it, or
+    not timed)."""
     from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
     from mirecc.tasks.loop_vectorize.head import choose
 
@@ -239,19 +242,22 @@ def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: fl
     result = {"default": {}, "best single": {}, "oracle": {}}
     for k in kinds:
         result[f"forest: {k}"] = {}
+    unsafe = dict.fromkeys(result, 0)
     for app in apps:
         test = np.flatnonzero(table.apps == app)
         train = np.flatnonzero(table.apps != app)
 
-        def app_speedup(chosen):
+        def app_speedup(chosen, policy):
+            unsafe[policy] += int(sum(c is not None and table.unsafe[i, c]
+                                      for i, c in zip(test, chosen)))
             return geomean(list(table.program_speedups(test, chosen).values()))
         result["default"][app] = 1.0
         best = [int(table.Y[i].argmax()) if table.Y[i].max() > 0 else None for i in test]
-        result["oracle"][app] = app_speedup(best)
+        result["oracle"][app] = app_speedup(best, "oracle")
         # each training application weighs the same, however many regions it has
         weights = np.asarray([1.0 / np.sum(table.apps[train] == a) for a in table.apps[train]])
         single = int((table.Y[train] * weights[:, None]).sum(axis=0).argmax())
-        result["best single"][app] = app_speedup([single] * len(test))
+        result["best single"][app] = app_speedup([single] * len(test), "best single")
         for k in kinds:
             ok_train = train[np.all(np.isfinite(X[k][train]), axis=1)]
             speeds = []
@@ -265,8 +271,9 @@ def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: fl
                         continue
                     G = tree_predictions(model, X[k][i:i + 1])
                     chosen.append(choose(G, quantile, min_gain)[0][0])
-                speeds.append(app_speedup(chosen))
+                speeds.append(app_speedup(chosen, f"forest: {k}"))
             result[f"forest: {k}"][app] = geomean(speeds)
+    result["unsafe"] = unsafe
     return result
 
 
@@ -274,6 +281,8 @@ def summarize(result: dict, table: Table) -> dict:
     oracle_ = result["oracle"]
     out = {}
     for policy, per in result.items():
+        if policy == "unsafe":
+            continue
         apps = sorted(per)
         share = {a: per[a] / oracle_[a] for a in apps}
         poly = [a for a in apps if not a.endswith("(family)")]
@@ -283,6 +292,7 @@ def summarize(result: dict, table: Table) -> dict:
             "at_0.9_oracle": sum(share[a] >= 0.9 for a in apps),
             "at_0.9_oracle_polybench": sum(share[a] >= 0.9 for a in poly),
             "slower_than_0.95": sum(per[a] < 0.95 for a in apps),
+            "unsafe_choices": result["unsafe"][policy],
             "applications": len(apps), "polybench": len(poly),
             "per": per, "share": share}
     return out
@@ -301,13 +311,13 @@ def report(summary: dict, meta: dict) -> str:
              "- speedup: over the runtime's default (all cores, static), the program's kernel "
              "time; a configuration that failed or changed the output counts as 0.5x", "",
              "| policy | geomean | PolyBench geomean | >= 0.9 oracle | PolyBench >= 0.9 "
-             "| slower than 0.95x |", "|---|---:|---:|---:|---:|---:|"]
+             "| slower than 0.95x | output not known kept |", "|---|---:|---:|---:|---:|---:|---:|"]
     for p in policies:
         s = summary[p]
         lines.append(f"| {p} | {s['geomean']:.3f} | {s['geomean_polybench'] or 0:.3f} | "
                      f"{s['at_0.9_oracle']}/{s['applications']} | "
                      f"{s['at_0.9_oracle_polybench']}/{s['polybench']} | "
-                     f"{s['slower_than_0.95']} |")
+                     f"{s['slower_than_0.95']} | {s['unsafe_choices']} |")
     lines += ["", "Per application (speedup over the default):", "",
               "| application | " + " | ".join(policies) + " |",
               "|---|" + "---:|" * len(policies)]
@@ -342,7 +352,11 @@ def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
               "configuration's log speedup\n# over the runtime's default. Written by "
               "mire omp-train --write-head " + kind + "; see mirecc/tasks/openmp/head.py.\n")
     metrics = {"feature_set": kind, "rows": int(ok.sum()), "cv": cv}
-    replace_dir(directory, {
+    # the committed labels the head is made from live in the head's folder: kept
+    labels = directory / "labels"
+    kept = {f"labels/{p.name}": p.read_bytes() for p in sorted(labels.glob("*"))
+            if p.is_file()} if labels.is_dir() else {}
+    replace_dir(directory, {**kept,
         "spec.yaml": (header + yaml.safe_dump(spec, sort_keys=False)).encode(),
         "head.onnx": onnx_bytes(model, X.shape[1]),
         "metrics.json": (json.dumps(metrics, indent=1) + "\n").encode()})
