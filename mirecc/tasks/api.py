@@ -50,6 +50,13 @@ class Setting:
         self.relative_path = relative_path
 
 
+def parse_bool(value):
+    """The parser of a yes/no setting (:func:`mirecc.config.as_bool`,
+    imported when a value is parsed, so declarations stay light)."""
+    from mirecc.config import as_bool
+    return as_bool(value)
+
+
 class Task:
     """A decision task's declaration.
 

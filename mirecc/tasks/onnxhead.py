@@ -51,6 +51,8 @@ class OnnxHead:
 
     task = ""
     FEATURES: list[str] = []
+    #: True: the spec may name any non-empty subset of FEATURES, in their order
+    FEATURES_MAY_BE_SUBSET = False
 
     def __init__(self, directory: Path, spec: dict, config=None):
         self.directory = Path(directory)
@@ -102,7 +104,33 @@ class OnnxHead:
         return value
 
     def _features_ok(self, features) -> bool:
+        if self.FEATURES_MAY_BE_SUBSET:   # any non-empty subset of FEATURES, in its order
+            return (isinstance(features, list) and bool(features)
+                    and features == [f for f in self.FEATURES if f in features])
         return features == self.FEATURES
+
+    def _number(self, key: str, lo: float, hi: float) -> float:
+        """The spec's number ``key``, which must lie in [lo, hi]."""
+        value = self.spec.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not lo <= value <= hi:
+            raise self._error(f"'{key}' must be a number in [{lo:g}, {hi:g}]")
+        return float(value)
+
+    def _tree_gains(self, rows):
+        """Run a forest head (:mod:`mirecc.tasks.loop_vectorize.forest`) on
+        feature rows: every tree's gain per class, (N, trees, classes)."""
+        import numpy as np
+
+        try:
+            G = np.asarray(run_onnx(self.onnx_path, np.asarray(rows, dtype=np.float32)))
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
+        if G.ndim != 3 or G.shape[0] != len(rows) or G.shape[2] != len(self.classes) \
+                or not np.all(np.isfinite(G)):
+            raise _head_error(f"{self.onnx_path}: the head returned gains of shape "
+                              f"{G.shape}, expected ({len(rows)}, trees, {len(self.classes)})")
+        return G
 
     def _validate(self) -> None:
         pass

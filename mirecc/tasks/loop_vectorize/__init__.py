@@ -10,12 +10,8 @@ Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import Setting, Task
+from mirecc.tasks.api import Setting, Task, parse_bool
 
-
-def _as_bool(value):
-    from mirecc.config import as_bool
-    return as_bool(value)
 
 
 # the -O levels the head decides at (without "-O"): LLVM's vectorizer runs there
@@ -30,7 +26,7 @@ TASKS = (
         # off by default: the decisions are then recorded, not applied
         # (measured: the shipped head slows some programs, see the README)
         applied_when="apply_loop_decisions",
-        settings=(Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", _as_bool, False,
+        settings=(Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
                           "apply the loop-vectorize head's factors (default: record them "
                           "only)"),),
         inject="mirecc.tasks.loop_vectorize.inject:inject",

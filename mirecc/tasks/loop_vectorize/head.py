@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 
-from mirecc.context import head_error as _head_error
 from mirecc.tasks.loop_vectorize import OPT_LEVELS
 from mirecc.tasks.onnxhead import OnnxHead
 
@@ -88,11 +87,7 @@ def target_flags(flags) -> list[str]:
 class LoopVectorizeHead(OnnxHead):
     task = TASK
     FEATURES = ALL_FEATURES
-
-    def _features_ok(self, features) -> bool:
-        # any non-empty subset of ALL_FEATURES, in its order
-        return (isinstance(features, list) and bool(features)
-                and features == [f for f in ALL_FEATURES if f in features])
+    FEATURES_MAY_BE_SUBSET = True
 
     def _validate(self) -> None:
         from mirecc.tasks.loop_vectorize.features import NAMES
@@ -111,13 +106,6 @@ class LoopVectorizeHead(OnnxHead):
         # off by default: the decisions are then recorded, not applied
         self.apply = bool(getattr(self.config, "apply_loop_decisions", False))
 
-    def _number(self, key: str, lo: float, hi: float) -> float:
-        value = self.spec.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not lo <= value <= hi:
-            raise self._error(f"'{key}' must be a number in [{lo:g}, {hi:g}]")
-        return float(value)
-
     def _settings(self) -> str:
         # both states named: results cached before applying became a setting
         # (when every confident decision was applied) must not be reused
@@ -132,21 +120,6 @@ class LoopVectorizeHead(OnnxHead):
         if not super().applies_to(request):
             return super().why_not(request)
         return f"applies with -O2, -O3 or -Ofast, not -O{request.opt_level}"
-
-    def _tree_gains(self, rows):
-        """Run the ONNX forest on feature rows; (N, trees, classes)."""
-        import numpy as np
-        from mirecc.tasks.onnxhead import run_onnx
-
-        try:
-            G = np.asarray(run_onnx(self.onnx_path, np.asarray(rows, dtype=np.float32)))
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
-        if G.ndim != 3 or G.shape[0] != len(rows) or G.shape[2] != len(self.classes) \
-                or not np.all(np.isfinite(G)):
-            raise _head_error(f"{self.onnx_path}: the head returned gains of shape "
-                              f"{G.shape}, expected ({len(rows)}, trees, {len(self.classes)})")
-        return G
 
     def rank(self, ctx):
         """Per innermost loop, every class by the ``quantile`` of the trees'

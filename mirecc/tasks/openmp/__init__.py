@@ -19,12 +19,8 @@ launcher's business, not the compile's: :mod:`mirecc.power` (``mire run``).
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import Setting, Task
+from mirecc.tasks.api import Setting, Task, parse_bool
 
-
-def _as_bool(value):
-    from mirecc.config import as_bool
-    return as_bool(value)
 
 
 TASKS = (
@@ -37,7 +33,7 @@ TASKS = (
         # off by default: applied only where leave-one-application-out
         # cross-validation shows no application slower (see the README)
         applied_when="apply_openmp",
-        settings=(Setting("apply_openmp", "MIRECC_APPLY_OPENMP", _as_bool, False,
+        settings=(Setting("apply_openmp", "MIRECC_APPLY_OPENMP", parse_bool, False,
                           "apply the OpenMP head's region configurations (default: record "
                           "them only)"),),
         inject="mirecc.tasks.loop_vectorize.inject:inject",

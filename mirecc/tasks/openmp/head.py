@@ -74,10 +74,7 @@ def describe(value: dict) -> str:
 class OpenMPHead(OnnxHead):
     task = TASK
     FEATURES = ALL_FEATURES
-
-    def _features_ok(self, features) -> bool:
-        return (isinstance(features, list) and bool(features)
-                and features == [f for f in ALL_FEATURES if f in features])
+    FEATURES_MAY_BE_SUBSET = True
 
     def _validate(self) -> None:
         from mirecc.tasks.openmp.features import NAMES
@@ -96,13 +93,6 @@ class OpenMPHead(OnnxHead):
         self.quantile = self._number("quantile", 0.0, 1.0)
         self.min_gain = self._number("min_gain", 0.0, 10.0)
         self.apply = bool(getattr(self.config, "apply_openmp", False))
-
-    def _number(self, key: str, lo: float, hi: float) -> float:
-        value = self.spec.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not lo <= value <= hi:
-            raise self._error(f"'{key}' must be a number in [{lo:g}, {hi:g}]")
-        return float(value)
 
     def _settings(self) -> str:
         # the machine's cores decide whether the head acts: part of the key
@@ -188,21 +178,6 @@ class OpenMPHead(OnnxHead):
             rankings.append(Ranking(r.id, tuple(candidates)))
         ctx.notes[self.name] = (G, how, {r.id: (r, loops_of[r.id]) for r in regions})
         return rankings
-
-    def _tree_gains(self, rows):
-        import numpy as np
-
-        from mirecc.tasks.onnxhead import run_onnx
-
-        try:
-            G = np.asarray(run_onnx(self.onnx_path, np.asarray(rows, dtype=np.float32)))
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise _head_error(f"{self.onnx_path}: cannot run the head: {exc}") from None
-        if G.ndim != 3 or G.shape[0] != len(rows) or G.shape[2] != len(self.classes) \
-                or not np.all(np.isfinite(G)):
-            raise _head_error(f"{self.onnx_path}: the head returned gains of shape "
-                              f"{G.shape}, expected ({len(rows)}, trees, {len(self.classes)})")
-        return G
 
     def decide(self, ctx, rankings):
         """Force the best configuration only where its quantile gain exceeds
