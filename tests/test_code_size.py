@@ -315,7 +315,7 @@ int main(void) {
 
 
 def test_a_candidate_with_the_machine_outliner_is_built_with_it(tmp_path):
-    """A library entry's ``codegen: [machine-outliner]`` reaches clang's back
+    """A library entry's ``options: [machine-outliner]`` reaches clang's back
     end: the winning object has outlined functions, is smaller than -Oz's
     and the program prints the same."""
     import json
@@ -326,7 +326,7 @@ def test_a_candidate_with_the_machine_outliner_is_built_with_it(tmp_path):
     (root / "code-size").mkdir(parents=True)
     (root / "code-size" / "spec.yaml").write_text(
         "task: code-size\nlanguages: [c]\npipelines:\n  14:\n"
-        "  - {name: outlined, passes: 'default<Oz>', codegen: [machine-outliner]}\n")
+        "  - {name: outlined, passes: 'default<Oz>', options: [machine-outliner]}\n")
     env = env_for(tmp_path, root, k=1)
     (tmp_path / "p.c").write_text(OUTLINABLE)
     subprocess.run([CLANG, "-Oz", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path, check=True)
@@ -342,23 +342,57 @@ def test_a_candidate_with_the_machine_outliner_is_built_with_it(tmp_path):
         run_program(tmp_path, tmp_path / "plain.o")
 
 
-def test_candidate_texts_name_their_back_end_options(tmp_path):
+def test_candidate_texts_name_their_options(tmp_path):
     from mirecc.pipeline import HeadError
     from mirecc.tasks.code_size.build import candidate_text, parse_candidate
     from mirecc.tasks.code_size.head import CodeSizeHead
 
     text = candidate_text("default<Oz>", ["machine-outliner"])
     assert text == "default<Oz> @machine-outliner"
-    assert parse_candidate(text) == ("default<Oz>", ["-mllvm", "-enable-machine-outliner"])
-    assert parse_candidate("default<Oz>") == ("default<Oz>", [])
-    with pytest.raises(ValueError, match="unknown back-end option 'fast'"):
+    assert parse_candidate(text) == ("default<Oz>", [], ["-mllvm", "-enable-machine-outliner"])
+    assert parse_candidate("default<Oz>") == ("default<Oz>", [], [])
+    both = candidate_text("default<Oz>", ["inline-threshold=-20", "machine-outliner"])
+    assert parse_candidate(both) == ("default<Oz>", ["-inline-threshold=-20"],
+                                     ["-mllvm", "-enable-machine-outliner"])
+    with pytest.raises(ValueError, match="unknown option 'fast'"):
         parse_candidate("default<Oz> @fast")
+    with pytest.raises(ValueError, match="inline-threshold takes an integer"):
+        parse_candidate("default<Oz> @inline-threshold=high")
     head = CodeSizeHead(tmp_path, {"pipelines": {14: [
-        {"name": "o", "passes": "default<Oz>", "codegen": ["machine-outliner"]}]}})
-    assert head.library == {14: [("o", text)]}
-    with pytest.raises(HeadError, match="unknown back-end option"):
+        {"name": "o", "passes": "default<Oz>", "options": ["machine-outliner"]},
+        {"name": "old", "passes": "default<Os>", "codegen": ["machine-outliner"]}]}})
+    assert head.library == {14: [("o", text), ("old", "default<Os> @machine-outliner")]}
+    with pytest.raises(HeadError, match="unknown option 'fast'"):
         CodeSizeHead(tmp_path, {"pipelines": {14: [
-            {"name": "o", "passes": "default<Oz>", "codegen": ["fast"]}]}})
+            {"name": "o", "passes": "default<Oz>", "options": ["fast"]}]}})
+
+
+INLINABLE = r"""
+int table[64];
+static int mix(int a, int b) {
+  int s = 0;
+  for (int i = 0; i < a; i++) s += table[(i * b) & 63] ^ (s >> 3);
+  return s * b + a;
+}
+int f(int x) { return mix(x, 3) + mix(x + 1, 5); }
+int g(int x) { return mix(x, 7); }
+"""
+
+
+def test_an_inline_threshold_option_reaches_opt(tmp_path):
+    """``@inline-threshold=N`` is opt's threshold: a generous one inlines
+    ``mix`` into its three calls (more instructions than -Oz's one copy)."""
+    from mirecc.tasks.code_size.offline.labels import measure
+
+    (tmp_path / "m.c").write_text(INLINABLE)
+    subprocess.run([CLANG, "-Oz", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
+                    "m.c", "-o", "m.bc"], cwd=tmp_path, check=True)
+    bitcode = str(tmp_path / "m.bc")
+    plain = measure(bitcode, CLANG, "default<Oz>", ["-Oz"], str(tmp_path))
+    generous = measure(bitcode, CLANG, "default<Oz> @inline-threshold=1000", ["-Oz"],
+                       str(tmp_path))
+    assert generous["ir_instructions"] > plain["ir_instructions"]
+    assert "@mix(" not in (tmp_path / "labels.ll").read_text()     # the generous one's IR
 
 
 def test_opt_beside_takes_a_bare_compiler_name_from_path(tmp_path, monkeypatch):

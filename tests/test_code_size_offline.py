@@ -42,6 +42,34 @@ def test_pipeline_text_round_trips_and_passes_come_out():
         parse("function(sroa")
 
 
+@needs_llvm
+def test_every_search_candidate_runs_through_opt(tmp_path):
+    """The search's systematic and random candidates, the attributor and
+    inliner-threshold ones included, are pipelines and options opt 14 takes."""
+    from mirecc.tasks.code_size.build import parse_candidate
+    from mirecc.tasks.code_size.offline.pipelines import (expand, random_candidates,
+                                                          random_ipo_candidates,
+                                                          seed_candidates)
+
+    (tmp_path / "b.c").write_text(SOURCES["b.c"])
+    subprocess.run([CLANG, "-Oz", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
+                    "b.c", "-o", "b.bc"], cwd=tmp_path, check=True)
+    oz = expand(OPT, "default<Oz>", str(tmp_path / "b.bc"))
+    candidates = {**seed_candidates(oz), **random_candidates(oz, 5, 1),
+                  **random_ipo_candidates(oz, 12, 1)}
+    assert len(random_ipo_candidates(oz, 12, 1)) == 12
+    assert any("attributor" in c for c in candidates)
+    assert any("@inline-threshold=" in c for c in candidates)
+    failed = []
+    for candidate in candidates:
+        passes, opt_flags, _ = parse_candidate(candidate)
+        run = subprocess.run([OPT, f"-passes={passes}", *opt_flags, str(tmp_path / "b.bc"),
+                              "-o", os.devnull], capture_output=True, text=True)
+        if run.returncode:
+            failed.append((candidates[candidate], run.stderr[:200]))
+    assert not failed
+
+
 def test_greedy_library_takes_what_adds_most_given_the_rest():
     from mirecc.tasks.code_size.offline.search import greedy_library
 

@@ -2,10 +2,12 @@
 ``opt -passes=<pipeline>``, then clang's back end on the result (its IR
 passes off, so only the pipeline optimises), and the object's size.
 
-A candidate is written as one text: the pipeline, then the named back-end
-options it adds, each after `` @`` (``default<Oz> @machine-outliner``).
-Labels, the winner cache and the correctness check key candidates by that
-text; the spec lists the options under ``codegen:``.
+A candidate is written as one text: the pipeline, then the named options
+it adds, each after `` @`` (``default<Oz> @machine-outliner``,
+``default<Oz> @inline-threshold=-20``).  An option goes to opt or to the back
+end (:data:`CANDIDATE_OPTIONS`).  Labels, the winner cache and the
+correctness check key candidates by that text; the spec lists the options
+under ``options:`` (``codegen:`` in older specs).
 
 ``.text`` bytes are read from the ELF section headers (every section that
 holds executable code: ``.text``, ``.text.<name>`` with
@@ -16,39 +18,65 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
+from typing import NamedTuple
 
 SHT_PROGBITS = 1
 SHF_EXECINSTR = 0x4
 # a candidate step that runs longer is given up (the user's object stands)
 STEP_TIMEOUT_S = 600
-# back-end options a candidate may add, by name: clang's code generator
-# options that shrink code and that -Oz leaves off.  The machine outliner
-# (off by default on x86-64) replaces repeated instruction sequences by calls;
-# functions that use the red zone are not outlined from.
-CODEGEN_OPTIONS = {"machine-outliner": ("-mllvm", "-enable-machine-outliner")}
-CODEGEN_MARK = " @"
+# options a candidate may add, by name: (the tool they go to, its flags).
+# The machine outliner (clang's back end; off by default on x86-64) replaces
+# repeated instruction sequences by calls; functions that use the red zone
+# are not outlined from.
+CANDIDATE_OPTIONS = {"machine-outliner": ("backend", ("-mllvm", "-enable-machine-outliner"))}
+# options with an integer value, ``name=N``: opt's inliner threshold for every
+# caller (-Oz's own is 5 for minsize functions; below 0 inlines less than -Oz)
+VALUED_OPTIONS = {"inline-threshold": ("opt", "-inline-threshold={}")}
+OPTION_MARK = " @"
 
 
 class CandidateError(Exception):
     """A candidate could not be built or measured (the message says why)."""
 
 
-def candidate_text(passes: str, codegen=()) -> str:
-    """The text of a candidate: its pipeline and its back-end options' names."""
-    return passes + "".join(CODEGEN_MARK + name for name in codegen)
+class Candidate(NamedTuple):
+    passes: str                     # opt's -passes= text (or OWN: clang's own level)
+    opt_flags: list[str]
+    backend_flags: list[str]
 
 
-def parse_candidate(candidate: str) -> tuple[str, list[str]]:
-    """(pipeline, back-end flags) of a candidate text; ValueError naming an
-    unknown option."""
-    passes, *names = candidate.split(CODEGEN_MARK)
-    flags: list[str] = []
+def option_flags(name: str) -> tuple[str, list[str]]:
+    """(tool, flags) of a named option: tool ``opt`` or ``backend``;
+    ValueError naming an unknown or malformed option."""
+    if name in CANDIDATE_OPTIONS:
+        tool, flags = CANDIDATE_OPTIONS[name]
+        return tool, list(flags)
+    key, sep, value = name.partition("=")
+    if sep and key in VALUED_OPTIONS:
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError(f"option {name!r}: {key} takes an integer") from None
+        tool, flag = VALUED_OPTIONS[key]
+        return tool, [flag.format(number)]
+    known = [*CANDIDATE_OPTIONS, *(f"{k}=N" for k in VALUED_OPTIONS)]
+    raise ValueError(f"unknown option {name!r} in candidate (known: {', '.join(known)})")
+
+
+def candidate_text(passes: str, options=()) -> str:
+    """The text of a candidate: its pipeline and its options' names."""
+    return passes + "".join(OPTION_MARK + name for name in options)
+
+
+def parse_candidate(candidate: str) -> Candidate:
+    """The pipeline, opt flags and back-end flags of a candidate text;
+    ValueError naming an unknown option."""
+    passes, *names = candidate.split(OPTION_MARK)
+    flags: dict[str, list[str]] = {"opt": [], "backend": []}
     for name in names:
-        if name not in CODEGEN_OPTIONS:
-            raise ValueError(f"unknown back-end option {name!r} in candidate "
-                             f"(known: {', '.join(CODEGEN_OPTIONS)})")
-        flags += CODEGEN_OPTIONS[name]
-    return passes, flags
+        tool, extra = option_flags(name)
+        flags[tool] += extra
+    return Candidate(passes, flags["opt"], flags["backend"])
 
 
 def opt_beside(compiler: str) -> str:
@@ -119,13 +147,14 @@ def build_candidate(split, candidate: str, extra: list[str], workdir: str, name:
     path.  ``extra``: the decision flags of the other tasks, as in the
     user's object."""
     try:
-        pipeline, codegen = parse_candidate(candidate)
+        parsed = parse_candidate(candidate)
     except ValueError as exc:
         raise CandidateError(str(exc)) from None
     optimised = os.path.join(workdir, f"{name}.bc")
     obj = os.path.join(workdir, f"{name}.o")
-    run_step([opt_beside(split.compiler), f"-passes={pipeline}", split.bitcode_path,
-              "-o", optimised], candidate)
-    run_step(split.backend_command([*extra, *codegen, "-Xclang", "-disable-llvm-passes"],
+    run_step([opt_beside(split.compiler), f"-passes={parsed.passes}", *parsed.opt_flags,
+              split.bitcode_path, "-o", optimised], candidate)
+    run_step(split.backend_command([*extra, *parsed.backend_flags, "-Xclang",
+                                    "-disable-llvm-passes"],
                                    output=obj, bitcode=optimised), candidate)
     return obj

@@ -30,10 +30,11 @@ TASK = "code-size"
 def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
     """The spec's ``pipelines``: LLVM major -> [(name, candidate text)].  An
     entry is an opt ``-passes=`` text (its own name) or ``{name:, passes:,
-    codegen: [back-end options]}`` (searched pipelines are kilobytes long;
-    decisions and --explain name them); the candidate text joins the
-    passes and the options (:func:`mirecc.tasks.code_size.build.candidate_text`)."""
-    from mirecc.tasks.code_size.build import CODEGEN_OPTIONS, candidate_text
+    options: [named options]}`` (``codegen:`` in older specs; searched
+    pipelines are kilobytes long; decisions and --explain name them); the
+    candidate text joins the passes and the options
+    (:func:`mirecc.tasks.code_size.build.candidate_text`)."""
+    from mirecc.tasks.code_size.build import candidate_text, option_flags
 
     library = spec.get("pipelines")
     out: dict[int, list[tuple[str, str]]] = {}
@@ -43,15 +44,17 @@ def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
             for entry in entries if isinstance(entries, list) else ():
                 if isinstance(entry, str):
                     entry = {"name": entry, "passes": entry}
-                codegen = entry.get("codegen", []) if isinstance(entry, dict) else None
-                if isinstance(codegen, list) and \
-                        any(c not in CODEGEN_OPTIONS for c in codegen):
-                    raise HeadError(f"{where}: unknown back-end option in {codegen} (known: "
-                                    f"{', '.join(CODEGEN_OPTIONS)})")
+                options = (entry.get("options", entry.get("codegen", []))
+                           if isinstance(entry, dict) else None)
+                for name in options if isinstance(options, list) else ():
+                    try:
+                        option_flags(str(name))
+                    except ValueError as exc:
+                        raise HeadError(f"{where}: {exc}") from None
                 if isinstance(entry, dict) and isinstance(entry.get("name"), str) \
                         and isinstance(entry.get("passes"), str) and entry["passes"].strip() \
-                        and isinstance(codegen, list):
-                    pairs.append((entry["name"], candidate_text(entry["passes"], codegen)))
+                        and isinstance(options, list):
+                    pairs.append((entry["name"], candidate_text(entry["passes"], options)))
                 else:
                     pairs = []
                     break
@@ -59,7 +62,7 @@ def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
                 out[major] = pairs
     if not out or len(out) != len(library):
         raise HeadError(f"{where}: 'pipelines' must map LLVM majors to non-empty lists of "
-                        f"opt -passes= strings or {{name, passes, codegen}} entries "
+                        f"opt -passes= strings or {{name, passes, options}} entries "
                         f"(names unique)")
     return out
 

@@ -64,15 +64,15 @@ def _build(compiler: str, program: Program, pipeline: str | None, bitcode: str,
         return exe
     obj = exe + ".o"
     try:
-        passes, backend = parse_candidate(pipeline)
+        passes, opt_flags, backend = parse_candidate(pipeline)
     except ValueError as exc:
         raise CandidateError(str(exc)) from None
     if passes == OWN:
         run_step([compiler, "-Oz", *backend, "-c", "-x", "ir", bitcode, "-o", obj], pipeline)
     else:
         optimised = exe + ".bc"
-        run_step([opt_beside(compiler), f"-passes={passes}", bitcode, "-o", optimised],
-                 pipeline)
+        run_step([opt_beside(compiler), f"-passes={passes}", *opt_flags, bitcode, "-o",
+                  optimised], pipeline)
         run_step([compiler, "-Oz", *backend, "-c", "-x", "ir", optimised, "-Xclang",
                   "-disable-llvm-passes", "-o", obj], pipeline)
     run_step([compiler, obj, "-o", exe, "-lm"], "link")

@@ -51,10 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random", type=int, default=60,
                         help="size-search: random variations of -Oz besides the systematic "
                              "ones (default: %(default)s)")
-    parser.add_argument("--codegen", default="machine-outliner",
-                        help="size-search: back-end options (comma-separated names of "
-                             "mirecc.tasks.code_size.build.CODEGEN_OPTIONS; '' for none) "
-                             "each candidate is also tried with (default: %(default)s)")
+    parser.add_argument("--options", "--codegen", dest="options", default="machine-outliner",
+                        help="size-search: named options (comma-separated, as in "
+                             "mirecc.tasks.code_size.build: machine-outliner, "
+                             "inline-threshold=N; '' for none) each candidate is also tried "
+                             "with (default: %(default)s)")
+    parser.add_argument("--random-ipo", type=int, default=0,
+                        help="size-search: random variations that also run the attributor "
+                             "or change the inliner's threshold (default: %(default)s)")
     parser.add_argument("--library-size", type=int, default=30,
                         help="size-search: pipelines in the library: greedily chosen, then "
                              "the best alone (default: %(default)s)")
@@ -155,9 +159,10 @@ def run_data(args: argparse.Namespace) -> int:
 def run_search(args: argparse.Namespace) -> int:
     from mirecc.compiler import clang_major
     from mirecc.fsutil import atomic_write_bytes
-    from mirecc.tasks.code_size.build import CODEGEN_OPTIONS, candidate_text, opt_beside
+    from mirecc.tasks.code_size.build import candidate_text, opt_beside, option_flags
     from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
     from mirecc.tasks.code_size.offline.pipelines import (expand, random_candidates,
+                                                          random_ipo_candidates,
                                                           seed_candidates)
     from mirecc.tasks.code_size.offline.search import (greedy_library, pad_library,
                                                        pipeline_summary, reductions)
@@ -173,15 +178,17 @@ def run_search(args: argparse.Namespace) -> int:
         print(f"mire size-search: no training modules in {args.corpus}", file=sys.stderr)
         return 2
     oz = expand(opt_beside(compiler), "default<Oz>", str(modules[0].path))
-    names = {**seed_candidates(oz), **random_candidates(oz, args.random, args.seed)}
-    codegen = [c for c in args.codegen.split(",") if c]
-    unknown = [c for c in codegen if c not in CODEGEN_OPTIONS]
-    if unknown:
-        raise ValueError(f"--codegen: unknown back-end option(s) {', '.join(unknown)} "
-                         f"(known: {', '.join(CODEGEN_OPTIONS)})")
-    # every pass pipeline alone and with each back-end option
+    names = {**seed_candidates(oz), **random_candidates(oz, args.random, args.seed),
+             **random_ipo_candidates(oz, args.random_ipo, args.seed)}
+    options = [c for c in args.options.split(",") if c]
+    for option in options:
+        try:
+            option_flags(option)
+        except ValueError as exc:
+            raise ValueError(f"--options: {exc}") from None
+    # every candidate alone and with each option
     names.update({candidate_text(passes, [option]): candidate_text(name, [option])
-                  for option in codegen for passes, name in list(names.items())})
+                  for option in options for passes, name in list(names.items())})
     candidates = list(names)
     labels = Labels(out)
     label(modules, candidates, labels, compiler, jobs=args.jobs, timeout=args.timeout,
@@ -218,12 +225,12 @@ def run_search(args: argparse.Namespace) -> int:
 
 SPEC_HEADER = """\
 # The code-size task's candidate library: opt -passes= pipelines, with the
-# back-end options each adds (codegen), per LLVM major.  mirecc builds the
-# first size_search (K) of them -- in this order, or in the order the ranker
-# predicts for the TU -- besides the user's own -Oz/-Os and keeps the
-# smallest object.  Written by mire size-search (the library, greedy order),
-# mire size-check (drops a candidate that changed a program's output) and
-# mire size-train (the ranker); see mirecc/tasks/code_size/offline/.
+# named options each adds to opt or the back end (options), per LLVM major.
+# mirecc builds the first size_search (K) of them -- in this order, or in the
+# order the ranker predicts for the TU -- besides the user's own -Oz/-Os and
+# keeps the smallest object.  Written by mire size-search (the library, greedy
+# order), mire size-check (drops a candidate that changed a program's output)
+# and mire size-train (the ranker); see mirecc/tasks/code_size/offline/.
 """
 
 
@@ -236,13 +243,13 @@ def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None
 
     from mirecc.fsutil import atomic_write_bytes
 
-    from mirecc.tasks.code_size.build import CODEGEN_MARK
+    from mirecc.tasks.code_size.build import OPTION_MARK
 
     def entry(name: str, candidate: str):
-        passes, *codegen = candidate.split(CODEGEN_MARK)
-        if name == passes and not codegen:
+        passes, *options = candidate.split(OPTION_MARK)
+        if name == passes and not options:
             return passes
-        return {"name": name, "passes": passes, **({"codegen": codegen} if codegen else {})}
+        return {"name": name, "passes": passes, **({"options": options} if options else {})}
 
     spec = yaml.safe_load(SPEC.read_text())
     if pipelines is not None:

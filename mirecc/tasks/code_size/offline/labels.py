@@ -43,7 +43,7 @@ def measure(bitcode: str, compiler: str, pipeline: str, codegen_flags: list[str]
     its back-end options); ``codegen_flags``: the compile's level and target
     flags (``-Oz``, ``-fPIC``, ...)."""
     try:
-        passes, backend = parse_candidate(pipeline)
+        passes, opt_flags, backend = parse_candidate(pipeline)
     except ValueError as exc:
         raise CandidateError(str(exc)) from None
     optimised = os.path.join(workdir, "labels.ll")
@@ -53,7 +53,7 @@ def measure(bitcode: str, compiler: str, pipeline: str, codegen_flags: list[str]
         run_step([compiler, *codegen_flags, "-S", "-emit-llvm", "-x", "ir", bitcode,
                   "-o", optimised], pipeline, timeout)
     else:
-        run_step([opt_beside(compiler), f"-passes={passes}", "-S", bitcode,
+        run_step([opt_beside(compiler), f"-passes={passes}", *opt_flags, "-S", bitcode,
                   "-o", optimised], pipeline, timeout)
     counting = time.monotonic()
     with open(optimised, encoding="utf-8", errors="replace") as fh:

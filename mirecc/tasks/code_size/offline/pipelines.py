@@ -7,14 +7,17 @@ A pipeline text such as ``default<Oz>`` expands (``opt
 back; the search's variations of -Oz are built on that tree: -Oz without
 every occurrence of one pass (``jump-threading``, the full unroll, the
 inliner, ...), -Oz followed by cleanup passes, -Oz after or before another
-level, and size passes -Oz does not run (function merging, the IR
-outliner).
+level, size passes -Oz does not run (function merging, the IR outliner),
+the attributor (interprocedural deduction that deletes dead code, arguments
+and returns; not in any level of LLVM 14 or 19) and the inliner's threshold.
 """
 from __future__ import annotations
 
 import random
 import subprocess
 from dataclasses import dataclass, field
+
+from mirecc.tasks.code_size.build import candidate_text
 
 
 @dataclass
@@ -110,6 +113,12 @@ REMOVABLE = ("jump-threading", "inline", "loop-unroll-full", "loop-unroll", "loo
 # module passes -Oz does not run that merge or outline code
 SIZE_MODULE_PASSES = ("mergefunc", "iroutliner", "constmerge", "globaldce", "ipsccp",
                       "deadargelim", "globalopt", "function-attrs", "partial-inliner")
+# interprocedural passes no level runs, tried after -Oz
+IPO_PASSES = ("attributor", "cgscc(attributor-cgscc)")
+# the inliner's threshold for every caller (-Oz: 5 for minsize callers);
+# in a sample of training modules 15 and up made code larger, -20 smaller
+INLINE_THRESHOLDS = (-30, -20, -10, 0)
+IPO_CLEANUP = "function(instcombine,simplifycfg,adce),globaldce,deadargelim"
 CLEANUP_FUNCTION_PASSES = ("instcombine", "simplifycfg", "early-cse", "gvn", "dse", "adce",
                            "sccp", "bdce", "reassociate", "sroa", "instsimplify",
                            "aggressive-instcombine", "sink", "mldst-motion", "mergeicmps",
@@ -130,6 +139,17 @@ def seed_candidates(oz_expanded: str) -> dict[str, str]:
     for p in ("mergefunc", "iroutliner"):
         out[f"{p},default<Oz>"] = f"{p},default<Oz>"
         out[f"default<Oz>,{p},default<Oz>"] = f"default<Oz>,{p},default<Oz>"
+    for p in IPO_PASSES:
+        for pipeline in (f"default<Oz>,{p}", f"default<Oz>,{p},default<Oz>",
+                         f"{p},default<Oz>"):
+            out[pipeline] = pipeline
+    for sink in ("gvn-sink", "gvn-hoist"):
+        pipeline = f"default<Oz>,function({sink},instcombine,simplifycfg)"
+        out[pipeline] = pipeline
+    for t in INLINE_THRESHOLDS:
+        for pipeline in ("default<Oz>", "default<Oz>,cgscc(attributor-cgscc),default<Oz>"):
+            candidate = candidate_text(pipeline, [f"inline-threshold={t}"])
+            out[candidate] = candidate
     return out
 
 
@@ -157,4 +177,33 @@ def random_candidates(oz_expanded: str, count: int, seed: int) -> dict[str, str]
         parts += extra
         names += extra
         out.setdefault(",".join(parts), ",".join(names))
+    return out
+
+
+def random_ipo_candidates(oz_expanded: str, count: int, seed: int) -> dict[str, str]:
+    """``count`` random variations (candidate -> a name for people): -Oz
+    without 0-3 of the removable passes, then an interprocedural pass and
+    -Oz or a cleanup after it, function merging or GVN sinking, some with
+    another inliner threshold."""
+    rng = random.Random(seed + 1)     # not random_candidates' draws
+    tree = parse(oz_expanded)
+    removable = sorted(n for n in REMOVABLE if n in bases(tree))
+    out: dict[str, str] = {}
+    while len(out) < count:
+        variant, dropped = tree, rng.sample(removable, rng.randint(0, 3))
+        for name in dropped:
+            variant = without(variant, name)
+        parts = [text(variant)]
+        names = ["Oz-without-" + "-".join(dropped) if dropped else "default<Oz>"]
+        if rng.random() < 0.7:
+            parts.append(rng.choice(IPO_PASSES))
+            parts.append(rng.choice(("default<Oz>", IPO_CLEANUP)))
+            names += parts[-2:]
+        if rng.random() < 0.3:
+            parts.append(rng.choice(("mergefunc", "function(gvn-sink,instcombine)")))
+            names.append(parts[-1])
+        options = ([f"inline-threshold={rng.choice(INLINE_THRESHOLDS)}"]
+                   if rng.random() < 0.5 else [])
+        out.setdefault(candidate_text(",".join(parts), options),
+                       candidate_text(",".join(names), options))
     return out
