@@ -58,6 +58,7 @@ def test_every_search_candidate_runs_through_opt(tmp_path):
     candidates = {**seed_candidates(oz), **random_candidates(oz, 5, 1),
                   **random_ipo_candidates(oz, 12, 1)}
     assert len(random_ipo_candidates(oz, 12, 1)) == 12
+    assert len(set(candidates.values())) == len(candidates)     # the spec's names are unique
     assert any("attributor" in c for c in candidates)
     assert any("@inline-threshold=" in c for c in candidates)
     failed = []

@@ -194,7 +194,8 @@ def random_ipo_candidates(oz_expanded: str, count: int, seed: int) -> dict[str, 
         for name in dropped:
             variant = without(variant, name)
         parts = [text(variant)]
-        names = ["Oz-without-" + "-".join(dropped) if dropped else "default<Oz>"]
+        # the printed -Oz, not "default<Oz>": another text, so another name
+        names = ["Oz-without-" + "-".join(dropped) if dropped else "Oz-expanded"]
         if rng.random() < 0.7:
             parts.append(rng.choice(IPO_PASSES))
             parts.append(rng.choice(("default<Oz>", IPO_CLEANUP)))
