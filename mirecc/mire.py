@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``run``, ``omp-data``, ``omp-train``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``run``, ``omp-data``, ``omp-train``, ``numa-regions``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ LAZY_SUBCOMMANDS = [
      "per feature set (region statistics, IR2Vec, a random-init encoder, mirecc's encoder), "
      "each judged on applications it never saw: speedup, share of the oracle, slowdowns; "
      "--write-head fits one on every region and writes heads/openmp."),
+    ("numa-regions", "mirecc.tasks.numa.offline.cli",
+     "map the NUMA/prefetcher dataset's regions to their programs' IR",
+     "Compile the programs of ../shared/datasets/numa-prefetch/sources as their makefiles "
+     "do (-O3 -fopenmp -g) and map each published region (__cere__<file>_<function>_<line>) "
+     "to the outlined function of the parallel region at that line; report the regions "
+     "that cannot be mapped, with the reason."),
     ("size-data", "mirecc.tasks.code_size.offline.cli",
      "measure the code-size dataset: IR instructions and .text bytes of every corpus "
      "module through -Oz and each library pipeline",
