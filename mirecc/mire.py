@@ -18,6 +18,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite == "openmp":
         from mirecc.tasks.openmp.offline.train import run_bench
         return run_bench(args)
+    if args.suite == "numa":
+        from mirecc.tasks.numa.offline.bench import run
+        return run(args)
     if args.suite == "vectorize":
         from mirecc.tasks.loop_vectorize.offline.bench import run
         return run(args)
@@ -161,10 +164,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "rankings of the code-size library on held-out packages, from the "
                     "labels of mire size-data. openmp: the OpenMP head's policies judged "
                     "leave one application out on the labels of mire omp-data "
-                    "(--omp-labels).")
+                    "(--omp-labels). numa: per-region NUMA/placement/prefetcher policies "
+                    "judged on the published measurements (leave one program out, 10 "
+                    "folds).")
     bench.add_argument("suite", nargs="?", default="programs",
                        choices=("programs", "devmap", "coarsening", "vectorize", "size",
-                                "openmp"),
+                                "openmp", "numa"),
                        help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
@@ -184,6 +189,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_size_bench_arguments(bench)
     bench.add_argument("--omp-labels", default=".work/omp-labels",
                        help="openmp: the dataset directory of mire omp-data (default: %(default)s)")
+    from mirecc.tasks.numa.offline.bench import add_arguments as add_numa_bench_arguments
+    add_numa_bench_arguments(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)

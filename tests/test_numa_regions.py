@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -86,3 +87,62 @@ def test_a_dataset_without_region_names_is_a_clear_error(tmp_path):
                           str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert f"{tmp_path}/labels/region: cannot read" in run.stderr
+
+
+def write_times(root: Path, size_file: str, regions: dict[str, dict[str, float]]) -> None:
+    """A labels CSV as published: ';'-separated, a trailing empty field."""
+    configs = sorted({c for times in regions.values() for c in times})
+    (root / "labels" / "values").mkdir(parents=True, exist_ok=True)
+    lines = [";".join(["regions", *configs])]
+    lines += [";".join([name, *(str(times.get(c, "")) for c in configs)]) + ";"
+              for name, times in regions.items()]
+    (root / "labels" / "values" / size_file).write_text("\n".join(lines) + "\n")
+
+
+def test_labels_are_read_and_decisions_restrict_the_columns(tmp_path):
+    from mirecc.tasks.numa.offline.labels import DEFAULT, decision_columns, read_times
+    from mirecc.tasks.numa.offline.regions import RegionsError
+
+    times = {DEFAULT: 10.0, "-O3_16_2_2_compact_0_0_loc": 8.0,
+             "-O3_32_2_2_compact_0_5_loc": 9.0, "-O3_16_1_1_scatter_1_3_bal": 7.0}
+    write_times(tmp_path, "conf1_time_med.csv", {"__cere__a_f_1": times,
+                                                  "__cere__b_g_2": {DEFAULT: 4.0}})
+    configs, rows = read_times(tmp_path, "small")
+    assert rows["__cere__a_f_1"][configs.index("-O3_16_2_2_compact_0_0_loc")] == 8.0
+    assert math.isnan(rows["__cere__b_g_2"][configs.index("-O3_16_2_2_compact_0_0_loc")])
+    names = lambda d: sorted(configs[i] for i in decision_columns(configs, d))   # noqa: E731
+    assert names("threads") == sorted([DEFAULT, "-O3_16_2_2_compact_0_0_loc"])
+    assert names("prefetcher") == sorted([DEFAULT, "-O3_32_2_2_compact_0_5_loc"])
+    assert len(names("all")) == 4
+    (tmp_path / "labels" / "values" / "conf2_time_med.csv").write_text(
+        "regions;-O3_32_fast\n__cere__a_f_1;1.0\n")
+    with pytest.raises(RegionsError, match="conf2_time_med.csv: not a configuration name"):
+        read_times(tmp_path, "large")
+
+
+def test_a_forest_on_features_that_tell_the_best_configuration_finds_it():
+    """Regions of two kinds, told apart by a feature, want different
+    configurations: held out, the forest reaches most of the oracle's gain,
+    the best single configuration only half of it, the default none."""
+    import numpy as np
+
+    from mirecc.tasks.numa.offline.bench import judge
+
+    rng = np.random.default_rng(0)
+    n = 40
+    kind = np.arange(n) % 2
+    T = np.full((n, 3), 10.0)               # column 0: the default
+    T[kind == 0, 1] = 5.0                   # kind 0 wants column 1
+    T[kind == 1, 2] = 5.0                   # kind 1 wants column 2
+    T[kind == 0, 2] = 12.0
+    T[kind == 1, 1] = 12.0
+    G = np.log(T[:, :1] / T)
+    X = {"statistics": np.column_stack([kind + rng.normal(0, 0.05, n), rng.normal(size=n)])}
+    programs = [f"p{i // 2}" for i in range(n)]
+    r = judge(G, T, X, programs, ["default", "best single", "forest: statistics", "oracle"],
+              "program", repeats=1)
+    assert r["oracle"]["oracle_share"] == pytest.approx(1.0)
+    assert r["default"]["oracle_share"] == 0.0
+    assert r["forest: statistics"]["oracle_share"] > 0.9
+    assert r["forest: statistics"]["error"] < 0.05
+    assert r["best single"]["oracle_share"] < 0.5
