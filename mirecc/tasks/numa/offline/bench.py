@@ -52,7 +52,7 @@ def add_arguments(p) -> None:
                         "(made when missing) (default: %(default)s)")
     p.add_argument("--numa-features", default=",".join(FEATURE_SETS),
                    help="numa: feature sets of the learned policies (default: %(default)s)")
-    p.add_argument("--numa-repeats", type=int, default=3,
+    p.add_argument("--numa-repeats", type=int, default=2,
                    help="numa: seeds of the forests and of the label-efficiency samples")
 
 
@@ -123,8 +123,10 @@ def _fit_predict(kind: str, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray, seed: 
     if kind == "tree":
         model = DecisionTreeRegressor(min_samples_leaf=2, random_state=seed)
     else:
-        model = RandomForestRegressor(n_estimators=100, min_samples_leaf=2,
-                                      random_state=seed, n_jobs=1)
+        # sqrt of the features per split: an embedding has hundreds, and each
+        # split scores every one of up to 768 outputs
+        model = RandomForestRegressor(n_estimators=50, max_features="sqrt",
+                                      min_samples_leaf=2, random_state=seed, n_jobs=1)
     model.fit(X, Y)
     return model.predict(Xt).reshape(len(Xt), -1)
 
