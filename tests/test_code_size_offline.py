@@ -47,7 +47,8 @@ def test_every_search_candidate_runs_through_opt(tmp_path):
     """The search's systematic and random candidates, the attributor and
     inliner-threshold ones included, are pipelines and options opt 14 takes."""
     from mirecc.tasks.code_size.build import parse_candidate
-    from mirecc.tasks.code_size.offline.pipelines import (expand, random_candidates,
+    from mirecc.tasks.code_size.offline.pipelines import (excluding, expand,
+                                                          random_candidates,
                                                           random_ipo_candidates,
                                                           seed_candidates)
 
@@ -69,6 +70,9 @@ def test_every_search_candidate_runs_through_opt(tmp_path):
         if run.returncode:
             failed.append((candidates[candidate], run.stderr[:200]))
     assert not failed
+    kept = excluding(candidates, ["attributor-cgscc"])
+    assert kept and all("attributor-cgscc" not in c for c in kept)
+    assert any("attributor," in c for c in kept)        # the module attributor stays
 
 
 def test_greedy_library_takes_what_adds_most_given_the_rest():

@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "mirecc.tasks.code_size.build: machine-outliner, "
                              "inline-threshold=N; '' for none) each candidate is also tried "
                              "with (default: %(default)s)")
+    parser.add_argument("--exclude", default="",
+                        help="size-search: comma-separated pass names; candidates that run "
+                             "any of them are not tried (for example attributor-cgscc, whose "
+                             "candidates changed csmith outputs in size-check on LLVM 14)")
     parser.add_argument("--random-ipo", type=int, default=0,
                         help="size-search: random variations that also run the attributor "
                              "or change the inliner's threshold (default: %(default)s)")
@@ -161,7 +165,8 @@ def run_search(args: argparse.Namespace) -> int:
     from mirecc.fsutil import atomic_write_bytes
     from mirecc.tasks.code_size.build import candidate_text, opt_beside, option_flags
     from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
-    from mirecc.tasks.code_size.offline.pipelines import (expand, random_candidates,
+    from mirecc.tasks.code_size.offline.pipelines import (excluding, expand,
+                                                          random_candidates,
                                                           random_ipo_candidates,
                                                           seed_candidates)
     from mirecc.tasks.code_size.offline.search import (greedy_library, pad_library,
@@ -180,6 +185,7 @@ def run_search(args: argparse.Namespace) -> int:
     oz = expand(opt_beside(compiler), "default<Oz>", str(modules[0].path))
     names = {**seed_candidates(oz), **random_candidates(oz, args.random, args.seed),
              **random_ipo_candidates(oz, args.random_ipo, args.seed)}
+    names = excluding(names, [name for name in args.exclude.split(",") if name])
     options = [c for c in args.options.split(",") if c]
     for option in options:
         try:

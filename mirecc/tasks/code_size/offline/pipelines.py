@@ -208,3 +208,14 @@ def random_ipo_candidates(oz_expanded: str, count: int, seed: int) -> dict[str, 
         out.setdefault(candidate_text(",".join(parts), options),
                        candidate_text(",".join(names), options))
     return out
+
+
+def excluding(candidates: dict[str, str], passes) -> dict[str, str]:
+    """``candidates`` (candidate -> name) without those that run any pass
+    named in ``passes`` (adaptors' parameters ignored: ``attributor-cgscc``
+    matches inside ``cgscc(...)``)."""
+    from mirecc.tasks.code_size.build import parse_candidate
+
+    unwanted = set(passes)
+    return {c: n for c, n in candidates.items()
+            if not unwanted & bases(parse(parse_candidate(c).passes))}
