@@ -222,3 +222,23 @@ def test_toolchain_paths_are_escaped_for_cmake():
 
     assert _cmake_escape("/opt/venv/bin/mirecc") == "/opt/venv/bin/mirecc"
     assert _cmake_escape('/a "b"/${HOME}\\x') == '/a \\"b\\"/\\${HOME}\\\\x'
+
+
+def test_mire_starts_from_the_install(installed):
+    """``mire bench`` builds its parser from every task's offline module: a
+    sub-package missing from the install breaks the main job."""
+    venv, work, env = installed
+    proc = run([str(venv / "bin" / "mire"), "bench", "--help"], work, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "numa" in proc.stdout
+
+
+def test_every_package_of_the_checkout_is_installed():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    on_disk = {".".join(p.parent.relative_to(REPO).parts)
+               for p in (REPO / "mirecc").rglob("__init__.py")}
+    assert on_disk - listed == set()
