@@ -139,10 +139,33 @@ def test_a_forest_on_features_that_tell_the_best_configuration_finds_it():
     G = np.log(T[:, :1] / T)
     X = {"statistics": np.column_stack([kind + rng.normal(0, 0.05, n), rng.normal(size=n)])}
     programs = [f"p{i // 2}" for i in range(n)]
-    r = judge(G, T, X, programs, ["default", "best single", "forest: statistics", "oracle"],
-              "program", repeats=1)
+    r = judge(G, T, X, programs, ["default", "best single", "forest: statistics",
+                                  "gated forest: statistics", "oracle"], "program", repeats=1)
     assert r["oracle"]["oracle_share"] == pytest.approx(1.0)
     assert r["default"]["oracle_share"] == 0.0
     assert r["forest: statistics"]["oracle_share"] > 0.9
     assert r["forest: statistics"]["error"] < 0.05
     assert r["best single"]["oracle_share"] < 0.5
+    # the trees agree on these regions: the gate lets the forest act
+    assert r["gated forest: statistics"]["oracle_share"] > 0.9
+
+
+def test_the_gate_keeps_the_default_where_the_trees_disagree():
+    """Noise features: the forest's guesses lose on some regions; the
+    gated forest keeps the default there and never makes a region slower."""
+    import numpy as np
+
+    from mirecc.tasks.numa.offline.bench import judge
+
+    rng = np.random.default_rng(1)
+    n = 40
+    T = 10.0 * np.exp(rng.normal(0, 0.3, (n, 4)))
+    T[:, 0] = 10.0
+    G = np.log(T[:, :1] / T)
+    X = {"statistics": rng.normal(size=(n, 3))}
+    programs = [f"p{i // 2}" for i in range(n)]
+    r = judge(G, T, X, programs, ["forest: statistics", "gated forest: statistics"],
+              "program", repeats=1)
+    assert r["forest: statistics"]["slower_0_95"] > 0
+    assert r["gated forest: statistics"]["slower_0_95"] <= \
+        r["forest: statistics"]["slower_0_95"] / 2

@@ -14,6 +14,10 @@ side by side, on regions they never saw:
 * forests over the statistics, IR2Vec (the module's vector) with them, and a
   random-init encoder's and mirecc's encoder's embedding of the region's
   outlined function with them;
+* ``gated forest``: the same forests, but a region keeps the default
+  unless the :data:`GATE_QUANTILE` quantile of the trees' predictions for
+  the chosen configuration promises :data:`GATE_GAIN` (the OpenMP head's
+  rule: act only where the trees agree);
 * ``oracle``: the best measured configuration.
 
 A model predicts, for every configuration the decision may choose, the log
@@ -39,6 +43,7 @@ from mirecc.tasks.numa.offline.labels import DECISIONS, DEFAULT, SIZES, decision
 
 FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder")
 SHARES = (0.05, 0.10, 0.25, 0.50, 1.0)
+GATE_QUANTILE, GATE_GAIN = 0.3, math.log(1.05)
 FOLDS = 10
 
 
@@ -116,7 +121,9 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
 
 # ------------------------------------------------------------------ judging
 
-def _fit_predict(kind: str, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray, seed: int):
+def _fit_predict(kind: str, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray,
+                 seed: int) -> np.ndarray:
+    """Predictions for ``Xt`` per tree: (trees, len(Xt), outputs)."""
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.tree import DecisionTreeRegressor
 
@@ -128,7 +135,8 @@ def _fit_predict(kind: str, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray, seed: 
         model = RandomForestRegressor(n_estimators=50, max_features="sqrt",
                                       min_samples_leaf=2, random_state=seed, n_jobs=1)
     model.fit(X, Y)
-    return model.predict(Xt).reshape(len(Xt), -1)
+    trees = getattr(model, "estimators_", [model])
+    return np.stack([t.predict(Xt).reshape(len(Xt), -1) for t in trees])
 
 
 def choose(policy: str, G: np.ndarray, X: dict, train: np.ndarray, test: np.ndarray,
@@ -145,9 +153,14 @@ def choose(policy: str, G: np.ndarray, X: dict, train: np.ndarray, test: np.ndar
         return np.full(len(test), int(np.argmax(Gt.mean(axis=0))))
     kind, features = policy.split(": ", 1)
     feats = X[features]
-    pred = _fit_predict("tree" if kind == "decision tree" else "forest",
-                        feats[train], Gt, feats[test], seed)
-    return np.argmax(pred, axis=1)
+    per_tree = _fit_predict("tree" if kind == "decision tree" else "forest",
+                            feats[train], Gt, feats[test], seed)
+    chosen = np.argmax(per_tree.mean(axis=0), axis=1)
+    if kind == "gated forest":
+        promised = np.quantile(per_tree[:, np.arange(len(test)), chosen], GATE_QUANTILE,
+                               axis=0)
+        chosen = np.where(promised > GATE_GAIN, chosen, default)
+    return chosen
 
 
 def _metrics(G: np.ndarray, T: np.ndarray, rows: np.ndarray, chosen: np.ndarray) -> dict:
@@ -179,8 +192,8 @@ def judge(G: np.ndarray, T: np.ndarray, X: dict, programs: list[str], policies: 
     n = len(programs)
     for policy in policies:
         runs = []
-        for seed in range(repeats if policy.startswith(("forest", "decision")) or share < 1
-                          else 1):
+        for seed in range(repeats if policy.startswith(("forest", "decision", "gated"))
+                          or share < 1 else 1):
             chosen = np.zeros(n, dtype=int)
             rng = np.random.default_rng(seed)
             for test in splits(programs, how, seed):
@@ -223,7 +236,8 @@ def run(args) -> int:
         return 2
     X_all = region_rows(mapped, work, kinds, cc, cxx, (dataset / "sources").resolve())
     policies = ["default", "best single", "decision tree: statistics",
-                *(f"forest: {k}" for k in kinds), "oracle"]
+                *(f"forest: {k}" for k in kinds), *(f"gated forest: {k}" for k in kinds),
+                "oracle"]
     result = {"dataset": str(dataset), "regions": len(regions), "mapped": len(mapped),
               "machine": "published: 2-socket Intel Xeon (Scravaglieri et al., JPDC 2023)",
               "repeats": args.numa_repeats, "sizes": {}}
