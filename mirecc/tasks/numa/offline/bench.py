@@ -333,10 +333,11 @@ def plot(r: dict, policies: list[str], path: Path) -> None:
     for ax, size in zip(np.atleast_1d(axes), sizes):
         per = r["sizes"][size]["decisions"]
         width = 0.8 / len(policies)
+        colours = plt.cm.tab20(np.linspace(0, 1, len(policies)))    # one per policy
         for k, p in enumerate(policies):
             ax.bar(np.arange(len(DECISIONS)) + k * width,
                    [100 * per[d]["program"][p]["oracle_share"] for d in DECISIONS],
-                   width, label=p)
+                   width, label=p, color=colours[k])
         ax.set_xticks(np.arange(len(DECISIONS)) + 0.4 - width / 2, list(DECISIONS))
         ax.set_title(f"{size} input, leave one program out")
         ax.axhline(80, color="grey", linestyle=":", linewidth=1)
