@@ -87,17 +87,11 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
         dim = len(next(iter(vecs.values()))) if vecs else 0
         out["ir2vec"] = np.hstack([S, np.asarray([vecs.get(r.ir, [np.nan] * dim)
                                                   for r in regions])])
-    models = {}
-    if "encoder" in kinds or "random-init" in kinds:
-        from mirecc.encoder import SHIPPED_MODEL_DIR
-        from mirecc.encoder.export import random_init_model_dir
-        if "encoder" in kinds:
-            models["encoder"] = SHIPPED_MODEL_DIR
-        if "random-init" in kinds:
-            models["random-init"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache / "models",
-                                                          seed=0)
+    from mirecc.tasks.opencl.offline.features import embed_graph_sets, encoder_model_dirs
+
+    models = encoder_model_dirs(kinds, cache)
     if models:
-        from mirecc.encoder.runtime import Encoder, compile_to_ir
+        from mirecc.encoder.runtime import compile_to_ir
         from mirecc.graph import build_graph_any
         graphs = {}
         with tempfile.TemporaryDirectory(prefix="mire-numa-") as tmp:
@@ -109,9 +103,7 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
                               compile_flags(path, sources, cc, work / "work"),
                               cwd=str(path.parent))
                 graphs[source] = build_graph_any(bc)
-        for kind, model_dir in models.items():
-            enc = Encoder(model_dir, cache=False)
-            embedded = {s: enc.embed_graph(g) for s, g in graphs.items()}
+        for kind, embedded in embed_graph_sets(graphs, models).items():
             dim = len(next(iter(embedded.values())).module)
             rows = [embedded[r.source].functions.get(r.outlined) for r in regions]
             out[kind] = np.hstack([S, np.asarray([x if x is not None else [np.nan] * dim

@@ -88,6 +88,37 @@ def default_cache_root() -> Path:
     return Path(default_cache_dir()) / "task-embeddings"
 
 
+def encoder_model_dirs(kinds, cache_root: Path) -> dict[str, Path]:
+    """Feature-set name -> encoder model, for those of ``kinds`` that are
+    encoders: ``encoder`` (the shipped model) and ``random-init`` (its shape,
+    random weights, seed 0, exported under ``cache_root/models``)."""
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+
+    out: dict[str, Path] = {}
+    if "encoder" in kinds:
+        out["encoder"] = SHIPPED_MODEL_DIR
+    if "random-init" in kinds:
+        from mirecc.encoder.export import random_init_model_dir
+        out["random-init"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache_root / "models",
+                                                   seed=0)
+    return out
+
+
+def embed_graph_sets(graphs: dict, model_dirs: dict[str, Path]) -> dict[str, dict]:
+    """Feature-set name -> unit -> embedding (``.module``, ``.functions``) of
+    each program graph of ``graphs`` (unit -> graph) through each model."""
+    from tqdm import tqdm
+
+    from mirecc.encoder.runtime import Encoder
+
+    out = {}
+    for kind, model_dir in model_dirs.items():
+        enc = Encoder(model_dir, cache=False)
+        out[kind] = {u: enc.embed_graph(g) for u, g in
+                     tqdm(graphs.items(), desc=f"embedding ({kind})", disable=None)}
+    return out
+
+
 def embed_kernels(kernels: dict[str, tuple[str, str]], model_dir: Path,
                   cache_root: Path | None = None, clang: str | None = None,
                   progress: str = "embedding") -> tuple[dict[str, np.ndarray], dict[str, str]]:

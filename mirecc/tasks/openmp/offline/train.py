@@ -192,17 +192,11 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
         dim = len(next(iter(vecs.values()))) if vecs else 0
         out["ir2vec"] = np.hstack([S, np.asarray(
             [vecs.get(f"{p}|{s}", [np.nan] * dim) for p, s, _ in table.keys])])
-    models = {}
-    if "encoder" in kinds or "random-init" in kinds:
-        from mirecc.encoder import SHIPPED_MODEL_DIR
-        from mirecc.encoder.export import random_init_model_dir
-        if "encoder" in kinds:
-            models["encoder"] = SHIPPED_MODEL_DIR
-        if "random-init" in kinds:
-            models["random-init"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache / "models",
-                                                          seed=0)
+    from mirecc.tasks.opencl.offline.features import embed_graph_sets, encoder_model_dirs
+
+    models = encoder_model_dirs(kinds, cache)
     if models:
-        from mirecc.encoder.runtime import Encoder, compile_to_ir
+        from mirecc.encoder.runtime import compile_to_ir
         from mirecc.graph import build_graph_any
         graphs = {}
         with tempfile.TemporaryDirectory(prefix="mire-omp-train-") as tmp:
@@ -211,10 +205,7 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
                 bc = Path(tmp) / f"{n}.bc"
                 compile_to_ir(program.source, bc, cc, builder.base_flags(program, size))
                 graphs[(prog, size)] = build_graph_any(bc)
-        for kind, model_dir in models.items():
-            enc = Encoder(model_dir, cache=False)
-            by_unit = {u: enc.embed_graph(g) for u, g in
-                       tqdm(graphs.items(), desc=f"embedding ({kind})", disable=None)}
+        for kind, by_unit in embed_graph_sets(graphs, models).items():
             dim = len(next(iter(by_unit.values())).module)
             rows = []
             for prog, size, rid in table.keys:
