@@ -60,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="size-search: comma-separated pass names; candidates that run "
                              "any of them are not tried (for example attributor-cgscc, whose "
                              "candidates changed csmith outputs in size-check on LLVM 14)")
+    parser.add_argument("--checked", nargs="*", default=None, metavar="CHECK_JSON",
+                        help="size-search: size-check reports whose failed candidates are "
+                             "never tried again: a pipeline that once changed an output "
+                             "leaves the library for good (default: every committed "
+                             "heads/code-size/labels/check-<llvm>*.json and the --out "
+                             "directory's check-<llvm>.json)")
     parser.add_argument("--random-ipo", type=int, default=0,
                         help="size-search: random variations that also run the attributor "
                              "or change the inliner's threshold (default: %(default)s)")
@@ -187,6 +193,7 @@ def run_search(args: argparse.Namespace) -> int:
              **random_ipo_candidates(oz, args.random_ipo, args.seed)}
     names = excluding(names, [name for name in args.exclude.split(",") if name])
     options = [c for c in args.options.split(",") if c]
+    major = clang_major(compiler)
     for option in options:
         try:
             option_flags(option)
@@ -195,7 +202,14 @@ def run_search(args: argparse.Namespace) -> int:
     # every candidate alone and with each option
     names.update({candidate_text(passes, [option]): candidate_text(name, [option])
                   for option in options for passes, name in list(names.items())})
-    candidates = list(names)
+    reports = (args.checked if args.checked is not None
+               else [*sorted((ROOT / "heads" / "code-size" / "labels").glob(f"check-{major}*.json")),
+                     out / f"check-{major}.json"])
+    failed = failed_candidates(reports)
+    candidates = [c for c in names if c not in failed]
+    if len(candidates) < len(names):
+        print(f"mire size-search: {len(names) - len(candidates)} candidate(s) left out: they "
+              f"changed a program's output in size-check ({', '.join(map(str, reports))})")
     labels = Labels(out)
     label(modules, candidates, labels, compiler, jobs=args.jobs, timeout=args.timeout,
           desc="size-search")
@@ -205,7 +219,6 @@ def run_search(args: argparse.Namespace) -> int:
     red = text_red if args.objective == "text" else ir_red
     library = pad_library(red, greedy_library(red, candidates, args.library_size),
                           candidates, args.library_size)
-    major = clang_major(compiler)
     report = {"llvm": major, "objective": args.objective, "modules": len(red),
               "candidates": len(candidates),
               "library": [{**entry, "name": names[entry["pipeline"]],
@@ -227,6 +240,17 @@ def run_search(args: argparse.Namespace) -> int:
         write_spec(major, [(names[e["pipeline"]], e["pipeline"]) for e in library])
         print(f"mire size-search: wrote {len(library)} pipelines for LLVM {major} into {SPEC}")
     return 0
+
+
+def failed_candidates(reports) -> set[str]:
+    """The candidates any of the size-check ``reports`` (paths; missing ones
+    skipped) saw change a program's output."""
+    failed = set()
+    for path in map(Path, reports):
+        if path.is_file():
+            checked = json.loads(path.read_text())["pipelines"]
+            failed.update(p for p, result in checked.items() if result["failed"])
+    return failed
 
 
 SPEC_HEADER = """\
