@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``run``, ``omp-data``, ``omp-train``, ``numa-regions``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``run``, ``omp-data``, ``omp-train``, ``numa-regions``, ``numa-train``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -61,11 +61,15 @@ LAZY_SUBCOMMANDS = [
      "statistics: translation units seen, decided, applied, served from the result "
      "cache, and the calls and TUs skipped, by reason code."),
     ("run", "mirecc.power",
-     "run a program under a package power cap (RAPL), restored when it exits",
-     "Set the long-term power limit of every RAPL package zone "
-     "(/sys/class/powercap/intel-rapl:N) for the run of one program and put the old "
-     "limits back when it exits or is interrupted; where no zone is writable, say so "
-     "and run the program unchanged. mire run --power-cap 65 -- ./prog args"),
+     "run a program with the NUMA/prefetcher decisions its binary records, and under a "
+     "package power cap (RAPL); what it changes is restored when it exits",
+     "Apply the NUMA head's decisions recorded in the binary's .mirecc.numa section "
+     "(threads, OMP_PLACES/OMP_PROC_BIND, numactl page policy, the prefetcher MSR with "
+     "--allow-msr) as far as this machine supports them, and set the long-term power "
+     "limit of every RAPL package zone (/sys/class/powercap/intel-rapl:N) for the run; "
+     "old values are put back when the program exits or is interrupted; what the machine "
+     "lacks is said in one line and skipped. mire run --dry-run -- ./prog args; "
+     "mire run --power-cap 65 -- ./prog args"),
     ("vectorize-data", "mirecc.tasks.loop_vectorize.offline.cli",
      "generate loop kernels and time every (VF, IF) of each (the vectorize dataset)",
      "Generate loop kernels of many families, compile each with every (VF, IF) in "
@@ -89,6 +93,11 @@ LAZY_SUBCOMMANDS = [
      "do (-O3 -fopenmp -g) and map each published region (__cere__<file>_<function>_<line>) "
      "to the outlined function of the parallel region at that line; report the regions "
      "that cannot be mapped, with the reason."),
+    ("numa-train", "mirecc.tasks.numa.offline.train",
+     "fit the NUMA/prefetcher head on the published labels and write heads/numa",
+     "Per input size, a forest over the mapped regions' static statistics predicting each "
+     "candidate configuration's log speedup over the default (the policy mire bench numa "
+     "judges as 'gated forest: statistics'); --write-head writes heads/numa."),
     ("size-data", "mirecc.tasks.code_size.offline.cli",
      "measure the code-size dataset: IR instructions and .text bytes of every corpus "
      "module through -Oz and each library pipeline",

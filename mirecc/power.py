@@ -1,4 +1,6 @@
-"""``mire run``: run a program under a package power cap (Linux RAPL powercap).
+"""``mire run``: run a program under a package power cap (Linux RAPL powercap)
+and with the NUMA, placement and prefetcher settings its binary records
+(:mod:`mirecc.tasks.numa.launch`; ``--dry-run`` prints the plan).
 
 The MIREncoder paper tunes a power limit with the OpenMP configuration. A
 power cap belongs to the whole machine for the length of a run, not to a
@@ -170,9 +172,9 @@ def restore_leftover(record: Path, say=print) -> None:
 
 
 def run_capped(command: list[str], cap: str | None, root: Path = DEFAULT_ROOT,
-               record: Path | None = None, say=None) -> int:
-    """Run ``command`` under ``cap`` on every package zone; its exit status
-    (128 + n when signal n ended it)."""
+               record: Path | None = None, say=None, env: dict | None = None) -> int:
+    """Run ``command`` (in ``env``, default this process's) under ``cap`` on
+    every package zone; its exit status (128 + n when signal n ended it)."""
     say = say or (lambda line: print(line, file=sys.stderr))
     record = record or _record_path()
     restore_leftover(record, say)
@@ -203,7 +205,7 @@ def run_capped(command: list[str], cap: str | None, root: Path = DEFAULT_ROOT,
             say(f"mire run: package power cap {limits[0][1] / 1e6:g} W on "
                 f"{len(limits)} zone(s) for this run")
     try:
-        return _run_forwarding_signals(command)
+        return _run_forwarding_signals(command, env)
     finally:
         if saved:
             problems = _restore(saved)
@@ -214,9 +216,9 @@ def run_capped(command: list[str], cap: str | None, root: Path = DEFAULT_ROOT,
                 record.unlink(missing_ok=True)
 
 
-def _run_forwarding_signals(command: list[str]) -> int:
+def _run_forwarding_signals(command: list[str], env: dict | None = None) -> int:
     try:
-        child = subprocess.Popen(command)
+        child = subprocess.Popen(command, env=env)
     except OSError as exc:
         raise PowerCapError(f"{command[0]}: cannot run it: {exc.strerror}") from None
     previous = {}
@@ -237,19 +239,95 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--power-cap", default=os.environ.get("MIRECC_POWER_CAP"),
                         help="package power cap for the run: watts (65) or a share of the "
                              "zone's maximum (80%%) (default: $MIRECC_POWER_CAP, else none)")
+    parser.add_argument("--input-size", choices=("small", "large"),
+                        default=os.environ.get("MIRECC_NUMA_INPUT_SIZE", "large"),
+                        help="which of the NUMA head's per-size decisions recorded in the "
+                             "binary to apply (default: $MIRECC_NUMA_INPUT_SIZE, else large)")
+    parser.add_argument("--allow-msr", action="store_true",
+                        help="let the recorded prefetcher mask be written to MSR 0x1A4 "
+                             "(Intel, root, msr module); the old values are restored after "
+                             "the run")
+    parser.add_argument("--no-numa", action="store_true",
+                        help="ignore the NUMA decisions recorded in the binary")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print what would be set and run, and run nothing")
     parser.add_argument("--powercap-root", default=str(DEFAULT_ROOT), help=argparse.SUPPRESS)
+    # fake machine trees for tests
+    parser.add_argument("--sys-root", default="/sys", help=argparse.SUPPRESS)
+    parser.add_argument("--proc-root", default="/proc", help=argparse.SUPPRESS)
+    parser.add_argument("--dev-root", default="/dev", help=argparse.SUPPRESS)
+    parser.add_argument("--numactl", default=None, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the program and its arguments, after --")
 
 
 def run(args: argparse.Namespace) -> int:
+    import shlex
+    import shutil
+
+    from mirecc.tasks.numa.launch import LaunchError, make_plan, probe, read_records
+
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        print("mire run: no program given (mire run [--power-cap W] -- ./prog args)",
-              file=sys.stderr)
+        print("mire run: no program given (mire run [--power-cap W] [--dry-run] -- ./prog "
+              "args)", file=sys.stderr)
         return 2
+    say = (lambda line: print(line)) if args.dry_run else \
+        (lambda line: print(line, file=sys.stderr))
+    plan = None
+    if not args.no_numa:
+        binary = shutil.which(command[0]) or command[0]
+        try:
+            records = read_records(binary) if os.path.isfile(binary) else []
+        except LaunchError as exc:
+            print(f"mire run: {exc}", file=sys.stderr)
+            return 2
+        if records or args.dry_run:
+            machine = probe(Path(args.sys_root), Path(args.proc_root), Path(args.dev_root),
+                            args.numactl)
+            plan = make_plan(records, args.input_size, machine, args.allow_msr)
+            for line in plan.lines:
+                say(f"mire run: {line}")
+    if args.dry_run:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
+        print("mire run: would run: " + " ".join(
+            filter(None, [env, shlex.join([*plan.prefix, *command])])))
+        if args.power_cap:
+            print(f"mire run: with a package power cap of {args.power_cap}")
+        return 0
+    from mirecc.tasks.numa.launch import restore_leftover
+    restore_leftover(_msr_record(), lambda line: print(line, file=sys.stderr))
     try:
-        return run_capped(command, args.power_cap, Path(args.powercap_root))
-    except PowerCapError as exc:
+        if plan is None or (not plan.env and not plan.prefix and plan.msr_mask is None):
+            return run_capped(command, args.power_cap, Path(args.powercap_root))
+        return _run_planned(plan, machine, command, args, say)
+    except (PowerCapError, LaunchError) as exc:
         print(f"mire run: {exc}", file=sys.stderr)
         return 2
+
+
+def _msr_record() -> Path:
+    """Where the prefetcher MSRs' old values wait while a program runs."""
+    from mirecc.config import default_cache_dir
+    return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "msr-restore.json"
+
+
+def _run_planned(plan, machine, command: list[str], args, say) -> int:
+    """Run ``command`` with the plan's environment, numactl prefix and
+    prefetcher MSRs (restored afterwards, also after signals)."""
+    from mirecc.tasks.numa.launch import restore_msrs, set_prefetchers
+
+    record = _msr_record()
+    saved = set_prefetchers(machine, plan.msr_mask, record) if plan.msr_mask is not None \
+        else {}
+    try:
+        return run_capped([*plan.prefix, *command], args.power_cap, Path(args.powercap_root),
+                          env={**os.environ, **plan.env})
+    finally:
+        if saved:
+            problems = restore_msrs(saved)
+            if problems:
+                say(f"mire run: could not restore the prefetcher MSRs: {'; '.join(problems)} "
+                    f"(the old values are in {record})")
+            else:
+                record.unlink(missing_ok=True)

@@ -312,3 +312,116 @@ def test_bounded_dependence_is_left_to_llvm(llvm, tmp_path):
         outputs.append(subprocess.run([str(tmp_path / exe)], capture_output=True,
                                       text=True).stdout)
     assert outputs[0] == outputs[1] and outputs[0].strip()
+
+
+# ------------------------------------------------------------------ records
+
+def write_records(path: Path, modules: dict[str, dict]) -> Path:
+    """A decisions file with ``modules`` as given (module key -> entry)."""
+    path.write_text(json.dumps({"version": 1, "modules": modules}))
+    return path
+
+
+def elf_sections(path: Path, prefix: str = ".mirecc.") -> dict[str, bytes]:
+    """Name -> contents of the ELF sections of ``path`` whose name starts with ``prefix``."""
+    elffile = pytest.importorskip("elftools.elf.elffile")
+    with open(path, "rb") as f:
+        return {s.name: s.data() for s in elffile.ELFFile(f).iter_sections()
+                if s.name.startswith(prefix)}
+
+
+NUMA_LINE = '{"regions":{"main:0":{"threads":8}},"source":"k.c"}'
+
+
+@pytest.mark.parametrize("level", ["-O0", "-O2"])
+def test_record_in_object(llvm, src, level):
+    """Each record of the module's entry becomes its section, the text and a
+    newline; per name the own entry wins over "*", which adds its other names."""
+    clang, major, plugin = llvm
+    dec = write_records(src.with_name("d.json"), {
+        str(src): {"record": {"numa": NUMA_LINE, "x-y": "own"}},     # no "loops"
+        "*": {"openmp": {}, "record": {"x-y": "star", "all": "every TU"}},
+        "other.c": {"record": {"numa": "not this module"}},
+    })
+    stderr, _ = compile_(clang, src, [level], lp.plugin_args(major, plugin, dec))
+    assert stderr == ""
+    assert elf_sections(src.with_suffix(".o")) == {
+        ".mirecc.numa": NUMA_LINE.encode() + b"\n",
+        ".mirecc.x-y": b"own\n",
+        ".mirecc.all": b"every TU\n",
+    }
+
+
+TU_MAIN = "int f(int);\nint g(int);\nint main(void) { return f(1) + g(2) - 5; }\n"
+TU_F = "int f(int x) { return x + 1; }\n"
+TU_G = "int g(int x) { return x * 2 - 1; }\n"
+
+
+def test_records_of_linked_tus(llvm, tmp_path):
+    """The linker concatenates the objects' sections: one line per TU that
+    has the record, in link order, also with --gc-sections."""
+    clang, major, plugin = llvm
+    srcs = {}
+    for name, text in (("main.c", TU_MAIN), ("f.c", TU_F), ("g.c", TU_G)):
+        srcs[name] = tmp_path / name
+        srcs[name].write_text(text)
+    dec = write_records(tmp_path / "d.json", {
+        str(srcs["f.c"]): {"record": {"numa": '{"tu":"f"}'}},
+        str(srcs["g.c"]): {"record": {"numa": '{"tu":"g"}'}},   # main.c: none
+    })
+    for s in srcs.values():
+        stderr, _ = compile_(clang, s, ["-O2", "-ffunction-sections", "-fdata-sections"],
+                             lp.plugin_args(major, plugin, dec))
+        assert stderr == ""
+    exe = tmp_path / "prog"
+    subprocess.run([clang, *(str(s.with_suffix(".o")) for s in srcs.values()),
+                    "-Wl,--gc-sections", "-o", str(exe)], check=True)
+    assert subprocess.run([str(exe)]).returncode == 0
+    assert elf_sections(exe) == {".mirecc.numa": b'{"tu":"f"}\n{"tu":"g"}\n'}
+
+
+@pytest.mark.parametrize("record", [{"Numa": "x"}, {"": "x"}, {"a.b": "x"}, {"numa": 42}],
+                         ids=["upper", "empty", "dot", "not-a-string"])
+def test_bad_record_changes_nothing(llvm, src, record):
+    clang, major, plugin = llvm
+    dec = write_records(src.with_name("bad.json"),
+                        {"*": {"record": {"good": "kept?", **record}}})
+    for level in ("-O0", "-O2"):
+        compile_(clang, src, [level], out=src.with_name("plain.o"))
+        stderr, _ = compile_(clang, src, [level], lp.plugin_args(major, plugin, dec),
+                             out=src.with_name("p.o"))
+        lines = stderr.splitlines()
+        assert len(lines) == 1, stderr
+        assert lines[0].startswith(f"mirecc-loophints: warning: {dec}: modules[\"*\"].record[")
+        assert lines[0].endswith("; loops left to LLVM")
+        assert elf_sections(src.with_name("p.o")) == {}
+        assert src.with_name("plain.o").read_bytes() == src.with_name("p.o").read_bytes()
+
+
+def test_entry_without_decisions_is_an_error(llvm, src):
+    """An entry needs "loops", "openmp" or "record"."""
+    clang, major, plugin = llvm
+    dec = write_records(src.with_name("bad.json"), {"*": {"records": {"numa": "x"}}})
+    stderr, _ = compile_(clang, src, ["-O2"], lp.plugin_args(major, plugin, dec))
+    assert stderr == f'mirecc-loophints: warning: {dec}: modules["*"]: missing object "loops"; loops left to LLVM\n'
+
+
+def test_opt_record_pass(llvm, src, tmp_path):
+    """mirecc-record by name; a module that has the global gets no second one."""
+    clang, major, plugin = llvm
+    opt = shutil.which(f"opt-{major}")
+    if not opt:
+        pytest.skip(f"opt-{major} is not installed")
+    bc = tmp_path / "k.bc"
+    subprocess.run([clang, "-O2", "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
+                    str(src), "-o", str(bc)], check=True)
+    dec = write_records(tmp_path / "d.json", {"*": {"record": {"my-rec": "a b"}}})
+    env = dict(os.environ, MIRECC_LOOP_DECISIONS=str(dec))
+    out = subprocess.run([opt, f"-load-pass-plugin={plugin}", "-passes=mirecc-record,mirecc-record",
+                          "-S", str(bc), "-o", "-"], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    globals_ = [ln for ln in out.splitlines() if ln.startswith("@__mirecc_record_")]
+    assert globals_ == ['@__mirecc_record_my_rec = private constant [4 x i8] c"a b\\0A", '
+                        'section ".mirecc.my-rec", align 1']
+    used = [ln for ln in out.splitlines() if ln.startswith("@llvm.used = appending global [1 x ")]
+    assert len(used) == 1 and "@__mirecc_record_my_rec" in used[0]

@@ -30,7 +30,7 @@ def test_every_registered_task_is_declared_whole():
 
     found = tasks()
     assert set(found) == {"loop-vectorize", "opencl-device-mapping",
-                          "opencl-thread-coarsening", "code-size", "openmp"}
+                          "opencl-thread-coarsening", "code-size", "openmp", "numa"}
     for name, task in found.items():
         assert isinstance(task, Task) and task.name == name and task.languages
         assert callable(load_attribute(task.head))

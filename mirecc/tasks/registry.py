@@ -32,6 +32,7 @@ TASK_MODULES = (
     "mirecc.tasks.opencl",
     "mirecc.tasks.code_size",
     "mirecc.tasks.openmp",
+    "mirecc.tasks.numa",
 )
 
 _TASKS: dict | None = None

@@ -17,7 +17,8 @@
 // The file is named by -mllvm -mirecc-loop-decisions=<path> (or
 // $MIRECC_LOOP_DECISIONS); its format is in FORMAT.md. A missing or bad file
 // gives one warning line and changes nothing. The same file's "openmp"
-// decisions are applied by mirecc-omp-decide (mirecc_openmp.cpp).
+// decisions are applied by mirecc-omp-decide (mirecc_openmp.cpp), its
+// "record" entries by mirecc-record (mirecc_record.cpp).
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Analysis/IVDescriptors.h"
@@ -56,13 +57,17 @@
 
 using namespace llvm;
 
-// Shared with mirecc_openmp.cpp (declared in both files).
+// Shared with mirecc_openmp.cpp and mirecc_record.cpp (declared in each).
 namespace mirecc {
 bool decisionsLoaded();
 std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
                                  const std::string &where);
 void clearOpenMPDecisions();
 void registerOpenMPPasses(PassBuilder &pb);
+std::string parseRecords(StringRef module, const json::Object &record,
+                         const std::string &where);
+void clearRecords();
+void registerRecordPasses(PassBuilder &pb);
 }  // namespace mirecc
 
 namespace {
@@ -142,9 +147,17 @@ std::string parseDecisions(StringRef text, Decisions &d) {
           mirecc::parseOpenMPDecisions(mname, *openmp->getAsObject(), mwhere);
       if (!problem.empty()) return problem;
     }
+    const json::Value *record = mod ? mod->get("record") : nullptr;
+    if (record) {
+      if (!record->getAsObject())
+        return mwhere + ": \"record\" must be an object";
+      std::string problem =
+          mirecc::parseRecords(mname, *record->getAsObject(), mwhere);
+      if (!problem.empty()) return problem;
+    }
     if (mod && mod->get("loops") && !loops)
       return mwhere + ": \"loops\" must be an object";
-    if (!loops && openmp) continue;  // OpenMP decisions only
+    if (!loops && (openmp || record)) continue;  // no loop decisions
     if (!loops) return mwhere + ": missing object \"loops\"";
     FunctionLoops &fl = d.modules[mname];
     for (const auto &lkv : *loops) {
@@ -195,6 +208,7 @@ const Decisions &decisions() {
   if (!problem.empty()) {
     d.modules.clear();
     mirecc::clearOpenMPDecisions();
+    mirecc::clearRecords();
     errs() << "mirecc-loophints: warning: " << path << ": " << problem
            << "; loops left to LLVM\n";
     return d;
@@ -449,5 +463,6 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
                   return true;
                 });
             mirecc::registerOpenMPPasses(pb);  // after mirecc-loop-mark
+            mirecc::registerRecordPasses(pb);
           }};
 }

@@ -58,9 +58,49 @@ def tree_predictions(model, X: np.ndarray) -> np.ndarray:
 
 def onnx_bytes(model, n_features: int) -> bytes:
     """``model`` as the ONNX graph in the module docstring, checked against
-    :func:`tree_predictions` on random inputs spread like the training data."""
+    :func:`tree_predictions` on random inputs spread like the training data.
+
+    ``model`` may also be a list of forests with the same number of trees
+    over the same features: their classes are concatenated (tree i of each
+    gives tree i's row), as a task with several forests (one per input
+    size) ships one head file; per class, the trees are still one forest's."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
+
+    models = model if isinstance(model, (list, tuple)) else [model]
+    if len({len(m.estimators_) for m in models}) != 1:
+        raise ValueError("forests concatenated by class need the same number of trees")
+    nodes, tables, parts = [], [], []
+    for k, forest in enumerate(models):
+        name = f"f{k}_" if len(models) > 1 else ""
+        node, table, offsets = _forest_nodes(forest, name)
+        nodes += node
+        tables += [numpy_helper.from_array(table, f"{name}table"),
+                   numpy_helper.from_array(offsets, f"{name}offsets")]
+        parts.append(f"{name}gains" if len(models) > 1 else OUTPUT)
+    if len(models) > 1:
+        nodes.append(helper.make_node("Concat", parts, [OUTPUT], axis=2))
+    n_trees = len(models[0].estimators_)
+    n_classes = sum(m.estimators_[0].tree_.value.shape[1] for m in models)
+    graph = helper.make_graph(
+        nodes, "mirecc_loop_forest",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", n_features])],
+        [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT,
+                                       ["N", n_trees, n_classes])],
+        tables)
+    onnx_model = helper.make_model(graph, producer_name="mirecc", opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    onnx_model.ir_version = 8          # readable by every onnxruntime we support
+    onnx.checker.check_model(onnx_model)
+    data = onnx_model.SerializeToString()
+    _check(data, models, n_features)
+    return data
+
+
+def _forest_nodes(model, prefix: str):
+    """One forest's nodes (features -> ``<prefix>gains``, or :data:`OUTPUT`
+    without a prefix), its leaf table and its trees' offsets in the table."""
+    from onnx import TensorProto, helper
 
     trees = model.estimators_
     n_classes = trees[0].tree_.value.shape[1]
@@ -93,40 +133,31 @@ def onnx_bytes(model, n_features: int) -> bytes:
                 table[t * width + leaves] = tree.value[node, :, 0]
                 leaves += 1
     offsets = (np.arange(len(trees), dtype=np.int64) * width)[None, :]
+    out = f"{prefix}gains" if prefix else OUTPUT
     nodes = [
-        helper.make_node("TreeEnsembleRegressor", ["features"], ["leaf_float"],
+        helper.make_node("TreeEnsembleRegressor", ["features"], [f"{prefix}leaf_float"],
                          domain="ai.onnx.ml", n_targets=len(trees), aggregate_function="SUM",
                          post_transform="NONE", **attrs),
-        helper.make_node("Cast", ["leaf_float"], ["leaf"], to=TensorProto.INT64),
-        helper.make_node("Add", ["leaf", "offsets"], ["row"]),
-        helper.make_node("Gather", ["table", "row"], [OUTPUT], axis=0),
+        helper.make_node("Cast", [f"{prefix}leaf_float"], [f"{prefix}leaf"],
+                         to=TensorProto.INT64),
+        helper.make_node("Add", [f"{prefix}leaf", f"{prefix}offsets"], [f"{prefix}row"]),
+        helper.make_node("Gather", [f"{prefix}table", f"{prefix}row"], [out], axis=0),
     ]
-    graph = helper.make_graph(
-        nodes, "mirecc_loop_forest",
-        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", n_features])],
-        [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT,
-                                       ["N", len(trees), n_classes])],
-        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(offsets, "offsets")])
-    onnx_model = helper.make_model(graph, producer_name="mirecc", opset_imports=[
-        helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
-    onnx_model.ir_version = 8          # readable by every onnxruntime we support
-    onnx.checker.check_model(onnx_model)
-    data = onnx_model.SerializeToString()
-    _check(data, model, n_features)
-    return data
+    return nodes, table, offsets
 
 
-def _check(data: bytes, model, n_features: int) -> None:
+def _check(data: bytes, models: list, n_features: int) -> None:
     from mirecc.tasks.onnxhead import run_onnx
 
     rng = np.random.default_rng(0)
     # thresholds are where the inputs matter: sample around them
     thresholds = np.concatenate([t.tree_.threshold[t.tree_.children_left != -1]
-                                 for t in model.estimators_])
+                                 for model in models for t in model.estimators_])
     X = rng.choice(thresholds, size=(64, n_features)) if len(thresholds) else \
         np.zeros((64, n_features))
     X = (X + rng.normal(scale=1e-3, size=X.shape)).astype(np.float32)
     got = np.asarray(run_onnx(data, X))
-    diff = float(np.abs(got - tree_predictions(model, X)).max())
+    want = np.concatenate([tree_predictions(model, X) for model in models], axis=2)
+    diff = float(np.abs(got - want).max())
     if diff > 1e-4:
         raise RuntimeError(f"ONNX forest differs from scikit-learn's by {diff:.2e}")

@@ -26,9 +26,12 @@ class InjectError(Exception):
 
 
 def decisions_document(loops_by_source: dict[str, dict[str, dict]],
-                       openmp_by_source: dict[str, dict] | None = None) -> dict:
+                       openmp_by_source: dict[str, dict] | None = None,
+                       records_by_source: dict[str, dict[str, str]] | None = None) -> dict:
     """{source path as on the command line: {loop id: {vectorize.width,
-    interleave.count}}} and {source: its ``openmp`` entry} -> the file's document."""
+    interleave.count}}}, {source: its ``openmp`` entry} and {source: {record
+    name: text}} (lines the plugin writes into the object's
+    ``.mirecc.<name>`` section) -> the file's document."""
     modules: dict[str, dict] = {}
     for src, loops in loops_by_source.items():
         if loops:
@@ -36,6 +39,9 @@ def decisions_document(loops_by_source: dict[str, dict[str, dict]],
     for src, entry in (openmp_by_source or {}).items():
         if entry:
             modules.setdefault(src, {})["openmp"] = entry
+    for src, records in (records_by_source or {}).items():
+        if records:
+            modules.setdefault(src, {})["record"] = dict(sorted(records.items()))
     return {"version": DECISIONS_VERSION, "modules": dict(sorted(modules.items()))}
 
 
@@ -56,13 +62,14 @@ def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
 
 def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
                  cache_dir: str | os.PathLike, plugin: str | None = None,
-                 openmp_by_source: dict[str, dict] | None = None) -> list[str]:
+                 openmp_by_source: dict[str, dict] | None = None,
+                 records_by_source: dict[str, dict[str, str]] | None = None) -> list[str]:
     """The flags that make ``compiler`` apply the decisions (none when there
     are none); the plugin for its LLVM is ``plugin``, else found, else built
     on first use."""
     from mirecc.tasks.loop_vectorize.plugin import PluginError, clang_major, ensure_plugin, plugin_args
 
-    document = decisions_document(loops_by_source, openmp_by_source)
+    document = decisions_document(loops_by_source, openmp_by_source, records_by_source)
     if not document["modules"]:
         return []
     try:
@@ -74,15 +81,21 @@ def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
 
 
 def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[str]:
-    """The injection of the loop-vectorize and openmp tasks
+    """The injection of the loop-vectorize, openmp and numa tasks
     (:class:`mirecc.tasks.api.Task`): applied decisions per source -> the
     compile flags.  ``plugin`` in the configuration names the plugin to load
     instead of the found or built one."""
+    from mirecc.tasks.numa.head import RECORD, numa_record
     from mirecc.tasks.openmp.head import openmp_plugin_entry
 
     loops = {src: {d.target: d.value for d in decisions if d.task == "loop-vectorize"}
              for src, decisions in decisions_by_source.items()}
     openmp = {src: openmp_plugin_entry([d for d in decisions if d.task == "openmp"])
               for src, decisions in decisions_by_source.items()}
+    records = {}
+    for src, decisions in decisions_by_source.items():
+        line = numa_record(src, [d for d in decisions if d.task == "numa"])
+        if line:
+            records[src] = {RECORD: line}
     return compile_args(compiler, loops, config.resolved_cache_dir(), plugin=config.plugin,
-                        openmp_by_source=openmp)
+                        openmp_by_source=openmp, records_by_source=records)

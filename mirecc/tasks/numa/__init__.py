@@ -1,5 +1,39 @@
 """NUMA, thread placement and prefetcher decisions per OpenMP region
 (issue 16): learned from published measurements on a 2-socket Intel Xeon
-(``../shared/datasets/numa-prefetch``).  The offline side lives in
-:mod:`mirecc.tasks.numa.offline`; the head and the launcher come later.
+(``../shared/datasets/numa-prefetch``).
+
+These settings belong to a run, not to the code: the compile only records
+them.  The head (:mod:`.head`) chooses, per parallel region of a TU built
+with ``-fopenmp`` and per input size, a configuration of the published
+space (:mod:`.configs`), or keeps the default; the chosen ones are written
+into the object as one line of the ``.mirecc.numa`` section (by the
+``mirecc-loophints`` plugin's records), so the linked binary carries every
+TU's line.  ``mire run`` (:mod:`.launch`) reads them back from the binary
+and applies what the machine it runs on supports: threads, ``OMP_PLACES`` /
+``OMP_PROC_BIND``, ``numactl`` page policy and, with ``--allow-msr``, the
+prefetcher mask.  Offline: :mod:`.offline` (``mire numa-regions``, ``mire
+numa-train``, ``mire bench numa``).
+
+This module is the task's declaration: standard library only.
 """
+from mirecc.tasks.api import Setting, Task, parse_bool
+
+TASKS = (
+    Task(
+        "numa",
+        summary="NUMA placement, threads and prefetchers per OpenMP region, recorded in the "
+                "binary for mire run",
+        languages=("c", "c++"),
+        head="mirecc.tasks.numa.head:NumaHead",
+        # off by default: held out (leave one program out) the shipped head
+        # gains about 1% over the default, not worth a second look at every
+        # OpenMP TU's IR (see the README)
+        applied_when="record_numa",
+        settings=(Setting("record_numa", "MIRECC_RECORD_NUMA", parse_bool, False,
+                          "record the NUMA head's per-region decisions in the binary's "
+                          ".mirecc.numa section, for mire run (default: off; they change "
+                          "nothing until mire run applies them)"),),
+        inject="mirecc.tasks.loop_vectorize.inject:inject",
+        opt_levels=("1", "2", "3", "s", "z", "fast"),
+    ),
+)

@@ -113,20 +113,32 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
 
 # ------------------------------------------------------------------ judging
 
-def _fit_predict(kind: str, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray,
-                 seed: int) -> np.ndarray:
-    """Predictions for ``Xt`` per tree: (trees, len(Xt), outputs)."""
+def fit_model(kind: str, X: np.ndarray, Y: np.ndarray, seed: int):
+    """A regression tree (``kind`` "tree") or forest of X -> Y (log speedups)."""
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.tree import DecisionTreeRegressor
 
     if kind == "tree":
         model = DecisionTreeRegressor(min_samples_leaf=2, random_state=seed)
     else:
-        # sqrt of the features per split: an embedding has hundreds, and each
-        # split scores every one of up to 768 outputs
+        # sqrt of the features per split: an embedding has hundreds
         model = RandomForestRegressor(n_estimators=50, max_features="sqrt",
                                       min_samples_leaf=2, random_state=seed, n_jobs=1)
-    model.fit(X, Y)
+    return model.fit(X, Y)
+
+
+def candidate_columns(G: np.ndarray) -> np.ndarray:
+    """The columns a learned policy chooses among: the default (column 0)
+    and each training region's best: a configuration that won nowhere is
+    not worth predicting (and keeps the shipped head small)."""
+    best = np.nanargmax(np.nan_to_num(G, nan=-10.0), axis=1)
+    return np.unique(np.concatenate([[0], best]))
+
+
+def _fit_predict(kind: str, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray,
+                 seed: int) -> np.ndarray:
+    """Predictions for ``Xt`` per tree: (trees, len(Xt), outputs)."""
+    model = fit_model(kind, X, Y, seed)
     trees = getattr(model, "estimators_", [model])
     return np.stack([t.predict(Xt).reshape(len(Xt), -1) for t in trees])
 
@@ -145,12 +157,13 @@ def choose(policy: str, G: np.ndarray, X: dict, train: np.ndarray, test: np.ndar
         return np.full(len(test), int(np.argmax(Gt.mean(axis=0))))
     kind, features = policy.split(": ", 1)
     feats = X[features]
+    columns = candidate_columns(G[train])
     per_tree = _fit_predict("tree" if kind == "decision tree" else "forest",
-                            feats[train], Gt, feats[test], seed)
-    chosen = np.argmax(per_tree.mean(axis=0), axis=1)
+                            feats[train], Gt[:, columns], feats[test], seed)
+    best = np.argmax(per_tree.mean(axis=0), axis=1)
+    chosen = columns[best]
     if kind == "gated forest":
-        promised = np.quantile(per_tree[:, np.arange(len(test)), chosen], GATE_QUANTILE,
-                               axis=0)
+        promised = np.quantile(per_tree[:, np.arange(len(test)), best], GATE_QUANTILE, axis=0)
         chosen = np.where(promised > GATE_GAIN, chosen, default)
     return chosen
 
@@ -201,14 +214,32 @@ def judge(G: np.ndarray, T: np.ndarray, X: dict, programs: list[str], policies: 
 
 # ------------------------------------------------------------------ the run
 
+def cxx_of(cc: str) -> str:
+    """The C++ driver beside the C compiler ``cc`` (clang-14 -> clang++-14)."""
+    from mirecc.compiler import _cxx_sibling
+    return _cxx_sibling(cc) or cc.replace("clang", "clang++")
+
+
+def load_regions(dataset: Path, work: Path, cc: str, cxx: str) -> list:
+    """The region map of ``mire numa-regions`` in ``work``, made when missing."""
+    from mirecc.tasks.numa.offline.regions import Region, map_regions
+
+    regions_file = work / "regions.json"
+    if regions_file.is_file():
+        return [Region(**r) for r in json.loads(regions_file.read_text())["regions"]]
+    return map_regions(dataset, work, cc, cxx)
+
+
 def run(args) -> int:
     from mirecc.fsutil import atomic_write_bytes
-    from mirecc.tasks.numa.offline.regions import Region, RegionsError, map_regions
+    from mirecc.tasks.numa.offline.regions import RegionsError
     from mirecc.tasks.opencl.offline.datasets import default_root
 
     dataset = Path(args.numa_dataset) if args.numa_dataset else default_root() / "numa-prefetch"
     work = Path(args.numa_work).resolve()
-    cc, cxx = "clang-14", "clang++-14"
+    # the programs' IR is read, never run: any clang with OpenMP headers does
+    cc = args.cc or "clang-14"
+    cxx = cxx_of(cc)
     kinds = [k for k in args.numa_features.split(",") if k]
     unknown = [k for k in kinds if k not in FEATURE_SETS]
     if unknown:
@@ -216,11 +247,7 @@ def run(args) -> int:
               f"(known: {', '.join(FEATURE_SETS)})", file=sys.stderr)
         return 2
     try:
-        regions_file = work / "regions.json"
-        if regions_file.is_file():
-            regions = [Region(**r) for r in json.loads(regions_file.read_text())["regions"]]
-        else:
-            regions = map_regions(dataset, work, cc, cxx)
+        regions = load_regions(dataset, work, cc, cxx)
         mapped = [r for r in regions if r.mapped]
         sizes = {size: read_times(dataset, size) for size in SIZES}
     except RegionsError as exc:

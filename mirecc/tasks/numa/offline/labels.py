@@ -3,24 +3,19 @@ and input size, the median time of each of 768 configurations.
 
 ``labels/values/conf{1,2}_time_med.csv`` (``;``-separated, a row per region,
 a column per configuration, a trailing empty field); conf1 is the small
-input, conf2 the large.  A column is named
-``-O3_<threads>_<sockets>_<NUMA nodes>_<compact|scatter>_<SMT 0|1>_<prefetcher
-mask>_<ori|bal|loc>`` (first touch, interleaved, local pages); the authors'
-baseline is :data:`DEFAULT`.
+input, conf2 the large.  A column is named after its configuration
+(:mod:`mirecc.tasks.numa.configs`).
 """
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
+from mirecc.tasks.numa.configs import DEFAULT, FIELDS, parse_config
 from mirecc.tasks.numa.offline.regions import RegionsError
 
-DEFAULT = "-O3_32_2_2_compact_0_0_loc"
 SIZES = {"small": "conf1", "large": "conf2"}
-# a configuration's fields, in column order after "-O3"
-FIELDS = ("threads", "sockets", "nodes", "placement", "smt", "prefetch_mask", "pages")
 # the decisions the issue judges alone: the fields each one may change (the
 # others stay at the default's values)
 DECISIONS = {
@@ -30,34 +25,6 @@ DECISIONS = {
     "prefetcher": ("prefetch_mask",),
     "all": FIELDS,
 }
-
-
-@dataclass(frozen=True)
-class Config:
-    threads: int
-    sockets: int
-    nodes: int
-    placement: str
-    smt: int
-    prefetch_mask: int
-    pages: str
-
-    @property
-    def name(self) -> str:
-        return "_".join(["-O3", *(str(getattr(self, f)) for f in FIELDS)])
-
-
-def parse_config(name: str) -> Config:
-    """The fields of a column name; ValueError naming it when malformed."""
-    parts = name.split("_")
-    if len(parts) != 8 or parts[0] != "-O3" or parts[4] not in ("compact", "scatter") \
-            or parts[7] not in ("ori", "bal", "loc"):
-        raise ValueError(f"not a configuration name: {name!r}")
-    try:
-        return Config(int(parts[1]), int(parts[2]), int(parts[3]), parts[4], int(parts[5]),
-                      int(parts[6]), parts[7])
-    except ValueError:
-        raise ValueError(f"not a configuration name: {name!r}") from None
 
 
 def read_times(dataset: Path, size: str) -> tuple[list[str], dict[str, list[float]]]:

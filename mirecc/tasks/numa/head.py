@@ -1,0 +1,157 @@
+"""The NUMA/prefetcher head in the driver: per OpenMP parallel region and
+input size, a configuration of the published space, recorded in the binary.
+
+A head directory ``<heads_dir>/numa/`` (written by ``mire numa-train``)::
+
+    task: numa
+    languages: [c, c++]
+    head: head.onnx           # "features" (N, d) -> "tree_gains" (N, trees, classes)
+    encoder: "<ModelInfo.cache_version>"
+    features: [region_statistics]
+    region_statistics: [log_instructions, ...]  # mirecc.tasks.openmp.features.NAMES
+    classes: ["small:-O3_32_2_2_compact_0_0_loc", ..., "large:..."]
+    default: -O3_32_2_2_compact_0_0_loc   # the configuration gains are measured against
+    machine: {description: ..., vendor: intel, sockets: 2, numa_nodes: 2, hardware_threads: 64}
+    quantile: 0.3             # of the trees' predictions for the chosen configuration
+    min_gain: 0.0488          # that quantile must promise more (log), else the default stays
+
+Per size, a region gets the configuration with the best mean predicted log
+speedup over the default if the ``quantile`` of the trees' predictions for
+it exceeds ``min_gain`` (the rule ``mire bench numa`` judges as "gated
+forest"), else the default.  The decisions describe the head's machine;
+``mire run`` (:mod:`mirecc.tasks.numa.launch`) maps them onto the machine
+it runs on.  A decision is recorded (``record_numa``), never compiled in:
+the plugin writes one JSON line per TU into the ``.mirecc.numa`` section
+(:func:`numa_record`).
+
+Only the standard library is imported at the top (see mirecc.pipeline).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from mirecc.tasks.onnxhead import OnnxHead
+
+TASK = "numa"
+RECORD = "numa"            # the plugin record: section .mirecc.numa
+RECORD_VERSION = 1
+
+
+class NumaHead(OnnxHead):
+    task = TASK
+    FEATURES = ["region_statistics"]
+
+    def _validate(self) -> None:
+        from mirecc.tasks.numa.configs import parse_config
+        from mirecc.tasks.openmp.features import NAMES
+
+        if self.spec.get("region_statistics") != NAMES:
+            raise self._error("'region_statistics' names other statistics than this mirecc "
+                              "computes (retrain the head with mire numa-train)")
+        self.sizes: dict[str, list[tuple[int, str]]] = {}
+        try:
+            for i, c in enumerate(self.classes):
+                size, name = str(c).split(":", 1)
+                parse_config(name)
+                self.sizes.setdefault(size, []).append((i, name))
+            self.default = parse_config(str(self.spec.get("default"))).name
+        except ValueError:
+            raise self._error("'classes' must be <size>:<configuration> and 'default' a "
+                              "configuration (as mire numa-train writes them)") from None
+        machine = self.spec.get("machine")
+        if not isinstance(machine, dict) or not isinstance(machine.get("description"), str):
+            raise self._error("'machine' must describe the machine the labels were measured on")
+        self.machine = machine
+        self.quantile = self._number("quantile", 0.0, 1.0)
+        self.min_gain = self._number("min_gain", 0.0, 10.0)
+
+    # ------------------------------------------------------------- pipeline
+
+    def applies_to(self, request) -> bool:
+        from mirecc.tasks.openmp.head import openmp_enabled
+        return super().applies_to(request) and openmp_enabled(request.flags) \
+            and request.opt_level not in ("0", "")
+
+    def why_not(self, request) -> str:
+        from mirecc.tasks.openmp.head import openmp_enabled
+        if not super().applies_to(request):
+            return super().why_not(request)
+        if not openmp_enabled(request.flags):
+            return "applies to TUs built with -fopenmp"
+        return "applies with -O1 and up, not -O0"
+
+    def rank(self, ctx):
+        """Per parallel region, the default (``{}``, score 0) and, per input
+        size, each configuration scored by the trees' mean predicted log
+        speedup; the quantile the gate reads is kept for :meth:`decide`."""
+        import numpy as np
+
+        from mirecc.corpus.irtext import IRTextError, disassemble
+        from mirecc.context import head_error
+        from mirecc.pipeline import Candidate, NoDecision, Ranking
+        from mirecc.tasks.openmp.features import region_statistics
+        from mirecc.tasks.openmp.sites import find_sites
+
+        request = ctx.request
+        try:
+            with open(request.bitcode_path, "rb") as f:
+                text = disassemble(f.read(), request.source)
+        except (OSError, IRTextError) as exc:
+            raise head_error(f"cannot read the IR of {request.source}: {exc}") from None
+        sites = find_sites(text)
+        stats = region_statistics(text, sites)
+        regions = [s for s in sites if s.kind == "parallel" and s.id in stats]
+        if not regions:
+            raise NoDecision("no parallel regions", code="no-parallel-regions")
+        G = self._tree_gains([stats[r.id] for r in regions])
+        mean, low = G.mean(axis=1), np.quantile(G, self.quantile, axis=1)
+        rankings = []
+        for k, region in enumerate(regions):
+            candidates = [Candidate({}, 0.0)] + [
+                Candidate({"size": size, "config": name}, float(mean[k, i]))
+                for size, columns in self.sizes.items() for i, name in columns]
+            candidates.sort(key=lambda c: -c.score)
+            rankings.append(Ranking(region.id, tuple(candidates)))
+        ctx.notes[self.name] = (mean, low, {r.id: r for r in regions})
+        return rankings
+
+    def decide(self, ctx, rankings):
+        from mirecc.pipeline import Decision, candidates_of
+
+        mean, low, regions = ctx.notes[self.name]
+        share = f"{1 - self.quantile:.0%}"
+        decisions = []
+        for k, ranking in enumerate(rankings):
+            region = regions[ranking.target]
+            value, why = {}, []
+            for size, columns in self.sizes.items():
+                best_i, best_name = max(columns, key=lambda c: mean[k, c[0]])
+                promised = low[k, best_i]
+                if best_name != self.default and promised > self.min_gain:
+                    value[size] = best_name
+                    why.append(f"{size} input: {best_name} ({share} of the trees predict >= "
+                               f"{math.exp(promised):.3f}x the default's speed)")
+                else:
+                    why.append(f"{size} input: the default")
+            decisions.append(Decision(
+                task=TASK, target=ranking.target,
+                value={**value, "outlined": region.outlined} if value else {},
+                default={"config": self.default, "machine": self.machine}, confidence=1.0 - self.quantile,
+                reason="; ".join(why) + "; from the region statistics of the build's IR, "
+                       "recorded for mire run",
+                applied=True, candidates=candidates_of(ranking)))
+        return decisions
+
+
+def numa_record(source: str, decisions) -> str | None:
+    """A TU's NUMA decisions -> its line of the binary's ``.mirecc.numa``
+    section (None when every region keeps the default: nothing recorded)."""
+    regions = {d.target: dict(d.value) for d in decisions}
+    if not any(regions.values()):
+        return None
+    return json.dumps({"version": RECORD_VERSION, "source": source,
+                       "default": decisions[0].default["config"],
+                       "machine": decisions[0].default["machine"],
+                       "regions": dict(sorted(regions.items()))},
+                      sort_keys=True, separators=(",", ":"))
