@@ -7,7 +7,9 @@
 #                              needs to build Debian packages, csmith programs
 #
 # System packages: clang-14, llvm-14-dev, libomp-14-dev (for -fopenmp),
-# cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark);
+# cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark),
+# g++ (nvcc's host compiler: mirecc-nvcc runs NVIDIA's nvcc from the pip
+# wheels of the `cuda` extra, CUDA 13, which supports GCC 12);
 # with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference),
 # clang-19 and llvm-19-dev.
 # The native graph builder (passes/graph) is built into build/native.
@@ -20,7 +22,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 missing=()
-packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev)
+packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev g++)
 # clang-19 and llvm-19-dev: the 14-vs-19 statement-overlap test and the
 # LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev).
 [ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev)
@@ -47,7 +49,7 @@ if [ "$mode" = "--test" ]; then
     .venv/bin/pip install -q torch==2.13.0
     # compat mode: a plain path entry, not an import hook (which costs ~10 ms
     # of start-up on every compile)
-    .venv/bin/pip install -q -e ".[test,train,bench]" --config-settings editable_mode=compat
+    .venv/bin/pip install -q -e ".[test,train,bench,cuda]" --config-settings editable_mode=compat
     # Bytecode now: environments with PYTHONDONTWRITEBYTECODE=1 would otherwise
     # recompile mirecc's modules on every compiler call (~9 ms each).
     .venv/bin/python -m compileall -q mirecc
@@ -64,7 +66,7 @@ elif [ "$mode" = "--corpus" ]; then
     .venv/bin/pip install -q -e . --config-settings editable_mode=compat
     .venv/bin/python -m compileall -q mirecc
 else
-    .venv/bin/pip install -q .
+    .venv/bin/pip install -q ".[cuda]"
 fi
 
 # The compilers this installation drives: the clang setup installed with its

@@ -1,0 +1,339 @@
+"""``mirecc-nvcc``: a drop-in for nvcc.
+
+    mirecc-nvcc [--explain[=json]] [nvcc arguments...]
+
+The build is nvcc's own: its arguments, outputs, messages and exit code
+are untouched (a decision, when a CUDA head makes one, will be a flag
+added here).  What mirecc adds is the device side's IR: for each CUDA
+source of a compile, clang's CUDA mode emits the device IR (``-x cuda
+--cuda-device-only -emit-llvm``, the IR as clang emits it, as for C), which
+goes through the same graph builder and encoder as any other TU, and
+``--explain`` lists each kernel.  No CUDA head ships yet (thread-block
+shapes need labels timed on a GPU), so nothing is decided; any failure on
+the IR side is one warning and the build goes on.
+
+nvcc is found as ``$MIRECC_NVCC``, else the one of the pip wheels in this
+Python's environment (``nvidia-cuda-nvcc``, CUDA 13: ``nvidia/cu13/bin``,
+with ``nvidia-nvvm``, ``nvidia-cuda-crt`` and ``nvidia-cuda-runtime``:
+``pip install 'mirecc[cuda]'``), else ``nvcc`` on PATH, else
+``/usr/local/cuda/bin/nvcc``.  nvcc compiles host code with its own host
+compiler (``-ccbin``; by default the ``g++`` on PATH).
+
+Clang reads CUDA 13's headers with two headers CUDA 12 dropped stubbed out
+(``mirecc/data/cuda-stubs``), its texture intrinsics left out, and
+``_NV_RSQRT_SPECIFIER`` (which CUDA 13.5 defines in a header clang's wrapper
+includes after the one that uses it) defined empty: device IR for reading,
+never code to run.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STUBS = Path(__file__).resolve().parent / "data" / "cuda-stubs"
+#: nvcc 13's default device architecture (``nvcc --help``: -arch)
+DEFAULT_ARCH = "sm_75"
+#: nvcc options whose value is the next argument when not written with '='
+VALUE_OPTIONS = frozenset("""
+-o --output-file -x --x -arch --gpu-architecture -code --gpu-code -gencode --generate-code
+-ccbin --compiler-bindir -Xcompiler --compiler-options -Xptxas --ptxas-options
+-Xlinker --linker-options -Xnvlink --nvlink-options -Xarchive --archive-options
+-Xfatbin --fatbin-options -Xcudafe -I --include-path -L --library-path -l --library
+-D --define-macro -U --undefine-macro -include --pre-include -isystem --system-include
+-odir --output-directory -MF --dependency-output -MT --dependency-target-name
+-std --std -rdc --relocatable-device-code -maxrregcount --maxrregcount -t --threads
+-split-compile --split-compile -ftz --ftz -prec-div --prec-div -prec-sqrt --prec-sqrt
+-fmad --fmad -Werror --Werror -diag-suppress --diag-suppress -diag-warn --diag-warn
+-diag-error --diag-error -optf --options-file -time --time -keep-dir --keep-dir
+-run-args --run-args -default-stream --default-stream -ldir --libdevice-directory
+-cudart --cudart -cudadevrt --cudadevrt -m --machine -ptxas-options -Xrdc
+-allow-unsupported-compiler -extra-device-vectorization -dlto -dopt --dopt
+-ext-lambda -expt-extended-lambda -lto
+""".split()) - {"-allow-unsupported-compiler", "-extra-device-vectorization", "-dlto",
+                 "-ext-lambda", "-expt-extended-lambda", "-lto"}
+#: modes in which nvcc compiles no device code
+NO_DEVICE_CODE = frozenset({"-E", "--preprocess", "-M", "--generate-dependencies", "-MM",
+                            "--generate-nonsystem-dependencies", "--version", "-V",
+                            "--help", "-h", "-dryrun", "--dryrun", "-link", "--link",
+                            "-lib", "--lib", "-dlink", "--device-link"})
+
+
+class NvccError(Exception):
+    """nvcc or the device IR cannot be had; ``str()`` is the one-line reason."""
+
+
+@dataclass
+class NvccCommand:
+    """What mirecc needs of an nvcc command line."""
+    sources: list[str] = field(default_factory=list)       # CUDA sources
+    preprocessor: list[str] = field(default_factory=list)  # -I -D -U -include -isystem, -std
+    archs: list[str] = field(default_factory=list)         # sm_XX / compute_XX
+    compiles: bool = True       # device code is compiled (not -E, -M, --version, link only)
+
+
+def split_own(argv: list[str]) -> tuple[list[str], str | None]:
+    """(nvcc's arguments, the ``--explain`` format or None)."""
+    args, explain = [], None
+    for arg in argv:
+        if arg in ("--explain", "--explain=text"):
+            explain = "text"
+        elif arg == "--explain=json":
+            explain = "json"
+        elif arg.startswith("--explain="):
+            raise ValueError(f"unknown --explain format '{arg[10:]}' (use text or json)")
+        else:
+            args.append(arg)
+    return args, explain
+
+
+def _option(arg: str) -> tuple[str, str | None]:
+    """'-arch=sm_70' -> ('-arch', 'sm_70'); '-DX' -> ('-D', 'X'); '-c' -> ('-c', None)."""
+    if arg.startswith("--") or (arg.startswith("-") and "=" in arg and
+                                arg.split("=", 1)[0] in VALUE_OPTIONS):
+        name, eq, value = arg.partition("=")
+        return name, value if eq else None
+    for short in ("-I", "-D", "-U", "-L", "-l"):
+        if arg.startswith(short) and len(arg) > len(short):
+            return short, arg[len(short):]
+    return arg, None
+
+
+def parse(args: list[str]) -> NvccCommand:
+    """The CUDA sources, preprocessor flags and architectures of nvcc ``args``."""
+    cmd = NvccCommand()
+    language = None
+    it = iter(args)
+    for arg in it:
+        if not arg.startswith("-") or arg == "-":
+            if arg.endswith(".cu") or language in ("cu", "cuda"):
+                cmd.sources.append(arg)
+            continue
+        name, value = _option(arg)
+        if value is None and name in VALUE_OPTIONS:
+            value = next(it, None)
+        if name in NO_DEVICE_CODE:
+            cmd.compiles = False
+        if name in ("-x", "--x"):
+            language = value
+        elif name in ("-I", "--include-path", "-isystem", "--system-include"):
+            cmd.preprocessor += ["-isystem" if "system" in name else "-I", value or ""]
+        elif name in ("-D", "--define-macro"):
+            cmd.preprocessor.append(f"-D{value}")
+        elif name in ("-U", "--undefine-macro"):
+            cmd.preprocessor.append(f"-U{value}")
+        elif name in ("-include", "--pre-include"):
+            cmd.preprocessor += ["-include", value or ""]
+        elif name in ("-std", "--std"):
+            cmd.preprocessor.append(f"-std={value}")
+        elif name in ("-arch", "--gpu-architecture", "-code", "--gpu-code"):
+            cmd.archs += [a for a in (value or "").split(",") if a]
+        elif name in ("-gencode", "--generate-code"):
+            for part in (value or "").split(","):
+                key, _, v = part.partition("=")
+                if key in ("arch", "code"):
+                    cmd.archs += [a for a in v.strip("[]").split(",") if a]
+    return cmd
+
+
+def device_arch(cmd: NvccCommand) -> str:
+    """The first real architecture named (compute_70 -> sm_70), else nvcc's default."""
+    for arch in cmd.archs:
+        for prefix in ("sm_", "compute_"):
+            if arch.startswith(prefix) and arch[len(prefix):].rstrip("af").isdigit():
+                return "sm_" + arch[len(prefix):]
+    return DEFAULT_ARCH
+
+
+# ------------------------------------------------------------------ finding nvcc
+
+def find_nvcc(environ=None) -> str | None:
+    environ = os.environ if environ is None else environ
+    import shutil
+
+    chosen = environ.get("MIRECC_NVCC")
+    if chosen:
+        return shutil.which(chosen) or (chosen if os.access(chosen, os.X_OK) else None)
+    for root in _wheel_roots():
+        nvcc = root / "bin" / "nvcc"
+        if os.access(nvcc, os.X_OK):
+            return str(nvcc)
+    found = shutil.which("nvcc", path=environ.get("PATH"))
+    if found:
+        return found
+    fallback = "/usr/local/cuda/bin/nvcc"
+    return fallback if os.access(fallback, os.X_OK) else None
+
+
+def _wheel_roots() -> list[Path]:
+    """The CUDA prefixes of the NVIDIA pip wheels in this environment."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    roots = []
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        roots += sorted(Path(location).glob("cu[0-9]*"), reverse=True)
+    return roots
+
+
+def toolkit_of(nvcc: str) -> Path:
+    """The CUDA prefix of ``nvcc`` (``<prefix>/bin/nvcc``)."""
+    return Path(os.path.realpath(nvcc)).parent.parent
+
+
+# ------------------------------------------------------------------ device IR
+
+def device_ir_command(source: str, cmd: NvccCommand, toolkit: Path, clang: str,
+                      out: Path, arch: str | None = None) -> list[str]:
+    """clang's command for ``source``'s device IR, as clang emits it."""
+    return [clang, "-x", "cuda", "--cuda-device-only", f"--cuda-path={toolkit}",
+            f"--cuda-gpu-arch={arch or device_arch(cmd)}", "-Wno-unknown-cuda-version",
+            "-D__CLANG_CUDA_TEXTURE_INTRINSICS_H__", "-D_NV_RSQRT_SPECIFIER=",
+            "-isystem", str(STUBS),
+            *cmd.preprocessor, "-O1", "-Xclang", "-disable-llvm-passes", "-emit-llvm",
+            "-c", source, "-o", str(out)]
+
+
+def device_ir(source: str, cmd: NvccCommand, toolkit: Path, clang: str, out: Path,
+              cwd: str | None = None) -> Path:
+    """Emit ``source``'s device bitcode into ``out``; NvccError with clang's
+    last error line when it cannot (a newer architecture than the clang
+    knows is retried as nvcc's default)."""
+    for arch in dict.fromkeys([device_arch(cmd), DEFAULT_ARCH]):
+        proc = subprocess.run(device_ir_command(source, cmd, toolkit, clang, out, arch),
+                              capture_output=True, text=True, cwd=cwd)
+        if proc.returncode == 0:
+            return out
+        errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+    raise NvccError(f"{source}: clang cannot emit its device IR: "
+                    f"{(errors or ['no message'])[-1].strip()}")
+
+
+@dataclass
+class Kernel:
+    name: str
+    instructions: int
+    embedding: list[float] | None = None
+
+
+def read_kernels(bitcode: Path, embed: bool = True) -> list[Kernel]:
+    """The kernels of a device module: their names (the functions clang
+    marks as kernels: the ``ptx_kernel`` calling convention or an
+    ``nvvm.annotations`` "kernel" entry), instruction counts and, with
+    ``embed``, the shipped encoder's embedding of each."""
+    from mirecc.corpus.irtext import disassemble
+
+    text = disassemble(bitcode.read_bytes(), str(bitcode))
+    names = _kernel_names(text)
+    counts = _instruction_counts(text)
+    kernels = [Kernel(n, counts.get(n, 0)) for n in names]
+    if embed and kernels:
+        from mirecc.encoder.runtime import Encoder
+        from mirecc.graph import build_graph_any
+        from mirecc.model import load_model
+        from mirecc.encoder import SHIPPED_MODEL_DIR
+
+        graph = build_graph_any(bitcode)
+        emb = Encoder(load_model(SHIPPED_MODEL_DIR).directory, cache=False).embed_graph(graph)
+        for k in kernels:
+            vector = emb.functions.get(k.name)
+            k.embedding = None if vector is None else [float(x) for x in vector]
+    return kernels
+
+
+def _kernel_names(text: str) -> list[str]:
+    import re
+
+    names = re.findall(r"^define[^@]*\bptx_kernel\b[^@]*@\"?([^\"(]+)\"?\(", text, re.M)
+    for m in re.finditer(r"!\{ptr @\"?([^\",]+)\"?, !\"kernel\", i32 1\}|"
+                         r"!\{void \([^)]*\)\* @\"?([^\",]+)\"?, !\"kernel\", i32 1\}", text):
+        name = m.group(1) or m.group(2)
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _instruction_counts(text: str) -> dict[str, int]:
+    counts, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("define "):
+            start = line.find("@") + 1
+            current = line[start:line.find("(", start)].strip('"')
+            counts[current] = 0
+        elif line.startswith("}"):
+            current = None
+        elif current and line.startswith("  ") and not line.lstrip().startswith(";"):
+            counts[current] += 1
+    return counts
+
+
+# ------------------------------------------------------------------ the driver
+
+def _say(level: str, message: str) -> None:
+    print(f"mirecc-nvcc: {level}: {message}", file=sys.stderr)
+
+
+def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str) -> None:
+    """Print each CUDA source's kernels (``--explain``)."""
+    import json
+
+    from mirecc.compiler import find_compiler
+    from mirecc.config import load_config
+
+    clang = find_compiler(load_config(), cxx=True)
+    toolkit = toolkit_of(nvcc)
+    units = []
+    with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
+        for n, source in enumerate(cmd.sources):
+            unit = {"source": source, "device_arch": device_arch(cmd), "compiler": clang}
+            try:
+                bc = device_ir(source, cmd, toolkit, clang, Path(tmp) / f"{n}.bc")
+                unit["kernels"] = [k.__dict__ for k in read_kernels(bc)]
+            except Exception as exc:  # noqa: BLE001 - the explanation must not fail a build
+                unit["error"] = str(exc)
+            unit["decisions"] = []
+            unit["no_decision"] = ("no CUDA head installed: thread-block shapes need "
+                                   "labels timed on a GPU (issue 17)")
+            units.append(unit)
+    if fmt == "json":
+        for u in units:
+            for k in u.get("kernels", []):      # the vector's size, not its numbers
+                k["embedding"] = len(k["embedding"]) if k["embedding"] else None
+        print(json.dumps({"nvcc": nvcc, "translation_units": units}, indent=1))
+        return
+    for u in units:
+        print(f"{u['source']} (cuda device code for {u['device_arch']}, IR by {u['compiler']})")
+        if "error" in u:
+            print(f"  no device IR: {u['error']}")
+            continue
+        for k in u["kernels"]:
+            embedded = f", embedded ({len(k['embedding'])} numbers)" if k["embedding"] else ""
+            print(f"  kernel {k['name']}: {k['instructions']} instructions{embedded}")
+        print(f"  {u['no_decision']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args, explain = split_own(argv)
+    except ValueError as exc:
+        _say("error", str(exc))
+        return 2
+    nvcc = find_nvcc()
+    if nvcc is None:
+        _say("error", "no nvcc found: pip install 'mirecc[cuda]' (NVIDIA's nvcc wheels), "
+                      "put nvcc on PATH or set MIRECC_NVCC")
+        return 127
+    # nvcc first: its messages and exit code are the build's
+    status = subprocess.call([nvcc, *args])
+    if explain and status == 0:
+        try:
+            cmd = parse(args)
+            if cmd.sources and cmd.compiles:
+                explain_sources(cmd, nvcc, explain)
+        except Exception as exc:  # noqa: BLE001 - never fail a build that nvcc made
+            _say("warning", f"cannot explain: {type(exc).__name__}: {exc}")
+    return status

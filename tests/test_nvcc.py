@@ -1,0 +1,126 @@
+"""mirecc-nvcc: nvcc's own build (objects, messages, exit codes) with
+mirecc's device IR on the side: clang's CUDA mode reads each kernel, the
+graph builder and the shipped encoder embed it, --explain lists it."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mirecc import nvcc as drop_in
+
+MIRECC_NVCC = str(Path(sys.executable).with_name("mirecc-nvcc"))
+NVCC = drop_in.find_nvcc()
+CLANGXX = shutil.which("clang++-14")
+POLYBENCH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "polybench-acc" / "CUDA"
+# CUDA 12 removed cudaThreadSynchronize, which PolyBench-ACC (2012) calls
+COMPAT = "-DcudaThreadSynchronize=cudaDeviceSynchronize"
+
+pytestmark = pytest.mark.skipif(NVCC is None or not shutil.which("g++") or not CLANGXX,
+                                reason="needs nvcc (pip install '.[cuda]'), g++ and clang++-14")
+
+SAXPY = """\
+#include <cstdio>
+#define BLOCK 128
+__global__ void saxpy(int n, float a, const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+__global__ void scale(int n, float *y) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] *= 2.0f;
+}
+int main() {
+  printf("%d\\n", BLOCK);
+  return 0;
+}
+"""
+
+
+def normalised(path: Path) -> bytes:
+    """An object with nvcc's temporary-file stem (tmpxft_<pid>_<n>, which
+    differs between two runs of nvcc itself) blanked."""
+    return re.sub(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}", b"tmpxft_" + b"0" * 17, path.read_bytes())
+
+
+def run(cmd, cwd, env=None):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env=env)
+
+
+def test_parse_finds_sources_preprocessor_flags_and_architecture():
+    cmd = drop_in.parse(["-O3", "-arch=sm_80", "-I", "inc", "-Iother", "-DX=1",
+                         "--define-macro=Y", "-Xcompiler", "-fopenmp", "-o", "out.o",
+                         "-c", "a.cu", "-x", "cu", "b.c", "-std=c++17", "-isystem", "sys"])
+    assert cmd.sources == ["a.cu", "b.c"] and cmd.compiles
+    assert cmd.preprocessor == ["-I", "inc", "-I", "other", "-DX=1", "-DY", "-std=c++17",
+                                "-isystem", "sys"]
+    assert drop_in.device_arch(cmd) == "sm_80"
+    gencode = drop_in.parse(["-gencode", "arch=compute_70,code=sm_70", "k.cu"])
+    assert drop_in.device_arch(gencode) == "sm_70"
+    assert drop_in.device_arch(drop_in.parse(["k.cu"])) == drop_in.DEFAULT_ARCH
+    assert not drop_in.parse(["-M", "k.cu"]).compiles
+    assert drop_in.split_own(["--explain=json", "-c", "k.cu"]) == (["-c", "k.cu"], "json")
+    with pytest.raises(ValueError, match="unknown --explain format"):
+        drop_in.split_own(["--explain=xml"])
+
+
+def test_objects_messages_and_exit_codes_are_nvccs(tmp_path):
+    (tmp_path / "saxpy.cu").write_text(SAXPY)
+    ours = run([MIRECC_NVCC, "-O3", "-c", "saxpy.cu", "-o", "ours.o"], tmp_path)
+    theirs = run([NVCC, "-O3", "-c", "saxpy.cu", "-o", "theirs.o"], tmp_path)
+    assert ours.returncode == theirs.returncode == 0, ours.stderr
+    assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "theirs.o")
+    # a linked program runs without a GPU as far as its host code goes
+    assert run([MIRECC_NVCC, "saxpy.cu", "-o", "saxpy"], tmp_path).returncode == 0
+    assert run([str(tmp_path / "saxpy")], tmp_path).stdout == "128\n"
+    (tmp_path / "bad.cu").write_text("__global__ void k( { }\n")
+    ours = run([MIRECC_NVCC, "--explain", "-c", "bad.cu", "-o", "bad.o"], tmp_path)
+    theirs = run([NVCC, "-c", "bad.cu", "-o", "bad.o"], tmp_path)
+    assert ours.returncode == theirs.returncode != 0
+    assert ours.stderr == theirs.stderr and ours.stdout == ""
+    missing = run([MIRECC_NVCC, "-c", "saxpy.cu"], tmp_path,
+                  env={"PATH": "/usr/bin:/bin", "MIRECC_NVCC": "/nonexistent/nvcc"})
+    assert missing.returncode == 127 and "no nvcc found" in missing.stderr
+
+
+def test_explain_lists_every_kernel_with_its_embedding(tmp_path):
+    (tmp_path / "saxpy.cu").write_text(SAXPY)
+    proc = run([MIRECC_NVCC, "--explain=json", "-c", "saxpy.cu", "-o", "s.o"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [unit] = json.loads(proc.stdout)["translation_units"]
+    kernels = {k["name"]: k for k in unit["kernels"]}
+    assert set(kernels) == {"_Z5saxpyifPKfPf", "_Z5scaleiPf"}
+    assert all(k["instructions"] > 5 and k["embedding"] == 256 for k in kernels.values())
+    assert unit["decisions"] == [] and "GPU" in unit["no_decision"]
+    text = run([MIRECC_NVCC, "--explain", "-c", "saxpy.cu", "-o", "s.o"], tmp_path).stdout
+    assert "kernel _Z5saxpyifPKfPf:" in text and "kernel _Z5scaleiPf:" in text
+
+
+@pytest.mark.skipif(not POLYBENCH.is_dir(), reason="needs ../shared/datasets/polybench-acc")
+@pytest.mark.parametrize("program", ["linear-algebra/kernels/gemm/gemm.cu",
+                                     "stencils/convolution-3d/3DConvolution.cu",
+                                     "datamining/correlation/correlation.cu"])
+def test_polybench_programs_give_nvccs_objects_and_every_kernel_a_graph(program, tmp_path):
+    from mirecc.graph import build_graph_any
+
+    source = POLYBENCH / program
+    flags = ["-O3", COMPAT, f"-I{POLYBENCH / 'utilities'}", f"-I{source.parent}", "-c",
+             str(source)]
+    assert run([MIRECC_NVCC, *flags, "-o", "ours.o"], tmp_path).returncode == 0
+    assert run([NVCC, *flags, "-o", "theirs.o"], tmp_path).returncode == 0
+    assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "theirs.o")
+    cmd = drop_in.parse(flags)
+    bc = drop_in.device_ir(str(source), cmd, drop_in.toolkit_of(NVCC), CLANGXX,
+                           tmp_path / "dev.bc")
+    kernels = drop_in.read_kernels(bc)
+    launches = set(re.findall(r"(\w+)\s*<<<", source.read_text()))
+    assert len(kernels) == len(launches) > 0
+    graph = build_graph_any(bc)
+    assert {k.name for k in kernels} <= set(graph.function_names)
+    assert all(k.embedding is not None and len(k.embedding) == 256 for k in kernels)
