@@ -154,6 +154,9 @@ CORE_SETTINGS = (
     Setting("disable", "MIRECC_DISABLE", as_bool, False, "pure pass-through"),
     Setting("record", "MIRECC_RECORD", as_str, None,
             "append one JSON line of decisions per TU to this file", relative_path=True),
+    Setting("profile", "MIRECC_PROFILE", as_str, None,
+            "decisions profile (mire tune) whose measured decisions replace the heads' "
+            "(see mirecc/profile.py)", relative_path=True),
     Setting("server", "MIRECC_SERVER", as_bool, True,
             "run the pipeline in the per-user server (started when none answers); "
             "false: in process"),

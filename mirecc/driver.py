@@ -248,7 +248,7 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
         return _exec(final)
 
     inject_debug_fault("driver-heads")
-    if not (explain or config.capture_dir
+    if not (explain or config.capture_dir or config.profile
             or _heads_installed(config, {s.language for s in tus}, inv.opt_level or "0")):
         # Nothing would read the IR: skip the side run, pay only start-up.
         _count(config, "no-use")

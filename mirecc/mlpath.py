@@ -196,7 +196,9 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
     version = pipeline_key(config, languages)
     split_blocked = frontend.why_not(inv, args, config)
     manifest = None
-    if split_blocked is None and config.cache and not explain and not config.capture_dir:
+    # direct mode replays a cached result without the IR a profile is matched on
+    if split_blocked is None and config.cache and not explain and not config.capture_dir \
+            and not config.profile:
         from mirecc.direct import Manifests, manifest_key
 
         manifest = (Manifests(config.cache_root()),
@@ -287,6 +289,12 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
                 except CacheError:
                     pass
             report.result = result
+        if config.profile:
+            from mirecc.profile import ProfileError, apply_profile
+            try:
+                report.result = apply_profile(report.result, request, config.profile)
+            except (ProfileError, OSError) as exc:
+                raise MLFailure(str(exc), code="bad-profile") from None
         dep_file = outcome.split.dependency_file() if outcome.split else None
         if manifest is not None and dep_file and report.cache in ("hit", "miss") \
                 and not verifies(report):
