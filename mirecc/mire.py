@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``run``, ``omp-data``, ``omp-train``, ``numa-regions``, ``numa-train``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
+``stats``, ``run``, ``omp-data``, ``omp-train``, ``numa-regions``, ``numa-train``, ``tune``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
 """
 
 from __future__ import annotations
@@ -93,6 +93,14 @@ LAZY_SUBCOMMANDS = [
      "do (-O3 -fopenmp -g) and map each published region (__cere__<file>_<function>_<line>) "
      "to the outlined function of the parallel region at that line; report the regions "
      "that cannot be mapped, with the reason."),
+    ("tune", "mirecc.tune",
+     "time the heads' ranked loop candidates on your own benchmark and keep the winners in "
+     "a decisions profile",
+     "Build the project through mirecc (--build, which must rebuild: make -B), time --run, "
+     "then try each loop's candidates in the loop-vectorize head's order, keeping a change "
+     "only when the output is the same and the run is faster beyond the noise; writes "
+     "mirecc.profile for MIRECC_PROFILE. mire tune --build 'make -B CC=mirecc' --run "
+     "'./bench'"),
     ("numa-train", "mirecc.tasks.numa.offline.train",
      "fit the NUMA/prefetcher head on the published labels and write heads/numa",
      "Per input size, a forest over the mapped regions' static statistics predicting each "

@@ -10,8 +10,9 @@ text, one decision site per line, fields separated by whitespace::
 * the task, the source (relative to the profile's folder, or absolute),
   the target (for loop-vectorize a loop id ``<function>:<header>``),
 * the digest of the target's function in the IR as clang emits it
-  (:func:`function_digests`: metadata and string-constant numbers, which
-  shift when code elsewhere changes, are left out), so that a decision
+  (:func:`function_digests`: debug information, and metadata and
+  string-constant numbers, which shift when code elsewhere changes, are
+  left out), so that a decision
   stays with unchanged code after edits elsewhere and a changed function
   drops it (a *stale* entry: ignored, counted in ``--explain``),
 * the value, ``key=value`` pairs (integers where they are digits);
@@ -34,6 +35,8 @@ FORMAT_LINE = "# mirecc decisions profile 1"
 #: tasks whose decisions a profile may give (value: the loop's factors)
 TASKS = ("loop-vectorize",)
 _METADATA = re.compile(r"!\d+\b")
+# debug locations and variable records: present or not with -g, -Rpass...
+_DEBUG_LOCATION = re.compile(r", !dbg !\d+")
 _ATTRIBUTES = re.compile(r"#\d+\b")
 _NUMBERED_GLOBAL = re.compile(r"(@\.?[\w.$]*?)\.\d+\b")
 
@@ -97,14 +100,16 @@ def read_profile(path: str) -> list[Entry]:
 
 
 def function_digests(ir_text: str) -> dict[str, str]:
-    """Function name -> digest of its body, with the numbers that shift when
-    code elsewhere in the module changes (metadata, attribute groups,
-    ``.str.N`` constants) left out."""
+    """Function name -> digest of its body, with debug information (which
+    ``-g`` or ``-Rpass`` adds) and the numbers that shift when code
+    elsewhere in the module changes (metadata, attribute groups, ``.str.N``
+    constants) left out."""
     from mirecc.tasks.openmp.sites import function_bodies
 
     out = {}
     for name, body in function_bodies(ir_text).items():
-        text = "\n".join(body)
+        text = "\n".join(_DEBUG_LOCATION.sub("", line) for line in body
+                         if "@llvm.dbg." not in line and not line.lstrip().startswith("#dbg_"))
         text = _NUMBERED_GLOBAL.sub(r"\1", _ATTRIBUTES.sub("#", _METADATA.sub("!", text)))
         out[name] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return out

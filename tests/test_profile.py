@@ -110,4 +110,9 @@ def test_digests_ignore_numbering_that_shifts_with_other_code():
     b = a.replace("!12", "!7").replace("@.str.3", "@.str.9").replace("#4", "#2").replace(
         "!40", "!41")
     assert function_digests(a) == function_digests(b)
+    # debug information (-g, -Rpass) is not code
+    plain = a.replace(", !tbaa !12", "").replace(", !dbg !40", "")
+    with_debug = plain.replace("ret void", "call void @llvm.dbg.value(metadata i32* %p)\n  ret void")
+    assert function_digests(plain.replace("ret void", "ret void, !dbg !3")) == \
+        function_digests(with_debug) == function_digests(plain)
     assert function_digests(a) != function_digests(a.replace("i32 1", "i32 2"))
