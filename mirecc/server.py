@@ -52,12 +52,22 @@ CLIENT_ENVIRONMENT = ("PATH", "HOME", "XDG_CACHE_HOME", "MIRECC_CACHE_DIR",
 PATH_SETTINGS = ("model", "heads_dir", "plugin", "cache_dir", "record", "capture_dir")
 
 
+def socket_name() -> str:
+    """``server-<tag>.sock``, the tag naming this installation of mirecc: two
+    installations of one user (a checkout and a CI clone, two virtual
+    environments) each get their own server, never one of the other's code."""
+    from hashlib import sha256
+    here = os.path.dirname(os.path.abspath(__file__))
+    return f"server-{sha256(here.encode()).hexdigest()[:12]}.sock"
+
+
 def socket_path() -> Path:
-    """``$XDG_RUNTIME_DIR/mirecc/server.sock``, else ``/tmp/mirecc-<uid>/server.sock``
-    (the directory is made 0700: only this user can connect)."""
+    """``$XDG_RUNTIME_DIR/mirecc/<socket_name()>``, else
+    ``/tmp/mirecc-<uid>/<socket_name()>`` (the directory is made 0700: only
+    this user can connect)."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     d = Path(base) / "mirecc" if base else Path(f"/tmp/mirecc-{os.getuid()}")
-    return d / "server.sock"
+    return d / socket_name()
 
 
 def _model_dir(model_dir) -> str:

@@ -17,6 +17,7 @@ pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscr
 from mirecc.encoder import export  # noqa: E402
 from mirecc.encoder.model import EncoderConfig, MIREncoder  # noqa: E402
 from mirecc.encoder.runtime import Encoder, EmbedError  # noqa: E402
+from mirecc.server import socket_name  # noqa: E402
 from mirecc.encoder.stmtcache import StatementCache  # noqa: E402
 from mirecc.model import ModelError  # noqa: E402
 
@@ -225,7 +226,7 @@ def test_embedding_server_round_trip(tiny, source, tmp_path):
         served = subprocess.run(embed + ["--server", str(source)], env=env, capture_output=True,
                                 text=True, check=True)
         assert served.stderr == ""                             # no fallback warning
-        sock = tmp_path / "run" / "mirecc" / "server.sock"
+        sock = tmp_path / "run" / "mirecc" / socket_name()
         assert sock.exists() and (sock.parent.stat().st_mode & 0o777) == 0o700
         a, b = local["files"][str(source)], json.loads(served.stdout)["files"][str(source)]
         np.testing.assert_allclose(a["module"], b["module"], atol=1e-6)

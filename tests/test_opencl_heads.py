@@ -19,6 +19,7 @@ import pytest
 from envs import isolated_env
 from mirecc.config import ConfigError, load_config
 from mirecc.pipeline import PIPELINE_SCHEMA, Decision, TUResult
+from mirecc.server import socket_name
 from mirecc.tasks.registry import heads_for_languages, spec_languages
 
 CLANG = "/usr/bin/clang-14"
@@ -324,7 +325,7 @@ def test_embedding_through_the_server(kernel, heads):
         assert all(d["reason"].endswith("module embedding server")
                    for d in tu["decisions"])
     finally:
-        _stop_server(runtime / "mirecc" / "server.sock")
+        _stop_server(runtime / "mirecc" / socket_name())
     assert (kernel / "k.o").read_bytes() == clang_object(kernel, "k.cl")
 
 
