@@ -7,9 +7,10 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    candidates (``MIRECC_RECORD``) and keeping its IR (``MIRECC_CAPTURE_DIR``),
    and the run is timed ``--repeats`` times: the baseline (the heads'
    decisions only recorded, so the binary is the compiler's own).
-2. Decision sites: every loop the loop-vectorize head ranked, most promising
-   first (the head's best predicted gain); at each, the head's candidates in
-   its order (:data:`FALLBACK` where no head ranked the loop).
+2. Decision sites: every loop the loop-vectorize head ranked, the deepest
+   first (nesting depth standing for the share of the run), then by the
+   head's best predicted gain; at each, the head's candidates in its order
+   (:data:`FALLBACK` where no head ranked the loop).
 3. A candidate: the profile of what was kept so far plus this candidate is
    written, the project rebuilt (``--build`` must rebuild what changed: a
    profile is not a file make knows about, so use ``make -B`` or a clean
@@ -114,8 +115,12 @@ def _time_runs(command: str, repeats: int) -> tuple[list[float], str]:
 
 def sites_of(records: list[dict], work: Path) -> list[dict]:
     """Loop decision sites, most promising first: {source (absolute), target,
-    digest, candidates, score}."""
+    digest, candidates, score, depth}.  Without a time profile, the loop's
+    nesting depth stands for its share of the run (the innermost loop of a
+    deep nest runs the most), then the head's best predicted gain."""
     from mirecc.corpus.irtext import disassemble
+    from mirecc.graph import build_graph_any
+    from mirecc.irinfo import graph_loops
     from mirecc.profile import function_digests
 
     sites = []
@@ -125,6 +130,7 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
         if not ir.is_file():
             continue
         digests = function_digests(disassemble(ir.read_bytes(), str(ir)))
+        depths = {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
         for d in rec["decisions"]:
             if d["task"] != TASK:
                 continue
@@ -136,8 +142,9 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
             sites.append({"source": source,
                           "target": d["target"], "digest": digests[function],
                           "candidates": candidates,
-                          "score": max((s for _, s in ranked), default=0.0)})
-    sites.sort(key=lambda s: -s["score"])
+                          "score": max((s for _, s in ranked), default=0.0),
+                          "depth": depths.get(d["target"], 1)})
+    sites.sort(key=lambda s: (-s["depth"], -s["score"]))
     return sites
 
 
