@@ -289,9 +289,10 @@ def run(args: argparse.Namespace) -> int:
             for line in plan.lines:
                 say(f"mire run: {line}")
     if args.dry_run:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items())) \
+            if plan else ""
         print("mire run: would run: " + " ".join(
-            filter(None, [env, shlex.join([*plan.prefix, *command])])))
+            filter(None, [env, shlex.join([*(plan.prefix if plan else []), *command])])))
         if args.power_cap:
             print(f"mire run: with a package power cap of {args.power_cap}")
         return 0

@@ -200,6 +200,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(binary, tmp_path):
     assert "would run: OMP_NUM_THREADS=2 OMP_PLACES=threads OMP_PROC_BIND=spread " + \
         str(tmp_path / "numactl") + " --interleave=all -- " + str(binary) in run.stdout
     assert not m["log"].exists()             # nothing ran
+    ignored = mire_run([*m["args"], "--dry-run", "--no-numa", "--", str(binary)])
+    assert ignored.returncode == 0 and ignored.stdout == f"mire run: would run: {binary}\n"
 
 
 def test_run_applies_the_plan_and_restores_the_msrs(binary, tmp_path, monkeypatch):

@@ -141,6 +141,11 @@ class NumaHead(OnnxHead):
                 reason="; ".join(why) + "; from the region statistics of the build's IR, "
                        "recorded for mire run",
                 applied=True, candidates=candidates_of(ranking)))
+        # a TU's regions are recorded together (those keeping the default vote
+        # for it in mire run) and only when one of them has a configuration:
+        # otherwise nothing reaches the object
+        if not any(d.value for d in decisions):
+            decisions = [d.replace(applied=False) for d in decisions]
         return decisions
 
 
