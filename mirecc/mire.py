@@ -24,6 +24,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite == "vectorize":
         from mirecc.tasks.loop_vectorize.offline.bench import run
         return run(args)
+    if args.suite == "tune":
+        from mirecc.tasks.loop_vectorize.offline.tune_bench import run
+        return run(args)
     if args.suite != "programs":
         from mirecc.tasks.opencl.offline.cli import run
         return run(args)
@@ -183,10 +186,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "leave one application out on the labels of mire omp-data "
                     "(--omp-labels). numa: per-region NUMA/placement/prefetcher policies "
                     "judged on the published measurements (leave one program out, 10 "
-                    "folds).")
+                    "folds). tune: mire tune's candidates in the head's order vs random, "
+                    "replayed on timed held-out loop kernels (--tune-data).")
     bench.add_argument("suite", nargs="?", default="programs",
                        choices=("programs", "devmap", "coarsening", "vectorize", "size",
-                                "openmp", "numa"),
+                                "openmp", "numa", "tune"),
                        help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
@@ -208,6 +212,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                        help="openmp: the dataset directory of mire omp-data (default: %(default)s)")
     from mirecc.tasks.numa.offline.bench import add_arguments as add_numa_bench_arguments
     add_numa_bench_arguments(bench)
+    from mirecc.tasks.loop_vectorize.offline.tune_bench import add_arguments as add_tune_bench
+    add_tune_bench(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)

@@ -110,3 +110,15 @@ def test_a_build_outside_mirecc_is_a_clear_error(project):
                            "--run", "./prog", "--work", "w2"], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "no TU was recorded" in proc.stderr
+
+
+def test_bench_replay_keeps_the_best_of_the_first_k_and_never_loses():
+    import numpy as np
+
+    from mirecc.tasks.loop_vectorize.offline.tune_bench import _replay
+
+    speedups = np.array([0.5, 1.3, 0.9, 2.0])
+    assert _replay(speedups, [0, 2, 1, 3], 1) == 1.0      # a loss is not kept
+    assert _replay(speedups, [0, 2, 1, 3], 3) == 1.3
+    assert _replay(speedups, [3, 0, 1, 2], 1) == 2.0
+    assert _replay(speedups, [0, 1, 2, 3], 0) == 1.0
