@@ -43,6 +43,9 @@ def add_arguments(p) -> None:
                    help="tune: labels of mire vectorize-data to replay (default: %(default)s)")
     g.add_argument("--tune-head", type=Path, default=None,
                    help="tune: loop-vectorize head directory (default: the shipped one)")
+    g.add_argument("--tune-model", type=Path, default=None,
+                   help="tune: the encoder that head was trained on (default: the shipped "
+                        "one; a random-init encoder's head needs its own)")
 
 
 def _replay(speedups: np.ndarray, order: list[int], k: int) -> float:
@@ -53,14 +56,16 @@ def _replay(speedups: np.ndarray, order: list[int], k: int) -> float:
 def run(args) -> int:
     import yaml
 
-    from mirecc.tasks.loop_vectorize.offline.train import (achieved, feature_rows,
-                                                           kernel_features, read_labels)
+    from mirecc.tasks.loop_vectorize.offline.train import (HELD_OUT_FAMILIES, achieved,
+                                                           feature_rows, kernel_features,
+                                                           read_labels)
     from mirecc.tasks.onnxhead import run_onnx
 
     head_dir = args.tune_head or Path(__file__).resolve().parents[4] / "heads" / "loop-vectorize"
     spec = yaml.safe_load((head_dir / "spec.yaml").read_text())
-    rows = read_labels(args.tune_data)
-    parts = kernel_features(rows, args.tune_data, None)
+    # the families every head is trained without
+    rows = [r for r in read_labels(args.tune_data) if r["family"] in HELD_OUT_FAMILIES]
+    parts = kernel_features(rows, args.tune_data, args.tune_model)
     G = np.asarray(run_onnx(head_dir / spec["head"], feature_rows(parts, spec["features"])))
     scores = np.quantile(G, spec["quantile"], axis=1)            # (kernels, classes)
     classes = spec["classes"]
@@ -93,7 +98,8 @@ def run(args) -> int:
              f"{len(rows)} held-out kernels ({', '.join(result['families'])})", "",
              f"Speedup over clang -O3 after K candidates tried (each: a build and its timed "
              f"runs; the best so far kept, never slower than LLVM's default); oracle geomean "
-             f"{result['oracle_geomean']:.3f}x; random: mean of {SEEDS} orders.", "",
+             f"{result['oracle_geomean']:.3f}x; random: mean of {SEEDS} orders; head: "
+             f"{head_dir} (encoder {spec.get('encoder')}).", "",
              "| order | " + " | ".join(f"K={k}" for k in BUDGETS) + " |",
              "|---|" + "---:|" * len(BUDGETS)]
     for name, per in table.items():
