@@ -1,8 +1,9 @@
-"""``mire corpus build`` and ``mire corpus report``."""
+"""``mire corpus build``, ``report``, ``filter`` and ``pack``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -104,6 +105,20 @@ def cmd_filter(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    from mirecc.encoder.data import CorpusIndex
+    from mirecc.encoder.pack import build_pack
+    from mirecc.ir import tokenizer as tokmod
+    index = CorpusIndex(args.corpus)
+    if not len(index):
+        sys.exit(f"mire corpus pack: {args.corpus}: no modules (run mire corpus build)")
+    summary = build_pack(index, tokmod.load(), args.out, args.max_nodes, args.max_statements,
+                         jobs=args.jobs)
+    print(json.dumps(summary, indent=1, sort_keys=True))
+    print(f"wrote {args.out} ({summary['bytes'] / 2**20:.1f} MiB)")
+    return 0
+
+
 def add_parser(sub) -> None:
     corpus = sub.add_parser("corpus", help="build the pretraining IR corpus",
                             description="Build a deduplicated IR corpus from Debian source "
@@ -140,3 +155,12 @@ def add_parser(sub) -> None:
     f.add_argument("--out", default=str(DEFAULT_OUT))
     f.add_argument("--eval-dirs", nargs="*")
     f.set_defaults(func=cmd_filter)
+    k = csub.add_parser("pack", help="the encoded corpus, large modules cut into per-function "
+                                     "pieces, in one compact file (mire pretrain --pack)")
+    k.add_argument("--corpus", default=".work/corpus")
+    k.add_argument("--out", default=".work/corpus.pack.npz")
+    k.add_argument("--max-nodes", type=int, default=6000, help="nodes per piece")
+    k.add_argument("--max-statements", type=int, default=768,
+                   help="distinct statements per piece")
+    k.add_argument("--jobs", type=int, default=0, help="processes (0: one per core)")
+    k.set_defaults(func=cmd_pack)

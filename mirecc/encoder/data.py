@@ -43,9 +43,10 @@ HELDOUT_FRACTION = 0.05
 #: default cap on nodes in one batch (and on one module)
 MAX_NODES = 20000
 #: bump when encode_module's output changes (invalidates the caches)
-ENCODING_VERSION = 1
+ENCODING_VERSION = 2
 
-_ARRAY_KEYS = ("stmt_ids", "node_stmt", "node_type", "edges_0", "edges_1", "edges_2")
+_ARRAY_KEYS = ("stmt_ids", "node_stmt", "node_type", "node_function",
+               "edges_0", "edges_1", "edges_2")
 
 
 # ------------------------------------------------------------------ index
@@ -101,12 +102,16 @@ class EncodedModule:
 
     stmt_ids (S, L) int32, L = longest statement in the module (<= 64);
     node_stmt (N,) int32 into stmt_ids; node_type (N,) uint8;
-    edges: three (2, E_f) int32 arrays (control, data, call).
+    edges: three (2, E_f) int32 arrays (control, data, call);
+    node_function (N,) int32: the node's function index in the module, -1
+    for constants and ``[external]`` (what :mod:`mirecc.encoder.pieces`
+    splits large modules by; None where not known).
     """
     stmt_ids: np.ndarray
     node_stmt: np.ndarray
     node_type: np.ndarray
     edges: tuple
+    node_function: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -114,13 +119,17 @@ class EncodedModule:
 
     def arrays(self) -> dict:
         d = {"stmt_ids": self.stmt_ids, "node_stmt": self.node_stmt, "node_type": self.node_type}
+        if self.node_function is not None:
+            d["node_function"] = self.node_function
         d.update({f"edges_{f}": e for f, e in enumerate(self.edges)})
         return d
 
     @classmethod
     def from_arrays(cls, d) -> EncodedModule:
+        fn = d["node_function"] if "node_function" in d else None
         return cls(np.asarray(d["stmt_ids"]), np.asarray(d["node_stmt"]),
-                   np.asarray(d["node_type"]), tuple(np.asarray(d[f"edges_{f}"]) for f in range(3)))
+                   np.asarray(d["node_type"]), tuple(np.asarray(d[f"edges_{f}"]) for f in range(3)),
+                   None if fn is None else np.asarray(fn))
 
 
 def node_texts(graph) -> list[str]:
@@ -193,7 +202,8 @@ def encode_module(bc_path: str | Path, tokenizer, cache_dir: str | Path | None =
     flow = graph.edge_flow
     src, dst = graph.edge_source, graph.edge_target
     edges = tuple(np.stack([src[flow == f], dst[flow == f]]).astype(np.int32) for f in range(3))
-    mod = EncodedModule(stmt_ids, node_stmt, np.asarray(graph.node_type, dtype=np.uint8), edges)
+    mod = EncodedModule(stmt_ids, node_stmt, np.asarray(graph.node_type, dtype=np.uint8), edges,
+                        np.asarray(graph.node_function, dtype=np.int32))
     if cpath is not None:
         buf = io.BytesIO()
         np.savez(buf, tokenizer_sha256=np.array(tok_sha), version=np.array(ENCODING_VERSION),

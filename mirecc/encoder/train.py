@@ -188,6 +188,44 @@ def load_modules(index: CorpusIndex, shas: list[str], tokenizer) -> dict[str, En
     return {s: encode_module(index.ir_path(s), tokenizer, cache, tok_sha) for s in shas}
 
 
+def corpus_data(args, tok, rank: int):
+    """Whole corpus modules within ``--max-nodes`` (the larger ones left out):
+    (train shas, held-out shas, sizes, loader)."""
+    index = CorpusIndex(args.corpus)
+    eligible = [s for s in index.records if index.records[s].get("graph_nodes", 0) <= args.max_nodes]
+    if rank == 0:
+        print(f"corpus {index.root}: {len(index)} modules ({len(index.train)} train, "
+              f"{len(index.heldout)} held out); {len(eligible)} within {args.max_nodes} nodes")
+    sizes = encode_corpus(index, tok, eligible, jobs=args.jobs,
+                          progress=rank == 0 and not args.no_progress)
+    train = [s for s in index.train if s in sizes]
+    heldout = [s for s in index.heldout if s in sizes][:args.eval_modules]
+    return train, heldout, sizes, lambda shas: load_modules(index, shas, tok)
+
+
+def pack_data(args, tok, rank: int):
+    """Every piece of a corpus pack (``mire corpus pack``: large modules cut
+    into per-function pieces): (train pieces, held-out pieces, sizes,
+    loader). Held out, as in corpus_data: the first ``--eval-modules``
+    held-out modules that are whole pieces, so that the metrics read the
+    same kind of module as a model trained on whole modules."""
+    from mirecc.encoder.pack import PackedCorpus
+    data = PackedCorpus(args.pack)
+    meta = data.meta
+    if meta.get("tokenizer_sha256") != tokenizer_sha256(tok):
+        sys.exit(f"mire pretrain: {args.pack} was packed with another tokenizer")
+    if meta["max_nodes"] > args.max_nodes or meta["max_statements"] > args.max_statements:
+        sys.exit(f"mire pretrain: {args.pack} has pieces of up to {meta['max_nodes']} nodes and "
+                 f"{meta['max_statements']} statements, over --max-nodes/--max-statements")
+    sizes = data.sizes(range(len(data)))
+    heldout = [i for i in data.heldout if data.piece_whole[i]][:args.eval_modules]
+    if rank == 0:
+        print(f"pack {args.pack}: {meta['modules']} modules ({meta['modules_cut']} cut) in "
+              f"{len(data)} pieces, {meta['nodes']} nodes; {len(data.train)} training pieces, "
+              f"{len(data.heldout)} held out")
+    return data.train, heldout, sizes, lambda keys: {k: data.module(k) for k in keys}
+
+
 def make_batches(shas: list[str], sizes: dict, args, seed: int
                  ) -> tuple[list[list[str]], list[str]]:
     return pack_batches({s: sizes[s] for s in shas if s in sizes}, max_nodes=args.max_nodes,
@@ -205,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", default=".work/corpus", help="corpus directory (mire corpus build)")
+    p.add_argument("--pack", default="",
+                   help="train on a corpus pack instead (mire corpus pack): every module, the "
+                        "large ones as per-function pieces")
     p.add_argument("--out", default=".work/pretrain/small", help="run directory (checkpoints, metrics)")
     p.add_argument("--config", choices=sorted(CONFIGS), default="small")
     p.add_argument("--max-steps", type=int, default=0,
@@ -257,16 +298,11 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ckpt_path, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
 
-    index = CorpusIndex(args.corpus)
     tok = tokmod.load()
-    eligible = [s for s in index.records if index.records[s].get("graph_nodes", 0) <= args.max_nodes]
-    if rank == 0:
-        print(f"corpus {index.root}: {len(index)} modules ({len(index.train)} train, "
-              f"{len(index.heldout)} held out); {len(eligible)} within {args.max_nodes} nodes")
-    sizes = encode_corpus(index, tok, eligible, jobs=args.jobs,
-                          progress=rank == 0 and not args.no_progress)
-    train = [s for s in index.train if s in sizes]
-    heldout = [s for s in index.heldout if s in sizes][:args.eval_modules]
+    if args.pack:
+        train, heldout, sizes, load = pack_data(args, tok, rank)
+    else:
+        train, heldout, sizes, load = corpus_data(args, tok, rank)
 
     cfg = CONFIGS[args.config]()
     torch.manual_seed(args.seed)
@@ -303,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
     eval_batches = []
     if rank == 0:
         hb, _ = make_batches(heldout, sizes, args, seed=0)
-        mods = load_modules(index, [s for b in hb for s in b], tok)
+        mods = load([s for b in hb for s in b])
         for i, b in enumerate(hb):
             eval_batches.append(collate([mods[s] for s in b], args.mlm_per_batch,
                                         torch.Generator().manual_seed(i), args.max_nodes))
@@ -326,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
             batches = batches[rank::world][:per_epoch]
             batches_epoch = epoch
         shas = batches[i % len(batches)]   # another shuffle may pack into fewer batches
-        mods = load_modules(index, shas, tok)
+        mods = load(shas)
         torch.manual_seed(args.seed * 1_000_003 + step * world + rank)
         batch = to_device(collate([mods[s] for s in shas], args.mlm_per_batch, None, args.max_nodes),
                           device)
