@@ -7,31 +7,41 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    candidates (``MIRECC_RECORD``) and keeping its IR (``MIRECC_CAPTURE_DIR``),
    and the run is timed ``--repeats`` times: the baseline (the heads'
    decisions only recorded, so the binary is the compiler's own).
-2. Decision sites: every loop the loop-vectorize head ranked, the deepest
-   first (nesting depth standing for the share of the run), then by the
-   head's best predicted gain; at each, the head's candidates in its order
-   (:data:`FALLBACK` where no head ranked the loop).
+2. Decision sites: every loop the loop-vectorize head ranked.  Where
+   ``perf`` can sample the run (``--time-profile``), the baseline run is
+   sampled once and each loop gets its function's share of the run's time:
+   loops in functions under ``--min-share`` are not tried, the others go
+   hottest first.  Without ``perf`` (or where it finds none of the
+   sites' functions, e.g. all inlined away), nesting depth stands for the
+   share (the innermost loop of a deep nest runs the most).  Ties go by the
+   head's best predicted gain; at each site, the head's candidates in its
+   order (:data:`FALLBACK` where no head ranked the loop).
 3. A candidate: the profile of what was kept so far plus this candidate is
    written, the project rebuilt (``--build`` must rebuild what changed: a
    profile is not a file make knows about, so use ``make -B`` or a clean
-   first), the run timed ``--repeats`` times.  It is kept only when its
-   output is the baseline's byte for byte and both its median and its
-   minimum beat the best so far by more than ``--threshold`` and by more
+   first), the run timed ``--repeats`` times.  With ``--artifact`` (the
+   files the build makes that the run uses, e.g. the binary), the best
+   build's artifacts are kept aside and the runs alternate best, candidate,
+   candidate, best, ... in place, so that both are timed under the same
+   machine load; ``--pin CPU`` runs them on one CPU.  A candidate is kept
+   only when its output is the baseline's byte for byte and both its median
+   and its minimum beat the best's by more than ``--threshold`` and by more
    than the best's own spread (max - min over median: the noise).
-4. Every build and every timed run counts against ``--budget`` (runs);
+4. Every build and every run (timed or sampled) counts against ``--budget``;
    progress is printed; the state is saved after each candidate in
    ``--work``, so an interrupted tune resumes where it stopped.
 5. The result is ``--profile`` (default ``mirecc.profile``), with each kept
    decision's measured speedup as its comment; builds apply it with
    ``MIRECC_PROFILE=mirecc.profile`` (or ``profile:`` in ``.mirecc.yaml``).
 
-Not yet: per-function time from ``perf`` to pick the sites that matter,
-runs alternated between builds, OpenMP and CUDA sites.
+Not yet: OpenMP and CUDA sites.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,6 +79,18 @@ def add_arguments(p) -> None:
                    help="the profile to write (default: %(default)s)")
     p.add_argument("--work", default=".mirecc-tune",
                    help="state, records and IR of the tune (default: %(default)s)")
+    p.add_argument("--time-profile", choices=("auto", "perf", "none"), default="auto",
+                   help="how to find where the run spends its time: sample it with perf "
+                        "(perf: required; auto: when perf works), or none (loop depth "
+                        "stands for it) (default: %(default)s)")
+    p.add_argument("--min-share", type=float, default=0.01,
+                   help="with a time profile, skip loops whose function takes less than "
+                        "this share of the run (default: %(default)s)")
+    p.add_argument("--artifact", action="append", default=[],
+                   help="a file the build makes and the run uses (repeatable): the runs "
+                        "then alternate between the best build and the candidate")
+    p.add_argument("--pin", type=int, default=None, metavar="CPU",
+                   help="run the benchmark on this CPU only")
 
 
 # ------------------------------------------------------------------ one build, one run
@@ -92,32 +114,144 @@ def _build(command: str, work: Path, profile: Path | None) -> list[dict]:
     return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
 
 
-def _time_runs(command: str, repeats: int) -> tuple[list[float], str]:
+def _run_once(command: str, pin: int | None) -> tuple[float, str]:
+    """One timed run: wall seconds and its output."""
+    pin_to = (lambda: os.sched_setaffinity(0, {pin})) if pin is not None else None
+    start = time.perf_counter()
+    proc = subprocess.run(command, shell=True, capture_output=True, preexec_fn=pin_to)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise TuneError(f"the run failed ({proc.returncode}): "
+                        f"{proc.stderr.decode(errors='replace')[-300:].strip()}")
+    return elapsed, proc.stdout.decode(errors="replace")
+
+
+def _same_output(output: str | None, out: str) -> str:
+    if output is not None and out != output:
+        raise TuneError("the run's output differs between two runs of the same build: "
+                        "it cannot tell a changed output from noise")
+    return out
+
+
+def _time_runs(command: str, repeats: int, pin: int | None = None) -> tuple[list[float], str]:
     """Wall times of ``repeats`` runs and their (identical) output."""
     times, output = [], None
     for _ in range(repeats):
-        start = time.perf_counter()
-        proc = subprocess.run(command, shell=True, capture_output=True)
-        elapsed = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise TuneError(f"the run failed ({proc.returncode}): "
-                            f"{proc.stderr.decode(errors='replace')[-300:].strip()}")
-        out = proc.stdout.decode(errors="replace")
-        if output is not None and out != output:
-            raise TuneError("the run's output differs between two runs of the same build: "
-                            "it cannot tell a changed output from noise")
+        elapsed, out = _run_once(command, pin)
+        output = _same_output(output, out)
         times.append(elapsed)
-        output = out
     return times, output
+
+
+class Artifacts:
+    """The files of ``--artifact``: the best build's copies are kept aside in
+    ``work/best``, the candidate's in ``work/candidate``, and either set is
+    put in place (copied over the build's files) before a run."""
+
+    def __init__(self, paths: list[str], work: Path):
+        self.paths = [Path(p).resolve() for p in paths]
+        self.work = work
+
+    def __bool__(self) -> bool:
+        return bool(self.paths)
+
+    def keep(self, which: str) -> None:
+        """Copy the build's current files aside as ``which``."""
+        for i, p in enumerate(self.paths):
+            if not p.is_file():
+                raise TuneError(f"--artifact {p}: the build did not make it")
+            dest = self.work / which / f"{i}-{p.name}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dest)
+
+    def put(self, which: str) -> None:
+        for i, p in enumerate(self.paths):
+            tmp = p.with_name(f".{p.name}.mirecc-tune")
+            shutil.copy2(self.work / which / f"{i}-{p.name}", tmp)
+            os.replace(tmp, p)   # a running binary is not overwritten in place
+
+
+def _time_alternating(command: str, repeats: int, artifacts: Artifacts, pin: int | None
+                      ) -> tuple[list[float], list[float], str, str]:
+    """Runs of the best build and the candidate, alternated (B C C B B C ...
+    so that neither always goes first): (candidate times, best times,
+    candidate output, best output).  Leaves the best build in place."""
+    times = {"best": [], "candidate": []}
+    outputs: dict[str, str | None] = {"best": None, "candidate": None}
+    try:
+        for r in range(repeats):
+            for which in (("best", "candidate") if r % 2 == 0 else ("candidate", "best")):
+                artifacts.put(which)
+                elapsed, out = _run_once(command, pin)
+                outputs[which] = _same_output(outputs[which], out)
+                times[which].append(elapsed)
+    finally:
+        artifacts.put("best")
+    return times["candidate"], times["best"], outputs["candidate"], outputs["best"]
 
 
 # ------------------------------------------------------------------ sites
 
+_PERF_LINE = re.compile(r"^\s*([0-9.]+)%\s+\[[.k]\]\s+(\S+)")
+
+
+def perf_works() -> bool:
+    """Whether ``perf`` is installed and may sample a process here."""
+    if not shutil.which("perf"):
+        return False
+    proc = subprocess.run(["perf", "stat", "-e", "cpu-clock", "-x,", "true"],
+                          capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+def function_shares(command: str, work: Path, pin: int | None = None) -> dict[str, float]:
+    """Share of the run's samples per function (symbol as linked, not
+    demangled), from one run of ``command`` under ``perf record`` (the
+    cpu-clock software event: it needs no hardware counters)."""
+    data = work / "perf.data"
+    pin_to = (lambda: os.sched_setaffinity(0, {pin})) if pin is not None else None
+    rec = subprocess.run(["perf", "record", "-q", "-F", "999", "-e", "cpu-clock", "-o",
+                          str(data), "--", "sh", "-c", command],
+                         capture_output=True, text=True, preexec_fn=pin_to)
+    if rec.returncode != 0:
+        raise TuneError(f"perf record failed ({rec.returncode}): {rec.stderr[-300:].strip()}")
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
+                          "--no-demangle", "--sort", "sym", "-F", "overhead,sym"],
+                         capture_output=True, text=True)
+    if rep.returncode != 0:
+        raise TuneError(f"perf report failed ({rep.returncode}): {rep.stderr[-300:].strip()}")
+    return parse_perf_report(rep.stdout)
+
+
+def parse_perf_report(text: str) -> dict[str, float]:
+    """``perf report --stdio -F overhead,sym`` -> symbol: share (0..1)."""
+    shares: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _PERF_LINE.match(line)
+        if m:
+            shares[m.group(2)] = shares.get(m.group(2), 0.0) + float(m.group(1)) / 100
+    return shares
+
+
+def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: float
+                ) -> tuple[list[dict], int]:
+    """Sites hottest first (their function's share of the run where a time
+    profile found any of them, else nesting depth), then by the head's
+    score; with shares, those under ``min_share`` are dropped (counted)."""
+    found = shares is not None and any(s["function"] in shares for s in sites)
+    if not found:
+        return sorted(sites, key=lambda s: (-s["depth"], -s["score"])), 0
+    for s in sites:
+        s["share"] = shares.get(s["function"], 0.0)
+    kept = [s for s in sites if s["share"] >= min_share]
+    kept.sort(key=lambda s: (-s["share"], -s["depth"], -s["score"]))
+    return kept, len(sites) - len(kept)
+
+
 def sites_of(records: list[dict], work: Path) -> list[dict]:
-    """Loop decision sites, most promising first: {source (absolute), target,
-    digest, candidates, score, depth}.  Without a time profile, the loop's
-    nesting depth stands for its share of the run (the innermost loop of a
-    deep nest runs the most), then the head's best predicted gain."""
+    """Loop decision sites, deepest first (see :func:`order_sites` for the
+    order with a time profile): {source (absolute), target, function,
+    digest, candidates, score, depth}."""
     from mirecc.corpus.irtext import disassemble
     from mirecc.graph import build_graph_any
     from mirecc.irinfo import graph_loops
@@ -139,13 +273,12 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
                 continue
             ranked = [(v, s) for v, s in d.get("candidates") or [] if v]
             candidates = [v for v, _ in ranked] or [dict(c) for c in FALLBACK]
-            sites.append({"source": source,
+            sites.append({"source": source, "function": function,
                           "target": d["target"], "digest": digests[function],
                           "candidates": candidates,
                           "score": max((s for _, s in ranked), default=0.0),
                           "depth": depths.get(d["target"], 1)})
-    sites.sort(key=lambda s: (-s["depth"], -s["score"]))
-    return sites
+    return order_sites(sites, None, 0.0)[0]
 
 
 # ------------------------------------------------------------------ the tune
@@ -167,6 +300,20 @@ def _beats(candidate: list[float], best: list[float], threshold: float) -> bool:
             and min(candidate) < min(best) * margin)
 
 
+def _time_profile(args, work: Path, say) -> dict[str, float] | None:
+    """Per-function shares of the baseline run, or None (no perf, or none asked)."""
+    if args.time_profile == "none":
+        return None
+    if not perf_works():
+        if args.time_profile == "perf":
+            raise TuneError("--time-profile perf: perf is not installed or may not sample "
+                            "here (perf_event_paranoid)")
+        say("perf is not available: loop depth stands for the share of the run")
+        return None
+    say("sampling the baseline run with perf")
+    return function_shares(args.run, work, args.pin)
+
+
 def run(args) -> int:
     from mirecc.fsutil import atomic_write_bytes
 
@@ -184,18 +331,29 @@ def run(args) -> int:
     def save() -> None:
         atomic_write_bytes(state_file, json.dumps(state, indent=1).encode())
 
+    artifacts = Artifacts(args.artifact, work)
     try:
         if state is None or state.get("build") != args.build or state.get("run") != args.run:
             say("baseline: building with the heads' decisions recorded only")
             records = _build(args.build, work, None)
-            times, output = _time_runs(args.run, args.repeats)
-            sites = sites_of(records, work)
-            state = {"build": args.build, "run": args.run, "spent": 1 + args.repeats,
+            if artifacts:
+                artifacts.keep("best")
+            times, output = _time_runs(args.run, args.repeats, args.pin)
+            sites, skipped, how = sites_of(records, work), 0, "loop depth"
+            shares = _time_profile(args, work, say)
+            if shares is not None:
+                sites, skipped = order_sites(sites, shares, args.min_share)
+                how = "perf samples" if any("share" in s for s in sites) or skipped else \
+                    "loop depth (perf saw none of the sites' functions)"
+            state = {"build": args.build, "run": args.run,
+                     "spent": 1 + args.repeats + (shares is not None),   # perf's run counts
                      "baseline": times, "output": output, "best": times, "kept": [],
                      "sites": sites, "tried": []}
             save()
             say(f"baseline: median {statistics.median(times):.3f} s over {args.repeats} "
-                f"runs; {len(sites)} loop site(s) to try")
+                f"runs; {len(sites)} loop site(s) to try, hottest first by {how}"
+                + (f"; {skipped} in functions under {args.min_share:.0%} of the run left out"
+                   if skipped else ""))
         else:
             say(f"resuming: {len(state['tried'])} candidate(s) tried, {state['spent']} of "
                 f"the budget spent")
@@ -205,35 +363,50 @@ def run(args) -> int:
                 key = [site["source"], site["target"], value]
                 if key in state["tried"]:
                     continue
-                if state["spent"] + 1 + args.repeats > args.budget:
+                runs = args.repeats * (2 if artifacts else 1)
+                if state["spent"] + 1 + runs > args.budget:
                     raise _BudgetSpent
                 entry = {k: site[k] for k in ("source", "target", "digest")} | {"value": value}
                 others = [k for k in state["kept"] if k["target"] != site["target"]
                           or k["source"] != site["source"]]
                 atomic_write_bytes(candidate_profile,
                                    _profile_text(others + [entry], candidate_profile).encode())
-                state["spent"] += 1 + args.repeats
+                state["spent"] += 1 + runs
                 pairs = ",".join(f"{k}={v}" for k, v in value.items())
+                best = state["best"]
                 try:
                     _build(args.build, work, candidate_profile)
-                    times, output = _time_runs(args.run, args.repeats)
+                    if artifacts:
+                        artifacts.keep("candidate")
+                        times, best, output, best_output = _time_alternating(
+                            args.run, args.repeats, artifacts, args.pin)
+                        if best_output != state["output"]:
+                            raise TuneError("the best build's output changed between runs")
+                    else:
+                        times, output = _time_runs(args.run, args.repeats, args.pin)
                 except TuneError as exc:
                     say(f"{site['target']} {pairs}: {exc}; not kept")
                     times, output = None, None
                 state["tried"].append(key)
                 if times is not None and output != state["output"]:
                     say(f"{site['target']} {pairs}: the output changed; not kept")
-                elif times is not None and _beats(times, state["best"], args.threshold):
-                    speedup = statistics.median(state["baseline"]) / statistics.median(times)
+                elif times is not None and _beats(times, best, args.threshold):
+                    # against the best's runs beside it, chained to the baseline
+                    gain = statistics.median(best) / statistics.median(times)
+                    speedup = state.get("gain", 1.0) * gain
                     entry["comment"] = (f"{speedup:.3f}x the baseline's median, "
                                         f"{args.repeats} runs, {min(times):.3f}-"
                                         f"{max(times):.3f} s")
                     state["kept"] = others + [entry]
-                    state["best"] = times
+                    state["best"], state["gain"] = times, speedup
+                    if artifacts:
+                        artifacts.put("candidate")
+                        artifacts.keep("best")
                     say(f"{site['target']} {pairs}: kept ({speedup:.3f}x)")
                 elif times is not None:
-                    say(f"{site['target']} {pairs}: median {statistics.median(times):.3f} s, "
-                        f"not faster beyond the noise; not kept")
+                    say(f"{site['target']} {pairs}: median {statistics.median(times):.3f} s "
+                        f"against {statistics.median(best):.3f} s, not faster beyond the "
+                        f"noise; not kept")
                 save()
     except _BudgetSpent:
         say(f"budget of {args.budget} spent")
@@ -241,7 +414,7 @@ def run(args) -> int:
         print(f"mire tune: {exc}", file=sys.stderr)
         return 2
     atomic_write_bytes(profile, _profile_text(state["kept"], profile).encode())
-    gain = statistics.median(state["baseline"]) / statistics.median(state["best"])
+    gain = state.get("gain", 1.0)
     print(f"mire tune: {len(state['kept'])} decision(s) kept, {gain:.3f}x the baseline's "
           f"median; {state['spent']} of the budget of {args.budget} spent; wrote {profile} "
           f"(apply it with MIRECC_PROFILE={profile})")

@@ -24,8 +24,9 @@ sudo=""
 missing=()
 packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev g++)
 # clang-19 and llvm-19-dev: the 14-vs-19 statement-overlap test and the
-# LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev).
-[ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev)
+# LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev);
+# linux-perf: mire tune samples the run with it (its test skips without it).
+[ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev linux-perf)
 [ "$mode" = "--corpus" ] && packages+=(csmith libcsmith-dev libtool-bin autoconf automake
     libtool pkg-config tcl zlib1g-dev libbz2-dev liblzma-dev libpcre2-dev libssl-dev
     libreadline-dev libzstd-dev liblz4-dev libpng-dev libjpeg-dev)

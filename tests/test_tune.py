@@ -64,9 +64,10 @@ def project(tmp_path, llvm_plugin):
     return tmp_path, env
 
 
-def tune(cwd: Path, env: dict, budget: int) -> subprocess.CompletedProcess:
+def tune(cwd: Path, env: dict, budget: int, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([MIRE, "tune", "--build", BUILD, "--run", "./run.sh",
-                           "--budget", str(budget), "--repeats", "2"],
+                           "--budget", str(budget), "--repeats", "2", "--time-profile", "none",
+                           *extra],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -122,3 +123,98 @@ def test_bench_replay_keeps_the_best_of_the_first_k_and_never_loses():
     assert _replay(speedups, [0, 2, 1, 3], 3) == 1.3
     assert _replay(speedups, [3, 0, 1, 2], 1) == 2.0
     assert _replay(speedups, [0, 1, 2, 3], 0) == 1.0
+
+
+# the staged timing by the binary itself: any binary but the baseline's is faster
+RUN_BY_BINARY = """#!/bin/sh
+[ -f baseline.bin ] || cp prog baseline.bin
+./prog
+if cmp -s prog baseline.bin; then sleep 0.4; else sleep 0.1; fi
+"""
+
+
+def test_alternated_runs_keep_the_faster_build_in_place(project):
+    cwd, env = project
+    (cwd / "run.sh").write_text(RUN_BY_BINARY)
+    # baseline (1 build + 2 runs), one candidate (1 build + 2 x 2 alternated runs)
+    proc = tune(cwd, env, 8, "--artifact", "prog", "--pin", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 decision(s) kept" in proc.stdout and "8 of the budget of 8" in proc.stdout
+    state = json.loads((cwd / ".mirecc-tune" / "state.json").read_text())
+    assert len(state["tried"]) == 1 and len(state["best"]) == 2
+    # the kept candidate's binary is the one left in place, not the baseline's
+    assert (cwd / "prog").read_bytes() != (cwd / "baseline.bin").read_bytes()
+    assert (cwd / "prog").read_bytes() == \
+        next((cwd / ".mirecc-tune" / "best").iterdir()).read_bytes()
+
+
+def test_a_missing_artifact_is_a_clear_error(project):
+    cwd, env = project
+    proc = tune(cwd, env, 8, "--artifact", "no-such-binary")
+    assert proc.returncode == 2 and "--artifact" in proc.stderr and "did not make it" in proc.stderr
+
+
+def test_perf_report_parsing_and_site_order():
+    from mirecc.tune import order_sites, parse_perf_report
+
+    report = """# Samples: 1K of event 'cpu-clock'
+#
+    61.50%  [.] hot
+    30.00%  [.] warm
+     0.50%  [.] cold
+     8.00%  [k] clear_page_erms
+"""
+    shares = parse_perf_report(report)
+    assert shares == pytest.approx({"hot": 0.615, "warm": 0.30, "cold": 0.005,
+                                    "clear_page_erms": 0.08})
+    sites = [{"function": f, "depth": d, "score": 0.0, "target": f"{f}:1"}
+             for f, d in (("cold", 3), ("warm", 1), ("hot", 1), ("unseen", 2))]
+    ordered, dropped = order_sites([dict(s) for s in sites], shares, 0.01)
+    assert [s["function"] for s in ordered] == ["hot", "warm"] and dropped == 2
+    # perf saw none of the sites' functions: depth decides, nothing dropped
+    ordered, dropped = order_sites([dict(s) for s in sites], {"main": 1.0}, 0.01)
+    assert [s["function"] for s in ordered] == ["cold", "unseen", "warm", "hot"] and dropped == 0
+
+
+HOT_COLD = """\
+#include <stdio.h>
+#define N 4096
+float a[N], b[N];
+__attribute__((noinline)) void hot(int reps) {
+  for (int r = 0; r < reps; r++)
+    for (int i = 0; i < N; i++)
+      a[i] = a[i] * 0.5f + b[i];
+}
+__attribute__((noinline)) void cold(void) {
+  for (int i = 0; i < N; i++)
+    b[i] = (float)(i % 7);
+}
+int main(void) {
+  cold();
+  hot(20000);
+  printf("%f\\n", (double)a[7]);
+  return 0;
+}
+"""
+
+
+def test_perf_samples_put_the_hot_loop_first_and_leave_the_cold_one_out(tmp_path, llvm_plugin):
+    from mirecc.tune import perf_works
+    if not perf_works():
+        pytest.skip("perf cannot sample here")
+    _, _, plugin = llvm_plugin(14)
+    (tmp_path / "hc.c").write_text(HOT_COLD)
+    env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_PLUGIN=str(plugin),
+                       MIRECC_HEADS_DIR=str(ROOT / "heads"),
+                       MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    build = f"{MIRECC} -O2 hc.c -o hc"
+    # the budget covers the baseline (build, 2 runs, the perf run) and nothing else
+    proc = subprocess.run([MIRE, "tune", "--build", build, "--run", "./hc", "--budget", "4",
+                           "--repeats", "2", "--time-profile", "perf"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "hottest first by perf samples" in proc.stderr
+    state = json.loads((tmp_path / ".mirecc-tune" / "state.json").read_text())
+    functions = [s["function"] for s in state["sites"]]
+    assert functions and set(functions) == {"hot"} and state["sites"][0]["share"] > 0.5
+    assert "left out" in proc.stderr and state["spent"] == 4

@@ -102,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     kinds = [k.strip() for k in args.size_features.split(",") if k.strip()]
     cache = default_cache_root()
-    model_dirs = {"trained": SHIPPED_MODEL_DIR}
+    # --model: another encoder in the "encoder" rows (and its shape's random init)
+    trained = Path(args.model) if getattr(args, "model", None) else SHIPPED_MODEL_DIR
+    model_dirs = {"trained": trained}
     if "random-init" in kinds:
-        model_dirs["random"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache / "models", seed=0)
+        model_dirs["random"] = random_init_model_dir(trained, cache / "models", seed=0)
     feats = _features(table, kinds, cache, model_dirs)
     train, test = table.subset(train_rows), table.subset(test_rows)
     ks = sorted({k for k in KS if k < len(library)} | {min(len(library), KS[-1])})

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the datasets folder (default: $MIRECC_DATASETS, else "
                         "../shared/datasets beside the checkout)")
     g.add_argument("--model", type=Path, default=None,
-                   help="encoder model directory (default: the shipped one)")
+                   help="encoder model directory for devmap, coarsening and size (default: the shipped one)")
     g.add_argument("--random-model", type=Path, default=None,
                    help="random-init encoder for the ablation (default: exported once "
                         "into the cache directory)")
