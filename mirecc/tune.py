@@ -23,7 +23,9 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    files the build makes that the run uses, e.g. the binary), the best
    build's artifacts are kept aside and the runs alternate best, candidate,
    candidate, best, ... in place, so that both are timed under the same
-   machine load; ``--pin CPU`` runs them on one CPU.  A candidate is kept
+   machine load, and a candidate whose files are byte for byte the best's
+   (the compiler did not act on the decision) is not timed at all;
+   ``--pin CPU`` runs them on one CPU.  A candidate is kept
    only when its output is the baseline's byte for byte and both its median
    and its minimum beat the best's by more than ``--threshold`` and by more
    than the best's own spread (max - min over median: the noise).
@@ -163,6 +165,12 @@ class Artifacts:
             dest = self.work / which / f"{i}-{p.name}"
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(p, dest)
+
+    def same(self, a: str, b: str) -> bool:
+        """Whether the two kept sets are byte for byte the same files."""
+        return all((self.work / a / f"{i}-{p.name}").read_bytes()
+                   == (self.work / b / f"{i}-{p.name}").read_bytes()
+                   for i, p in enumerate(self.paths))
 
     def put(self, which: str) -> None:
         for i, p in enumerate(self.paths):
@@ -378,6 +386,16 @@ def run(args) -> int:
                     _build(args.build, work, candidate_profile)
                     if artifacts:
                         artifacts.keep("candidate")
+                        if artifacts.same("candidate", "best"):
+                            # the compiler did not act on the decision: timing it
+                            # could only keep noise
+                            state["spent"] -= runs
+                            state["tried"].append(key)
+                            artifacts.put("best")
+                            say(f"{site['target']} {pairs}: the build is byte for byte the "
+                                f"best's; not kept")
+                            save()
+                            continue
                         times, best, output, best_output = _time_alternating(
                             args.run, args.repeats, artifacts, args.pin)
                         if best_output != state["output"]:

@@ -218,3 +218,19 @@ def test_perf_samples_put_the_hot_loop_first_and_leave_the_cold_one_out(tmp_path
     functions = [s["function"] for s in state["sites"]]
     assert functions and set(functions) == {"hot"} and state["sites"][0]["share"] > 0.5
     assert "left out" in proc.stderr and state["spent"] == 4
+
+
+def test_a_candidate_that_leaves_the_binary_unchanged_is_not_timed(project):
+    cwd, env = project
+    (cwd / "run.sh").write_text(RUN_BY_BINARY)
+    # mirecc compiles (so the heads record their sites) but the binary is
+    # plain clang's, so no decision can change it
+    build = BUILD.replace("k.o main.o -o prog", "-O2 k.c main.c -o prog")
+    proc = subprocess.run([MIRE, "tune", "--build", build, "--run", "./run.sh", "--budget", "9",
+                           "--repeats", "2", "--time-profile", "none", "--artifact", "prog"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    # baseline (1 build + 2 runs), then two candidates that cost a build each
+    # (a candidate starts only when its build and runs would fit: 5 + 1 + 4 > 9)
+    assert proc.stderr.count("the build is byte for byte the best's; not kept") == 2
+    assert "0 decision(s) kept" in proc.stdout and "5 of the budget of 9" in proc.stdout
