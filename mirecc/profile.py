@@ -6,24 +6,30 @@ text, one decision site per line, fields separated by whitespace::
 
     # mirecc decisions profile 1
     loop-vectorize  src/kernel.c  saxpy:1  7d0c2e91a4b3f605  vectorize.width=4,interleave.count=2  # 1.21x
+    cuda-block      src/gemm.cu   gemm_kernel@LARGE_DATASET  0b1c2d3e4f5a6b7c  64x4  # 1.10x
 
 * the task, the source (relative to the profile's folder, or absolute),
-  the target (for loop-vectorize a loop id ``<function>:<header>``),
+* the target: for loop-vectorize a loop id ``<function>:<header>``; for
+  cuda-block a kernel's name as written in the source, optionally with an
+  input-size class ``@MACRO``: the entry then applies only to compiles that
+  define MACRO (``-DLARGE_DATASET``), and wins over a classless one,
 * the digest of the target's function in the IR as clang emits it
   (:func:`function_digests`: debug information, and metadata and
   string-constant numbers, which shift when code elsewhere changes, are
-  left out), so that a decision
+  left out; for a kernel, its function in the device IR), so that a decision
   stays with unchanged code after edits elsewhere and a changed function
   drops it (a *stale* entry: ignored, counted in ``--explain``),
-* the value, ``key=value`` pairs (integers where they are digits);
+* the value: ``key=value`` pairs (integers where they are digits) for
+  loop-vectorize, the thread-block shape ``XxY`` for cuda-block;
 * ``#`` starts a comment.
 
 A matching entry replaces the head's decision for its target (or adds one
 where no head decided), applied: the user's measurements beat the head's
 guess.  Only tasks whose decision value is the whole of what reaches the
-compile take profile entries: :data:`TASKS`.  Reading a profile is pure
-Python over the IR the ML path already has; a build without a profile pays
-nothing.
+compile take profile entries: :data:`TASKS`.  loop-vectorize entries are
+applied by ``mirecc`` (:func:`apply_profile`), cuda-block ones by
+``mirecc-nvcc`` (:mod:`mirecc.nvcc`).  Reading a profile is pure Python over
+the IR the ML path already has; a build without a profile pays nothing.
 """
 from __future__ import annotations
 
@@ -32,8 +38,13 @@ import os
 import re
 
 FORMAT_LINE = "# mirecc decisions profile 1"
-#: tasks whose decisions a profile may give (value: the loop's factors)
-TASKS = ("loop-vectorize",)
+#: tasks whose decisions a profile may give (values: a loop's factors, a
+#: kernel's thread-block shape)
+TASKS = ("loop-vectorize", "cuda-block")
+#: threads per block every CUDA GPU since compute capability 2.0 allows
+MAX_BLOCK_THREADS = 1024
+_KERNEL_TARGET = re.compile(r"[A-Za-z_]\w*(@[A-Za-z_]\w*)?")
+_BLOCK_SHAPE = re.compile(r"([1-9]\d{0,4})x([1-9]\d{0,4})")
 _METADATA = re.compile(r"!\d+\b")
 # debug locations and variable records: present or not with -g, -Rpass...
 _DEBUG_LOCATION = re.compile(r", !dbg !\d+")
@@ -54,10 +65,30 @@ class Entry:
 
     @property
     def function(self) -> str:
+        """The function (loop-vectorize) or kernel (cuda-block) the entry is for."""
+        if self.task == "cuda-block":
+            return self.target.partition("@")[0]
         return self.target.rsplit(":", 1)[0]
 
+    @property
+    def size_class(self) -> str | None:
+        """cuda-block: the macro a compile must define for the entry to apply."""
+        if self.task != "cuda-block":
+            return None
+        return self.target.partition("@")[2] or None
 
-def _parse_value(text: str, where: str) -> dict:
+
+def _parse_value(task: str, text: str, where: str) -> dict:
+    if task == "cuda-block":
+        shape = _BLOCK_SHAPE.fullmatch(text)
+        if not shape:
+            raise ProfileError(f"{where}: value {text!r}: expected a thread-block shape "
+                               f"XxY of positive integers (e.g. 32x8)")
+        x, y = int(shape[1]), int(shape[2])
+        if x * y > MAX_BLOCK_THREADS:   # the launch would fail: the output would change
+            raise ProfileError(f"{where}: value {text!r}: {x * y} threads per block, "
+                               f"more than CUDA's {MAX_BLOCK_THREADS}")
+        return {"x": x, "y": y}
     value = {}
     for part in text.split(","):
         key, eq, raw = part.partition("=")
@@ -91,11 +122,19 @@ def read_profile(path: str) -> list[Entry]:
         if task not in TASKS:
             raise ProfileError(f"{where}: task {task!r} cannot take profile entries "
                                f"(only {', '.join(TASKS)})")
-        if ":" not in target or not re.fullmatch(r"[0-9a-f]{16}", digest):
+        hex_digest = re.fullmatch(r"[0-9a-f]{16}", digest)
+        if task == "loop-vectorize" and (":" not in target or not hex_digest):
             raise ProfileError(f"{where}: expected a target <function>:<id> and a "
                                f"16-hex-digit function digest")
+        if task == "cuda-block" and not _KERNEL_TARGET.fullmatch(target):
+            raise ProfileError(f"{where}: target {target!r}: expected a kernel name, "
+                               f"optionally with an input-size class <kernel>@<MACRO>")
+        if not hex_digest:
+            raise ProfileError(f"{where}: expected a 16-hex-digit function digest, "
+                               f"found {digest!r}")
         entries.append(Entry(task, os.path.normpath(os.path.join(base, source)), target,
-                             digest, _parse_value(value, where), comment.strip(), number))
+                             digest, _parse_value(task, value, where), comment.strip(),
+                             number))
     return entries
 
 
@@ -118,7 +157,10 @@ def function_digests(ir_text: str) -> dict[str, str]:
 def format_entry(task: str, source: str, target: str, digest: str, value: dict,
                  comment: str = "") -> str:
     """One profile line (what ``mire tune`` writes)."""
-    pairs = ",".join(f"{k}={v}" for k, v in value.items())
+    if task == "cuda-block":
+        pairs = f"{value['x']}x{value['y']}"
+    else:
+        pairs = ",".join(f"{k}={v}" for k, v in value.items())
     return f"{task}  {source}  {target}  {digest}  {pairs}" + (f"  # {comment}"
                                                                if comment else "")
 
@@ -131,7 +173,9 @@ def apply_profile(result, request, path: str):
     from mirecc.pipeline import Decision, TUResult
 
     source = os.path.normpath(os.path.join(request.cwd or os.getcwd(), request.source))
-    entries = [e for e in read_profile(path) if e.source == source]
+    # cuda-block entries are mirecc-nvcc's (a .cu never comes this way)
+    entries = [e for e in read_profile(path)
+               if e.source == source and e.task == "loop-vectorize"]
     if not entries:
         return result
     with open(request.bitcode_path, "rb") as f:

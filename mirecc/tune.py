@@ -1,7 +1,8 @@
 """``mire tune``: the heads rank, the user's own benchmark decides, and a
 decisions profile keeps what won (:mod:`mirecc.profile`).
 
-    mire tune --build "make -B CC=mirecc" --run "./bench" [--budget 20] [--repeats 3]
+    mire tune --build "make CC=mirecc" --clean "make clean" --run "./bench" \
+              [--artifact ./bench] [--budget 20] [--repeats 3]
 
 1. The build runs once with mirecc recording every TU's decisions and
    candidates (``MIRECC_RECORD``) and keeping its IR (``MIRECC_CAPTURE_DIR``),
@@ -17,9 +18,11 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    head's best predicted gain; at each site, the head's candidates in its
    order (:data:`FALLBACK` where no head ranked the loop).
 3. A candidate: the profile of what was kept so far plus this candidate is
-   written, the project rebuilt (``--build`` must rebuild what changed: a
-   profile is not a file make knows about, so use ``make -B`` or a clean
-   first), the run timed ``--repeats`` times.  With ``--artifact`` (the
+   written, and the sources whose decisions differ from the last build's
+   are touched (their mtime set to now: make cannot see a profile change,
+   so this is how a plain ``make`` rebuilds exactly the changed TUs); the
+   project is rebuilt and the run timed ``--repeats`` times.  ``--clean``
+   runs once before the baseline, whose build must compile every TU.  With ``--artifact`` (the
    files the build makes that the run uses, e.g. the binary), the best
    build's artifacts are kept aside and the runs alternate best, candidate,
    candidate, best, ... in place, so that both are timed under the same
@@ -71,6 +74,9 @@ def add_arguments(p) -> None:
                    help="shell command that rebuilds the project through mirecc "
                         "(e.g. 'make -B CC=mirecc')")
     p.add_argument("--run", required=True, help="shell command that runs the benchmark")
+    p.add_argument("--clean", default="",
+                   help="shell command run once before the baseline build so that it "
+                        "compiles every TU (e.g. 'make clean')")
     p.add_argument("--budget", type=int, default=20,
                    help="builds plus timed runs to spend (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=3,
@@ -291,6 +297,25 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
 
 # ------------------------------------------------------------------ the tune
 
+def _touch_changed(before: list[dict], after: list[dict]) -> list[str]:
+    """Set the mtime of every source whose profile entries differ between
+    two builds' profiles to now, so that make rebuilds those TUs; returns them."""
+    def entries(kept):
+        out: dict[str, set] = {}
+        for k in kept:
+            out.setdefault(k["source"], set()).add(
+                (k["target"], json.dumps(k["value"], sort_keys=True)))
+        return out
+    old, new = entries(before), entries(after)
+    changed = sorted(src for src in set(old) | set(new) if old.get(src) != new.get(src))
+    for src in changed:
+        try:
+            os.utime(src)
+        except OSError as exc:
+            raise TuneError(f"cannot touch {src} so that it is rebuilt: {exc}") from None
+    return changed
+
+
 def _profile_text(kept: list[dict], where: Path) -> str:
     """The profile of ``kept`` to be written at ``where`` (sources relative to it)."""
     from mirecc.profile import FORMAT_LINE, format_entry
@@ -342,6 +367,11 @@ def run(args) -> int:
     artifacts = Artifacts(args.artifact, work)
     try:
         if state is None or state.get("build") != args.build or state.get("run") != args.run:
+            if args.clean:
+                proc = subprocess.run(args.clean, shell=True, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise TuneError(f"--clean failed ({proc.returncode}): "
+                                    f"{(proc.stderr or proc.stdout)[-300:].strip()}")
             say("baseline: building with the heads' decisions recorded only")
             records = _build(args.build, work, None)
             if artifacts:
@@ -356,7 +386,7 @@ def run(args) -> int:
             state = {"build": args.build, "run": args.run,
                      "spent": 1 + args.repeats + (shares is not None),   # perf's run counts
                      "baseline": times, "output": output, "best": times, "kept": [],
-                     "sites": sites, "tried": []}
+                     "sites": sites, "tried": [], "built": []}
             save()
             say(f"baseline: median {statistics.median(times):.3f} s over {args.repeats} "
                 f"runs; {len(sites)} loop site(s) to try, hottest first by {how}"
@@ -379,6 +409,8 @@ def run(args) -> int:
                           or k["source"] != site["source"]]
                 atomic_write_bytes(candidate_profile,
                                    _profile_text(others + [entry], candidate_profile).encode())
+                _touch_changed(state.get("built", []), others + [entry])
+                state["built"] = others + [entry]
                 state["spent"] += 1 + runs
                 pairs = ",".join(f"{k}={v}" for k, v in value.items())
                 best = state["best"]

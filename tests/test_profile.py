@@ -116,3 +116,27 @@ def test_digests_ignore_numbering_that_shifts_with_other_code():
     assert function_digests(plain.replace("ret void", "ret void, !dbg !3")) == \
         function_digests(with_debug) == function_digests(plain)
     assert function_digests(a) != function_digests(a.replace("i32 1", "i32 2"))
+
+
+def test_cuda_block_entries_read_and_write(tmp_path):
+    """mirecc-nvcc's entries (tests/test_nvcc.py applies them): a kernel,
+    optionally with an input-size class, and a block shape XxY."""
+    digest = "0123456789abcdef"
+    profile = tmp_path / "p.profile"
+    profile.write_text("# mirecc decisions profile 1\n" + "\n".join([
+        format_entry("cuda-block", "src/gemm.cu", "gemm_kernel", digest, {"x": 32, "y": 8}),
+        format_entry("cuda-block", "src/gemm.cu", "gemm_kernel@LARGE_DATASET", digest,
+                     {"x": 64, "y": 4}, "1.10x")]) + "\n")
+    plain, large = read_profile(str(profile))
+    assert (plain.task, plain.function, plain.size_class, plain.value) == (
+        "cuda-block", "gemm_kernel", None, {"x": 32, "y": 8})
+    assert (large.function, large.size_class, large.value, large.comment) == (
+        "gemm_kernel", "LARGE_DATASET", {"x": 64, "y": 4}, "1.10x")
+    assert large.source == str(tmp_path / "src" / "gemm.cu")
+    for line, message in ((f"cuda-block g.cu k {digest} 32by8", "expected a thread-block shape"),
+                          (f"cuda-block g.cu k {digest} 64x32", "2048 threads per block"),
+                          (f"cuda-block g.cu k:1 {digest} 32x8", "expected a kernel name"),
+                          ("cuda-block g.cu k 0123 32x8", "16-hex-digit")):
+        profile.write_text(f"# mirecc decisions profile 1\n\n{line}\n")
+        with pytest.raises(ProfileError, match=rf"p.profile:3: .*{message}"):
+            read_profile(str(profile))

@@ -234,3 +234,35 @@ def test_a_candidate_that_leaves_the_binary_unchanged_is_not_timed(project):
     # (a candidate starts only when its build and runs would fit: 5 + 1 + 4 > 9)
     assert proc.stderr.count("the build is byte for byte the best's; not kept") == 2
     assert "0 decision(s) kept" in proc.stdout and "5 of the budget of 9" in proc.stdout
+
+
+MAKEFILE = """\
+prog: k.o main.o
+\t$(LINK) k.o main.o -o prog
+%.o: %.c
+\t$(CC) -O2 -c $< -o $@
+clean:
+\trm -f *.o prog
+"""
+
+
+def test_a_plain_make_rebuilds_only_the_tu_whose_decision_changed(project):
+    cwd, env = project
+    (cwd / "Makefile").write_text(MAKEFILE)
+    (cwd / "run.sh").write_text(RUN_BY_BINARY)
+    build = f"make CC={MIRECC} LINK={CLANG} >> build.log 2>&1"
+    proc = subprocess.run([MIRE, "tune", "--build", build, "--clean", "make clean",
+                           "--run", "./run.sh", "--budget", "8", "--repeats", "2",
+                           "--time-profile", "none", "--artifact", "prog"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 decision(s) kept" in proc.stdout
+    state = json.loads((cwd / ".mirecc-tune" / "state.json").read_text())
+    assert {Path(s["source"]).name for s in state["sites"]} <= {"k.c", "main.c"}
+    [kept] = state["kept"]
+    changed = Path(kept["source"]).name
+    other = ({"k.c", "main.c"} - {changed}).pop()
+    # the TU of the decision was compiled again for the candidate, the other
+    # one only by the baseline build
+    log = (cwd / "build.log").read_text()
+    assert log.count(f"-c {changed} ") == 2 and log.count(f"-c {other} ") == 1
