@@ -23,6 +23,12 @@ from mirecc.pipeline import TURequest, TUResult
 # compile reports the user's warnings as usual).
 IR_EMIT_FLAGS = ["-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
                  "-w", "-Wno-unused-command-line-argument"]
+#: flags that a head reads (the vectorizers on or off, unrolling) and that
+#: leave the front end's IR unchanged: part of the result cache's key
+PIPELINE_ONLY_FLAGS = frozenset({
+    "-fvectorize", "-fno-vectorize", "-ftree-vectorize", "-fno-tree-vectorize",
+    "-fslp-vectorize", "-fno-slp-vectorize", "-ftree-slp-vectorize",
+    "-fno-tree-slp-vectorize", "-funroll-loops", "-fno-unroll-loops"})
 
 from mirecc.faults import inject_debug_fault
 
@@ -258,9 +264,13 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         request = TURequest(source.path, source.language, report.opt_level,
                             tuple(inv.ir_flags), os.path.abspath(bc_path), sha, compiler,
                             os.getcwd())
-        key = ResultCache.key(sha, version, report.opt_level)
+        # flags that change the optimisation pipeline but not the front end's
+        # IR (so not the sha) must still tell cached results apart
+        level = " ".join([report.opt_level] + [f for f in inv.ir_flags
+                                               if f in PIPELINE_ONLY_FLAGS])
+        key = ResultCache.key(sha, version, level)
         # --explain's additions are cached apart: a build reads less
-        explain_key = ResultCache.key(sha, version + "|explain", report.opt_level)
+        explain_key = ResultCache.key(sha, version + "|explain", level)
         cached = cache.get(explain_key) if cache and explain else None
         explained = cached is not None
         if cached is None and cache:

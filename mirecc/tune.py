@@ -267,7 +267,7 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
     order with a time profile): {source (absolute), target, function,
     digest, candidates, score, depth}."""
     from mirecc.corpus.irtext import disassemble
-    from mirecc.graph import build_graph_any
+    from mirecc.graph import GraphBuildError, build_graph_any
     from mirecc.irinfo import graph_loops
     from mirecc.profile import function_digests
 
@@ -275,10 +275,13 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
     for rec in records:
         source = os.path.normpath(os.path.join(rec["cwd"], rec["source"]))
         ir = work / "ir" / "ir" / rec["ir_sha256"][:2] / f"{rec['ir_sha256']}.bc"
-        if not ir.is_file():
+        if not ir.is_file() or not any(d["task"] == TASK for d in rec["decisions"]):
             continue
         digests = function_digests(disassemble(ir.read_bytes(), str(ir)))
-        depths = {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
+        try:
+            depths = {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
+        except GraphBuildError:
+            depths = {}   # no loop depths: the sites still count, at depth 1
         for d in rec["decisions"]:
             if d["task"] != TASK:
                 continue

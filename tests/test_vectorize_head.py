@@ -223,3 +223,17 @@ def test_recording_only_head_costs_a_plain_build_no_side_run(program, heads_8x1)
                    env_for(program, heads_8x1, **extra))
         assert proc.returncode == 0
         assert ("fault injected" in proc.stderr) is runs, (apply, record, proc.stderr)
+
+
+@pytest.mark.parametrize("off", ["-fno-vectorize", "-fno-tree-vectorize"])
+def test_a_vectorizer_the_user_turned_off_gets_no_decisions(program, heads_8x1, off):
+    env = env_for(program, heads_8x1)
+    proc = run([MIRECC, "--explain=json", "-O3", off, "-c", "p.c", "-o", "p.o"], program, env)
+    [tu] = json.loads(proc.stdout)["translation_units"]
+    assert not tu["decisions"]
+    assert any("the loop vectorizer is off" in r for r in tu["no_decision_reasons"])
+    # turned back on later on the command line: decided again
+    proc = run([MIRECC, "--explain=json", "-O3", off, "-fvectorize", "-c", "p.c", "-o", "p.o"],
+               program, env)
+    [tu] = json.loads(proc.stdout)["translation_units"]
+    assert tu["decisions"]

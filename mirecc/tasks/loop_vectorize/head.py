@@ -80,6 +80,18 @@ def reassociation_allowed(flags, opt_level: str) -> bool:
     return allowed
 
 
+def vectorizer_enabled(flags) -> bool:
+    """False when the user turned the loop vectorizer off (-fno-vectorize,
+    or its GCC spelling -fno-tree-vectorize); the last flag wins, as in clang."""
+    enabled = True
+    for flag in flags:
+        if flag in ("-fvectorize", "-ftree-vectorize"):
+            enabled = True
+        elif flag in ("-fno-vectorize", "-fno-tree-vectorize"):
+            enabled = False
+    return enabled
+
+
 def target_flags(flags) -> list[str]:
     return [f for f in flags if f.startswith(TARGET_FLAG_PREFIXES)]
 
@@ -114,11 +126,15 @@ class LoopVectorizeHead(OnnxHead):
     # ------------------------------------------------------------- pipeline
 
     def applies_to(self, request) -> bool:
-        return super().applies_to(request) and request.opt_level in OPT_LEVELS
+        # a vectorizer the user turned off stays off: nothing to decide
+        return (super().applies_to(request) and request.opt_level in OPT_LEVELS
+                and vectorizer_enabled(request.flags))
 
     def why_not(self, request) -> str:
         if not super().applies_to(request):
             return super().why_not(request)
+        if not vectorizer_enabled(request.flags):
+            return "the loop vectorizer is off (-fno-vectorize): the user's choice stays"
         return f"applies with -O2, -O3 or -Ofast, not -O{request.opt_level}"
 
     def rank(self, ctx):
