@@ -118,6 +118,7 @@ def test_pack_round_trip(corpus, tok, tmp_path):
         sha = packed.shas[packed.piece_module[i]]
         assert (i in packed.heldout) == data.is_heldout(sha)
         original = data.encode_module(index.ir_path(sha), tok)
+        assert packed.module_nodes[packed.piece_module[i]] == original.num_nodes
         want = split_module(original, **CAPS)[0][packed.piece_index[i]]
         got = packed.module(i)
         assert rows(got) == rows(want)

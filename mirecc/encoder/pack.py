@@ -45,6 +45,7 @@ class PackWriter:
     def __init__(self):
         self.statements: dict[bytes, int] = {}
         self.shas: list[str] = []
+        self.module_nodes: list[int] = []
         self.piece_module, self.piece_index, self.piece_whole = [], [], []
         self.node_stmt, self.node_type = [], []
         self.edge_counts, self.src_delta, self.dst_rel = [], [], []
@@ -57,12 +58,16 @@ class PackWriter:
             out[i] = self.statements.setdefault(key, len(self.statements))
         return out
 
-    def add(self, sha: str, pieces: list[EncodedModule], whole: bool) -> None:
-        """One module's pieces (``whole``: the module is its single piece)."""
+    def add(self, sha: str, pieces: list[EncodedModule], whole: bool,
+            module_nodes: int | None = None) -> None:
+        """One module's pieces (``whole``: the module is its single piece;
+        ``module_nodes``: the whole module's node count, default the pieces')."""
         if not pieces:
             return
         module = len(self.shas)
         self.shas.append(sha)
+        self.module_nodes.append(module_nodes if module_nodes is not None
+                                 else sum(p.num_nodes for p in pieces))
         for k, p in enumerate(pieces):
             if p.num_nodes > 65535 or int(p.stmt_ids.max(initial=0)) > 65535:
                 raise ValueError(f"{sha} piece {k}: over the pack's uint16 limits")
@@ -88,6 +93,7 @@ class PackWriter:
         return {
             "meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8),
             "shas": np.array(self.shas, dtype="S64"),
+            "module_nodes": np.array(self.module_nodes, dtype=np.int64),
             "statement_tokens": tokens,
             "statement_lengths": lengths,
             "piece_module": np.array(self.piece_module, dtype=np.int32),
@@ -136,6 +142,7 @@ class PackedCorpus:
             raise ValueError(f"{self.path}: pack version {self.meta.get('pack_version')}, "
                              f"this mirecc reads {PACK_VERSION}")
         self.shas = [s.decode() for s in a["shas"].tolist()]
+        self.module_nodes = a["module_nodes"]
         self.tokens = a["statement_tokens"]
         self.lengths = a["statement_lengths"]
         self.token_start = np.concatenate([[0], np.cumsum(self.lengths, dtype=np.int64)])
@@ -198,12 +205,12 @@ def _split_one(job):
     try:
         mod = data.encode_module(ir_path, data._WORKER_TOKENIZER, cache_dir, tok_sha)
     except GraphBuildError:
-        return sha, [], False, 0
+        return sha, [], False, 0, 0
     pieces, dropped = split_module(mod, max_nodes, max_statements)
     whole = len(pieces) == 1 and pieces[0] is mod
     for p in pieces:
         p.node_function = None   # not packed: keep the pipe light
-    return sha, pieces, whole, dropped
+    return sha, pieces, whole, dropped, mod.num_nodes
 
 
 def build_pack(index, tokenizer, out: str | Path, max_nodes: int = 6000,
@@ -227,18 +234,19 @@ def build_pack(index, tokenizer, out: str | Path, max_nodes: int = 6000,
     jobs = jobs or os.cpu_count() or 1
     with get_context("fork").Pool(jobs, _init_worker, (tokenizer.tok.to_str(),)) as pool, \
             tqdm(total=len(work), desc="pack modules", unit="mod", disable=not progress) as bar:
-        for sha, pieces, whole, dropped in pool.imap_unordered(_split_one, work, chunksize=2):
-            results[sha] = (pieces, whole)
+        for sha, pieces, whole, dropped, nodes in pool.imap_unordered(_split_one, work,
+                                                                       chunksize=2):
+            results[sha] = (pieces, whole, nodes)
             summary["nodes_dropped"] += dropped
             bar.update()
     for sha in sorted(results):   # a pack's content does not depend on the pool's order
-        pieces, whole = results.pop(sha)
+        pieces, whole, nodes = results.pop(sha)
         if not pieces:
             summary["modules_without_graph"] += 1
             continue
         summary["modules"] += 1
         summary["modules_whole" if whole else "modules_cut"] += 1
-        writer.add(sha, pieces, whole)
+        writer.add(sha, pieces, whole, nodes)
     arrays = writer.arrays({})
     summary.update({
         "pieces": int(arrays["piece_nodes"].size),

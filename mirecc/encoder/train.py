@@ -206,9 +206,8 @@ def corpus_data(args, tok, rank: int):
 def pack_data(args, tok, rank: int):
     """Every piece of a corpus pack (``mire corpus pack``: large modules cut
     into per-function pieces): (train pieces, held-out pieces, sizes,
-    loader). Held out, as in corpus_data: the first ``--eval-modules``
-    held-out modules that are whole pieces, so that the metrics read the
-    same kind of module as a model trained on whole modules."""
+    loader). Held out: the same modules as corpus_data's, so that the
+    metrics compare with a model trained on whole modules."""
     from mirecc.encoder.pack import PackedCorpus
     data = PackedCorpus(args.pack)
     meta = data.meta
@@ -218,7 +217,11 @@ def pack_data(args, tok, rank: int):
         sys.exit(f"mire pretrain: {args.pack} has pieces of up to {meta['max_nodes']} nodes and "
                  f"{meta['max_statements']} statements, over --max-nodes/--max-statements")
     sizes = data.sizes(range(len(data)))
-    heldout = [i for i in data.heldout if data.piece_whole[i]][:args.eval_modules]
+    # the modules corpus_data would take (the first --eval-modules held out
+    # within --max-nodes), of which collate keeps the whole ones
+    first = [i for i in data.heldout if data.piece_index[i] == 0
+             and data.module_nodes[data.piece_module[i]] <= args.max_nodes][:args.eval_modules]
+    heldout = [i for i in first if data.piece_whole[i]]
     if rank == 0:
         print(f"pack {args.pack}: {meta['modules']} modules ({meta['modules_cut']} cut) in "
               f"{len(data)} pieces, {meta['nodes']} nodes; {len(data.train)} training pieces, "
