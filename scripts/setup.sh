@@ -27,10 +27,11 @@ packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev g++)
 # LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev);
 # linux-perf: mire tune samples the run with it (its test skips without it).
 [ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev linux-perf)
-# autoconf-archive: python3.11's configure.ac (deb12u8) uses its AX_ macros.
+# autoconf-archive: python3.11's configure.ac (deb12u8) uses its AX_ macros;
+# bison and flex: ngspice generates its parsers.
 [ "$mode" = "--corpus" ] && packages+=(csmith libcsmith-dev libtool-bin autoconf automake
     libtool pkg-config tcl zlib1g-dev libbz2-dev liblzma-dev libpcre2-dev libssl-dev
-    libreadline-dev libzstd-dev liblz4-dev libpng-dev libjpeg-dev autoconf-archive)
+    libreadline-dev libzstd-dev liblz4-dev libpng-dev libjpeg-dev autoconf-archive bison flex)
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
         || missing+=("$pkg")
