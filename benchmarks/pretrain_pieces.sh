@@ -26,7 +26,7 @@ for step in "${steps[@]}"; do
     case "$step" in
     pack)       "$mire" corpus pack --corpus .work/corpus --out "$pack" ;;
     pretrain)   "$mire" pretrain --pack "$pack" --out "$run" --config small \
-                    --max-steps 4825 --time-budget 75 --eval-modules 192 ;;
+                    --max-steps 4825 --time-budget 75 --eval-modules 192 --eval-every 965 ;;
     export)     "$mire" export --model "$run/model.pt" --out "$model" --corpus .work/corpus \
                     --name mirencoder-small-pieces ;;
     devmap|coarsening)
