@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import shutil
@@ -62,7 +63,6 @@ def make_input(tree: Path, path: Path) -> None:
 
 
 def sh(command: str, cwd: Path, **env) -> subprocess.CompletedProcess:
-    import os
     return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, **env}, check=True)
 
@@ -118,7 +118,7 @@ def main() -> int:
             times[v].append(time.perf_counter() - t0)
     med = {v: statistics.median(t) for v, t in times.items()}
     result = {"machine": f"{platform.processor() or platform.machine()}, "
-                         f"{__import__('os').cpu_count()} cores",
+                         f"{os.cpu_count()} cores",
               "compiler": args.cc, "budget": args.budget, "repeats": args.repeats,
               "kept": kept, "applied_lines": applied, "tune_seconds": tune_s,
               "same_output": outputs["plain"] == outputs["tuned"], "times": times,

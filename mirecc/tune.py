@@ -122,11 +122,15 @@ def _build(command: str, work: Path, profile: Path | None) -> list[dict]:
     return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
 
 
+def _pinned(pin: int | None):
+    """A preexec_fn that puts the child on CPU ``pin`` (None: no pinning)."""
+    return (lambda: os.sched_setaffinity(0, {pin})) if pin is not None else None
+
+
 def _run_once(command: str, pin: int | None) -> tuple[float, str]:
     """One timed run: wall seconds and its output."""
-    pin_to = (lambda: os.sched_setaffinity(0, {pin})) if pin is not None else None
     start = time.perf_counter()
-    proc = subprocess.run(command, shell=True, capture_output=True, preexec_fn=pin_to)
+    proc = subprocess.run(command, shell=True, capture_output=True, preexec_fn=_pinned(pin))
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise TuneError(f"the run failed ({proc.returncode}): "
@@ -223,10 +227,9 @@ def function_shares(command: str, work: Path, pin: int | None = None) -> dict[st
     demangled), from one run of ``command`` under ``perf record`` (the
     cpu-clock software event: it needs no hardware counters)."""
     data = work / "perf.data"
-    pin_to = (lambda: os.sched_setaffinity(0, {pin})) if pin is not None else None
     rec = subprocess.run(["perf", "record", "-q", "-F", "999", "-e", "cpu-clock", "-o",
                           str(data), "--", "sh", "-c", command],
-                         capture_output=True, text=True, preexec_fn=pin_to)
+                         capture_output=True, text=True, preexec_fn=_pinned(pin))
     if rec.returncode != 0:
         raise TuneError(f"perf record failed ({rec.returncode}): {rec.stderr[-300:].strip()}")
     rep = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
