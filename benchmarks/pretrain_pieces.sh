@@ -29,14 +29,8 @@ for step in "${steps[@]}"; do
                     --max-steps 4825 --time-budget 75 --eval-modules 192 --eval-every 965 ;;
     export)     "$mire" export --model "$run/model.pt" --out "$model" --corpus .work/corpus \
                     --name mirencoder-small-pieces ;;
-    devmap|coarsening)
-                "$mire" bench "$step" --model "$model" --out "$out" ;;
-    size)       "$mire" bench size --model "$model" --out "$out/size" ;;
-    vectorize)  "$mire" vectorize-train --data .work/vectorize/default --model "$model" \
-                    --out .work/heads-vt/pieces
-                "$mire" bench tune --tune-data .work/vectorize/default \
-                    --tune-head .work/heads-vt/pieces --tune-model "$model" \
-                    --out "$out/tune" ;;
+    devmap|coarsening|size|vectorize)
+                benchmarks/encoder_tasks.sh "$model" "$out" "$step" ;;
     *)          echo "unknown step: $step" >&2; exit 2 ;;
     esac
 done
