@@ -22,8 +22,9 @@ output directory holds:
 Multi-process: ``torchrun --nproc-per-node N -m mirecc.encoder.train ...``
 runs distributed data parallel (gloo on CPU, nccl on GPUs); each rank takes
 every N-th batch and rank 0 alone evaluates and writes. A visible GPU is
-used unless ``--cpu`` (one per rank, ``LOCAL_RANK``); the GPU path has not
-been run here: no GPU was lent to the machine this was written on.
+used unless ``--cpu`` (one per rank, ``LOCAL_RANK``), with TF32 matrix
+products; the single-GPU path trained the paper-size model on an H100
+(``benchmarks/pretrain_paper_gpu.sh``), the multi-GPU one has not run.
 """
 from __future__ import annotations
 
