@@ -772,9 +772,44 @@ def machine_info(nvcc):
 
 # ------------------------------------------------------------------ summary
 
+def _median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def classify(runs: list[dict]) -> tuple[dict, str | None]:
+    """The runs of one (program, size) -> ({shape: {"median", "bad", "checked",
+    "rounds"}}, the source shape's label). Only shapes that were timed; a
+    shape is bad when a run of it raised a CUDA error, crashed or timed out,
+    or its check's mismatch count differs from the source shape's."""
+    shapes, src_label = {}, None
+    for r in runs:
+        s = shapes.setdefault(r["shape"], {"times": [], "errors": 0, "mism": None,
+                                           "checked": False, "skip": False, "ran": False})
+        if r["is_source_shape"]:
+            src_label = r["shape"]
+        if r["status"] == "skipped":
+            s["skip"] = True
+        if r.get("cuda_error") or r["status"] in ("crash", "timeout"):
+            s["errors"] += 1
+        if r["phase"] == "time":
+            s["ran"] = True
+            if r["status"] == "ok":
+                s["times"].append(r["gpu_seconds"])
+        if r["phase"] == "check" and r["status"] in ("ok", "cuda_error"):
+            s["checked"], s["mism"] = True, r["mismatches"]
+    src = shapes.get(src_label, {})
+    table = {}
+    for label, s in shapes.items():
+        if s["skip"] or not s["ran"]:
+            continue
+        both_checked = bool(s["checked"] and src.get("checked"))
+        table[label] = {"median": _median(s["times"]), "checked": both_checked,
+                        "rounds": len(s["times"]),
+                        "bad": s["errors"] > 0 or (both_checked and s["mism"] != src.get("mism"))}
+    return table, src_label
+
+
 def summarize(records, programs, sizes_of, title="") -> str:
-    def med(xs):
-        return statistics.median(xs) if xs else None
     lines = ([f"# {title}"] if title else []) + [
              "# cuda_labels summary: per program and size, the fastest correct shape "
              "(median of the timing rounds' GPU times) against the source shape.",
@@ -788,44 +823,22 @@ def summarize(records, programs, sizes_of, title="") -> str:
             mine = [r for r in records if r["program"] == program and r["size"] == size]
             if not mine:
                 continue
-            shapes, src_label = {}, None
-            for r in mine:
-                s = shapes.setdefault(r["shape"], {"times": [], "errors": 0, "mism": None,
-                                                   "checked": False, "skip": False,
-                                                   "ran": False})
-                if r["is_source_shape"]:
-                    src_label = r["shape"]
-                if r["status"] == "skipped":
-                    s["skip"] = True
-                if r.get("cuda_error") or r["status"] in ("crash", "timeout"):
-                    s["errors"] += 1
-                if r["phase"] == "time":
-                    s["ran"] = True
-                    if r["status"] == "ok":
-                        s["times"].append(r["gpu_seconds"])
-                if r["phase"] == "check" and r["status"] in ("ok", "cuda_error"):
-                    s["checked"], s["mism"] = True, r["mismatches"]
-            src = shapes.get(src_label, {})
-            best, best_t, wrong, unchecked, timed = None, None, 0, 0, 0
-            for label, s in shapes.items():
-                if s["skip"] or not s["ran"]:
-                    continue
-                timed += 1
-                bad = s["errors"] > 0 or (s["checked"] and src.get("checked")
-                                          and s["mism"] != src.get("mism"))
-                wrong += bool(bad)
-                unchecked += not (s["checked"] and src.get("checked"))
-                t = med(s["times"])
-                if not bad and t is not None and (best_t is None or t < best_t):
+            table, src_label = classify(mine)
+            best, best_t = None, None
+            for label, s in table.items():
+                t = s["median"]
+                if not s["bad"] and t is not None and (best_t is None or t < best_t):
                     best, best_t = label, t
-            src_t = med(src.get("times", []))
-            rounds = max((len(s["times"]) for s in shapes.values()), default=0)
+            src_t = table.get(src_label, {}).get("median")
+            wrong = sum(s["bad"] for s in table.values())
+            unchecked = sum(not s["checked"] for s in table.values())
+            rounds = max((s["rounds"] for s in table.values()), default=0)
             speed = f"{src_t / best_t:.3f}" if src_t and best_t else "-"
             lines.append(f"{program:16} {size:9} {best or '-':>8} "
                          f"{best_t if best_t is not None else float('nan'):10.6f} "
                          f"{src_label or '-':>8} "
                          f"{src_t if src_t is not None else float('nan'):10.6f} {speed:>8} "
-                         f"{timed:5d} {wrong:5d} {unchecked:5d} {rounds:6d}")
+                         f"{len(table):5d} {wrong:5d} {unchecked:5d} {rounds:6d}")
     return "\n".join(lines) + "\n"
 
 

@@ -339,3 +339,51 @@ def test_run_jobs_stops_at_the_deadline(tmp_path):
     rec.close()
     assert time.monotonic() - t0 < 10
     assert [r["status"] for r in rec.records] == ["ok", "deadline"]
+
+
+# ------------------------------------------------- baselines over the labels
+
+def _baselines():
+    spec = importlib.util.spec_from_file_location(
+        "cuda_label_baselines", ROOT / "benchmarks" / "cuda_label_baselines.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(program, size, shape, t, source=False, phase="time", status="ok", mism=0):
+    return {"program": program, "size": size, "shape": shape, "is_source_shape": source,
+            "phase": phase, "status": status, "gpu_seconds": t, "mismatches": mism,
+            "cuda_error": "cudaErrorInvalidValue" if status == "cuda_error" else None}
+
+
+def test_fixed_shape_is_chosen_on_the_other_programs_and_wrong_shapes_fall_back():
+    b = _baselines()
+    recs = []
+    # a and b: 8x8 is twice as fast as the source; c: 8x8 gives a wrong output
+    for p in ("a", "b", "c"):
+        recs += [_run(p, "S", "source", 2.0, source=True), _run(p, "S", "8x8", 1.0),
+                 _run(p, "S", "64x1", 1.6),
+                 _run(p, "S", "source", None, source=True, phase="check"),
+                 _run(p, "S", "8x8", None, phase="check", mism=5 if p == "c" else 0),
+                 _run(p, "S", "64x1", None, phase="check")]
+    data = b.cases(recs)
+    assert data[("a", "S")] == {"source": 1.0, "8x8": 2.0, "64x1": 1.25}
+    assert "8x8" not in data[("c", "S")]
+    loo = b.fixed_shape_loo(data)
+    assert loo[("a", "S")] == ("8x8", 2.0)
+    # chosen on a and b, 8x8 is wrong on c: the source shape stands there
+    assert loo[("c", "S")] == ("8x8", 1.0)
+
+
+def test_the_committed_labels_give_an_oracle_over_every_fixed_choice():
+    import gzip
+    import json
+    b = _baselines()
+    path = ROOT / "heads" / "cuda-block" / "labels" / "h100-polybench.jsonl.gz"
+    with gzip.open(path, "rt") as fh:
+        data = b.cases([json.loads(line) for line in fh])
+    assert len(data) >= 50     # 18 tunable programs x 3 sizes, less any failed case
+    loo = b.fixed_shape_loo(data)
+    for key, speeds in data.items():
+        assert max(speeds.values()) >= loo[key][1] > 0
