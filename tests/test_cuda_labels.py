@@ -5,7 +5,6 @@ of the programs' output, the summary; with nvcc, that the instrumented
 program's device code is the original's)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -15,14 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmark_module import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 POLYBENCH = ROOT.parent / "shared" / "datasets" / "polybench-acc" / "CUDA"
 
-_spec = importlib.util.spec_from_file_location("cuda_labels",
-                                               ROOT / "benchmarks" / "cuda_labels.py")
-cl = importlib.util.module_from_spec(_spec)
-sys.modules["cuda_labels"] = cl
-_spec.loader.exec_module(cl)
+cl = load_benchmark("cuda_labels")
 
 needs_polybench = pytest.mark.skipif(not POLYBENCH.is_dir(),
                                      reason=f"needs PolyBench-ACC at {POLYBENCH}")
@@ -344,11 +341,7 @@ def test_run_jobs_stops_at_the_deadline(tmp_path):
 # ------------------------------------------------- baselines over the labels
 
 def _baselines():
-    spec = importlib.util.spec_from_file_location(
-        "cuda_label_baselines", ROOT / "benchmarks" / "cuda_label_baselines.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("cuda_label_baselines")
 
 
 def _run(program, size, shape, t, source=False, phase="time", status="ok", mism=0):

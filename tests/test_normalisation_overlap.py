@@ -7,21 +7,18 @@ normalisation jaccard ~0.03 / covered ~0.1, after ~0.99 / 1.0.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_module import load_benchmark
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "normalisation_overlap", ROOT / "benchmarks" / "normalisation_overlap.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("normalisation_overlap")
 
 
 @pytest.mark.skipif(not (shutil.which("clang-14") and shutil.which("clang-19")),

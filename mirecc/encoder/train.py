@@ -282,7 +282,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--eval-only", default="", metavar="MODEL_PT",
                    help="train nothing: evaluate this model.pt (its own config) on the "
-                        "held-out modules and print the metrics as JSON")
+                        "held-out modules and print the metrics as JSON (--out's "
+                        "checkpoint is neither read nor written)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -326,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
     step, elapsed_before = 0, 0.0
-    if ckpt_path.exists() and not args.no_resume:
+    if ckpt_path.exists() and not args.no_resume and not args.eval_only:
         state = torch.load(ckpt_path, map_location=device, weights_only=True)
         if state["config"] != cfg.to_dict():
             sys.exit(f"mire pretrain: {ckpt_path} was trained with another config; "
