@@ -3,7 +3,7 @@ bookworm's source packages, ``apt-get source``), each built at ``-Oz`` once
 with plain clang and once with mirecc at ``MIRECC_SIZE_SEARCH=K``; total
 ``.text`` bytes of the objects, and the projects' tests run on both builds.
 
-    .venv/bin/python benchmarks/code_size.py [--k K] [--projects zlib,bzip2,...]
+    .venv/bin/python benchmarks/code_size.py [--k K] [--projects zlib,bzip2,...] [--cc clang-19]
                      [--work DIR] [--out FILE]
 
 Protocol
@@ -93,6 +93,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -136,6 +137,22 @@ def revision() -> str | None:
     if not commit:
         return None
     return commit + ("+dirty" if git("status", "--porcelain", "--", "mirecc", "heads") else "")
+
+
+def chosen_compilers(cc: str, cxx: str | None) -> tuple[str, str]:
+    """Absolute paths of --cc and --cxx (by default clang-N's clang++-N)."""
+    if cxx is None:
+        name = Path(cc).name
+        if not name.startswith("clang"):
+            raise BenchError(f"--cc {cc}: give --cxx too (not a clang name)")
+        cxx = str(Path(cc).with_name("clang++" + name[len("clang"):]))
+    found = []
+    for tool in (cc, cxx):
+        path = shutil.which(tool)
+        if path is None:
+            raise BenchError(f"{tool}: not found (on PATH or as a path)")
+        found.append(os.path.abspath(path))
+    return found[0], found[1]
 
 
 def default_k() -> int:
@@ -501,6 +518,11 @@ def main() -> int:
                              f"{rp.DEFAULT_WORK})")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON results (default: WORK/code_size.json)")
+    parser.add_argument("--cc", default=None,
+                        help="the clang both sides use (for example clang-19; default: the "
+                             "one mirecc drives); the library is the spec's for its LLVM")
+    parser.add_argument("--cxx", default=None,
+                        help="the clang++ beside --cc (default: --cc's name with clang++)")
     args = parser.parse_args()
     k = default_k() if args.k is None else args.k
     if k < 1:
@@ -516,7 +538,10 @@ def main() -> int:
     try:
         mirecc = rp.find_mirecc()
         mirecxx = rp.find_mirecc("mirecc++")
-        cc, cxx = rp.real_compiler(mirecc), rp.real_compiler(mirecxx, cxx=True)
+        if args.cc:
+            cc, cxx = chosen_compilers(args.cc, args.cxx)
+        else:
+            cc, cxx = rp.real_compiler(mirecc), rp.real_compiler(mirecxx, cxx=True)
     except BenchError as exc:
         print(f"code_size: {exc}", file=sys.stderr)
         return 2

@@ -24,6 +24,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite == "vectorize":
         from mirecc.tasks.loop_vectorize.offline.bench import run
         return run(args)
+    if args.suite == "tune" and args.tune_task == "openmp":
+        from mirecc.tasks.openmp.offline.tune_bench import run
+        return run(args)
     if args.suite == "tune":
         from mirecc.tasks.loop_vectorize.offline.tune_bench import run
         return run(args)
@@ -187,7 +190,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "(--omp-labels). numa: per-region NUMA/placement/prefetcher policies "
                     "judged on the published measurements (leave one program out, 10 "
                     "folds). tune: mire tune's candidates in the head's order vs random, "
-                    "replayed on timed held-out loop kernels (--tune-data).")
+                    "replayed on timed held-out loop kernels (--tune-data), or on OpenMP "
+                    "regions' configurations (--tune-task openmp, --omp-labels).")
     bench.add_argument("suite", nargs="?", default="programs",
                        choices=("programs", "devmap", "coarsening", "vectorize", "size",
                                 "openmp", "numa", "tune"),

@@ -266,3 +266,38 @@ def test_a_plain_make_rebuilds_only_the_tu_whose_decision_changed(project):
     # one only by the baseline build
     log = (cwd / "build.log").read_text()
     assert log.count(f"-c {changed} ") == 2 and log.count(f"-c {other} ") == 1
+
+
+def _omp_row(program, region, config, default_s, seconds, *, ok=True, changed=False):
+    return {"program": program, "suite": "polybench", "group": None, "size": "STANDARD",
+            "region": region, "region_parent": None, "config_key": config,
+            "default": {"ok": True, "median_s": default_s, "stable_output": True,
+                        "matches_sequential": True},
+            "ok": ok, "output_changed": changed, "median_s": seconds}
+
+
+def test_openmp_replay_spends_one_budget_over_the_regions_and_never_keeps_a_bad_output():
+    import numpy as np
+
+    from mirecc.tasks.openmp.offline.train import Table
+    from mirecc.tasks.openmp.offline.tune_bench import replay, tune_unit
+
+    configs = ["t1-static-default", "t2-dynamic-1", "t2-static-8"]
+    rows = [_omp_row("p", "r:0", "t1-static-default", 1.0, 2.0),
+            _omp_row("p", "r:0", "t2-dynamic-1", 1.0, 0.25, changed=True),   # 4x, wrong output
+            _omp_row("p", "r:0", "t2-static-8", 1.0, 0.5),                   # 2x
+            _omp_row("p", "r:1", "t1-static-default", 1.0, 0.8),             # 1.25x
+            _omp_row("p", "r:1", "t2-dynamic-1", 1.0, 2.0),
+            _omp_row("p", "r:1", "t2-static-8", 1.0, 1.0)]
+    table = Table(rows)
+    assert table.classes == configs
+    wrong, fast, slow = 1, 2, 0
+    orders = {0: [wrong, fast, slow], 1: [slow, 1, 2]}
+    assert tune_unit(table, [0, 1], orders, 0) == [None, None]
+    assert tune_unit(table, [0, 1], orders, 1) == [None, None]      # the wrong output: not kept
+    assert tune_unit(table, [0, 1], orders, 2) == [fast, None]
+    # the first region's last candidate takes the third try; the fourth reaches region 2
+    assert tune_unit(table, [0, 1], orders, 4) == [fast, slow]
+    full = replay(table, {("p", "STANDARD"): [0, 1]}, orders, 6)[("p", "STANDARD")]
+    none = replay(table, {("p", "STANDARD"): [0, 1]}, orders, 1)[("p", "STANDARD")]
+    assert none == 1.0 and full > 2.0 and np.isfinite(full)

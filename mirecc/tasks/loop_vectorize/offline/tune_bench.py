@@ -39,6 +39,9 @@ SEEDS = 50
 
 def add_arguments(p) -> None:
     g = p.add_argument_group("tune")
+    g.add_argument("--tune-task", choices=("loops", "openmp"), default="loops",
+                   help="tune: replay loop kernels' factors (--tune-data) or OpenMP regions' "
+                        "configurations (--omp-labels) (default: %(default)s)")
     g.add_argument("--tune-data", type=Path, default=Path(".work/vectorize/held-out"),
                    help="tune: labels of mire vectorize-data to replay (default: %(default)s)")
     g.add_argument("--tune-head", type=Path, default=None,
