@@ -6,10 +6,12 @@ text, one decision site per line, fields separated by whitespace::
 
     # mirecc decisions profile 1
     loop-vectorize  src/kernel.c  saxpy:1  7d0c2e91a4b3f605  vectorize.width=4,interleave.count=2  # 1.21x
+    openmp          src/cov.c     kernel_covariance:0  5e1f0c9a2b7d3e48  threads=2,schedule=static,chunk=8
     cuda-block      src/gemm.cu   gemm_kernel@LARGE_DATASET  0b1c2d3e4f5a6b7c  64x4  # 1.10x
 
 * the task, the source (relative to the profile's folder, or absolute),
 * the target: for loop-vectorize a loop id ``<function>:<header>``; for
+  openmp a parallel region's id ``<function>:<n>`` (the plugin's); for
   cuda-block a kernel's name as written in the source, optionally with an
   input-size class ``@MACRO``: the entry then applies only to compiles that
   define MACRO (``-DLARGE_DATASET``), and wins over a classless one,
@@ -18,16 +20,20 @@ text, one decision site per line, fields separated by whitespace::
   string-constant numbers, which shift when code elsewhere changes, are
   left out; for a kernel, its function in the device IR), so that a decision
   stays with unchanged code after edits elsewhere and a changed function
-  drops it (a *stale* entry: ignored, counted in ``--explain``),
+  drops it (a *stale* entry: ignored, counted in ``--explain``); for a
+  region, the digest covers its outlined function too (:func:`region_digest`),
 * the value: ``key=value`` pairs (integers where they are digits) for
-  loop-vectorize, the thread-block shape ``XxY`` for cuda-block;
+  loop-vectorize and openmp (``threads``, ``schedule``, optional ``chunk``),
+  the thread-block shape ``XxY`` for cuda-block;
 * ``#`` starts a comment.
 
 A matching entry replaces the head's decision for its target (or adds one
 where no head decided), applied: the user's measurements beat the head's
 guess.  Only tasks whose decision value is the whole of what reaches the
-compile take profile entries: :data:`TASKS`.  loop-vectorize entries are
-applied by ``mirecc`` (:func:`apply_profile`), cuda-block ones by
+compile take profile entries: :data:`TASKS` (an openmp entry's worksharing
+loops and fixed team size come from the build's own reading of the source,
+so a clause the user wrote still wins).  loop-vectorize and openmp entries
+are applied by ``mirecc`` (:func:`apply_profile`), cuda-block ones by
 ``mirecc-nvcc`` (:mod:`mirecc.nvcc`).  Reading a profile is pure Python over
 the IR the ML path already has; a build without a profile pays nothing.
 """
@@ -39,8 +45,11 @@ import re
 
 FORMAT_LINE = "# mirecc decisions profile 1"
 #: tasks whose decisions a profile may give (values: a loop's factors, a
-#: kernel's thread-block shape)
-TASKS = ("loop-vectorize", "cuda-block")
+#: region's team size, schedule and chunk, a kernel's thread-block shape)
+TASKS = ("loop-vectorize", "openmp", "cuda-block")
+#: the tasks whose entries ``mirecc`` applies (cuda-block: ``mirecc-nvcc``)
+DRIVER_TASKS = ("loop-vectorize", "openmp")
+OPENMP_SCHEDULES = ("static", "dynamic", "guided")
 #: threads per block every CUDA GPU since compute capability 2.0 allows
 MAX_BLOCK_THREADS = 1024
 _KERNEL_TARGET = re.compile(r"[A-Za-z_]\w*(@[A-Za-z_]\w*)?")
@@ -95,6 +104,13 @@ def _parse_value(task: str, text: str, where: str) -> dict:
         if not eq or not key:
             raise ProfileError(f"{where}: value {text!r}: expected key=value[,key=value]")
         value[key] = int(raw) if raw.lstrip("-").isdigit() else raw
+    if task == "openmp":
+        threads, chunk = value.get("threads"), value.get("chunk", 1)
+        if (set(value) - {"threads", "schedule", "chunk"} or not isinstance(threads, int)
+                or threads < 1 or value.get("schedule") not in OPENMP_SCHEDULES
+                or not isinstance(chunk, int) or chunk < 1):
+            raise ProfileError(f"{where}: value {text!r}: expected threads=N,schedule="
+                               f"{'|'.join(OPENMP_SCHEDULES)}[,chunk=N] with N >= 1")
     return value
 
 
@@ -123,7 +139,7 @@ def read_profile(path: str) -> list[Entry]:
             raise ProfileError(f"{where}: task {task!r} cannot take profile entries "
                                f"(only {', '.join(TASKS)})")
         hex_digest = re.fullmatch(r"[0-9a-f]{16}", digest)
-        if task == "loop-vectorize" and (":" not in target or not hex_digest):
+        if task in DRIVER_TASKS and (":" not in target or not hex_digest):
             raise ProfileError(f"{where}: expected a target <function>:<id> and a "
                                f"16-hex-digit function digest")
         if task == "cuda-block" and not _KERNEL_TARGET.fullmatch(target):
@@ -154,6 +170,36 @@ def function_digests(ir_text: str) -> dict[str, str]:
     return out
 
 
+def region_outlined(candidates) -> tuple[str | None, dict]:
+    """From an openmp decision's ranked candidates ((value, score) pairs):
+    the region's outlined function (the function of its worksharing loops;
+    None when it has none to decide) and the part of a configuration the
+    build reads from the source (``loops``, ``threads_fixed``)."""
+    for value, _ in candidates or ():
+        if value:
+            loops = list(value.get("loops", ()))
+            outlined = loops[0].rsplit(":", 1)[0] if loops else None
+            return outlined, {"loops": loops, "threads_fixed": bool(value.get("threads_fixed"))}
+    return None, {"loops": [], "threads_fixed": False}
+
+
+def region_digest(digests: dict[str, str], function: str, outlined: str | None) -> str | None:
+    """A parallel region's digest: its function's and its outlined
+    function's (where the region's body is), so an edit of either drops the
+    entry; None when a function is missing."""
+    if function not in digests or (outlined is not None and outlined not in digests):
+        return None
+    if outlined is None:
+        return digests[function]
+    return hashlib.sha256(f"{digests[function]}|{digests[outlined]}".encode()).hexdigest()[:16]
+
+
+def openmp_value(value: dict) -> dict:
+    """The part of an openmp configuration a profile keeps."""
+    return {"threads": value["threads"], "schedule": value["schedule"],
+            **({"chunk": value["chunk"]} if value.get("chunk") else {})}
+
+
 def format_entry(task: str, source: str, target: str, digest: str, value: dict,
                  comment: str = "") -> str:
     """One profile line (what ``mire tune`` writes)."""
@@ -175,24 +221,38 @@ def apply_profile(result, request, path: str):
     source = os.path.normpath(os.path.join(request.cwd or os.getcwd(), request.source))
     # cuda-block entries are mirecc-nvcc's (a .cu never comes this way)
     entries = [e for e in read_profile(path)
-               if e.source == source and e.task == "loop-vectorize"]
+               if e.source == source and e.task in DRIVER_TASKS]
     if not entries:
         return result
     with open(request.bitcode_path, "rb") as f:
         digests = function_digests(disassemble(f.read(), request.source))
-    live = [e for e in entries if digests.get(e.function) == e.digest]
-    stale = len(entries) - len(live)
     decisions = list(result.decisions)
-    for e in live:
-        why = f"from the decisions profile {path}:{e.line}" + (f" ({e.comment})"
-                                                               if e.comment else "")
+    stale = 0
+    for e in entries:
         at = next((i for i, d in enumerate(decisions)
                    if d.task == e.task and d.target == e.target), None)
+        value = e.value
+        if e.task == "openmp":
+            # a region the OpenMP head did not read (no such region now, or
+            # another machine) cannot be applied: its loops are not known
+            if at is None:
+                stale += 1
+                continue
+            outlined, from_source = region_outlined(decisions[at].candidates)
+            digest = region_digest(digests, e.function, outlined)
+            value = {**e.value, "chunk": e.value.get("chunk"), **from_source}
+        else:
+            digest = digests.get(e.function)
+        if digest != e.digest:
+            stale += 1
+            continue
+        why = f"from the decisions profile {path}:{e.line}" + (f" ({e.comment})"
+                                                               if e.comment else "")
         if at is None:
-            decisions.append(Decision(task=e.task, target=e.target, value=e.value,
+            decisions.append(Decision(task=e.task, target=e.target, value=value,
                                       default={}, confidence=1.0, reason=why, applied=True))
         else:
-            decisions[at] = decisions[at].replace(value=e.value, applied=True,
+            decisions[at] = decisions[at].replace(value=value, applied=True,
                                                   advisory=False, confidence=1.0, reason=why)
     out = TUResult(result.summary, decisions, list(result.no_decision_reasons),
                    list(result.reason_codes))

@@ -8,13 +8,16 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    candidates (``MIRECC_RECORD``) and keeping its IR (``MIRECC_CAPTURE_DIR``),
    and the run is timed ``--repeats`` times: the baseline (the heads'
    decisions only recorded, so the binary is the compiler's own).
-2. Decision sites: every loop the loop-vectorize head ranked.  Where
+2. Decision sites: every loop the loop-vectorize head ranked and every
+   parallel region the OpenMP head ranked (its team size, schedule and
+   chunk; the head's ranking needs the machine its labels were timed on).  Where
    ``perf`` can sample the run (``--time-profile``), the baseline run is
    sampled once and each loop gets its function's share of the run's time:
    loops in functions under ``--min-share`` are not tried, the others go
    hottest first.  Without ``perf`` (or where it finds none of the
    sites' functions, e.g. all inlined away), nesting depth stands for the
-   share (the innermost loop of a deep nest runs the most).  Ties go by the
+   share (the innermost loop of a deep nest runs the most; a region counts
+   as depth 1).  A region's time is its outlined function's.  Ties go by the
    head's best predicted gain; at each site, the head's candidates in its
    order (:data:`FALLBACK` where no head ranked the loop).
 3. A candidate: the profile of what was kept so far plus this candidate is
@@ -39,7 +42,8 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    decision's measured speedup as its comment; builds apply it with
    ``MIRECC_PROFILE=mirecc.profile`` (or ``profile:`` in ``.mirecc.yaml``).
 
-Not yet: OpenMP and CUDA sites.
+Not yet: CUDA sites (``mirecc-nvcc`` reads cuda-block profile entries,
+but the tune does not build through it).
 """
 from __future__ import annotations
 
@@ -54,6 +58,7 @@ import time
 from pathlib import Path
 
 TASK = "loop-vectorize"
+OPENMP = "openmp"
 #: candidates tried at a loop no head ranked
 FALLBACK = ({"vectorize.width": 1, "interleave.count": 1},
             {"vectorize.width": 4, "interleave.count": 1},
@@ -265,10 +270,26 @@ def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: f
     return kept, len(sites) - len(kept)
 
 
+def _region_site(d: dict, source: str, digests: dict[str, str]) -> dict | None:
+    """A parallel region's site: the OpenMP head's ranked configurations
+    (the runtime's default, the empty value, is where the tune starts)."""
+    from mirecc.profile import openmp_value, region_digest, region_outlined
+
+    function = d["target"].rsplit(":", 1)[0]
+    outlined, _ = region_outlined(d.get("candidates"))
+    digest = region_digest(digests, function, outlined)
+    ranked = [(openmp_value(v), s) for v, s in d.get("candidates") or [] if v]
+    if digest is None or not ranked:
+        return None
+    return {"task": OPENMP, "source": source, "function": outlined or function,
+            "target": d["target"], "digest": digest, "candidates": [v for v, _ in ranked],
+            "score": max(s for _, s in ranked), "depth": 1}
+
+
 def sites_of(records: list[dict], work: Path) -> list[dict]:
-    """Loop decision sites, deepest first (see :func:`order_sites` for the
-    order with a time profile): {source (absolute), target, function,
-    digest, candidates, score, depth}."""
+    """Loop and parallel-region decision sites, deepest first (see
+    :func:`order_sites` for the order with a time profile): {task, source
+    (absolute), target, function, digest, candidates, score, depth}."""
     from mirecc.corpus.irtext import disassemble
     from mirecc.graph import GraphBuildError, build_graph_any
     from mirecc.irinfo import graph_loops
@@ -278,22 +299,29 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
     for rec in records:
         source = os.path.normpath(os.path.join(rec["cwd"], rec["source"]))
         ir = work / "ir" / "ir" / rec["ir_sha256"][:2] / f"{rec['ir_sha256']}.bc"
-        if not ir.is_file() or not any(d["task"] == TASK for d in rec["decisions"]):
+        if not ir.is_file() or not any(d["task"] in (TASK, OPENMP) for d in rec["decisions"]):
             continue
         digests = function_digests(disassemble(ir.read_bytes(), str(ir)))
-        try:
-            depths = {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
-        except GraphBuildError:
-            depths = {}   # no loop depths: the sites still count, at depth 1
+        depths = None
         for d in rec["decisions"]:
+            if d["task"] == OPENMP:
+                site = _region_site(d, source, digests)
+                if site is not None:
+                    sites.append(site)
+                continue
             if d["task"] != TASK:
                 continue
             function = d["target"].rsplit(":", 1)[0]
             if function not in digests:
                 continue
+            if depths is None:
+                try:
+                    depths = {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
+                except GraphBuildError:
+                    depths = {}   # no loop depths: the sites still count, at depth 1
             ranked = [(v, s) for v, s in d.get("candidates") or [] if v]
             candidates = [v for v, _ in ranked] or [dict(c) for c in FALLBACK]
-            sites.append({"source": source, "function": function,
+            sites.append({"task": TASK, "source": source, "function": function,
                           "target": d["target"], "digest": digests[function],
                           "candidates": candidates,
                           "score": max((s for _, s in ranked), default=0.0),
@@ -310,7 +338,7 @@ def _touch_changed(before: list[dict], after: list[dict]) -> list[str]:
         out: dict[str, set] = {}
         for k in kept:
             out.setdefault(k["source"], set()).add(
-                (k["target"], json.dumps(k["value"], sort_keys=True)))
+                (k.get("task", TASK), k["target"], json.dumps(k["value"], sort_keys=True)))
         return out
     old, new = entries(before), entries(after)
     changed = sorted(src for src in set(old) | set(new) if old.get(src) != new.get(src))
@@ -326,7 +354,8 @@ def _profile_text(kept: list[dict], where: Path) -> str:
     """The profile of ``kept`` to be written at ``where`` (sources relative to it)."""
     from mirecc.profile import FORMAT_LINE, format_entry
     return "\n".join([FORMAT_LINE] + [
-        format_entry(TASK, os.path.relpath(k["source"], where.parent), k["target"],
+        format_entry(k.get("task", TASK), os.path.relpath(k["source"], where.parent),
+                     k["target"],
                      k["digest"], k["value"], k.get("comment", "")) for k in kept]) + "\n"
 
 
@@ -394,8 +423,10 @@ def run(args) -> int:
                      "baseline": times, "output": output, "best": times, "kept": [],
                      "sites": sites, "tried": [], "built": []}
             save()
+            regions = sum(site["task"] == OPENMP for site in sites)
             say(f"baseline: median {statistics.median(times):.3f} s over {args.repeats} "
-                f"runs; {len(sites)} loop site(s) to try, hottest first by {how}"
+                f"runs; {len(sites) - regions} loop site(s) and {regions} parallel region(s) "
+                f"to try, hottest first by {how}"
                 + (f"; {skipped} in functions under {args.min_share:.0%} of the run left out"
                    if skipped else ""))
         else:
@@ -403,16 +434,20 @@ def run(args) -> int:
                 f"the budget spent")
         candidate_profile = work / "candidate.profile"
         for site in state["sites"]:
+            task = site.get("task", TASK)       # states saved before regions: loops
             for value in site["candidates"]:
                 key = [site["source"], site["target"], value]
+                if task != TASK:
+                    key.insert(0, task)
                 if key in state["tried"]:
                     continue
                 runs = args.repeats * (2 if artifacts else 1)
                 if state["spent"] + 1 + runs > args.budget:
                     raise _BudgetSpent
-                entry = {k: site[k] for k in ("source", "target", "digest")} | {"value": value}
+                entry = {k: site[k] for k in ("source", "target", "digest")} | {
+                    "task": task, "value": value}
                 others = [k for k in state["kept"] if k["target"] != site["target"]
-                          or k["source"] != site["source"]]
+                          or k["source"] != site["source"] or k.get("task", TASK) != task]
                 atomic_write_bytes(candidate_profile,
                                    _profile_text(others + [entry], candidate_profile).encode())
                 _touch_changed(state.get("built", []), others + [entry])

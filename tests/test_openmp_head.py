@@ -253,3 +253,51 @@ def test_loop_and_openmp_decisions_share_one_decisions_file():
                              {"a.c": entry, "b.c": {}})
     assert doc["modules"] == {"a.c": {"loops": {"f:3": {"vectorize.width": 4}},
                                       "openmp": entry}}
+
+
+# the staged timing of the tune: an object other than the baseline's runs faster
+TUNE_RUN = """#!/bin/sh
+[ -f baseline.o ] || cp p.o baseline.o
+./prog
+if cmp -s p.o baseline.o; then sleep 0.4; else sleep 0.1; fi
+"""
+
+
+def test_mire_tune_keeps_a_region_configuration_and_the_profile_applies_it(program,
+                                                                        heads_t1_dynamic):
+    """mire tune tries the OpenMP head's ranked configurations for the one
+    region the source leaves open (only the run's timing is staged); the
+    profile it writes makes a later build apply the kept configuration
+    without MIRECC_APPLY_OPENMP, and an edit of the region's body drops it."""
+    from mirecc.profile import read_profile
+
+    mire = str(Path(MIRECC).with_name("mire"))
+    (program / "run.sh").write_text(TUNE_RUN)
+    (program / "run.sh").chmod(0o755)
+    env = env_for(program, heads_t1_dynamic, MIRECC_APPLY_OPENMP="0")
+    # the flags of build_and_run's compile: -Rpass adds line tables, with which
+    # clang outlines a region differently (a .omp_outlined._debug__ function)
+    build = (f"{MIRECC} -O2 -fopenmp -c p.c -o p.o -Rpass=mirecc-loophints && "
+             f"{CLANG} -fopenmp p.o -o prog "
+             f"-L{LIBOMP} -Wl,-rpath,{LIBOMP}")
+    proc = run([mire, "tune", "--build", build, "--run", "./run.sh", "--budget", "6",
+                "--repeats", "2", "--time-profile", "none"], program, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 loop site(s) and 1 parallel region(s)" in proc.stderr
+    assert "1 decision(s) kept" in proc.stdout
+    [entry] = read_profile(str(program / "mirecc.profile"))
+    assert (entry.task, entry.target) == ("openmp", "main:0")
+    assert entry.value == {"threads": 1, "schedule": "dynamic", "chunk": 8}  # the head's first
+
+    with_profile = {**env, "MIRECC_PROFILE": str(program / "mirecc.profile")}
+    out, err, syms = build_and_run(program, [MIRECC], with_profile, "profiled")
+    assert "parallel main:0: threads=1" in build_and_run.remarks
+    assert "__kmpc_dispatch_init_4" in syms
+    plain_out, _, _ = build_and_run(program, [CLANG], os.environ.copy(), "plain")
+    assert out == plain_out and err.strip() == "teams 1 2"
+
+    # the region's body changes: its outlined function's digest with it
+    (program / "p.c").write_text(PROGRAM.replace("% 1009", "% 1013"))
+    _, err, _ = build_and_run(program, [MIRECC], with_profile, "edited")
+    assert err.strip() == f"teams {os.cpu_count()} 2"
+    assert "parallel main:0" not in build_and_run.remarks

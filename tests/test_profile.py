@@ -99,7 +99,7 @@ def test_a_malformed_profile_names_its_line_and_the_build_goes_on(project, tmp_p
     proc = compile_(cwd, env)
     assert proc.returncode == 0 and (cwd / "k.o").is_file()
     assert "bad.profile:2" in proc.stderr and "warning" in proc.stderr
-    bad.write_text("openmp k.c main:0 0123456789abcdef threads=2\n")
+    bad.write_text("numa k.c main:0 0123456789abcdef threads=2\n")
     with pytest.raises(ProfileError, match="cannot take profile entries"):
         read_profile(str(bad))
 
@@ -140,3 +140,33 @@ def test_cuda_block_entries_read_and_write(tmp_path):
         profile.write_text(f"# mirecc decisions profile 1\n\n{line}\n")
         with pytest.raises(ProfileError, match=rf"p.profile:3: .*{message}"):
             read_profile(str(profile))
+
+
+def test_openmp_entries_read_and_write(tmp_path):
+    """A region's team size, schedule and optional chunk; anything else is
+    an error naming the line."""
+    from mirecc.profile import region_digest
+
+    digest = "0123456789abcdef"
+    profile = tmp_path / "p.profile"
+    profile.write_text("# mirecc decisions profile 1\n" + "\n".join([
+        format_entry("openmp", "cov.c", "kernel_covariance:0", digest,
+                     {"threads": 2, "schedule": "static", "chunk": 8}, "1.71x"),
+        format_entry("openmp", "cov.c", "kernel_covariance:1", digest,
+                     {"threads": 1, "schedule": "guided"})]) + "\n")
+    chunked, plain = read_profile(str(profile))
+    assert (chunked.task, chunked.function, chunked.value, chunked.comment) == (
+        "openmp", "kernel_covariance", {"threads": 2, "schedule": "static", "chunk": 8}, "1.71x")
+    assert plain.value == {"threads": 1, "schedule": "guided"}
+    for value in ("threads=0,schedule=static", "threads=2,schedule=auto",
+                  "threads=2,schedule=static,chunk=0", "threads=2", "threads=2,schedule=static,x=1"):
+        profile.write_text(f"# mirecc decisions profile 1\nopenmp c.c f:0 {digest} {value}\n")
+        with pytest.raises(ProfileError, match=r"p.profile:2: .*expected threads=N"):
+            read_profile(str(profile))
+    # a region's digest covers its outlined function: either edit drops the entry
+    digests = {"f": "1" * 16, ".omp_outlined.": "2" * 16}
+    both = region_digest(digests, "f", ".omp_outlined.")
+    assert both not in (None, digests["f"])
+    assert region_digest({**digests, ".omp_outlined.": "3" * 16}, "f", ".omp_outlined.") != both
+    assert region_digest(digests, "f", None) == digests["f"]
+    assert region_digest(digests, "f", ".omp_outlined..1") is None
