@@ -1,11 +1,18 @@
 """``mire tune`` on a real project, then the profile applied by a rebuild and
 checked apart from the tune.
 
-    .venv/bin/python benchmarks/tune_project.py {gsl,zlib} [--budget 60] [--repeats 3]
-                     [--check 10] [--save-profile examples/gsl/mirecc.profile]
+    .venv/bin/python benchmarks/tune_project.py {covariance,gsl,zlib} [--budget 60]
+                     [--repeats 3] [--check 10] [--save-profile examples/gsl/mirecc.profile]
 
-Projects (Debian bookworm's sources, ``apt-get source``, fetched once into
-``.work/src``):
+Projects (gsl and zlib: Debian bookworm's sources, ``apt-get source``,
+fetched once into ``.work/src``):
+
+covariance
+    PolyBench-ACC's OpenMP covariance (``../shared/datasets``, read in
+    place and copied into the work folder with a two-line Makefile) at
+    ``STANDARD_DATASET``, its arrays dumped (``POLYBENCH_DUMP_ARRAYS``, on
+    stderr) and checksummed.  Its parallel region's loop is triangular, so
+    the team size, schedule and chunk matter: the OpenMP head's sites.
 
 gsl
     GSL's reference CBLAS, ``cblas/libgslcblas.la`` (``./configure
@@ -57,6 +64,8 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from real_projects import fetch_source   # noqa: E402
 
+from mirecc.tasks.openmp.offline.programs import polybench_root  # noqa: E402
+
 ZLIB_INPUT_MIB = 24
 
 
@@ -78,15 +87,46 @@ def zlib_prepare(tree: Path, work: Path, cc: str) -> None:
     sh("./configure --static", tree, CC=cc)
 
 
+COVARIANCE_MAKEFILE = """\
+CC = cc
+CFLAGS = -O3
+FLAGS = -fopenmp -DPOLYBENCH_DUMP_ARRAYS -DSTANDARD_DATASET -Iutilities
+covariance: covariance.o polybench.o
+\t$(CC) -fopenmp covariance.o polybench.o -o covariance -lm
+covariance.o: covariance.c covariance.h
+\t$(CC) $(CFLAGS) $(FLAGS) -c covariance.c
+polybench.o: utilities/polybench.c utilities/polybench.h
+\t$(CC) $(CFLAGS) $(FLAGS) -c utilities/polybench.c
+clean:
+\trm -f covariance covariance.o polybench.o
+"""
+
+
+def covariance_source(work: Path) -> Path:
+    return polybench_root() / "datamining" / "covariance"
+
+
+def covariance_prepare(tree: Path, work: Path, cc: str) -> None:
+    util = polybench_root() / "utilities"
+    (tree / "utilities").mkdir()
+    for name in ("polybench.c", "polybench.h"):
+        shutil.copy(util / name, tree / "utilities" / name)
+    (tree / "Makefile").write_text(COVARIANCE_MAKEFILE)
+
+
 def gsl_prepare(tree: Path, work: Path, cc: str) -> None:
     shutil.copy(ROOT / "benchmarks" / "tune_gsl" / "cblas_bench.c", work / "cblas_bench.c")
     sh(f"./configure --disable-shared CC={cc}", tree)
     sh("make -C gsl", tree)        # the gsl/ folder of header links the sources include
 
 
+def debian_source(package: str) -> Callable[[Path], Path]:
+    return lambda work: fetch_source(package, ROOT / ".work" / "src")
+
+
 @dataclass(frozen=True)
 class Project:
-    package: str                       # Debian source package
+    source: Callable[[Path], Path]     # work folder -> the source tree to copy
     prepare: Callable[[Path, Path, str], None]
     build: str                         # {cc}: the compiler; run in the tree
     clean: str
@@ -96,14 +136,19 @@ class Project:
 
 
 PROJECTS = {
+    "covariance": Project(
+        source=covariance_source, prepare=covariance_prepare,
+        build="make CC='{cc}' covariance", clean="make clean", artifact="covariance",
+        run="./covariance 2>&1 >/dev/null | cksum",
+        what="PolyBench-ACC OpenMP covariance, STANDARD_DATASET"),
     "gsl": Project(
-        package="gsl", prepare=gsl_prepare,
+        source=debian_source("gsl"), prepare=gsl_prepare,
         build=("make -C cblas CC='{cc}' CFLAGS=-O3 libgslcblas.la && "
                "{cc} -O3 -I. ../cblas_bench.c cblas/.libs/libgslcblas.a -lm -o cblas_bench"),
         clean="make -C cblas clean", artifact="cblas_bench", run="./cblas_bench",
         what="GSL CBLAS, benchmarks/tune_gsl/cblas_bench.c"),
     "zlib": Project(
-        package="zlib", prepare=zlib_prepare,
+        source=debian_source("zlib"), prepare=zlib_prepare,
         build="make CC='{cc}' CFLAGS=-O3 minigzip", clean="make clean",
         artifact="minigzip", run="./minigzip -6 < ../input.bin | cksum",
         what=f"minigzip -6 on {ZLIB_INPUT_MIB} MiB"),
@@ -145,8 +190,8 @@ def main() -> int:
     work = Path(args.work or ROOT / ".work" / f"tune-{args.project}").absolute()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    source = fetch_source(project.package, ROOT / ".work" / "src")
-    tree = work / project.package
+    source = project.source(work)
+    tree = work / args.project
     shutil.copytree(source, tree, symlinks=True)
     project.prepare(tree, work, args.cc)
 

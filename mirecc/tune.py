@@ -16,8 +16,9 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    loops in functions under ``--min-share`` are not tried, the others go
    hottest first.  Without ``perf`` (or where it finds none of the
    sites' functions, e.g. all inlined away), nesting depth stands for the
-   share (the innermost loop of a deep nest runs the most; a region counts
-   as depth 1).  A region's time is its outlined function's.  Ties go by the
+   share (the innermost loop of a deep nest runs the most).  A region's
+   time is its outlined function's, and it goes before the loops that share
+   that time (its configuration distributes all their work).  Ties go by the
    head's best predicted gain; at each site, the head's candidates in its
    order (:data:`FALLBACK` where no head ranked the loop).
 3. A candidate: the profile of what was kept so far plus this candidate is
@@ -258,15 +259,20 @@ def parse_perf_report(text: str) -> dict[str, float]:
 def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: float
                 ) -> tuple[list[dict], int]:
     """Sites hottest first (their function's share of the run where a time
-    profile found any of them, else nesting depth), then by the head's
-    score; with shares, those under ``min_share`` are dropped (counted)."""
+    profile found any of them, else nesting depth), a parallel region
+    before the loops that share its time (its configuration distributes all
+    their work), then by the head's score; with shares, those under
+    ``min_share`` are dropped (counted)."""
+    def region_first(s):
+        return s.get("task", TASK) != OPENMP
+
     found = shares is not None and any(s["function"] in shares for s in sites)
     if not found:
-        return sorted(sites, key=lambda s: (-s["depth"], -s["score"])), 0
+        return sorted(sites, key=lambda s: (region_first(s), -s["depth"], -s["score"])), 0
     for s in sites:
         s["share"] = shares.get(s["function"], 0.0)
     kept = [s for s in sites if s["share"] >= min_share]
-    kept.sort(key=lambda s: (-s["share"], -s["depth"], -s["score"]))
+    kept.sort(key=lambda s: (-s["share"], region_first(s), -s["depth"], -s["score"]))
     return kept, len(sites) - len(kept)
 
 
