@@ -227,7 +227,7 @@ def apply_profile(result, request, path: str):
     with open(request.bitcode_path, "rb") as f:
         digests = function_digests(disassemble(f.read(), request.source))
     decisions = list(result.decisions)
-    stale = 0
+    stale = unread = 0
     for e in entries:
         at = next((i for i, d in enumerate(decisions)
                    if d.task == e.task and d.target == e.target), None)
@@ -236,7 +236,7 @@ def apply_profile(result, request, path: str):
             # a region the OpenMP head did not read (no such region now, or
             # another machine) cannot be applied: its loops are not known
             if at is None:
-                stale += 1
+                unread += 1
                 continue
             outlined, from_source = region_outlined(decisions[at].candidates)
             digest = region_digest(digests, e.function, outlined)
@@ -260,4 +260,8 @@ def apply_profile(result, request, path: str):
         out.add_reason("profile-stale", f"decisions profile {path}: {stale} entr"
                        f"{'y' if stale == 1 else 'ies'} for this source ignored: the "
                        "function changed since it was measured")
+    if unread:
+        out.add_reason("profile-unread", f"decisions profile {path}: {unread} openmp entr"
+                       f"{'y' if unread == 1 else 'ies'} for this source ignored: the OpenMP "
+                       "head read no such region in this build (see its reason)")
     return out
