@@ -402,3 +402,23 @@ def test_opt_beside_takes_a_bare_compiler_name_from_path(tmp_path, monkeypatch):
     assert opt_beside("clang-14") == "/usr/lib/llvm-14/bin/opt"
     with pytest.raises(CandidateError, match="no opt beside"):
         opt_beside(str(tmp_path / "clang"))
+
+
+def test_code_size_benchmark_takes_the_compiler_pair_it_is_told(tmp_path):
+    """benchmarks/code_size.py --cc clang-N: clang++-N beside it by default;
+    a compiler that is not there, or a --cc that is not a clang name without
+    --cxx, is a clear error."""
+    from benchmark_module import load_benchmark
+
+    code_size = load_benchmark("code_size")
+    for name in ("clang-77", "clang++-77", "gcc-77"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    cc, cxx = code_size.chosen_compilers(str(tmp_path / "clang-77"), None)
+    assert (cc, cxx) == (str(tmp_path / "clang-77"), str(tmp_path / "clang++-77"))
+    with pytest.raises(code_size.BenchError, match="clang-78: not found"):
+        code_size.chosen_compilers(str(tmp_path / "clang-78"), None)
+    with pytest.raises(code_size.BenchError, match="give --cxx"):
+        code_size.chosen_compilers(str(tmp_path / "gcc-77"), None)
+    assert code_size.chosen_compilers(str(tmp_path / "gcc-77"), str(tmp_path / "clang++-77")) \
+        == (str(tmp_path / "gcc-77"), str(tmp_path / "clang++-77"))
