@@ -232,11 +232,15 @@ def embed_ir2vec(kernels: dict[str, tuple[str, str]], cache_root: Path | None = 
                 done = 0
                 for line in proc.stdout.splitlines():
                     fields = line.split()
-                    table.vectors[batch[int(fields[0])][0]] = np.asarray(fields[1:], np.float32)
-                    done += 1
+                    try:
+                        index, vector = int(fields[0]), np.asarray(fields[1:], np.float32)
+                    except (ValueError, IndexError):
+                        continue     # IR2Vec's LLVM writes its parse errors to stdout
+                    table.vectors[batch[index][0]] = vector
+                    done = index + 1
                 if done < len(batch):      # the child died on batch[done]
-                    why = next((ln for ln in proc.stderr.splitlines() if "error" in ln),
-                               f"ir2vec exited with {proc.returncode}")
+                    why = next((ln for ln in (proc.stderr + proc.stdout).splitlines()
+                                if "error" in ln), f"ir2vec exited with {proc.returncode}")
                     table.failures[batch[done][0]] = why.replace(tmp + "/", "")
                     done += 1
                 start += done
