@@ -27,7 +27,6 @@ training families' labels).
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -54,6 +53,37 @@ def add_arguments(p) -> None:
 def _replay(speedups: np.ndarray, order: list[int], k: int) -> float:
     """Speedup after trying the first ``k`` of ``order`` (never below 1)."""
     return max(1.0, float(speedups[order[:k]].max())) if k else 1.0
+
+
+def summarize_runs(speedups, oracle: np.ndarray) -> dict:
+    """Replayed speedups (orders, units) against each unit's oracle: the
+    geometric mean, the share of the oracle's log gain and the units within
+    90% of their oracle's log gain, each the mean over the orders."""
+    logs, log_oracle = np.log(np.asarray(speedups, dtype=np.float64)), np.log(oracle)
+    share = logs.sum(axis=1) / log_oracle.sum()
+    near = (logs >= 0.9 * log_oracle[None, :] - 1e-12).sum(axis=1)
+    return {"geomean": float(np.exp(logs.mean())), "oracle_share": float(share.mean()),
+            "within_90": float(near.mean())}
+
+
+def write_report(args, header: list[str], table: dict, units: int, stem: str,
+                 result: dict) -> int:
+    """The table (order -> K -> :func:`summarize_runs`) under ``header``,
+    printed and written to ``<out>/<stem>.md`` and ``.json``."""
+    lines = [*header, "", "| order | " + " | ".join(f"K={k}" for k in BUDGETS) + " |",
+             "|---|" + "---:|" * len(BUDGETS)]
+    for name, per in table.items():
+        lines.append(f"| {name} | " + " | ".join(
+            f"{m['geomean']:.3f}x, {100 * m['oracle_share']:.0f}% of oracle, "
+            f"{m['within_90']:.1f}/{units} within 90%" for m in per.values()) + " |")
+    text = "\n".join(lines) + "\n"
+    out = Path(args.out if args.out != "mirecc-bench" else ".work/bench-tune")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    (out / f"{stem}.md").write_text(text)
+    print(text)
+    print(f"mire bench tune: {out / stem}.md, .json", file=sys.stderr)
+    return 0
 
 
 def run(args) -> int:
@@ -86,34 +116,16 @@ def run(args) -> int:
                 runs = [[_replay(S[i], seed[i], k) for i in range(len(rows))] for seed in randoms]
             else:
                 runs = [[_replay(S[i], orders[name][i], k) for i in range(len(rows))]]
-            logs = np.log(np.asarray(runs))                      # (seeds, kernels)
-            share = logs.sum(axis=1) / np.log(oracle).sum()
-            near = (logs >= 0.9 * np.log(oracle)[None, :] - 1e-12).sum(axis=1)
-            table[name][k] = {"geomean": float(np.exp(logs.mean())),
-                              "oracle_share": float(share.mean()),
-                              "within_90": float(near.mean())}
+            table[name][k] = summarize_runs(runs, oracle)
     first_pick = [classes[o[0]] for o in orders["head"]]
     result = {"data": str(args.tune_data), "kernels": len(rows),
               "families": sorted({r["family"] for r in rows}), "head": str(head_dir),
               "oracle_geomean": float(np.exp(np.log(oracle).mean())), "table": table,
               "head_first": dict(zip([r["row"] for r in rows], first_pick))}
-    lines = [f"# mire bench tune: candidates in the head's order vs random, replayed on "
-             f"{len(rows)} held-out kernels ({', '.join(result['families'])})", "",
-             f"Speedup over clang -O3 after K candidates tried (each: a build and its timed "
-             f"runs; the best so far kept, never slower than LLVM's default); oracle geomean "
-             f"{result['oracle_geomean']:.3f}x; random: mean of {SEEDS} orders; head: "
-             f"{head_dir} (encoder {spec.get('encoder')}).", "",
-             "| order | " + " | ".join(f"K={k}" for k in BUDGETS) + " |",
-             "|---|" + "---:|" * len(BUDGETS)]
-    for name, per in table.items():
-        lines.append(f"| {name} | " + " | ".join(
-            f"{m['geomean']:.3f}x, {100 * m['oracle_share']:.0f}% of oracle, "
-            f"{m['within_90']:.1f}/{len(rows)} within 90%" for m in per.values()) + " |")
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out if args.out != "mirecc-bench" else ".work/bench-tune")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tune.json").write_text(json.dumps(result, indent=1))
-    (out / "tune.md").write_text(text)
-    print(text)
-    print(f"mire bench tune: {out / 'tune.md'}, .json", file=sys.stderr)
-    return 0
+    header = [f"# mire bench tune: candidates in the head's order vs random, replayed on "
+              f"{len(rows)} held-out kernels ({', '.join(result['families'])})", "",
+              f"Speedup over clang -O3 after K candidates tried (each: a build and its timed "
+              f"runs; the best so far kept, never slower than LLVM's default); oracle geomean "
+              f"{result['oracle_geomean']:.3f}x; random: mean of {SEEDS} orders; head: "
+              f"{head_dir} (encoder {spec.get('encoder')})."]
+    return write_report(args, header, table, len(rows), "tune", result)

@@ -21,8 +21,8 @@ than the default, and the program's speedup is the regions' combined as
 
 Orders: a forest per feature set (``statistics``, ``ir2vec``, ``random-init``
 encoder, mirecc's ``encoder``, each as in ``mire omp-train``), ``random``
-(mean of :data:`SEEDS` orders) and ``oracle`` (the best first).  Reported per
-order and K in :data:`BUDGETS`: the geometric-mean speedup over the
+(mean of 50 orders, as for loops) and ``oracle`` (the best first).  Reported per
+order and K (1, 2, 5, 10, 20): the geometric-mean speedup over the
 applications, the share of the oracle's log gain and the applications
 within 90% of their oracle's log gain.  The labels' small gains (1-3%) are
 within their timing noise, which a real tune's threshold would not keep, so
@@ -31,14 +31,11 @@ the replay's figures at small gains are optimistic for every order alike.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-BUDGETS = (1, 2, 5, 10, 20)
-SEEDS = 50
 SIZES = ("STANDARD",)
 FEATURES = ("statistics", "random-init", "encoder")
 
@@ -78,6 +75,8 @@ def replay(table, units: dict, orders: dict[int, list[int]], k: int) -> dict:
 
 def run(args) -> int:
     from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
+    from mirecc.tasks.loop_vectorize.offline.tune_bench import (BUDGETS, SEEDS, summarize_runs,
+                                                                write_report)
     from mirecc.tasks.openmp.offline.dataset import geomean
     from mirecc.tasks.openmp.offline.train import Table, read_labels, region_features
 
@@ -122,16 +121,13 @@ def run(args) -> int:
             per.setdefault(app_of[unit], []).append(x)
         return {a: geomean(v) for a, v in per.items()}
 
-    oracle = by_app(replay(table, units, orders["oracle"], len(candidates) * 8))
+    every = sum(len(regions) for regions in units.values()) * len(candidates)
+    oracle = by_app(replay(table, units, orders["oracle"], every))
     apps = sorted(oracle)
-    log_oracle = np.asarray([math.log(oracle[a]) for a in apps])
+    oracle_of = np.asarray([oracle[a] for a in apps])
 
     def measure(runs: list[dict]) -> dict:
-        logs = np.asarray([[math.log(r[a]) for a in apps] for r in runs])
-        share = logs.sum(axis=1) / log_oracle.sum()
-        near = (logs >= 0.9 * log_oracle[None, :] - 1e-12).sum(axis=1)
-        return {"geomean": float(np.exp(logs.mean())), "oracle_share": float(share.mean()),
-                "within_90": float(near.mean())}
+        return summarize_runs([[r[a] for a in apps] for r in runs], oracle_of)
 
     table_out = {}
     for name in [*kinds, "random", "oracle"]:
@@ -145,27 +141,15 @@ def run(args) -> int:
     result = {"labels": str(labels), "sizes": list(SIZES), "applications": apps,
               "regions": len(table.keys), "candidates": [table.classes[c] for c in candidates],
               "default": default, "oracle": oracle,
-              "oracle_geomean": float(np.exp(log_oracle.mean())), "table": table_out}
-    lines = [f"# mire bench tune --tune-task openmp: region configurations in a forest's "
-             f"order vs random, replayed on {len(apps)} applications ({len(table.keys)} "
-             f"regions, {', '.join(SIZES)}), leave one application out", "",
-             f"Speedup over the OpenMP runtime's default ({default}) after K candidates "
-             f"tried per program (each: a build and its timed runs; the best so far kept per "
-             f"region); {len(candidates)} candidates per region; oracle geomean "
-             f"{result['oracle_geomean']:.3f}x; random: mean of {SEEDS} orders; labels "
-             f"{labels}.", "",
-             "| order | " + " | ".join(f"K={k}" for k in BUDGETS) + " |",
-             "|---|" + "---:|" * len(BUDGETS)]
-    for name, per in table_out.items():
-        label = f"forest: {name}" if name in kinds else name
-        lines.append(f"| {label} | " + " | ".join(
-            f"{m['geomean']:.3f}x, {100 * m['oracle_share']:.0f}% of oracle, "
-            f"{m['within_90']:.1f}/{len(apps)} within 90%" for m in per.values()) + " |")
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out if args.out != "mirecc-bench" else ".work/bench-tune")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tune-openmp.json").write_text(json.dumps(result, indent=1))
-    (out / "tune-openmp.md").write_text(text)
-    print(text)
-    print(f"mire bench tune: {out / 'tune-openmp.md'}, .json", file=sys.stderr)
-    return 0
+              "oracle_geomean": float(np.exp(np.log(oracle_of).mean())), "table": table_out}
+    header = [f"# mire bench tune --tune-task openmp: region configurations in a forest's "
+              f"order vs random, replayed on {len(apps)} applications ({len(table.keys)} "
+              f"regions, {', '.join(SIZES)}), leave one application out", "",
+              f"Speedup over the OpenMP runtime's default ({default}) after K candidates "
+              f"tried per program (each: a build and its timed runs; the best so far kept per "
+              f"region); {len(candidates)} candidates per region; oracle geomean "
+              f"{result['oracle_geomean']:.3f}x; random: mean of {SEEDS} orders; labels "
+              f"{labels}."]
+    named = {(f"forest: {name}" if name in kinds else name): per
+             for name, per in table_out.items()}
+    return write_report(args, header, named, len(apps), "tune-openmp", result)
