@@ -19,8 +19,8 @@ its fastest tried configuration or the default, so a tune is never slower
 than the default, and the program's speedup is the regions' combined as
 :func:`mirecc.tasks.openmp.offline.dataset.combine` does.
 
-Orders: a forest per feature set (``statistics``, ``ir2vec``, ``random-init``
-encoder, mirecc's ``encoder``, each as in ``mire omp-train``), ``random``
+Orders: a forest per feature set (``statistics``, the ``random-init``
+encoder's and mirecc's ``encoder``'s, each as in ``mire omp-train``), ``random``
 (mean of 50 orders, as for loops) and ``oracle`` (the best first).  Reported per
 order and K (1, 2, 5, 10, 20): the geometric-mean speedup over the
 applications, the share of the oracle's log gain and the applications
@@ -40,12 +40,13 @@ SIZES = ("STANDARD",)
 FEATURES = ("statistics", "random-init", "encoder")
 
 
-def default_config_key(labels: Path, rows: list[dict]) -> str:
+def default_config_key(labels: Path) -> str | None:
     """The runtime's default (a team of all cores, static, default chunk) as
-    a configuration key of the labels' machine."""
+    a configuration key of the labels' machine (``meta.json``); None when
+    the labels do not say how many cores it had."""
     meta = labels / "meta.json"
     cores = json.loads(meta.read_text()).get("cores") if meta.is_file() else None
-    return f"t{cores or max(r.get('threads', 1) for r in rows)}-static-default"
+    return f"t{cores}-static-default" if cores else None
 
 
 def tune_unit(table, regions: list[int], orders: dict[int, list[int]], k: int) -> list:
@@ -87,7 +88,11 @@ def run(args) -> int:
               "omp-data, or pass --omp-labels heads/openmp/labels)", file=sys.stderr)
         return 2
     table = Table(rows)
-    default = default_config_key(labels, rows)
+    default = default_config_key(labels)
+    if default is None:
+        print(f"mire bench tune: {labels}/meta.json does not give the machine's cores (the "
+              "runtime's default team size)", file=sys.stderr)
+        return 2
     candidates = [c for c, key in enumerate(table.classes) if key != default]
     units: dict[tuple, list[int]] = {}
     for i, (prog, size, _) in enumerate(table.keys):    # module order within a program
