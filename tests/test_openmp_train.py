@@ -69,12 +69,15 @@ def test_write_head_keeps_the_labels_in_the_head_folder(tmp_path):
     head = tmp_path / "openmp"
     (head / "labels").mkdir(parents=True)
     (head / "labels" / "labels.jsonl.gz").write_bytes(b"kept")
+    (head / "labels-full").mkdir()
+    (head / "labels-full" / "meta.json").write_bytes(b"kept too")
     (head / "stale.onnx").write_bytes(b"old")
     table = Table(labels())
     X = np.asarray([[0.0] if k[0].startswith("s") else [1.0] for k in table.keys])
     args = argparse.Namespace(trees=5, quantile=0.3, min_gain=0.05)
     write_head(table, X, "statistics", args, head, cv={})
     assert (head / "labels" / "labels.jsonl.gz").read_bytes() == b"kept"
+    assert (head / "labels-full" / "meta.json").read_bytes() == b"kept too"
     assert not (head / "stale.onnx").exists()
     spec = yaml.safe_load((head / "spec.yaml").read_text())
     assert spec["classes"] == table.classes and spec["features"] == ["region_statistics"]

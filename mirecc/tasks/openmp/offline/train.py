@@ -343,10 +343,11 @@ def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
               "configuration's log speedup\n# over the runtime's default. Written by "
               "mire omp-train --write-head " + kind + "; see mirecc/tasks/openmp/head.py.\n")
     metrics = {"feature_set": kind, "rows": int(ok.sum()), "cv": cv}
-    # the committed labels the head is made from live in the head's folder: kept
-    labels = directory / "labels"
-    kept = {f"labels/{p.name}": p.read_bytes() for p in sorted(labels.glob("*"))
-            if p.is_file()} if labels.is_dir() else {}
+    # the committed labels (labels/, and labels-full/ of the full space) live
+    # in the head's folder: kept
+    kept = {f"{folder.name}/{p.name}": p.read_bytes()
+            for folder in (directory / "labels", directory / "labels-full") if folder.is_dir()
+            for p in sorted(folder.glob("*")) if p.is_file()}
     replace_dir(directory, {**kept,
         "spec.yaml": (header + yaml.safe_dump(spec, sort_keys=False)).encode(),
         "head.onnx": onnx_bytes(model, X.shape[1]),
