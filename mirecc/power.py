@@ -42,6 +42,16 @@ _PACKAGE_ZONE = re.compile(r"intel-rapl[a-z-]*:\d+$")
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+class _Interrupted(Exception):
+    """A forwarded signal arrived before the program was started: the
+    settings already changed are put back (``finally``) and the launcher
+    exits as the signal would have ended it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 class PowerCapError(Exception):
     """A cap that cannot be understood or applied."""
 
@@ -217,18 +227,23 @@ def run_capped(command: list[str], cap: str | None, root: Path = DEFAULT_ROOT,
 
 
 def _run_forwarding_signals(command: list[str], env: dict | None = None) -> int:
-    try:
-        child = subprocess.Popen(command, env=env)
-    except OSError as exc:
-        raise PowerCapError(f"{command[0]}: cannot run it: {exc.strerror}") from None
-    previous = {}
+    started: list[subprocess.Popen] = []
+    pending: list[int] = []
 
     def forward(signum, frame):
-        child.send_signal(signum)
-    for signum in _FORWARDED:
-        previous[signum] = signal.signal(signum, forward)
+        if started:
+            started[0].send_signal(signum)
+        else:                   # between the handlers and the start: sent at the start
+            pending.append(signum)
+    previous = {signum: signal.signal(signum, forward) for signum in _FORWARDED}
     try:
-        status = child.wait()
+        try:
+            started.append(subprocess.Popen(command, env=env))
+        except OSError as exc:
+            raise PowerCapError(f"{command[0]}: cannot run it: {exc.strerror}") from None
+        for signum in pending:
+            started[0].send_signal(signum)
+        status = started[0].wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -298,6 +313,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from mirecc.tasks.numa.launch import restore_leftover
     restore_leftover(_msr_record(), lambda line: print(line, file=sys.stderr))
+
+    # until the program runs (and its own forwarding takes over), a signal
+    # unwinds through the finally blocks that put caps and MSRs back
+    def interrupt(signum, frame):
+        raise _Interrupted(signum)
+    previous = {signum: signal.signal(signum, interrupt) for signum in _FORWARDED}
     try:
         if plan is None or (not plan.env and not plan.prefix and plan.msr_mask is None):
             return run_capped(command, args.power_cap, Path(args.powercap_root))
@@ -305,6 +326,13 @@ def run(args: argparse.Namespace) -> int:
     except (PowerCapError, LaunchError) as exc:
         print(f"mire run: {exc}", file=sys.stderr)
         return 2
+    except _Interrupted as exc:
+        print(f"mire run: signal {exc.signum} before the program started; settings put "
+              "back", file=sys.stderr)
+        return 128 + exc.signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _msr_record() -> Path:
