@@ -66,11 +66,10 @@ def _mean(items: list[dict]):
     return float(np.mean(items))
 
 
-def _features(table: Table, kinds, cache: Path, model_dirs: dict,
-              compiler: str | None = None) -> dict[str, np.ndarray]:
+def _features(table: Table, kinds, cache: Path, model_dirs: dict) -> dict[str, np.ndarray]:
     out = {}
     for kind in kinds:
-        vectors = module_features(table.modules, kind, cache, model_dirs, compiler)
+        vectors = module_features(table.modules, kind, cache, model_dirs)
         dim = len(next(iter(vectors.values())))
         out[kind] = np.stack([vectors.get(m.sha256, np.zeros(dim, np.float32))
                               for m in table.modules])
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     model_dirs = {"trained": trained}
     if "random-init" in kinds:
         model_dirs["random"] = random_init_model_dir(trained, cache / "models", seed=0)
-    feats = _features(table, kinds, cache, model_dirs, compiler)
+    feats = _features(table, kinds, cache, model_dirs)
     train, test = table.subset(train_rows), table.subset(test_rows)
     ks = sorted({k for k in KS if k < len(library)} | {min(len(library), KS[-1])})
     X = {kind: (f[train_rows], f[test_rows]) for kind, f in feats.items()}

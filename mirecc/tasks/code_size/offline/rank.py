@@ -11,7 +11,6 @@ oracle (the true order) bounds them all.
 from __future__ import annotations
 
 import math
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -162,16 +161,14 @@ def _geomean_reduction(red: np.ndarray) -> float:
 
 # ------------------------------------------------------------------ features
 
-def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict,
-                    compiler: str | None = None) -> dict:
-    """sha256 -> feature vector of ``kind`` (FEATURE_SETS) for ``modules``
-    (bitcode of ``compiler``'s LLVM, default: the encoder's clang); cached
-    per kind and model under ``cache_dir``."""
+def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict) -> dict:
+    """sha256 -> feature vector of ``kind`` (FEATURE_SETS) for ``modules``;
+    cached per kind and model under ``cache_dir``."""
     from mirecc.tasks.opencl.offline.features import embed_ir2vec, embed_kernels
 
     if kind == "counts":
         return _counts(modules, cache_dir)
-    texts = {m.sha256: ("ir", _ir_text(m.path, compiler)) for m in modules}
+    texts = {m.sha256: ("ir", _ir_text(m.path)) for m in modules}
     if kind == "ir2vec":
         vectors, _ = embed_ir2vec(texts, cache_root=cache_dir)
     else:
@@ -181,14 +178,10 @@ def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict,
     return vectors
 
 
-def _ir_text(bitcode: Path, compiler: str | None = None) -> str:
-    from mirecc.tasks.code_size.build import opt_beside
-    from mirecc.encoder.runtime import default_clang
-
-    # the llvm-dis of the LLVM that wrote the bitcode: an older one cannot read it
-    dis = Path(opt_beside(compiler or default_clang())).with_name("llvm-dis")
-    return subprocess.run([str(dis), str(bitcode), "-o", "-"], capture_output=True, text=True,
-                          check=True, timeout=300).stdout
+def _ir_text(bitcode: Path) -> str:
+    # llvm-dis-14 first, newer ones for newer bitcode (clang 19's corpus)
+    from mirecc.corpus.irtext import disassemble
+    return disassemble(bitcode.read_bytes(), str(bitcode))
 
 
 def _counts(modules: list, cache_dir: Path) -> dict:
