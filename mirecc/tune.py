@@ -365,7 +365,7 @@ def _profile_text(kept: list[dict], where: Path) -> str:
                      k["digest"], k["value"], k.get("comment", "")) for k in kept]) + "\n"
 
 
-def _beats(candidate: list[float], best: list[float], threshold: float) -> bool:
+def beats(candidate: list[float], best: list[float], threshold: float) -> bool:
     """Faster beyond the threshold and beyond the best's own spread, in both
     the median and the minimum."""
     noise = (max(best) - min(best)) / statistics.median(best)
@@ -487,7 +487,7 @@ def run(args) -> int:
                 state["tried"].append(key)
                 if times is not None and output != state["output"]:
                     say(f"{site['target']} {pairs}: the output changed; not kept")
-                elif times is not None and _beats(times, best, args.threshold):
+                elif times is not None and beats(times, best, args.threshold):
                     # against the best's runs beside it, chained to the baseline
                     gain = statistics.median(best) / statistics.median(times)
                     speedup = state.get("gain", 1.0) * gain

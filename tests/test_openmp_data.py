@@ -443,6 +443,47 @@ def test_oracle_and_summary_on_hand_written_rows(tmp_path):
     assert "geomean oracle speedup over the default: " in text and "(the default is faster)" in text
 
 
+def _dataset(path: Path, rows: list[dict], **protocol) -> Path:
+    path.mkdir(parents=True)
+    (path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "meta.json").write_text(json.dumps({
+        "cc_version": "clang 14", "cores": 2, "date": str(path.name),
+        "protocol": {"space": "full", "configs": ["x", "z"], "repeats": 3, "opt": "-O3",
+                     **protocol}}))
+    return path
+
+
+def test_export_merges_label_sets_into_the_committed_form(tmp_path):
+    import gzip
+
+    from mirecc import mire
+    dest = tmp_path / "heads" / "labels-full"
+    first = _dataset(tmp_path / "a", [_row("one", "r:0", "x", 1.0, 1.0),
+                                       _row("one", "r:0", "z", 0.8, 1.0)])
+    second = _dataset(tmp_path / "b", [_row("two", "a:0", "x", 2.0, 4.0),
+                                        _row("one", "r:0", "z", 0.5, 1.0)])  # measured again
+    (second / "kernels").mkdir()
+    (second / "kernels" / "index.json").write_text('{"seed": 0}')
+    assert mire.main(["omp-data", "--out", str(first), "--export", str(dest)]) == 0
+    committed = (dest / "labels.jsonl.gz").read_bytes()
+    assert D.export_labels(first, dest) == 2
+    assert (dest / "labels.jsonl.gz").read_bytes() == committed     # same rows, same bytes
+    assert D.export_labels(second, dest) == 3
+    with gzip.open(dest / "labels.jsonl.gz", "rt") as f:
+        rows = {r["row"]: r for r in map(json.loads, f)}
+    assert rows["one|SMALL|r:0|z"]["median_s"] == 0.5 and "one|SMALL|r:0|x" in rows
+    meta = json.loads((dest / "meta.json").read_text())
+    assert meta["programs"] == ["one", "two"] and meta["dates"] == ["a", "b"]
+    assert (dest / "kernels-index.json").read_text() == '{"seed": 0}'
+    assert "| two | SMALL |" in (dest / "summary.md").read_text()
+    # another protocol is not the same dataset: nothing written
+    other = _dataset(tmp_path / "c", [_row("three", "r:0", "x", 1.0, 1.0)], repeats=5)
+    with pytest.raises(ValueError, match="repeats 3, .*c with 5"):
+        D.export_labels(other, dest)
+    assert mire.main(["omp-data", "--out", str(other), "--export", str(dest)]) == 2
+    assert json.loads((dest / "meta.json").read_text())["programs"] == ["one", "two"]
+
+
 def test_a_racy_program_is_left_out_of_the_figures(tmp_path):
     """A program whose default output differs from its build without
     -fopenmp (a data race in its OpenMP code) is marked racy and left out

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from mirecc.tasks.openmp.offline.train import BAD, Table, judge, summarize  # noqa: E402
+from mirecc.tasks.openmp.offline.train import BAD, Table, judge, summarize, verify  # noqa: E402
 
 
 def row(program, config, speedup, suite="polybench", group="g", ok=True, changed=False):
@@ -57,6 +57,56 @@ def test_table_targets_and_held_out_judging():
     assert s["forest: statistics"]["slower_than_0.95"] == 0
     assert s["forest: statistics"]["at_0.9_oracle"] == 9 == s["oracle"]["applications"]
     assert s["best single"]["slower_than_0.95"] >= 3
+
+
+def timed_row(program, config, times, default_times, changed=False):
+    med = sorted(times)[len(times) // 2]
+    dmed = sorted(default_times)[len(default_times) // 2]
+    return {**row(program, config, dmed / med, changed=changed), "times_s": times,
+            "median_s": med, "default": {"median_s": dmed, "times_s": default_times,
+                                         "stable_output": True, "matches_sequential": True}}
+
+
+def test_verify_keeps_only_what_beats_the_default_on_rounds_it_did_not_judge():
+    d = [1.0, 1.0, 1.0]
+    table = Table([
+        timed_row("p", "t1-static-default", [0.5, 0.5, 0.5], d, changed=True),  # never kept
+        timed_row("p", "t1-static-8", [0.8, 0.81, 0.79], d),       # 1.25x in every round
+        timed_row("p", "t1-dynamic-1", [0.4, 1.3, 1.3], d),        # one lucky round
+        timed_row("p", "t2-dynamic-64", [0.7, 0.7, 0.7], d)])      # faster still
+    c = {key: n for n, key in enumerate(table.classes)}
+    # unsafe: costs its try, never kept; the next one beats the default in every fold
+    kept, speedup = verify(table, 0, [c["t1-static-default"], c["t1-static-8"]], 2, 0.02)
+    assert kept == c["t1-static-8"] and speedup == pytest.approx(1.0 / 0.8)
+    # K bounds the tries: the faster one is not reached with K=1
+    assert verify(table, 0, [c["t1-static-8"], c["t2-dynamic-64"]], 1, 0.02)[0] \
+        == c["t1-static-8"]
+    kept, speedup = verify(table, 0, [c["t1-static-8"], c["t2-dynamic-64"]], 2, 0.02)
+    assert kept == c["t2-dynamic-64"] and speedup == pytest.approx(1.0 / 0.7)
+    # one lucky round fools the tunes that measured it (their median of two
+    # is the mean), and the rounds they did not measure show the loss
+    kept, speedup = verify(table, 0, [c["t1-dynamic-1"]], 1, 0.02)
+    assert kept == c["t1-dynamic-1"] and speedup == pytest.approx(1.0 / 1.3)
+    # nothing timed (labels without rounds): the default
+    assert verify(Table(labels()), 0, [0, 1], 2, 0.02) == (None, 1.0)
+
+
+def test_judge_adds_the_verified_policies_and_never_tries_the_default():
+    rows = []
+    for name in ("a", "b", "c"):
+        d = [1.0, 1.02, 0.98]
+        rows += [timed_row(name, "t2-static-default", d, d),
+                 timed_row(name, "t1-static-default", [0.5, 0.52, 0.49], d)]
+    table = Table(rows)
+    X = {"statistics": np.zeros((len(table.keys), 1))}
+    result = judge(table, X, ["statistics"], quantile=0.3, min_gain=0.05, trees=5, seeds=1,
+                   verify_k=1, default_key="t2-static-default")
+    for policy in ("verified 1: forest: statistics", "verified 1: random order"):
+        assert result[policy]["a"] == pytest.approx(2.0, rel=0.05)
+    # the default as its own candidate would keep nothing
+    result = judge(table, X, ["statistics"], quantile=0.3, min_gain=0.05, trees=5, seeds=1,
+                   verify_k=1, default_key="t1-static-default")
+    assert result["verified 1: random order"]["a"] == 1.0
 
 
 def test_write_head_keeps_the_labels_in_the_head_folder(tmp_path):

@@ -1,6 +1,5 @@
 """mire run: package power caps through a fake RAPL powercap tree."""
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -6,6 +6,7 @@ the oracle.
     mire omp-data --out .work/omp-labels --space small --repeats 3
     mire omp-data --out .work/omp-labels --families --programs gemm,syrk
     mire omp-data --out .work/omp-labels --summary
+    mire omp-data --out .work/omp-labels --export heads/openmp/labels   # merge, commit
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def add_arguments(p) -> None:
                    help="kernel generator and shuffling seed (default: %(default)s)")
     p.add_argument("--summary", action="store_true",
                    help="only summarise an existing labels file (also written to summary.md)")
+    p.add_argument("--export", default=None, metavar="DIR",
+                   help="only merge --out's labels into the committed form in DIR "
+                        "(labels.jsonl.gz, meta.json, summary.md, kernels-index.json), "
+                        "keeping DIR's other rows")
 
 
 def _list(text: str | None) -> list[str] | None:
@@ -60,6 +65,14 @@ def run(args) -> int:
     from mirecc.tasks.openmp.offline import dataset, programs as P
 
     out = Path(args.out)
+    if args.export:
+        try:
+            n = dataset.export_labels(out, args.export)
+        except (OSError, ValueError) as exc:
+            print(f"mire omp-data: {exc}", file=sys.stderr)
+            return 2
+        print(f"mire omp-data: {n} rows in {args.export}")
+        return 0
     if not args.summary:
         try:
             sizes = [s.upper() for s in _list(args.sizes) or []]

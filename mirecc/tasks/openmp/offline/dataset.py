@@ -796,3 +796,57 @@ def write_summary(out: Path | str) -> str:
     text, md = summarize(read_rows(out / "labels.jsonl"))
     atomic_write_bytes(out / "summary.md", md.encode())
     return text
+
+
+#: protocol entries two label sets must share to be merged into one
+MERGE_KEYS = ("space", "configs", "repeats", "opt")
+
+
+def export_labels(src: Path | str, dest: Path | str) -> int:
+    """Merge the labels of a dataset directory (``src/labels.jsonl``) into
+    the committed form at ``dest`` (``labels.jsonl.gz``, ``meta.json``,
+    ``summary.md``, and ``kernels-index.json`` that regenerates the kernels
+    for training), keeping the rows already there (a row of ``src`` replaces
+    the one with its id). Both must have been measured with the same
+    compiler, machine cores and protocol. Returns the number of rows."""
+    import gzip
+    import io
+
+    src, dest = Path(src), Path(dest)
+    new = read_rows(src / "labels.jsonl")
+    if not new:
+        raise ValueError(f"{src}: no labels.jsonl to export")
+    meta = json.loads((src / "meta.json").read_text())
+    rows = {}
+    if (dest / "labels.jsonl.gz").is_file():
+        old_meta = json.loads((dest / "meta.json").read_text())
+        for key, a, b in [("cc_version", old_meta.get("cc_version"), meta.get("cc_version")),
+                          ("cores", old_meta.get("cores"), meta.get("cores"))] + [
+                (key, old_meta["protocol"].get(key), meta["protocol"].get(key))
+                for key in MERGE_KEYS]:
+            if a != b:
+                raise ValueError(f"{dest} holds labels measured with {key} {a!r}, {src} with "
+                                 f"{b!r}: not one dataset (export to another folder)")
+        with gzip.open(dest / "labels.jsonl.gz", "rt") as f:
+            rows = {r["row"]: r for r in (json.loads(line) for line in f if line.strip())}
+        meta["dates"] = sorted(set(old_meta.get("dates", [old_meta.get("date")]))
+                               | {meta.get("date")})
+    rows.update((r["row"], r) for r in new)
+    merged = [rows[k] for k in sorted(rows)]
+    meta["programs"] = sorted({r["program"] for r in merged})
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as f:   # same rows, same bytes
+        f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in merged).encode())
+    dest.mkdir(parents=True, exist_ok=True)
+    index, kept_index = src / "kernels" / "index.json", dest / "kernels-index.json"
+    if index.is_file():
+        if kept_index.is_file() and (json.loads(kept_index.read_text())
+                                     != json.loads(index.read_text())):
+            raise ValueError(f"{src} generated other kernels than {dest}'s (their "
+                             "kernels-index.json differ): export to another folder")
+        atomic_write_bytes(kept_index, index.read_bytes())
+    atomic_write_bytes(dest / "labels.jsonl.gz", buf.getvalue())
+    atomic_write_bytes(dest / "meta.json", (json.dumps(meta, indent=1) + "\n").encode())
+    atomic_write_bytes(dest / "summary.md", summarize(merged)[1].encode())
+    return len(merged)
+

@@ -19,7 +19,16 @@ siblings), side by side in one run:
   ``ir2vec``); a random-init encoder's and mirecc's encoder's embedding of
   the region's outlined function (each with the statistics). The forest
   acts only where a low quantile of its trees still promises ``min_gain``
-  (:func:`mirecc.tasks.loop_vectorize.head.choose`), else the default stays.
+  (:func:`mirecc.tasks.loop_vectorize.head.choose`), else the default stays;
+* ``verified``, per forest and for a random order: what ``mire tune`` does
+  where a guess cannot be trusted. The region's first ``--verify``
+  configurations in the forest's order (its trees' ``quantile``, best
+  first; no gate) are measured against the default, and one is kept only
+  where it beats the best so far as the tune's rule says
+  (:func:`mirecc.tune.beats`: median and minimum, beyond the threshold and
+  the default's spread), else the default stays. Judged honestly on rounds
+  that chose nothing: per timed round, the tune measures on the others and
+  its pick is judged on that round (:func:`verify`).
 
 Per application: its speedup (the geomean over its sizes of the program's
 speedup, regions combined as :func:`..dataset.combine` does), its share of
@@ -48,6 +57,8 @@ FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder")
 SHIPPABLE = {"statistics": ["region_statistics"],
              "encoder": ["region_statistics", "function_embedding"]}
 DEFAULT_LABELS = Path(".work/omp-labels")
+#: random orders averaged for the verified policy's random baseline
+RANDOM_ORDERS = 20
 
 
 def add_arguments(p) -> None:
@@ -66,6 +77,13 @@ def add_arguments(p) -> None:
                    help="log speedup the quantile must promise (default: %(default)s)")
     p.add_argument("--trees", type=int, default=100)
     p.add_argument("--seeds", type=int, default=3, help="forest seeds averaged (default: 3)")
+    p.add_argument("--verify", type=int, default=3, metavar="K",
+                   help="also judge verified policies: the first K configurations of a "
+                        "region in an order measured, as mire tune does (0: not judged; "
+                        "default: %(default)s)")
+    p.add_argument("--threshold", type=float, default=0.02,
+                   help="the verified policies' keep threshold, as mire tune's "
+                        "(default: %(default)s)")
     p.add_argument("--out", default=None, help="where to write omp-train.md/.json "
                    "(default: <labels>)")
     p.add_argument("--write-head", default=None, metavar="FEATURES",
@@ -78,15 +96,22 @@ def add_arguments(p) -> None:
 # ------------------------------------------------------------------ the table
 
 class Table:
-    """Regions of race-free programs: keys, application, targets (log speedups)."""
+    """Regions of race-free programs: keys, application, targets (log
+    speedups), and the timed rounds behind them."""
 
     def __init__(self, rows: list[dict]):
         o = oracle(rows)
+        # (program, size, region, configuration) -> (default's, its) kernel
+        # times, round by round (both timed in the same shuffled rounds)
+        timed = {(r["program"], r["size"], r["region"], r["config_key"]):
+                 ((r.get("default") or {}).get("times_s") or [], r.get("times_s") or [])
+                 for r in rows if "config_key" in r}
         suites = {r["program"]: (r.get("suite"), r.get("group")) for r in rows}
         configs = sorted({r["config_key"] for r in rows if "config_key" in r})
         self.classes = configs
         self.keys, self.apps, self.Y, self.parents = [], [], [], {}
         self.unsafe = []        # (N, classes): not a candidate (failed, output changed, not timed)
+        self.rounds = []        # per region, per class: (default's times, its times) or None
         for (prog, size), p in sorted(o["per"].items()):
             if p["racy"] or not p["regions"]:
                 continue
@@ -100,21 +125,73 @@ class Table:
                 self.Y.append([math.log(g["by_config"][c]) if c in g["by_config"] else BAD
                                for c in configs])
                 self.unsafe.append([c not in g["by_config"] for c in configs])
+                self.rounds.append([_paired(*timed[(prog, size, rid, c)])
+                                    if c in g["by_config"] else None for c in configs])
                 self.parents[(prog, size, rid)] = p["parents"].get(rid)
         self.Y = np.asarray(self.Y, dtype=np.float64).reshape(len(self.keys), len(configs))
         self.unsafe = np.asarray(self.unsafe, dtype=bool).reshape(self.Y.shape)
         self.apps = np.asarray(self.apps)
 
-    def program_speedups(self, idx: np.ndarray, chosen: list[int | None]) -> dict:
+    def program_speedups(self, idx: np.ndarray, chosen: list[int | None],
+                         ratios: list[float] | None = None) -> dict:
         """(program, size) -> the program's speedup when region ``idx[i]``
-        runs configuration ``chosen[i]`` (None: default); regions combined."""
+        runs configuration ``chosen[i]`` (None: default), each region's
+        speedup the labels' (or ``ratios[i]``); regions combined."""
         by_unit: dict[tuple, dict] = {}
-        for i, c in zip(idx, chosen):
+        for n, (i, c) in enumerate(zip(idx, chosen)):
             prog, size, rid = self.keys[i]
-            ratio = 1.0 if c is None else math.exp(self.Y[i, c])
+            ratio = (ratios[n] if ratios is not None
+                     else 1.0 if c is None else math.exp(self.Y[i, c]))
             by_unit.setdefault((prog, size), {})[rid] = ratio
         return {u: combine(r, {rid: self.parents[(u[0], u[1], rid)] for rid in r})
                 for u, r in by_unit.items()}
+
+
+def _paired(default: list[float], times: list[float]):
+    """Both lists of times, when they hold the same rounds (every run of
+    both ran); else None."""
+    return (default, times) if default and len(default) == len(times) else None
+
+
+def verify(table: Table, i: int, order: list[int], k: int, threshold: float):
+    """What a tune keeps for region ``i`` after measuring the first ``k``
+    configurations of ``order`` against the default, judged on rounds it did
+    not measure: per timed round r, the tune measures on the other rounds
+    and its pick is judged on round r alone; the region's speedup is the
+    median over r (one slow run, which this VM has, moves no median). A
+    candidate that failed, changed the output or was not timed costs its
+    try and is never kept; one is kept only where it beats the best so far
+    (:func:`mirecc.tune.beats`). Returns (the class most often kept, or
+    None for the default; the speedup)."""
+    import statistics
+
+    from mirecc.tune import beats
+
+    tried = [c for c in order[:k] if not table.unsafe[i, c] and table.rounds[i][c]
+             and len(table.rounds[i][c][0]) >= 3]
+    if not tried:
+        return None, 1.0
+    default = table.rounds[i][tried[0]][0]
+    picks, ratios = [], []
+    for r in range(len(default)):
+        def measured(times):
+            return times[:r] + times[r + 1:]
+        kept, best = None, measured(default)
+        for c in tried:
+            times = table.rounds[i][c][1]
+            if beats(measured(times), best, threshold):
+                kept, best = c, measured(times)
+        picks.append(kept)
+        ratios.append(1.0 if kept is None else default[r] / table.rounds[i][kept][1][r])
+    common = max(set(picks), key=picks.count)
+    return common, statistics.median(ratios)
+
+
+def forest_order(tree_gains: np.ndarray, quantile: float, candidates: list[int]) -> list[int]:
+    """``candidates`` best first by the ``quantile`` of the trees' predicted
+    log speedups (``tree_gains``: trees x classes, one region)."""
+    q = np.quantile(tree_gains, quantile, axis=0)
+    return sorted(candidates, key=lambda c: -q[c])
 
 
 # --------------------------------------------------------------- the features
@@ -221,18 +298,26 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
 # ----------------------------------------------------------------- judging
 
 def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: float,
-          trees: int, seeds: int) -> dict:
+          trees: int, seeds: int, verify_k: int = 0, threshold: float = 0.02,
+          default_key: str | None = None) -> dict:
     """Leave one application out: policy -> application -> speedup; and
     under ``"unsafe"``, policy -> how many region choices (over seeds) were
     configurations not known to keep the output (failed, changed it, or
-    not timed)."""
+    not timed). With ``verify_k``, also the verified policies (module
+    docstring): per forest, and for random orders (:data:`RANDOM_ORDERS`);
+    ``default_key``, the runtime's default, is not a candidate."""
     from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
     from mirecc.tasks.loop_vectorize.head import choose
 
     apps = sorted(set(table.apps.tolist()))
+    candidates = [c for c, key in enumerate(table.classes) if key != default_key]
+    verified = ([f"verified {verify_k}: forest: {k}" for k in kinds]
+                + [f"verified {verify_k}: random order"]) if verify_k else []
     result = {"default": {}, "best single": {}, "oracle": {}}
     for k in kinds:
         result[f"forest: {k}"] = {}
+    for name in verified:
+        result[name] = {}
     unsafe = dict.fromkeys(result, 0)
     for app in apps:
         test = np.flatnonzero(table.apps == app)
@@ -249,21 +334,36 @@ def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: fl
         weights = np.asarray([1.0 / np.sum(table.apps[train] == a) for a in table.apps[train]])
         single = int((table.Y[train] * weights[:, None]).sum(axis=0).argmax())
         result["best single"][app] = app_speedup([single] * len(test), "best single")
+        def verified_speedup(orders: list[list[int]]) -> float:
+            picks = [verify(table, i, order, verify_k, threshold) for i, order in zip(test, orders)]
+            return geomean(list(table.program_speedups(
+                test, [c for c, _ in picks], [r for _, r in picks]).values()))
         for k in kinds:
             ok_train = train[np.all(np.isfinite(X[k][train]), axis=1)]
-            speeds = []
+            speeds, verified_speeds = [], []
             for seed in range(seeds):
                 model = fit_forest(X[k][ok_train], table.Y[ok_train],
                                    ForestConfig(trees=trees, seed=seed))
-                chosen = []
+                chosen, orders = [], []
                 for i in test:
-                    if not np.all(np.isfinite(X[k][i])):
+                    if not np.all(np.isfinite(X[k][i])):     # no features: the default
                         chosen.append(None)
+                        orders.append([])
                         continue
                     G = tree_predictions(model, X[k][i:i + 1])
                     chosen.append(choose(G, quantile, min_gain)[0][0])
+                    orders.append(forest_order(G[0], quantile, candidates))
                 speeds.append(app_speedup(chosen, f"forest: {k}"))
+                if verify_k:
+                    verified_speeds.append(verified_speedup(orders))
             result[f"forest: {k}"][app] = geomean(speeds)
+            if verify_k:
+                result[f"verified {verify_k}: forest: {k}"][app] = geomean(verified_speeds)
+        if verify_k:
+            rng = np.random.default_rng(0)
+            result[f"verified {verify_k}: random order"][app] = geomean([
+                verified_speedup([list(rng.permutation(candidates)) for _ in test])
+                for _ in range(RANDOM_ORDERS)])
     result["unsafe"] = unsafe
     return result
 
@@ -300,7 +400,13 @@ def report(summary: dict, meta: dict) -> str:
              f"- forest: {meta['trees']} trees, {meta['seeds']} seeds averaged, acts where the "
              f"{meta['quantile']} quantile of its trees promises > {math.exp(meta['min_gain']):.3f}x",
              "- speedup: over the runtime's default (all cores, static), the program's kernel "
-             "time; a configuration that failed or changed the output counts as 0.5x", "",
+             "time; a configuration that failed or changed the output counts as 0.5x",
+             *([f"- verified K: per region the first {meta['verify']} configurations in the "
+                "order (the forest's trees' quantile, best first; random: mean of "
+                f"{RANDOM_ORDERS} orders) measured against the default, one kept where it beats the best so far (median and minimum, "
+                f"by more than {meta['threshold']:.0%} and the default's spread); judged "
+                "per round on a tune that did not measure that round, the median over "
+                "rounds"] if meta.get("verify") else []), "",
              "| policy | geomean | PolyBench geomean | >= 0.9 oracle | PolyBench >= 0.9 "
              "| slower than 0.95x | output not known kept |", "|---|---:|---:|---:|---:|---:|---:|"]
     for p in policies:
@@ -394,12 +500,20 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"mire omp-train: {exc}", file=sys.stderr)
         return 2
-    result = judge(table, X, kinds, args.quantile, args.min_gain, args.trees, args.seeds)
+    from mirecc.tasks.openmp.offline.tune_bench import default_config_key
+    default_key = default_config_key(labels)
+    if args.verify and default_key is None:
+        print(f"mire omp-train: {labels}/meta.json does not give the machine's cores (the "
+              "runtime's default, which --verify measures against)", file=sys.stderr)
+        return 2
+    result = judge(table, X, kinds, args.quantile, args.min_gain, args.trees, args.seeds,
+                   args.verify, args.threshold, default_key)
     summary = summarize(result, table)
     meta = {"labels": str(labels), "sizes": args.sizes or "all", "regions": len(table.keys),
             "applications": len(set(table.apps.tolist())), "classes": len(table.classes),
             "trees": args.trees, "seeds": args.seeds, "quantile": args.quantile,
-            "min_gain": args.min_gain, "cc": args.cc}
+            "min_gain": args.min_gain, "cc": args.cc, "verify": args.verify,
+            "threshold": args.threshold}
     text = report(summary, meta)
     out = Path(args.out or labels)
     from mirecc.fsutil import atomic_write_bytes

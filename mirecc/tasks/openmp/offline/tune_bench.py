@@ -79,7 +79,8 @@ def run(args) -> int:
     from mirecc.tasks.loop_vectorize.offline.tune_bench import (BUDGETS, SEEDS, summarize_runs,
                                                                 write_report)
     from mirecc.tasks.openmp.offline.dataset import geomean
-    from mirecc.tasks.openmp.offline.train import Table, read_labels, region_features
+    from mirecc.tasks.openmp.offline.train import (Table, forest_order, read_labels,
+                                                   region_features)
 
     labels = Path(args.omp_labels)
     rows = [r for r in read_labels(labels) if r.get("size") in SIZES]
@@ -114,8 +115,8 @@ def run(args) -> int:
                 if not np.all(np.isfinite(X[kind][i])):      # no features: random order
                     orders[kind][i] = list(np.random.default_rng(i).permutation(candidates))
                     continue
-                q = np.quantile(tree_predictions(model, X[kind][i:i + 1])[0], 0.3, axis=0)
-                orders[kind][i] = sorted(candidates, key=lambda c: -q[c])
+                orders[kind][i] = forest_order(tree_predictions(model, X[kind][i:i + 1])[0],
+                                               0.3, candidates)
     rng = np.random.default_rng(0)
     randoms = [{i: list(rng.permutation(candidates)) for i in range(len(table.keys))}
                for _ in range(SEEDS)]
