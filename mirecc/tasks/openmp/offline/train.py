@@ -158,10 +158,10 @@ def verify(table: Table, i: int, order: list[int], k: int, threshold: float):
     configurations of ``order`` against the default, judged on rounds it did
     not measure: per timed round r, the tune measures on the other rounds
     and its pick is judged on round r alone; the region's speedup is the
-    median over r (one slow run, which this VM has, moves no median). A
-    candidate that failed, changed the output or was not timed costs its
-    try and is never kept; one is kept only where it beats the best so far
-    (:func:`mirecc.tune.beats`). Returns (the class most often kept, or
+    median over r (one slow judged round, which this VM has, moves no
+    median). A candidate that failed, changed the output or was not timed
+    costs its try and is never kept; one is kept only where it beats the
+    best so far (:func:`mirecc.tune.beats`). Returns (the class most often kept, or
     None for the default; the speedup)."""
     import statistics
 
@@ -183,8 +183,7 @@ def verify(table: Table, i: int, order: list[int], k: int, threshold: float):
                 kept, best = c, measured(times)
         picks.append(kept)
         ratios.append(1.0 if kept is None else default[r] / table.rounds[i][kept][1][r])
-    common = max(set(picks), key=picks.count)
-    return common, statistics.median(ratios)
+    return max(picks, key=picks.count), statistics.median(ratios)
 
 
 def forest_order(tree_gains: np.ndarray, quantile: float, candidates: list[int]) -> list[int]:
