@@ -837,16 +837,17 @@ def export_labels(src: Path | str, dest: Path | str) -> int:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as f:   # same rows, same bytes
         f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in merged).encode())
-    dest.mkdir(parents=True, exist_ok=True)
-    index, kept_index = src / "kernels" / "index.json", dest / "kernels-index.json"
+    files = {f.name: f.read_bytes() for f in sorted(dest.glob("*")) if f.is_file()}
+    index = src / "kernels" / "index.json"
     if index.is_file():
-        if kept_index.is_file() and (json.loads(kept_index.read_text())
-                                     != json.loads(index.read_text())):
+        kept = files.get("kernels-index.json")
+        if kept is not None and json.loads(kept) != json.loads(index.read_text()):
             raise ValueError(f"{src} generated other kernels than {dest}'s (their "
                              "kernels-index.json differ): export to another folder")
-        atomic_write_bytes(kept_index, index.read_bytes())
-    atomic_write_bytes(dest / "labels.jsonl.gz", buf.getvalue())
-    atomic_write_bytes(dest / "meta.json", (json.dumps(meta, indent=1) + "\n").encode())
-    atomic_write_bytes(dest / "summary.md", summarize(merged)[1].encode())
+        files["kernels-index.json"] = index.read_bytes()
+    files.update({"labels.jsonl.gz": buf.getvalue(),
+                  "meta.json": (json.dumps(meta, indent=1) + "\n").encode(),
+                  "summary.md": summarize(merged)[1].encode()})
+    from mirecc.fsutil import replace_dir
+    replace_dir(dest, files)         # all files new, or all old
     return len(merged)
-
