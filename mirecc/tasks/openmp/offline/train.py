@@ -423,6 +423,50 @@ def report(summary: dict, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(summary: dict, path: Path, verify_k: int) -> None:
+    """Per application, the speedup of the oracle, the best single
+    configuration, mirecc's forest (guessing, and verified) and a verified
+    random order, on a log scale, with the 0.95x line; nothing without
+    matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    guess = "forest: encoder" if "forest: encoder" in summary else next(
+        (p for p in summary if p.startswith("forest: ")), None)
+    policies = [p for p in ("oracle", "best single", guess, f"verified {verify_k}: {guess}",
+                            f"verified {verify_k}: random order") if p in summary]
+    apps = sorted(summary["oracle"]["per"])
+    fig, ax = plt.subplots(figsize=(max(8, 0.7 * len(apps)), 5.5))
+    width = 0.8 / len(policies)
+    for k, p in enumerate(policies):     # bars up (faster) or down (slower) from 1
+        ax.bar(np.arange(len(apps)) + k * width, [summary[p]["per"][a] - 1 for a in apps],
+               width, bottom=1,
+               label=f"{p} ({summary[p]['at_0.9_oracle']}/{len(apps)} at 0.9 of the oracle, "
+                     f"{summary[p]['slower_than_0.95']} below 0.95x)")
+    ax.set_yscale("log")
+    values = [summary[p]["per"][a] for p in policies for a in apps] + [0.95, 1.0]
+    low, high = min(values) / 1.1, max(values) * 1.1
+    ticks = [t for t in (0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12) if low <= t <= high]
+    ax.set_ylim(low, high)
+    ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
+    ax.minorticks_off()
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(0.95, color="red", linestyle=":", linewidth=1)
+    ax.set_xticks(np.arange(len(apps)) + 0.4 - width / 2, apps, rotation=40, ha="right",
+                  fontsize=8)
+    ax.set_ylabel("speedup over the runtime's default (log)")
+    ax.set_title("OpenMP, leave one application out")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
 # ------------------------------------------------------------------ the head
 
 def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
@@ -520,6 +564,7 @@ def run(args) -> int:
     atomic_write_bytes(out / "omp-train.md", text.encode())
     atomic_write_bytes(out / "omp-train.json",
                        json.dumps({"meta": meta, "summary": summary}, indent=1).encode())
+    plot(summary, out / "omp-train.png", args.verify)
     print(text)
     if args.write_head:
         cv = summary.get(f"forest: {args.write_head}", {})
