@@ -337,6 +337,10 @@ def test_dataset_rows_check_and_resume(tmp_path, plugin14):
         "gemm|MINI|kernel_gemm:0|t2-guided-default", f"{kern[0].name}|MINI|kernel:0|t2-guided-default"]
     assert len(sorted((out / "work" / "bin").rglob("*.json"))) == len(bins) + 2
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps     # nothing rebuilt
+    # a run of fewer programs into the folder keeps the others in meta.json
+    D.run_dataset(out, [gemm], sizes=["MINI"], configs=more, repeats=1, cc="clang-14",
+                  progress=False, plugin=plugin14, timeout=60)
+    assert json.loads((out / "meta.json").read_text())["programs"] == ["gemm", kern[0].name]
     # labels of another compiler never mix with these
     if shutil.which("clang-19"):
         with pytest.raises(ValueError, match="give another --out"):

@@ -533,7 +533,9 @@ def run_dataset(out: Path | str, programs: list[Program], *, sizes=DEFAULT_SIZES
         "plugin": str(plugin), "timing": "median of the kernel's own time over repeats "
         "rounds; the default and the distinct configuration binaries of a region in an "
         "order shuffled per round"}
-    info["programs"] = [p.name for p in programs]
+    # a later run into the same folder adds programs; it does not forget the first ones
+    info["programs"] = list(dict.fromkeys([*before.get("programs", []),
+                                           *(p.name for p in programs)]))
     atomic_write_bytes(out / "meta.json", (json.dumps(info, indent=1) + "\n").encode())
 
     from tqdm import tqdm
