@@ -59,6 +59,8 @@ import time
 from pathlib import Path
 
 TASK = "loop-vectorize"
+#: a candidate is kept only when faster than the best by more than this share
+KEEP_THRESHOLD = 0.02
 OPENMP = "openmp"
 #: candidates tried at a loop no head ranked
 FALLBACK = ({"vectorize.width": 1, "interleave.count": 1},
@@ -87,7 +89,7 @@ def add_arguments(p) -> None:
                    help="builds plus timed runs to spend (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=3,
                    help="timed runs per build (default: %(default)s)")
-    p.add_argument("--threshold", type=float, default=0.02,
+    p.add_argument("--threshold", type=float, default=KEEP_THRESHOLD,
                    help="least relative gain a change must show (default: %(default)s)")
     p.add_argument("--profile", default="mirecc.profile",
                    help="the profile to write (default: %(default)s)")

@@ -215,11 +215,10 @@ def _learned(r: dict) -> list[str]:
 
 
 def plot(r: dict, path: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from mirecc.plots import pyplot, save
+
+    plt = pyplot()
+    if plt is None:
         return
     ir = r.get("objective") == "ir"
     metric = "ir_mean" if ir else "text_mean"
@@ -235,6 +234,4 @@ def plot(r: dict, path: Path) -> None:
     ax.set_title(f"held-out packages ({r['test_modules']} modules)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)

@@ -237,10 +237,11 @@ def labels_paragraph(metrics: dict) -> str:
 
 
 def plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from mirecc.plots import pyplot, save
 
+    plt = pyplot()
+    if plt is None:
+        return
     ok = [r for r in results if "speedup" in r]
     if not ok:
         return
@@ -258,9 +259,7 @@ def plot(results: list[dict], path: Path) -> None:
     ax.set_xticks(x, [r["name"] for r in ok], rotation=90, fontsize=7)
     ax.set_ylabel("speedup over clang -O3")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def run(args: argparse.Namespace) -> int:

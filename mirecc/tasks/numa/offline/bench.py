@@ -341,11 +341,10 @@ def markdown(r: dict, policies: list[str]) -> str:
 def plot(r: dict, policies: list[str], path: Path) -> None:
     """Share of the oracle's log gain per policy and decision, leave one
     program out, one panel per input size."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from mirecc.plots import pyplot, save
+
+    plt = pyplot()
+    if plt is None:
         return
     sizes = list(r["sizes"])
     fig, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 4), sharey=True)
@@ -362,8 +361,4 @@ def plot(r: dict, policies: list[str], path: Path) -> None:
         ax.axhline(80, color="grey", linestyle=":", linewidth=1)
     np.atleast_1d(axes)[0].set_ylabel("share of the oracle's log gain (%)")
     np.atleast_1d(axes)[-1].legend(fontsize=7)
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save(fig, path)

@@ -141,11 +141,10 @@ def coarsening_markdown(res: dict) -> str:
 
 def plot(res: dict, path: Path) -> bool:
     """A PNG beside the tables; False (and nothing written) without matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from mirecc.plots import pyplot, save
+
+    plt = pyplot()
+    if plt is None:
         return False
     if res["task"] == "devmap":
         plats = list(res["platforms"])
@@ -193,10 +192,7 @@ def plot(res: dict, path: Path) -> bool:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))], groups)
         ax.set_ylabel("mean speedup over factor 1 (leave-one-row-out)")
         ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return True
 
 

@@ -822,10 +822,12 @@ def export_labels(src: Path | str, dest: Path | str) -> int:
     rows = {}
     if (dest / "labels.jsonl.gz").is_file():
         old_meta = json.loads((dest / "meta.json").read_text())
-        for key, a, b in [("cc_version", old_meta.get("cc_version"), meta.get("cc_version")),
-                          ("cores", old_meta.get("cores"), meta.get("cores"))] + [
-                (key, old_meta["protocol"].get(key), meta["protocol"].get(key))
-                for key in MERGE_KEYS]:
+        def facts(m: dict) -> dict:
+            return {"cc_version": m.get("cc_version"), "cores": m.get("cores"),
+                    **{key: m["protocol"].get(key) for key in MERGE_KEYS}}
+        theirs = facts(meta)
+        for key, a in facts(old_meta).items():
+            b = theirs[key]
             if a != b:
                 raise ValueError(f"{dest} holds labels measured with {key} {a!r}, {src} with "
                                  f"{b!r}: not one dataset (export to another folder)")

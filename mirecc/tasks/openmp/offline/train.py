@@ -49,6 +49,7 @@ import numpy as np
 
 from mirecc.tasks.openmp.offline.dataset import combine, geomean, oracle
 from mirecc.tasks.loop_vectorize.offline.dataset import read_rows
+from mirecc.tune import KEEP_THRESHOLD
 
 #: the log speedup a configuration that failed or changed the output counts as
 BAD = math.log(0.5)
@@ -81,7 +82,7 @@ def add_arguments(p) -> None:
                    help="also judge verified policies: the first K configurations of a "
                         "region in an order measured, as mire tune does (0: not judged; "
                         "default: %(default)s)")
-    p.add_argument("--threshold", type=float, default=0.02,
+    p.add_argument("--threshold", type=float, default=KEEP_THRESHOLD,
                    help="the verified policies' keep threshold, as mire tune's "
                         "(default: %(default)s)")
     p.add_argument("--out", default=None, help="where to write omp-train.md/.json "
@@ -167,6 +168,7 @@ def verify(table: Table, i: int, order: list[int], k: int, threshold: float):
 
     from mirecc.tune import beats
 
+    # a tune needs two measured rounds (a median and a spread), and one is judged
     tried = [c for c in order[:k] if not table.unsafe[i, c] and table.rounds[i][c]
              and len(table.rounds[i][c][0]) >= 3]
     if not tried:
@@ -297,7 +299,7 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
 # ----------------------------------------------------------------- judging
 
 def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: float,
-          trees: int, seeds: int, verify_k: int = 0, threshold: float = 0.02,
+          trees: int, seeds: int, verify_k: int = 0, threshold: float = KEEP_THRESHOLD,
           default_key: str | None = None) -> dict:
     """Leave one application out: policy -> application -> speedup; and
     under ``"unsafe"``, policy -> how many region choices (over seeds) were
@@ -428,11 +430,10 @@ def plot(summary: dict, path: Path, verify_k: int) -> None:
     configuration, mirecc's forest (guessing, and verified) and a verified
     random order, on a log scale, with the 0.95x line; nothing without
     matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from mirecc.plots import pyplot, save
+
+    plt = pyplot()
+    if plt is None:
         return
     guess = "forest: encoder" if "forest: encoder" in summary else next(
         (p for p in summary if p.startswith("forest: ")), None)
@@ -460,11 +461,7 @@ def plot(summary: dict, path: Path, verify_k: int) -> None:
     ax.set_ylabel("speedup over the runtime's default (log)")
     ax.set_title("OpenMP, leave one application out")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save(fig, path)
 
 
 # ------------------------------------------------------------------ the head
