@@ -18,7 +18,7 @@ import sys
 
 USAGE = """\
 usage: mirecc [clang arguments...]      (C; mirecc++ for C++)
-       mirecc --explain[=json] [clang arguments...]
+       mirecc --explain[=verbose|json] [clang arguments...]
        mirecc --print-toolchain-file | --mirecc-version | --mirecc-help
 
 Every argument except the ones above goes to clang untouched.
@@ -98,10 +98,11 @@ def _parse_own_options(argv: list[str]):
     for arg in argv:
         if arg in ("--explain", "--explain=text"):
             explain = "text"
-        elif arg == "--explain=json":
-            explain = "json"
+        elif arg in ("--explain=json", "--explain=verbose"):
+            explain = arg[10:]
         elif arg.startswith("--explain="):
-            raise ValueError(f"unknown --explain format '{arg[10:]}' (use text or json)")
+            raise ValueError(f"unknown --explain format '{arg[10:]}' (use text, verbose "
+                             f"or json)")
         elif arg in OWN_ACTIONS:
             action = arg
         else:
@@ -299,14 +300,15 @@ def _compile_tus(inv, args, final, compiler, chosen, config, explain, skipped, s
         return _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped,
                            stdin_data, workdir, started)
     finally:
-        if started.speculative is not None:   # whatever happened: stop it, clean up
-            started.speculative.discard()
+        if started.own is not None:   # whatever happened: stop it, clean up
+            started.own.discard()
 
 
 def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, stdin_data,
                 workdir, started) -> int:
     """The ML path, then the compile (``started``: the caller's Outcome,
-    so that a back end started in the ML path is stopped whatever happens)."""
+    so that the user's compile started in the ML path is stopped whatever
+    happens)."""
     from mirecc import mlpath
 
     outcome, fallback, fallback_code, source_may_be_broken = None, None, None, False
@@ -328,23 +330,36 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
         fallback_code = "internal-error"
 
     extra = outcome.extra_args if outcome and not fallback else []
-    _count_tus(config, outcome, fallback_code)
     split = outcome is not None and outcome.split is not None and not fallback
+    counts: dict = {}
 
-    def explain_now() -> None:
+    def finish(compiled_ok: bool = True) -> None:
+        """After the compile: count, record and explain what it applied."""
+        from mirecc import stats
         from mirecc.faults import inject_debug_fault
-        inject_debug_fault("driver-explain")
-        _print_explanation(explain, compiler, chosen, inv.kind, inv.reason,
-                           outcome.reports if outcome else [], fallback, skipped,
-                           to_stderr=_compiler_writes_stdout(inv),
-                           verified=outcome.verified if outcome else {})
 
-    # a decision that builds candidates is explained after the compile, with
-    # what was built and measured
-    explain_after = bool(explain) and split and not source_may_be_broken \
-        and any(r.applied and mlpath.verifies(r) for r in outcome.reports)
-    if explain and not explain_after:
-        explain_now()
+        if outcome is not None and not fallback_code:
+            counts.update(stats.tu_counts(outcome.reports, split=split))
+        if fallback_code:
+            counts[f"fallback.{fallback_code}"] = 1
+        _count(config, counts=counts)
+        if outcome is not None and not fallback:
+            if compiled_ok:
+                mlpath.record_manifests(outcome)
+            problem = mlpath.record_reports(outcome, inv, compiler, config)
+            if problem and config.warnings:
+                _say("warning", problem)
+        if explain:
+            try:
+                inject_debug_fault("driver-explain")
+                _print_explanation(explain, compiler, chosen, inv.kind, inv.reason,
+                                   outcome.reports if outcome else [], fallback, skipped,
+                                   to_stderr=_compiler_writes_stdout(inv),
+                                   verified=outcome.verified if outcome else {})
+            except Exception as exc:  # noqa: BLE001 - the object is made: only words are lost
+                if config.warnings:
+                    _say("warning", f"internal error {type(exc).__name__}: {exc} (set "
+                                    f"MIRECC_DEBUG=1 for a traceback); no explanation")
 
     warning = None
     if fallback:
@@ -354,9 +369,17 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
     if not config.warnings:
         warning = None
 
+    if started.own is not None and not split:
+        # the ML path gave up after the user's own compile started: it is the answer
+        finish()
+        rc = _finish_own(started.own, final, stdin_data)
+        if rc == 0 and warning:
+            _say("warning", warning)
+        return rc
     if source_may_be_broken:
         # The side IR run failed; if the real compile fails too, the source is
         # broken and clang's own error says it all.  Warn only otherwise.
+        finish()
         rc = _run(final, stdin_data)
         if rc == 0 and warning:
             _say("warning", warning)
@@ -364,66 +387,74 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
     if warning:
         _say("warning", warning)
     if split:
-        rc = _compile_split(outcome, extra, final, config)
-        if explain_after:
-            explain_now()
+        rc = _compile_split(outcome, extra, final, config, counts)
+        finish(compiled_ok=rc == 0)
         return rc
-    if started.speculative is not None:
-        started.speculative.discard()
+    finish()
     if stdin_data is not None:
         return _run(final + extra, stdin_data)
     _remove_workdir(workdir)   # exec runs no finally
     return _exec(final + extra)
 
 
-def _count_tus(config, outcome, fallback_code) -> None:
-    from mirecc import stats
+def _finish_own(own, final, stdin_data) -> int:
+    """The user's own compile started beside the ML path: its object and
+    diagnostics when it compiled; its diagnostics and exit code when it
+    failed (clang's own words); the command run again when it could not be
+    read."""
+    if own.accept():
+        _replay(own)
+        return 0
+    if own.returncode not in (None, 0) and not own.stdout \
+            and os.path.basename(own.temp).encode() not in own.stderr:
+        # (clang's words, unless they name the hidden output: then it says them again)
+        _replay(own)
+        return own.returncode if own.returncode > 0 else 128 - own.returncode
+    return _run(final, stdin_data)
 
-    counts = {}
-    if outcome is not None and not fallback_code:
-        counts = stats.tu_counts(outcome.reports, split=outcome.split is not None)
-    if fallback_code:
-        counts[f"fallback.{fallback_code}"] = 1
-    _count(config, counts=counts)
+
+def _replay(compile_) -> None:
+    sys.stderr.buffer.write(compile_.stderr)
+    sys.stderr.flush()
 
 
-def _compile_split(outcome, extra, final, config) -> int:
-    """The back end of a split compile: the object from the front end's
-    bitcode, after the front end's diagnostics.  A back end that prints
-    anything (a warning of its own, which clang formats differently for
-    bitcode input) or fails is thrown away and the user's command runs
-    (with the decisions' flags), so clang reports it in its own words."""
-    import subprocess
+def _compile_split(outcome, extra, final, config, counts: dict) -> int:
+    """The object of a compile whose IR the ML path read.  Without decision
+    flags: the user's own compile (started beside the ML path).  With
+    them: the user's command again with the flags; when its object equals
+    the user's, the decisions changed nothing (the compiler's own choice):
+    the user's object stands and no decision counts as applied.  A decided
+    compile that fails or prints more than the user's leaves the user's
+    object, with one warning."""
+    from mirecc import mlpath
 
-    speculative = outcome.speculative
-    if speculative is not None:
-        if not extra and speculative.accept(outcome.split.output):
-            sys.stderr.buffer.write(outcome.frontend_stderr)
-            sys.stderr.flush()
+    own = outcome.own
+    if not extra:
+        rc = _finish_own(own, final, None)
+        if rc == 0 and outcome.split is not None:
+            _verify(outcome, extra, config)
+        return rc
+    decided = outcome.split.start_own(extra, tag="decided")
+    try:
+        decided_ok, own_ok = decided.wait(), own.wait()
+        if decided_ok and own_ok and decided.object_bytes() == own.object_bytes():
+            mlpath.mark_unchanged(outcome)
+            counts["tus.unchanged"] = 1
+            decided.discard()
+            return _compile_split(outcome, [], final, config, counts)
+        if decided_ok and decided.accept():
+            own.discard()
+            _replay(decided)
             _verify(outcome, extra, config)
             return 0
-        speculative.discard()       # decisions to apply, or it printed something
-    cmd = outcome.split.backend_command(extra)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True)
-    except OSError:
-        proc = None
-    if proc is not None and proc.returncode == 0 and not proc.stderr and not proc.stdout:
-        sys.stderr.buffer.write(outcome.frontend_stderr)
-        sys.stderr.flush()
-        _verify(outcome, extra, config)
-        return 0
-    from mirecc import stats
-    if proc is not None and proc.returncode == 0:
-        stats.bump(config, {"split.backend-diagnostics": 1})
-        return _run(final + extra, None)
-    stats.bump(config, {"fallback.backend-failed": 1})
-    rc = _run(final, None)
+    finally:
+        decided.discard()
+    counts["fallback.decided-failed"] = 1
+    mlpath.mark_unchanged(outcome, same=False)
+    rc = _finish_own(own, final, None)
     if rc == 0 and config.warnings:
-        _say("warning", "compiling the object from the front end's bitcode failed; "
-                        "compiled as asked, without mirecc decisions")
+        _say("warning", "the compile with mirecc's decisions failed; compiled as asked, "
+                        "without them")
     return rc
 
 

@@ -56,7 +56,31 @@ def _value(value) -> str:
     return str(value)
 
 
-def render_text(data: dict) -> str:
+def _state(d: dict) -> str:
+    """A decision's state for people."""
+    if d["applied"]:
+        return "applied"
+    if d.get("same_as_compiler"):
+        return "same as the compiler's choice (the object did not change)"
+    # advisory decisions are predictions recorded for the user (--explain,
+    # the record file); nothing in the compile changes
+    return "recorded" if d.get("advisory") else "not applied"
+
+
+def _decision_line(d: dict) -> str:
+    """One decision: task, site, chosen value, the compiler's own, state and why.
+    A confidence only where a model scored the choice."""
+    default = f"; compiler's own: {_value(d['default'])}" if d["default"] else ""
+    confidence = (f", confidence {d['confidence']:.2f}"
+                  if isinstance(d.get("confidence"), (int, float)) else "")
+    return (f"    {d['task']} {d['target']}: {_value(d['value'])}{default}; "
+            f"{_state(d)}{confidence}: {d['reason']}")
+
+
+def render_text(data: dict, verbose: bool = False) -> str:
+    """The explanation for people: per TU, the decisions first (one line
+    each), then why heads decided nothing, then what was seen (per function
+    and loop only when ``verbose``)."""
     lines = [f"mirecc {data['mirecc_version']} --explain (compiler: {data['compiler']})"]
     if data.get("compiler_chosen"):
         lines.append(f"  compiler chosen: {data['compiler_chosen']}")
@@ -68,7 +92,14 @@ def render_text(data: dict) -> str:
     for skipped in data["skipped"]:
         lines.append(f"  skipped {skipped}")
     for tu in data["translation_units"]:
-        lines.append(f"{tu['source']} ({tu['language']}, -O{tu['opt_level']})")
+        applied = sum(1 for d in tu["decisions"] if d["applied"])
+        lines.append(f"{tu['source']} ({tu['language']}, -O{tu['opt_level']}): "
+                     f"{_plural(len(tu['decisions']), 'decision')}, {applied} applied")
+        for d in tu["decisions"]:
+            lines.append(_decision_line(d))
+        for code, why in zip(tu.get("reason_codes") or [""] * len(tu["no_decision_reasons"]),
+                             tu["no_decision_reasons"]):
+            lines.append(f"    why: [{code}] {why}" if code else f"    why: {why}")
         lines.append(f"  IR: {tu['ir']['bytes']} bytes of bitcode, "
                      f"sha256 {tu['ir']['sha256'][:16]}, cache {tu['cache']}"
                      + (f", captured as {tu['captured']}" if tu["captured"] else ""))
@@ -76,29 +107,16 @@ def render_text(data: dict) -> str:
         if seen:
             lines.append(f"  seen: {_plural(len(seen['functions']), 'function')}, "
                          f"{_plural(seen['loops'], 'loop')}, "
-                         f"{_plural(seen['instructions'], 'instruction')}")
-            for fn in seen["functions"]:
+                         f"{_plural(seen['instructions'], 'instruction')}"
+                         + ("" if verbose or not seen["functions"]
+                            else " (--explain=verbose lists them)"))
+            for fn in seen["functions"] if verbose else ():
                 lines.append(f"    {fn['name']}: {_plural(fn['instructions'], 'instruction')}, "
                              f"{_plural(len(fn['loops']), 'loop')}")
                 for loop in fn["loops"]:
                     where = f", line {loop['line']}" if loop["line"] else ""
                     lines.append(f"      loop {loop['id']} (depth {loop['depth']}, "
                                  f"{_plural(loop['blocks'], 'block')}{where})")
-        if tu["decisions"]:
-            lines.append(f"  decisions: {len(tu['decisions'])}")
-            for d in tu["decisions"]:
-                # advisory decisions are predictions recorded for the user
-                # (--explain, the record file); nothing in the compile changes
-                state = ("applied" if d["applied"] else
-                         "recorded" if d.get("advisory") else "not applied")
-                default = f" (compiler default: {_value(d['default'])})" if d["default"] else ""
-                lines.append(f"    {d['task']} {d['target']}: {_value(d['value'])}{default}, "
-                             f"confidence {d['confidence']:.2f}, {state}: {d['reason']}")
-        else:
-            lines.append("  decisions: none")
-        for code, why in zip(tu.get("reason_codes") or [""] * len(tu["no_decision_reasons"]),
-                             tu["no_decision_reasons"]):
-            lines.append(f"    why: [{code}] {why}" if code else f"    why: {why}")
     for task, v in data.get("verified", {}).items():
         lines.extend(_verified_lines(task, v))
     return "\n".join(lines) + "\n"
@@ -124,6 +142,7 @@ def _verified_lines(task: str, v: dict) -> list[str]:
 
 
 def render(data: dict, fmt: str) -> str:
+    """``fmt``: "json", "text" or "verbose" (text with every function and loop)."""
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
-    return render_text(data)
+    return render_text(data, verbose=fmt == "verbose")

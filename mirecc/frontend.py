@@ -1,34 +1,33 @@
-"""Compile a translation unit once: the front end writes bitcode, the back end
-compiles the object from it.
+"""Compile a translation unit whose IR the ML path reads: the front end for
+the IR, and the user's own command for the object, side by side.
 
-When the ML path reads a TU's IR, running clang's front end twice (once for
-the IR, once in the final compile) costs ~10-30% of a compile.  For the
-common case (one source, ``-c``, an object file) mirecc instead:
+1. The front end runs with the user's flags (no warnings, no user dependency
+   file), writing unoptimised-but-optimisable bitcode (``-emit-llvm -Xclang
+   -disable-llvm-passes``) and a private list of every file it read (direct
+   mode's manifest);
+2. at the same time, on another core, the user's own command compiles the
+   object into a hidden file beside the output (its dependency file too),
+   with its diagnostics kept;
+3. the pipeline decides from the bitcode.  When no decision applies, the
+   user's compile is accepted: its diagnostics replayed, its files moved
+   over the user's.  The object is clang's own, byte for byte: compiling
+   the object from the bitcode instead (``clang -c x.bc``) would run the
+   same passes on the same IR, but clang numbers the private globals that
+   LLVM creates (``.Lstr.29`` for a ``printf`` turned into ``puts``)
+   differently in a module read from bitcode.
+4. When decisions apply, the user's command runs again with the decision
+   flags; if its object equals the user's, the decisions changed nothing
+   (the compiler made the same choice) and the user's object stands.
 
-1. runs the front end with the user's own flags (diagnostics, ``-Werror``,
-   dependency files), writing unoptimised-but-optimisable bitcode
-   (``-emit-llvm -Xclang -disable-llvm-passes``) to a private file; its
-   stderr is kept;
-2. gives that bitcode to the pipeline;
-3. compiles the object from the bitcode with the user's flags and the
-   injected decision flags, after replaying the front end's stderr.  A back
-   end that prints anything (clang formats back-end diagnostics without
-   source context for bitcode input) is discarded and the user's command
-   (with the decision flags) runs instead, so diagnostics are clang's own.
+The cost over one compile is one front end (measured in docs/driver.md).
+Where anything fails, the user's command runs as asked, so clang reports
+errors itself.
 
-clang's ``-c x.bc`` runs the same optimisation pipeline on the same IR as
-``-c x.c``, so the object is byte-identical when no decision is applied
-(``tests/test_frontend.py`` checks it on several flag sets).  The dependency
-file is written by step 1, under the names clang derives from the user's
-output (``-MF``/``-MQ`` are made explicit because step 1's output is another
-file).  Where the front end fails, or anything after it does, the user's own
-command runs instead, so clang reports errors itself.
-
-Flags whose effect this split could change (outputs named after the object,
-records of the command line, instrumentation added by the back end,
-``-Xclang``, LTO, ...) and launchers (``prefix``: ccache hashes the command
-it sees) make a call ineligible: mirecc then emits the IR in a side run and
-runs the user's command, as before.
+Flags whose effect this could change (outputs named after the object,
+records of the command line, instrumentation, ``-Xclang``, LTO, ...) and
+launchers (``prefix``: ccache hashes the command it sees) make a call
+ineligible: mirecc then emits the IR in a side run and runs the user's
+command (with the decision flags), as before.
 """
 from __future__ import annotations
 
@@ -79,7 +78,7 @@ def why_not(inv, args: list[str], config) -> str | None:
 
 
 class Split:
-    """The two commands of a split compile of ``inv``'s one source (an
+    """The commands of a split compile of ``inv``'s one source (an
     :class:`mirecc.cmdline.Invocation` for the user's ``args``)."""
 
     def __init__(self, compiler: str, args: list[str], inv, bitcode_path: str,
@@ -88,50 +87,65 @@ class Split:
         self.args = list(args)
         self.source = inv.sources[0]
         self.bitcode_path = bitcode_path
-        # where the front end lists the files it reads when the user asked
-        # for no dependency file (direct mode's manifest is made from it)
+        # where the front end lists every file it reads (direct mode's
+        # manifest is made from it); without one, no list is written
         self.private_dep_file = private_dep_file
         # without -o, clang's output is the source's stem in the working directory
         self.output = inv.output or os.path.splitext(os.path.basename(self.source.path))[0] + ".o"
+        self.writes_dep_file = any(a in ("-MD", "-MMD") for a in args)
         self.color = color and not any(a.startswith(("-fcolor-diagnostics",
                                                       "-fno-color-diagnostics",
                                                       "-fdiagnostics-color"))
                                        for a in args)
 
-    def frontend_command(self) -> list[str]:
-        """The user's command writing bitcode to ``bitcode_path``: the output
-        and the phase replaced; dependency-file names made explicit as clang
-        derives them from the user's output (-MF: the output with ``.d``;
-        the target: the -o value, else the object's default name)."""
+    def _user_flags(self, drop_dep_flags: bool) -> list[str]:
+        """The user's arguments without the output (and, with
+        ``drop_dep_flags``, without the dependency-file flags)."""
         out, i, args = [], 0, self.args
         while i < len(args):
-            skip = _output_operands(args[i])
+            a = args[i]
+            skip = _output_operands(a)
+            if drop_dep_flags and a in DEP_WITH_ARG:
+                skip = 2
+            elif drop_dep_flags and (a in DEP_FLAGS or (a[:3] in DEP_WITH_ARG and len(a) > 3)):
+                skip = 1
+            elif a == "-MF":                       # the dependency file is named apart
+                skip = 2
+            elif a.startswith("-MF") and len(a) > 3:
+                skip = 1
             if skip:
                 i += skip
                 continue
-            if args[i] != "-c":
-                out.append(args[i])
+            out.append(a)
             i += 1
-        if any(a in ("-MD", "-MMD") for a in args):
-            if not _has_flag(args, "-MF"):
-                out += ["-MF", self._user_dep_file()]
-            if not _has_flag(args, "-MT") and not _has_flag(args, "-MQ"):
-                out += ["-MQ", self.output]
-        elif self.private_dep_file:
+        return out
+
+    def frontend_command(self) -> list[str]:
+        """The user's command writing bitcode to ``bitcode_path``, without
+        warnings (the object's compile reports them) and without the user's
+        dependency file; the private one lists every file read."""
+        out = [a for a in self._user_flags(drop_dep_flags=True) if a != "-c"]
+        if self.private_dep_file:
             out += ["-MD", "-MF", self.private_dep_file, "-MQ", self.output]
+        return [self.compiler, *out, "-w", "-c", "-emit-llvm", "-Xclang",
+                "-disable-llvm-passes", "-o", self.bitcode_path]
+
+    def own_command(self, output: str, dep_output: str | None, extra=()) -> list[str]:
+        """The user's own command, plus ``extra``, writing the object to
+        ``output`` and the dependency file (when the user asked for one) to
+        ``dep_output`` under the names clang derives from the user's output
+        (the target: the -o value, else the object's default name)."""
+        out = self._user_flags(drop_dep_flags=False)
+        if self.writes_dep_file:
+            out += ["-MF", dep_output]
+            if not _has_flag(self.args, "-MT") and not _has_flag(self.args, "-MQ"):
+                out += ["-MQ", self.output]
         if self.color:
             out.append("-fcolor-diagnostics")
-        return [self.compiler, *out, "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
-                "-o", self.bitcode_path]
+        return [self.compiler, *out, *extra, "-o", output]
 
     def dependency_file(self) -> str | None:
-        """The dependency file the front end writes listing every file it
-        reads (the user's with -MD, else the private one); None with -MMD,
-        which leaves system headers out."""
-        if "-MMD" in self.args:
-            return None
-        if "-MD" in self.args:
-            return self._user_dep_file()
+        """The file listing every file the front end read (None without one)."""
         return self.private_dep_file
 
     def _user_dep_file(self) -> str:
@@ -149,7 +163,9 @@ class Split:
         """The object from the bitcode (``bitcode``, default the front end's)
         into ``output`` (default: the user's), with the user's flags (those
         of the front end are unused: not reported) and ``extra``; no source,
-        language or dependency flags."""
+        language or dependency flags.  (Code size builds its candidates so;
+        the user's object always comes from :meth:`own_command`: compiled
+        from bitcode, clang numbers private globals differently.)"""
         out, i, args = [], 0, self.args
         while i < len(args):
             a = args[i]
@@ -170,36 +186,59 @@ class Split:
         return [self.compiler, *out, "-Wno-unused-command-line-argument", *extra,
                 "-o", output or self.output, "-x", "ir", bitcode or self.bitcode_path]
 
-    def start_backend(self) -> "Speculative":
-        """Start the back end without decisions while the pipeline decides
-        (a second core does it): most TUs get no decision applied, and then
-        this object is the answer.  It goes to a hidden file beside the
-        output (``*.o`` globs do not see it), renamed over the output only
-        when accepted."""
+    def start_own(self, extra=(), tag: str = "own") -> "Compile":
+        """Start the user's own command (plus ``extra``) into hidden files
+        beside the output (``*.o`` globs do not see them), moved over the
+        user's files only when accepted.  Started with the front end, on
+        another core: when no decision applies, its object is the answer,
+        byte for byte clang's."""
         import subprocess
 
         directory, name = os.path.split(self.output)
-        temp = os.path.join(directory, f".{name}.mirecc-{os.getpid()}.tmp")
-        proc = subprocess.Popen(self.backend_command([], output=temp),
+        temp = os.path.join(directory, f".{name}.mirecc-{os.getpid()}-{tag}.tmp")
+        dep_temp = (os.path.join(os.path.dirname(self._user_dep_file()),
+                                 f".{os.path.basename(self._user_dep_file())}"
+                                 f".mirecc-{os.getpid()}-{tag}.tmp")
+                    if self.writes_dep_file else None)
+        proc = subprocess.Popen(self.own_command(temp, dep_temp, extra),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
-        return Speculative(proc, temp)
+        return Compile(proc, temp, dep_temp, self)
 
 
-class Speculative:
-    """A back end started before the decisions were known."""
+class Compile:
+    """A compile of the user's command started in the background."""
 
-    def __init__(self, proc, temp: str):
+    def __init__(self, proc, temp: str, dep_temp: str | None, split: Split):
         self.proc = proc
         self.temp = temp
+        self.dep_temp = dep_temp
+        self.split = split
+        self.stdout = self.stderr = b""
+        self.returncode: int | None = None
 
-    def accept(self, output: str) -> bool:
-        """Wait for it; if it compiled silently, move its object to
-        ``output`` and say True; else throw it away."""
-        out, err = self.proc.communicate()
-        if self.proc.returncode == 0 and not out and not err:
+    def wait(self) -> bool:
+        """Wait for it: True when it compiled (exit 0, nothing on stdout)."""
+        if self.returncode is None:
+            self.stdout, self.stderr = self.proc.communicate()
+            self.returncode = self.proc.returncode
+        return self.returncode == 0 and not self.stdout
+
+    def object_bytes(self) -> bytes | None:
+        try:
+            with open(self.temp, "rb") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+    def accept(self) -> bool:
+        """Wait for it; if it compiled, move its object (and dependency file)
+        over the user's and say True; else throw it away."""
+        if self.wait():
             try:
-                os.replace(self.temp, output)
+                if self.dep_temp is not None:
+                    os.replace(self.dep_temp, self.split._user_dep_file())
+                os.replace(self.temp, self.split.output)
                 return True
             except OSError:
                 pass
@@ -211,10 +250,13 @@ class Speculative:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate()
-        try:
-            os.unlink(self.temp)
-        except OSError:     # accepted (moved), never written, or no such directory
-            pass
+        for path in (self.temp, self.dep_temp):
+            if path is None:
+                continue
+            try:
+                os.unlink(path)
+            except OSError:     # accepted (moved), never written, or no such directory
+                pass
 
 
 def _has_flag(args: list[str], name: str) -> bool:

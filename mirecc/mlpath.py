@@ -105,8 +105,8 @@ class Outcome:
         self.extra_args: list[str] = []     # injected into the final compile
         self.warnings: list[str] = []       # non-fatal problems
         self.split = None                   # a frontend.Split whose front end ran
-        self.frontend_stderr = b""          # what the split's front end printed
-        self.speculative = None             # a frontend.Speculative back end, if started
+        self.own = None                     # the user's own compile (frontend.Compile), if started
+        self.manifests: list = []           # direct-mode manifests to write after the compile
         self.verified: dict = {}            # task -> what its build step did (Task.verify)
 
 
@@ -243,9 +243,11 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         if split_blocked is None:
             split = frontend.Split(compiler, args, inv, bc_path, color=sys.stderr.isatty(),
                                    private_dep_file=os.path.join(workdir, f"tu{number}.d"))
-            bitcode, outcome.frontend_stderr = emit_ir(split.frontend_command(), source,
-                                                       bc_path, workdir, stdin_data)
+            # the user's own compile, on another core, while the IR is read
+            outcome.own = split.start_own()
             outcome.split = split
+            bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
+                                 stdin_data)
         else:
             bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
                                  bc_path, workdir, stdin_data)
@@ -278,9 +280,6 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         if cached is not None and (cached.summary or not explain):
             report.result, report.cache, report.where = cached, "hit", "cache"
         else:
-            if outcome.split is not None and not explain:
-                # the object without decisions, on another core, while they are made
-                outcome.speculative = outcome.split.start_backend()
             report.result, report.where = run_pipeline(request, config, explain, version)
             report.cache = "miss" if cache else "off"
             if cache:
@@ -306,10 +305,12 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
             except (ProfileError, OSError) as exc:
                 raise MLFailure(str(exc), code="bad-profile") from None
         dep_file = outcome.split.dependency_file() if outcome.split else None
+        # written after the compile (record_manifests), which finds out
+        # whether the applied decisions change the object
         if manifest is not None and dep_file and report.cache in ("hit", "miss") \
                 and not verifies(report):
-            manifest[0].record(manifest[1], dep_file, source.path, frontend_started,
-                               report.result, sha, len(bitcode))
+            outcome.manifests.append((manifest, dep_file, source.path, frontend_started,
+                                      report, sha, len(bitcode)))
         _add_report(outcome, report, inv, compiler, config)
     outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome
@@ -346,15 +347,44 @@ def verifies(report: TUReport) -> bool:
 def _add_report(outcome: Outcome, report: TUReport, inv: Invocation, compiler: str,
                 config) -> None:
     outcome.reports.append(report)
-    if config.record:
+
+
+def record_manifests(outcome: Outcome) -> None:
+    """Write the direct-mode manifests of the call's TUs, with their results
+    as the compile left them (decisions that changed nothing not applied)."""
+    for (manifests, key), dep_file, source, started, report, sha, size in outcome.manifests:
+        manifests.record(key, dep_file, source, started, report.result, sha, size)
+
+
+def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:
+    """Append the reports to the record file (``record``), once the compile
+    knows which decisions changed the object; the warning when it cannot."""
+    if not config.record:
+        return None
+    for report in outcome.reports:
         try:
             record(config.record, report, inv, compiler)
         except OSError as exc:
             # The decisions stand; only this record of them is lost.
-            if not outcome.warnings:
-                outcome.warnings.append(
-                    f"cannot append to the record file {config.record}: "
-                    f"{exc.strerror or exc}")
+            return f"cannot append to the record file {config.record}: {exc.strerror or exc}"
+    return None
+
+
+def mark_unchanged(outcome: Outcome, same: bool = True) -> None:
+    """The decision flags left the object as the user's own (``same``: the
+    compiler made the same choice), or their compile failed: no decision
+    applied through them changed the build."""
+    from mirecc.tasks.registry import task
+
+    def flagged(d) -> bool:   # applied through the compile's flags (not a build step)
+        declared = task(d.task)
+        return d.applied and declared is not None and declared.inject is not None
+
+    for report in outcome.reports:
+        if report.applied:
+            report.result = report.result.replace(decisions=[
+                d.replace(applied=False, same_as_compiler=same) if flagged(d) else d
+                for d in report.result.decisions])
 
 
 def run_pipeline(request: TURequest, config, explain: bool,

@@ -103,10 +103,13 @@ class Decision(Frozen):
         "target": REQUIRED,      # what it applies to: a loop id, function, kernel
         "value": REQUIRED,       # e.g. {"vectorize.width": 8}
         "default": REQUIRED,     # what the compiler would do on its own, if known
-        "confidence": REQUIRED,  # head's confidence in [0, 1]
+        "confidence": REQUIRED,  # a model's confidence in [0, 1]; None: no model scored it
         "reason": REQUIRED,      # one line for --explain
         "applied": REQUIRED,     # False when confidence was too low to act
         "advisory": False,       # a prediction recorded for the user; nothing to apply
+        # applied, and the object came out the same as without it: the
+        # compiler's own choice (counted as not applied)
+        "same_as_compiler": False,
         # the head's best candidates for the target, best first: ((value, score), ...)
         "candidates": (),
     }
@@ -271,7 +274,24 @@ class Pipeline:
                 continue
             try:
                 rankings = head.rank(ctx)
-                result.decisions.extend(head.decide(ctx, rankings))
+                decisions = head.decide(ctx, rankings)
             except NoDecision as exc:
                 result.add_reason(exc.code, f"{head.name}: {exc}")
+                continue
+            result.decisions.extend(_with_consent(decisions, ctx.config))
         return result
+
+
+def _with_consent(decisions, config) -> list:
+    """Nothing is applied without the user's setting: a decision of a task
+    whose ``applied_when`` setting is off is recorded, never applied,
+    whatever its head says."""
+    from mirecc.tasks.registry import task
+
+    out = []
+    for d in decisions:
+        declared = task(d.task)
+        if d.applied and (declared is None or config is None or not declared.applies(config)):
+            d = d.replace(applied=False)
+        out.append(d)
+    return out

@@ -250,10 +250,10 @@ def apply_profile(result, request, path: str):
                                                                if e.comment else "")
         if at is None:
             decisions.append(Decision(task=e.task, target=e.target, value=value,
-                                      default={}, confidence=1.0, reason=why, applied=True))
+                                      default={}, confidence=None, reason=why, applied=True))
         else:
             decisions[at] = decisions[at].replace(value=value, applied=True,
-                                                  advisory=False, confidence=1.0, reason=why)
+                                                  advisory=False, confidence=None, reason=why)
     out = TUResult(result.summary, decisions, list(result.no_decision_reasons),
                    list(result.reason_codes))
     if stale:

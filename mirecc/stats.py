@@ -18,7 +18,9 @@ Counters:
 - ``tus.cached`` / ``tus.server`` / ``tus.in-process``: where their results
   came from; ``tus.direct``: those of the cached found from the source and
   its headers, without running the front end (:mod:`mirecc.direct`);
-- ``tus.split``: compiled once from the front end's bitcode;
+- ``tus.unchanged``: TUs whose applied decisions left the object as the
+  user's own (the compiler's own choice; not counted in ``tus.applied``);
+- ``tus.split``: the front end ran for the IR beside the user's own compile;
 - ``verified.<task>`` / ``verified.<task>.improved`` /
   ``verified.<task>.from-cache``: TUs whose object a task's build step chose
   by building candidates (code size), those where a candidate beat the
@@ -28,7 +30,7 @@ Counters:
   :class:`mirecc.tasks.api.NoDecision`, e.g. ``no-loops``);
 - ``fallback.<code>``: the ML path gave up and the user's command ran
   (``ml-failed``, ``timeout``, ``ir-failed``, ``internal-error``,
-  ``backend-failed``).
+  ``decided-failed``: the compile with the decisions' flags failed).
 
 Only ``os`` is imported at the top (it runs on every compile).
 """
@@ -140,34 +142,46 @@ def tu_counts(reports, split: bool) -> dict:
 
 
 def render(data: dict, path: str) -> str:
-    """``mire stats`` as text."""
+    """``mire stats`` as text: translation units first (each counted once),
+    then what each head said (one count per head and TU)."""
     def n(name):
         return data.get(name, 0)
 
+    def row(title, value, indent=2):
+        return f"{' ' * indent}{title:<{46 - indent}}{value:>8}"
+
+    searched = n("verified.code-size") - n("verified.code-size.from-cache")
     lines = [f"mirecc statistics ({path})",
-             f"  compiler calls                  {n('calls'):>8}",
-             f"  translation units seen          {n('tus.seen'):>8}",
-             f"    with a decision               {n('tus.decided'):>8}",
-             f"    with a decision applied       {n('tus.applied'):>8}",
-             f"    served from the result cache  {n('tus.cached'):>8}",
-             f"      found without a front end   {n('tus.direct'):>8}",
-             f"    computed by the server        {n('tus.server'):>8}",
-             f"    computed in process           {n('tus.in-process'):>8}",
-             f"    compiled once from bitcode    {n('tus.split'):>8}",
-             f"    candidates built, code size   {n('verified.code-size'):>8}",
-             f"      smaller than the user's -O  {n('verified.code-size.improved'):>8}",
-             f"      winner known (one built)    {n('verified.code-size.from-cache'):>8}"]
-    groups = (("passed to clang untouched", "passthrough."),
-              ("heads decided nothing", "skip."),
-              ("fell back to the plain compile", "fallback."))
+             row("compiler calls", n("calls"))]
+    passthrough = sorted(k for k in data if k.startswith("passthrough."))
+    if passthrough:
+        lines.append(row("passed to clang untouched",
+                         sum(data[k] for k in passthrough), 4))
+        for name in passthrough:
+            code = name[len("passthrough."):]
+            lines.append(row(code, data[name], 6) + f"  {PASSTHROUGH.get(code, '')}".rstrip())
+    lines += [row("translation units whose IR was read", n("tus.seen")),
+              row("with a decision", n("tus.decided"), 4),
+              row("with a decision applied (object changed)", n("tus.applied"), 4),
+              row("decisions applied, object unchanged", n("tus.unchanged"), 4),
+              row("without a decision", max(0, n("tus.seen") - n("tus.decided")), 4),
+              row("result from the cache", n("tus.cached"), 4),
+              row("found without a front end", n("tus.direct"), 6),
+              row("result computed by the server", n("tus.server"), 4),
+              row("result computed in process", n("tus.in-process"), 4)]
+    if n("verified.code-size"):
+        lines += [row("code size: searched (candidates built)", searched, 4),
+                  row("a candidate smaller than -O<level>", n("verified.code-size.improved"), 6),
+                  row("winner known from an earlier build", n("verified.code-size.from-cache"),
+                      6)]
+    groups = (("fell back to the plain compile", "fallback."),
+              ("why heads decided nothing (per head and TU)", "skip."))
     for title, prefix in groups:
         names = sorted(k for k in data if k.startswith(prefix))
         if names:
             lines.append(f"  {title}:")
             for name in names:
-                code = name[len(prefix):]
-                words = PASSTHROUGH.get(code, "") if prefix == "passthrough." else ""
-                lines.append(f"    {code:<28}{data[name]:>8}" + (f"  {words}" if words else ""))
+                lines.append(row(name[len(prefix):], data[name], 4))
     return "\n".join(lines) + "\n"
 
 

@@ -139,10 +139,20 @@ def test_direct_hit_applies_the_same_decisions_without_a_front_end(tmp_path, hea
 
 
 @pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
-def test_no_manifest_with_mmd(tmp_path, heads_8x1):
-    """-MMD leaves system headers out of the dependency file: no manifest."""
+def test_mmd_users_get_their_file_and_direct_mode(tmp_path, heads_8x1):
+    """-MMD leaves system headers out of the user's dependency file; the
+    manifest comes from the front end's own complete list, so a rebuild is
+    still a direct hit, and the user's file is clang's."""
     work, env = _project(tmp_path, heads_8x1)
+    (work / "scale.c").write_text("#include <stddef.h>\n" + SOURCE)
+    past = time.time() - 60
+    os.utime(work / "scale.c", (past, past))
     for _ in range(2):
         assert _compile(work, env, "-MMD").returncode == 0
-    assert "tus.direct" not in _stats(env)
-    assert not (tmp_path / "cache" / "direct").exists()
+    assert _stats(env)["tus.direct"] == 1
+    manifest = next((tmp_path / "cache" / "direct").rglob("*.txt")).read_text()
+    assert "stddef.h" in manifest
+    ours = (work / "scale.d").read_text()
+    subprocess.run([CLANG, "-O2", "-MMD", "-c", "scale.c", "-o", "scale.o"], cwd=work,
+                   check=True)
+    assert ours == (work / "scale.d").read_text() and "stddef.h" not in ours

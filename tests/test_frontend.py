@@ -125,9 +125,9 @@ def test_back_end_warning_is_clangs_own(tmp_path):
     assert rc == clang_rc == 0 and err == clang_err and files == clang_files
 
 
-def test_the_call_is_split_into_front_end_and_back_end(tmp_path):
-    """Two compiler calls: the front end (bitcode) and the back end (the
-    object from it); the result is clang's object."""
+def test_the_call_runs_the_front_end_beside_the_users_compile(tmp_path):
+    """Two compiler calls: the front end (bitcode, no warnings) and the
+    user's own command into a hidden file; the result is clang's object."""
     log = tmp_path / "calls.log"
     cc = tmp_path / "logging-clang"
     cc.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {CLANG} "$@"\n')
@@ -138,11 +138,15 @@ def test_the_call_is_split_into_front_end_and_back_end(tmp_path):
     proc = subprocess.run([MIRECC, "--explain", "-O2", "-c", "kern.c", "-o", "kern.o"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    front, back = log.read_text().splitlines()
-    assert "-emit-llvm" in front and "-disable-llvm-passes" in front
-    assert back.endswith(".bc") and "-x ir" in back and "-o kern.o" in back
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2, calls
+    front = next(c for c in calls if "-emit-llvm" in c)
+    own = next(c for c in calls if c is not front)
+    assert "-disable-llvm-passes" in front and " -w " in front
+    assert own.startswith("-O2 -c kern.c -o .kern.o.mirecc-") and own.endswith(".tmp")
     subprocess.run([CLANG, "-O2", "-c", "kern.c", "-o", "ref.o"], cwd=tmp_path, check=True)
     assert (tmp_path / "kern.o").read_bytes() == (tmp_path / "ref.o").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
 @pytest.mark.parametrize("args, why", [

@@ -168,7 +168,7 @@ class CodeSizeHead:
             raise NoDecision("size_search is 0: nothing to verify", code="size-search-off")
         return [Decision(
             task=TASK, target="module", value={"verify": chosen}, default={},
-            confidence=1.0, applied=True, candidates=candidates_of(ranking),
+            confidence=None, applied=True, candidates=candidates_of(ranking),
             reason=(f"build {len(chosen)} candidate pipeline(s) ({ctx.notes.get(TASK)}) "
                     f"besides -O{ctx.request.opt_level} and keep the smallest object "
                     f"(ties: -O{ctx.request.opt_level})"))]
