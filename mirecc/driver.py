@@ -35,17 +35,28 @@ def help_text() -> str:
 
     negated = {field: var for var, field in ENV_NEGATED.items()}
 
+    def shown(value) -> str:
+        return {True: "true", False: "false", None: "unset", (): "none"}.get(value, str(value)) \
+            if isinstance(value, (bool, type(None), tuple)) else str(value)
+
     def rows(settings):
         out = []
         for s in settings:
             env = s.env or (f"{negated[s.key]}=1 negates" if s.key in negated else "-")
-            out.append(f"  {s.key:<22} {env:<24} {s.help} (default: {s.default!r})")
+            # one default per setting: the help's own words where it names one
+            default = "" if "default" in s.help else f" (default: {shown(s.default)})"
+            out.append(f"  {s.key:<22} {env:<24} {s.help}{default}")
         return out
+
+    def when(task) -> str:
+        default = next((s.default for s in task.settings if s.key == task.applied_when), False)
+        return (f"{task.applied_when} is true" if isinstance(default, bool)
+                else f"{task.applied_when} is above 0")
 
     lines = [USAGE, "Settings (.mirecc.yaml key, environment variable, meaning):"]
     lines += rows(CORE_SETTINGS)
     for task in tasks().values():
-        applied = (f"applied when {task.applied_when} is true" if task.applied_when
+        applied = (f"applied when {when(task)}" if task.applied_when
                    else "advisory: recorded, never applied")
         lines.append(f"\nTask {task.name} ({', '.join(sorted(task.languages))}; "
                      f"{applied}): {task.summary}")

@@ -128,14 +128,17 @@ def _verified_lines(task: str, v: dict) -> list[str]:
                                                     else "built it alone")
            if v.get("from_cache") else f"built {_plural(v['built'], 'candidate')}")
     # sizes first: pipeline names can be long
-    lines = [f"  {task}: {how}; .text bytes (* kept):"]
+    lines = [f"  {task}: {how}; loadable bytes (every allocated section; decides), "
+             f".text bytes (* kept):"]
     own_size = v["sizes"].get(v["own"])
+    text = v.get("text") or {}
     for name, size in sorted(v["sizes"].items(), key=lambda kv: (kv[1], kv[0] != v["own"])):
         change = f"{100 * (size - own_size) / own_size:+.1f}%" \
             if own_size and name != v["own"] else ""
         mark = "*" if name == v["winner"] else " "
         label = f"{name} (your level)" if name == v["own"] else name
-        lines.append(f"   {mark} {size:>10,} {change:>7}  {label}")
+        code = f"{text[name]:>10,}" if name in text else f"{'-':>10}"
+        lines.append(f"   {mark} {size:>10,} {change:>7} {code}  {label}")
     for name, why in v["skipped"].items():
         lines.append(f"     {'failed':>10} {'':>7}  {name}: {why}")
     return lines

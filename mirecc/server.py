@@ -48,6 +48,12 @@ REQUEST_TIMEOUT = 600.0
 #: and clang are found, where caches are): set in the server per request
 CLIENT_ENVIRONMENT = ("PATH", "HOME", "XDG_CACHE_HOME", "MIRECC_CACHE_DIR",
                       "MIRECC_GRAPH_BUILDER")
+#: resident memory the server may keep between requests (MB): above it, it
+#: drops what it caches (pipelines, encoder, head sessions) and, if that is
+#: not enough, exits after replying (the next compile starts a fresh one)
+MAX_RSS_MB = 300
+#: seconds without a request after which freed memory goes back to the system
+TRIM_AFTER_IDLE = 5.0
 #: settings that are paths: sent absolute
 PATH_SETTINGS = ("model", "heads_dir", "plugin", "cache_dir", "record", "capture_dir")
 
@@ -212,13 +218,17 @@ def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
     sock.listen(16)
     sock.settimeout(1.0)
     last = time.monotonic()
+    trimmed = True
     try:
         while time.monotonic() - last < idle_timeout:
             try:
                 conn, _ = sock.accept()
             except socket.timeout:
+                if not trimmed and time.monotonic() - last > TRIM_AFTER_IDLE:
+                    release_memory()
+                    trimmed = True
                 continue
-            last = time.monotonic()
+            last, trimmed = time.monotonic(), False
             with conn:
                 conn.settimeout(30.0)
                 try:
@@ -232,6 +242,8 @@ def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
                     pass
                 if reply.get("refused", "").startswith("mirecc changed"):
                     break
+                if req.get("kind") != "ping" and not bound_memory():
+                    break   # over the cap even with nothing cached: a fresh one next time
     finally:
         sock.close()
         try:
@@ -243,6 +255,53 @@ def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
         shutil.rmtree(private_tmp, ignore_errors=True)
         lock.close()
     return 0
+
+
+def rss_mb() -> float:
+    """This process's resident memory in MB (Linux: /proc/self/statm)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def release_memory() -> None:
+    """Collect garbage and give freed heap pages back to the system
+    (glibc's malloc_trim: numpy and onnxruntime free into malloc's arenas,
+    which otherwise keep the pages)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def drop_caches() -> None:
+    """Forget the loaded pipelines, encoders and head sessions (they load again
+    on the next request that needs them)."""
+    from mirecc import context, mlpath
+    from mirecc.tasks import onnxhead
+
+    mlpath._PIPELINES.clear()
+    context._ENCODERS.clear()
+    onnxhead._SESSIONS.clear()
+
+
+def bound_memory(cap_mb: float = MAX_RSS_MB) -> bool:
+    """After a request: under ``cap_mb``, or brought under it by dropping the
+    caches; False when even that is not enough (the server should exit)."""
+    if rss_mb() <= cap_mb:
+        return True
+    release_memory()
+    if rss_mb() <= cap_mb:
+        return True
+    drop_caches()
+    release_memory()
+    return rss_mb() <= cap_mb
 
 
 def _answer(req: dict, stamp: str) -> dict:

@@ -35,7 +35,11 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    ``--pin CPU`` runs them on one CPU.  A candidate is kept
    only when its output is the baseline's byte for byte and both its median
    and its minimum beat the best's by more than ``--threshold`` and by more
-   than the best's own spread (max - min over median: the noise).
+   than the best's own spread (max - min over median: the noise), and its
+   slowest run beats the best's median by more than ``--threshold``.  With
+   ``--artifact``, the decisions kept at the end are timed once more against
+   the baseline build, alternating, in fresh runs (2 x ``--repeats`` runs
+   beyond the budget): if they no longer win, nothing is kept.
 4. Every build and every run (timed or sampled) counts against ``--budget``;
    progress is printed; the state is saved after each candidate in
    ``--work``, so an interrupted tune resumes where it stopped.
@@ -197,23 +201,26 @@ class Artifacts:
             os.replace(tmp, p)   # a running binary is not overwritten in place
 
 
-def _time_alternating(command: str, repeats: int, artifacts: Artifacts, pin: int | None
+def _time_alternating(command: str, repeats: int, artifacts: Artifacts, pin: int | None,
+                      sides: tuple[str, str] = ("candidate", "best")
                       ) -> tuple[list[float], list[float], str, str]:
-    """Runs of the best build and the candidate, alternated (B C C B B C ...
-    so that neither always goes first): (candidate times, best times,
-    candidate output, best output).  Leaves the best build in place."""
-    times = {"best": [], "candidate": []}
-    outputs: dict[str, str | None] = {"best": None, "candidate": None}
+    """Runs of two kept builds (``sides``: the candidate and the best),
+    alternated (B C C B B C ... so that neither always goes first):
+    (candidate times, best times, candidate output, best output).  Leaves
+    the best build in place."""
+    candidate, best = sides
+    times: dict[str, list[float]] = {best: [], candidate: []}
+    outputs: dict[str, str | None] = {best: None, candidate: None}
     try:
         for r in range(repeats):
-            for which in (("best", "candidate") if r % 2 == 0 else ("candidate", "best")):
+            for which in ((best, candidate) if r % 2 == 0 else (candidate, best)):
                 artifacts.put(which)
                 elapsed, out = _run_once(command, pin)
                 outputs[which] = _same_output(outputs[which], out)
                 times[which].append(elapsed)
     finally:
         artifacts.put("best")
-    return times["candidate"], times["best"], outputs["candidate"], outputs["best"]
+    return times[candidate], times[best], outputs[candidate], outputs[best]
 
 
 # ------------------------------------------------------------------ sites
@@ -368,12 +375,37 @@ def _profile_text(kept: list[dict], where: Path) -> str:
 
 
 def beats(candidate: list[float], best: list[float], threshold: float) -> bool:
-    """Faster beyond the threshold and beyond the best's own spread, in both
-    the median and the minimum."""
+    """Faster beyond the noise the tune measured: the candidate's median and
+    minimum beat the best's by more than the threshold and the best's own
+    spread (max - min over median), and even the candidate's slowest run
+    beats the best's median by more than the threshold."""
     noise = (max(best) - min(best)) / statistics.median(best)
     margin = 1 - max(threshold, noise)
     return (statistics.median(candidate) < statistics.median(best) * margin
-            and min(candidate) < min(best) * margin)
+            and min(candidate) < min(best) * margin
+            and max(candidate) < statistics.median(best) * (1 - threshold))
+
+
+def _recheck(args, state: dict, artifacts: Artifacts, say) -> None:
+    """The kept decisions against the baseline build, in fresh alternating
+    runs: kept only if they still beat it (a gain made of lucky runs does
+    not survive a second look)."""
+    times, base, output, base_output = _time_alternating(
+        args.run, args.repeats, artifacts, args.pin, sides=("best", "baseline"))
+    state["rechecked"] = True
+    if output == base_output == state["output"] and beats(times, base, args.threshold):
+        gain = statistics.median(base) / statistics.median(times)
+        say(f"re-check: the kept decisions run {gain:.3f}x the baseline in {args.repeats} "
+            f"fresh alternating runs each; kept")
+        state["gain"] = gain
+        for entry in state["kept"]:
+            entry["comment"] = (f"{gain:.3f}x the baseline's median with every kept "
+                                f"decision, re-checked in {args.repeats} fresh runs")
+        return
+    say(f"re-check: median {statistics.median(times):.3f} s against the baseline's "
+        f"{statistics.median(base):.3f} s in fresh runs, not faster beyond the noise; "
+        f"nothing kept")
+    state["kept"], state["gain"] = [], 1.0
 
 
 def _time_profile(args, work: Path, say) -> dict[str, float] | None:
@@ -419,6 +451,7 @@ def run(args) -> int:
             records = _build(args.build, work, None)
             if artifacts:
                 artifacts.keep("best")
+                artifacts.keep("baseline")
             times, output = _time_runs(args.run, args.repeats, args.pin)
             sites, skipped, how = sites_of(records, work), 0, "loop depth"
             shares = _time_profile(args, work, say)
@@ -508,10 +541,15 @@ def run(args) -> int:
                         f"noise; not kept")
                 save()
     except _BudgetSpent:
-        say(f"budget of {args.budget} spent")
+        say(f"stopping: the next candidate needs more than the {args.budget - state['spent']} "
+            f"of the budget left")
     except TuneError as exc:
         print(f"mire tune: {exc}", file=sys.stderr)
         return 2
+    if state["kept"] and artifacts and not state.get("rechecked") \
+            and (work / "baseline").is_dir():
+        _recheck(args, state, artifacts, say)
+        save()
     atomic_write_bytes(profile, _profile_text(state["kept"], profile).encode())
     gain = state.get("gain", 1.0)
     print(f"mire tune: {len(state['kept'])} decision(s) kept, {gain:.3f}x the baseline's "

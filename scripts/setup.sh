@@ -11,7 +11,7 @@
 # g++ (nvcc's host compiler: mirecc-nvcc runs NVIDIA's nvcc from the pip
 # wheels of the `cuda` extra, CUDA 13, which supports GCC 12);
 # with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference),
-# clang-19 and llvm-19-dev.
+# clang-19 and llvm-19-dev, clang-22 and llvm-22-dev, ccache.
 # The native graph builder (passes/graph) is built into build/native.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,10 @@ packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev g++)
 # clang-19 and llvm-19-dev: the 14-vs-19 statement-overlap test and the
 # LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev);
 # linux-perf: mire tune samples the run with it (its test skips without it).
-[ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev linux-perf)
+# ccache: the launcher (prefix) test; clang-22 and llvm-22-dev: the pass plugin's
+# tests on the newest LLVM Debian 12 ships.
+[ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev linux-perf ccache clang-22
+                                     llvm-22-dev)
 # autoconf-archive: python3.11's configure.ac (deb12u8) uses its AX_ macros;
 # bison and flex: ngspice generates its parsers.
 [ "$mode" = "--corpus" ] && packages+=(csmith libcsmith-dev libtool-bin autoconf automake

@@ -25,6 +25,16 @@ def toolchain() -> SimpleNamespace:
                            mireccxx=str(_BIN / "mirecc++"))
 
 
+@pytest.fixture(params=[14, 19], ids=["clang-14", "clang-19"])
+def compilers(request) -> SimpleNamespace:
+    """Each clang setup installs (14 always; 19 with ``--test``): ``cc``,
+    ``cxx``, ``major``."""
+    cc, cxx = f"/usr/bin/clang-{request.param}", f"/usr/bin/clang++-{request.param}"
+    if not (os.access(cc, os.X_OK) and os.access(cxx, os.X_OK)):
+        pytest.skip(f"needs clang-{request.param} (scripts/setup.sh --test installs it)")
+    return SimpleNamespace(cc=cc, cxx=cxx, major=request.param)
+
+
 @pytest.fixture
 def mirecc_env(tmp_path: Path, toolchain) -> dict:
     """Environment for running mirecc (and clang, to compare) in a test."""

@@ -114,7 +114,7 @@ PREBUILT = {"main.o": ["-O2", "-c", "hello.c", "-o", "main.o"],
             "util.o": ["-O2", "-c", "util.c", "-o", "util.o"]}
 
 EXPLAIN_HEADER = re.compile(rb"^mirecc \S+ --explain \(compiler: /usr/bin/clang(\+\+)?-14\)\n")
-TU_LINE = re.compile(rb"^\S.* \((c|c\+\+|cpp-output|c\+\+-cpp-output), -O\w+\)$", re.M)
+TU_LINE = re.compile(rb"^\S.* \((c|c\+\+|cpp-output|c\+\+-cpp-output), -O\w+\): \d+ decisions?, \d+ applied$", re.M)
 # clang's own temporary files (compile + link, -###, -v) have random names.
 CLANG_TEMP = re.compile(rb"(/[\w.+-]+)-[0-9a-f]{6}(\.\w+)")
 

@@ -84,6 +84,15 @@ def test_text_bytes_matches_llvm_size(tmp_path):
     expected = sum(int(line.split()[1]) for line in listing.splitlines()
                    if line.startswith(".text"))
     assert text_bytes(str(obj)) == expected > 0
+    from mirecc.tasks.code_size.build import object_sizes
+    sections = subprocess.run(["/usr/lib/llvm-14/bin/llvm-readelf", "-S", "-W", str(obj)],
+                              capture_output=True, text=True, check=True).stdout
+    allocated = 0
+    for line in sections.splitlines():
+        fields = line.split("]", 1)[1].split() if line.strip().startswith("[") else []
+        if len(fields) >= 7 and fields[0] and "A" in fields[6]:
+            allocated += int(fields[4], 16)
+    assert object_sizes(str(obj)) == (allocated, expected) and allocated > expected
 
 
 @pytest.fixture
@@ -108,11 +117,11 @@ def test_a_smaller_candidate_replaces_the_object_and_the_output_is_the_same(
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>"]), k=1)
     if other_file_system:
         env["TMPDIR"] = other_file_system
-    from mirecc.tasks.code_size.build import text_bytes
+    from mirecc.tasks.code_size.build import object_sizes
 
     plain, ours, stderr = compile_both(tmp_path, env, "-Os")
     assert stderr == ""
-    assert text_bytes(str(ours)) < text_bytes(str(plain))
+    assert object_sizes(str(ours))[0] < object_sizes(str(plain))[0]
     assert run_program(tmp_path, ours) == run_program(tmp_path, plain)
     counts = stats(env)
     assert counts["verified.code-size"] == 1 and counts["verified.code-size.improved"] == 1
@@ -142,14 +151,15 @@ def test_a_rebuild_builds_only_the_winner_and_explain_lists_the_sizes(tmp_path):
     """The first compile builds every candidate; the rebuild builds only the
     remembered winner (none when the user's level won); --explain lists each
     candidate's .text bytes and marks the one kept."""
-    from mirecc.tasks.code_size.build import text_bytes
+    from mirecc.tasks.code_size.build import object_sizes
 
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
     first = explain_json(tmp_path, env, "-Os")
     assert first["built"] == 2 and not first["from_cache"]
     assert set(first["sizes"]) == {"-Os", "default<Oz>", "default<O3>"}
     assert first["winner"] == min(first["sizes"], key=first["sizes"].get) == "default<Oz>"
-    assert text_bytes(str(tmp_path / "ours.o")) == first["sizes"]["default<Oz>"]
+    assert object_sizes(str(tmp_path / "ours.o")) == (first["sizes"]["default<Oz>"],
+                                                      first["text"]["default<Oz>"])
     again = explain_json(tmp_path, env, "-Os")
     assert again == {**first, "built": 1, "from_cache": True}
     # the user's level won at -Oz: the rebuild builds nothing

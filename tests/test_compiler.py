@@ -341,8 +341,14 @@ def test_prefix_ccache(tmp_path):
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
         assert (tmp_path / "x.o").read_bytes() == (tmp_path / "ref.o").read_bytes()
         (tmp_path / "x.o").unlink()
-    stats = run(["ccache", "-s"], tmp_path, env).stdout.lower()
-    assert "hit" in stats
+    # ccache compiled the first and served the second from its cache
+    stats = dict(line.split("\t", 1) for line in
+                 run(["ccache", "--print-stats"], tmp_path, env).stdout.splitlines()
+                 if "\t" in line)
+    hits = int(stats.get("direct_cache_hit", 0)) + int(stats.get("preprocessed_cache_hit", 0))
+    assert hits == 1 and int(stats.get("cache_miss", 0)) == 1, stats
+    # and mirecc's ML path ran before ccache each time (capture mode)
+    assert len(list((tmp_path / "capture").rglob("*.bc"))) >= 1
 
 
 # --- the compiler setup chose, and OpenMP ----------------------------------------

@@ -88,7 +88,9 @@ def env_for(tmp_path: Path, heads_dir: Path, **extra: str) -> dict:
                                      "MIRECC_HEADS_DIR": str(heads_dir),
                                      "MIRECC_PLUGIN": (tmp_path / "plugin").read_text(),
                                      "MIRECC_SERVER": "0",
-                                     "MIRECC_RECORD_NUMA": "1", **extra})
+                                     "MIRECC_RECORD_NUMA": "1",
+                                     # the shipped labels' machine is a 2-socket Xeon
+                                     "MIRECC_NUMA_ANY_MACHINE": "1", **extra})
 
 
 def build(cwd: Path, compiler: str, env: dict, name: str) -> tuple[Path, str]:

@@ -93,8 +93,14 @@ def opt_beside(compiler: str) -> str:
     return path
 
 
-def text_bytes(path: str) -> int:
-    """Bytes of executable code in the ELF object at ``path``."""
+SHF_ALLOC = 0x2
+
+
+def object_sizes(path: str) -> tuple[int, int]:
+    """(loadable bytes, .text bytes) of the ELF object at ``path``: the sizes
+    of every allocated section (code, read-only data, data, bss, unwind
+    tables ...: what a program made from it occupies in memory), and of the
+    executable ones alone."""
     with open(path, "rb") as fh:
         data = fh.read()
     if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
@@ -107,7 +113,7 @@ def text_bytes(path: str) -> int:
         else:
             (shoff,) = struct.unpack_from(order + "I", data, 0x20)
             shentsize, shnum = struct.unpack_from(order + "HH", data, 0x2E)
-        total = 0
+        loadable = text = 0
         for i in range(shnum):
             base = shoff + i * shentsize
             if wide:
@@ -116,11 +122,18 @@ def text_bytes(path: str) -> int:
             else:
                 sh_type, sh_flags = struct.unpack_from(order + "II", data, base + 4)
                 (size,) = struct.unpack_from(order + "I", data, base + 0x14)
+            if sh_flags & SHF_ALLOC:
+                loadable += size
             if sh_type == SHT_PROGBITS and sh_flags & SHF_EXECINSTR:
-                total += size
+                text += size
     except struct.error:
         raise CandidateError(f"{path}: truncated ELF section table") from None
-    return total
+    return loadable, text
+
+
+def text_bytes(path: str) -> int:
+    """Bytes of executable code in the ELF object at ``path``."""
+    return object_sizes(path)[1]
 
 
 def run_step(cmd: list[str], what: str, timeout: float = STEP_TIMEOUT_S) -> bytes:

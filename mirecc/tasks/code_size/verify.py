@@ -11,18 +11,19 @@ only the winning candidate, or none when the user's level won.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes
-from mirecc.tasks.code_size.build import (CandidateError, build_candidate, opt_beside,
-                                          text_bytes)
+from mirecc.tasks.code_size.build import (CandidateError, build_candidate, object_sizes,
+                                          opt_beside)
 
 
 @dataclass
 class Verified:
-    """What the build step did: ``sizes`` (candidate -> .text bytes, the
-    user's own level as ``"-O<level>"``), ``winner``, ``skipped``
+    """What the build step did: ``sizes`` (candidate -> loadable bytes: every
+    allocated section; the user's own level as ``"-O<level>"``), ``text``
+    (candidate -> .text bytes, shown beside), ``winner``, ``skipped``
     (candidate -> why), ``own`` (the user's level's name), ``built`` (the
     candidates built by this compile: all of them, or only the winner when
     the winner cache knew it: ``from_cache``)."""
@@ -33,6 +34,7 @@ class Verified:
     own: str = ""
     built: int = 0
     from_cache: bool = False
+    text: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,23 +64,24 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         known = cache.get(key)
         if known is not None:
             return _rebuild_winner(known, split, extra, workdir, own, passes)
-    sizes, skipped, paths = {own: text_bytes(split.output)}, {}, {}
+    own_sizes = object_sizes(split.output)
+    sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, {}, {}
     for number, name in enumerate(names):
         try:
             if name not in passes:
                 raise CandidateError(f"{name}: not in the installed library")
             path = build_candidate(split, passes[name], extra, workdir, f"size{number}")
-            sizes[name] = text_bytes(path)
+            sizes[name], text[name] = object_sizes(path)
             paths[name] = path
         except CandidateError as exc:
             skipped[name] = str(exc)
-    # the smallest; the user's level first among equals, then library order
+    # the fewest loadable bytes; among equals the user's level, then library order
     winner = min(sizes, key=lambda name: (sizes[name], name != own))
     if winner != own:
         _replace_output(split, paths[winner])
     if cache is not None:
-        cache.put(key, winner, sizes, skipped)
-    return Verified(sizes, winner, skipped, own, built=len(names))
+        cache.put(key, winner, sizes, skipped, text)
+    return Verified(sizes, winner, skipped, own, built=len(names), text=text)
 
 
 def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str,
@@ -87,22 +90,24 @@ def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str
     user's level), and it still replaces the user's object only when it is
     strictly smaller now."""
     sizes, skipped, winner = dict(known["sizes"]), dict(known.get("skipped", {})), known["winner"]
-    sizes[own] = text_bytes(split.output)
+    text = dict(known.get("text", {}))
+    sizes[own], text[own] = object_sizes(split.output)
     if winner == own:
-        return Verified(sizes, own, skipped, own, built=0, from_cache=True)
+        return Verified(sizes, own, skipped, own, built=0, from_cache=True, text=text)
     try:
         if winner not in passes:
             raise CandidateError(f"{winner}: not in the installed library")
         path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
-        sizes[winner] = text_bytes(path)
+        sizes[winner], text[winner] = object_sizes(path)
     except CandidateError as exc:
         skipped[winner] = str(exc)
         del sizes[winner]
-        return Verified(sizes, own, skipped, own, built=1, from_cache=True)
+        text.pop(winner, None)
+        return Verified(sizes, own, skipped, own, built=1, from_cache=True, text=text)
     if sizes[winner] >= sizes[own]:
-        return Verified(sizes, own, skipped, own, built=1, from_cache=True)
+        return Verified(sizes, own, skipped, own, built=1, from_cache=True, text=text)
     _replace_output(split, path)
-    return Verified(sizes, winner, skipped, own, built=1, from_cache=True)
+    return Verified(sizes, winner, skipped, own, built=1, from_cache=True, text=text)
 
 
 def _replace_output(split, path: str) -> None:

@@ -5,8 +5,8 @@ A record is keyed by everything that decides the sizes: the front end's
 bitcode (its SHA-256), the back-end command (compiler and the user's code
 generation flags, the other tasks' flags), the compiler's and opt's files
 (size and modification time: a reinstalled LLVM is a miss) and the
-candidate list.  It holds the winner and every candidate's ``.text`` bytes,
-as ``<cache>/code-size/v1/<aa>/<key>.json``, written atomically (safe
+candidate list.  It holds the winner and every candidate's loadable and
+``.text`` bytes, as ``<cache>/code-size/v2/<aa>/<key>.json``, written atomically (safe
 under ``make -j``).  A damaged record is a miss, and rebuilt.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes, file_identity
 
-VERSION = "1"
+VERSION = "2"   # 2: sizes are loadable bytes, .text beside
 
 
 def winner_key(bitcode_sha256: str, backend_command: list[str], opt: str,
@@ -39,7 +39,8 @@ class WinnerCache:
         return os.path.join(self.root, key[:2], f"{key}.json")
 
     def get(self, key: str) -> dict | None:
-        """``{"winner": name, "sizes": {name: bytes}, "skipped": {name: why}}``
+        """``{"winner": name, "sizes": {name: loadable bytes}, "text": {name:
+        .text bytes}, "skipped": {name: why}}``
         or None (no record, or a damaged one)."""
         try:
             with open(self._path(key), encoding="utf-8") as fh:
@@ -53,8 +54,10 @@ class WinnerCache:
             pass
         return None
 
-    def put(self, key: str, winner: str, sizes: dict, skipped: dict) -> None:
-        data = json.dumps({"winner": winner, "sizes": sizes, "skipped": skipped},
+    def put(self, key: str, winner: str, sizes: dict, skipped: dict,
+            text: dict | None = None) -> None:
+        data = json.dumps({"winner": winner, "sizes": sizes, "skipped": skipped,
+                           "text": text or {}},
                           sort_keys=True).encode()
         try:
             atomic_write_bytes(Path(self._path(key)), data)

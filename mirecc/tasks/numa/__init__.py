@@ -32,7 +32,10 @@ TASKS = (
         settings=(Setting("record_numa", "MIRECC_RECORD_NUMA", parse_bool, False,
                           "record the NUMA head's per-region decisions in the binary's "
                           ".mirecc.numa section, for mire run (default: off; they change "
-                          "nothing until mire run applies them)"),),
+                          "nothing until mire run applies them)"),
+                  Setting("numa_any_machine", "MIRECC_NUMA_ANY_MACHINE", parse_bool, False,
+                          "record NUMA decisions even on a machine other than the one the "
+                          "head's labels describe (vendor, sockets, NUMA nodes, threads)")),
         inject="mirecc.tasks.loop_vectorize.inject:inject",
         opt_levels=("1", "2", "3", "s", "z", "fast"),
     ),

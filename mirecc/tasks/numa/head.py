@@ -65,6 +65,23 @@ class NumaHead(OnnxHead):
         self.machine = machine
         self.quantile = self._number("quantile", 0.0, 1.0)
         self.min_gain = self._number("min_gain", 0.0, 10.0)
+        self.any_machine = bool(getattr(self.config, "numa_any_machine", False))
+
+    def _settings(self) -> str:
+        # whether this machine is the labels' decides whether the head acts
+        return f"|{self.machine_differences() or 'same machine'}|any={self.any_machine}"
+
+    def machine_differences(self) -> str:
+        """How this machine differs from the one the labels describe (its
+        vendor, sockets, NUMA nodes, hardware threads); "" when it does not."""
+        from mirecc.tasks.numa.launch import probe
+
+        here = probe()
+        facts = {"vendor": here.vendor, "sockets": here.sockets,
+                 "numa_nodes": len(here.nodes), "hardware_threads": len(here.cpus)}
+        return ", ".join(f"{key} {facts[key]} (labels: {self.machine[key]})"
+                         for key in facts if key in self.machine
+                         and self.machine[key] != facts[key])
 
     # ------------------------------------------------------------- pipeline
 
@@ -94,6 +111,12 @@ class NumaHead(OnnxHead):
         from mirecc.tasks.openmp.sites import find_sites
 
         request = ctx.request
+        differs = self.machine_differences()
+        if differs and not self.any_machine:
+            raise NoDecision(f"its labels describe another machine "
+                             f"({self.machine['description']}); this one differs: {differs}; "
+                             f"nothing recorded (numa_any_machine: true records them anyway)",
+                             code="other-machine")
         try:
             with open(request.bitcode_path, "rb") as f:
                 text = disassemble(f.read(), request.source)
