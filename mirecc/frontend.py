@@ -66,6 +66,10 @@ def why_not(inv, args: list[str], config) -> str | None:
         return "not -c into a file"
     if inv.sources[0].is_stdin:
         return "the source is standard input"
+    output = inv.output or ""
+    if output and os.path.exists(output) and not os.path.isfile(output):
+        # /dev/null, a pipe: written in place, never replaced by a file
+        return "the output is not a regular file"
     phases = [a for a in args if a in ("-c", "-S", "--compile", "--assemble")]
     if set(phases) != {"-c"}:
         # -S from bitcode names more blocks in the assembly's comments (the

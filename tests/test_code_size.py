@@ -432,3 +432,47 @@ def test_code_size_benchmark_takes_the_compiler_pair_it_is_told(tmp_path):
         code_size.chosen_compilers(str(tmp_path / "gcc-77"), None)
     assert code_size.chosen_compilers(str(tmp_path / "gcc-77"), str(tmp_path / "clang++-77")) \
         == (str(tmp_path / "gcc-77"), str(tmp_path / "clang++-77"))
+
+
+# a warning (-Wall: an unused variable) and several functions to search over
+SHIPPED_SOURCE = SOURCE.replace("int main(void) {", """\
+static int table[64];
+int lookup(int k) { int unused; return table[k & 63] * 3 + k; }
+void fill(void) { for (int i = 0; i < 64; i++) table[i] = i * i - 7; }
+int main(void) {
+  fill();
+  printf("%d\\n", lookup(5) + lookup(70));""")
+
+
+def test_the_shipped_library_end_to_end(tmp_path, compilers):
+    """The shipped code-size head and library at the default K, as a user
+    meets them (-Oz, -MD, -Wall): the same warning and dependency file as
+    clang, never more loadable bytes, the same program output; with -Werror
+    the same failure."""
+    from mirecc.tasks.code_size.build import object_sizes
+
+    env = isolated_env(tmp_path, MIRECC_CC=compilers.cc, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    del env["MIRECC_HEADS_DIR"]                        # the shipped heads
+    results = {}
+    for driver in (compilers.cc, MIRECC):
+        work = tmp_path / ("mirecc" if driver == MIRECC else "clang")
+        work.mkdir()
+        (work / "p.c").write_text(SHIPPED_SOURCE)
+        proc = subprocess.run([driver, "-Oz", "-Wall", "-MD", "-c", "p.c", "-o", "p.o"],
+                              cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        failed = subprocess.run([driver, "-Oz", "-Wall", "-Werror", "-c", "p.c", "-o", "q.o"],
+                                cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        subprocess.run([compilers.cc, "p.o", "-o", "p"], cwd=work, check=True)
+        output = subprocess.run(["./p"], cwd=work, capture_output=True, text=True).stdout
+        results[driver] = (proc, failed, (work / "p.d").read_text(), output,
+                           object_sizes(str(work / "p.o")), (work / "q.o").exists())
+    (proc, failed, deps, output, sizes, q), (ref, ref_failed, ref_deps, ref_output,
+                                             ref_sizes, ref_q) = results[MIRECC], results[compilers.cc]
+    assert proc.returncode == ref.returncode == 0
+    assert proc.stderr == ref.stderr and "unused variable" in ref.stderr
+    assert deps == ref_deps and output == ref_output
+    assert sizes[0] <= ref_sizes[0]                   # loadable bytes, never more
+    assert failed.returncode == ref_failed.returncode == 1 and failed.stderr == ref_failed.stderr
+    assert not q and not ref_q
+    counts = stats(env)
+    assert counts["verified.code-size"] == 1          # the library really was searched

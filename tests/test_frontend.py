@@ -97,8 +97,15 @@ FLAG_SETS = [
 def test_split_compile_is_clangs_compile(tmp_path, args):
     (clang_rc, clang_err, clang_files), (rc, err, files) = both(tmp_path, args)
     assert rc == clang_rc == 0
-    assert err == clang_err          # the front end's warnings, replayed
+    assert err == clang_err          # the user's compile's warnings, replayed
     assert files == clang_files      # objects and dependency files, byte for byte
+    assert _stats(tmp_path).get("tus.split") == 1     # the front end really ran beside it
+
+
+def _stats(tmp_path: Path) -> dict:
+    from mirecc import stats
+    from mirecc.config import Config
+    return stats.read(Config(cache_dir=str(tmp_path / "cache")))
 
 
 def test_cxx_with_exceptions_is_clangs_compile(tmp_path):
@@ -175,3 +182,25 @@ def test_a_launcher_is_not_split():
     args = ["-O2", "-c", "kern.c"]
     assert frontend.why_not(classify(args), args, Config()) is None
     assert "launcher" in frontend.why_not(classify(args), args, Config(prefix=("ccache",)))
+
+
+def test_an_output_that_is_not_a_file_is_written_in_place(tmp_path):
+    """-o /dev/null (a device) or a pipe: clang writes into it; mirecc must
+    never replace it by a file (the user's compile is not run aside)."""
+    import stat
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "kern.c").write_text(SOURCE)
+    (tmp_path / "kern.h").write_text(HEADER)
+    for output in ("/dev/null", str(fifo)):
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.DEVNULL) \
+            if output == str(fifo) else None
+        proc = subprocess.run([MIRECC, "--explain", "-O2", "-c", "kern.c", "-o", output],
+                              cwd=tmp_path, env=env_for(tmp_path), capture_output=True,
+                              text=True, timeout=120)
+        if reader:
+            reader.wait(timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        mode = os.stat(output).st_mode
+        assert (stat.S_ISCHR(mode) if output == "/dev/null" else stat.S_ISFIFO(mode)), output
