@@ -25,8 +25,9 @@ siblings), side by side in one run:
   configurations in the forest's order (its trees' ``quantile``, best
   first; no gate) are measured against the default, and one is kept only
   where it beats the best so far as the tune's rule says
-  (:func:`mirecc.tune.beats`: median and minimum, beyond the threshold and
-  the default's spread), else the default stays. Judged honestly on rounds
+  (:func:`mirecc.tune.beats`: median and minimum beyond the threshold and
+  the default's spread, the slowest run beyond the threshold), else the
+  default stays. Judged honestly on rounds
   that chose nothing: per timed round, the tune measures on the others and
   its pick is judged on that round (:func:`verify`).
 
@@ -404,7 +405,7 @@ def report(summary: dict, meta: dict) -> str:
              "time; a configuration that failed or changed the output counts as 0.5x",
              *([f"- verified K: per region the first {meta['verify']} configurations in the "
                 "order (the forest's trees' quantile, best first; random: mean of "
-                f"{RANDOM_ORDERS} orders) measured against the default, one kept where it beats the best so far (median and minimum, "
+                f"{RANDOM_ORDERS} orders) measured against the default, one kept where it beats the best so far (median and minimum, slowest run, "
                 f"by more than {meta['threshold']:.0%} and the default's spread); judged "
                 "per round on a tune that did not measure that round, the median over "
                 "rounds"] if meta.get("verify") else []), "",
