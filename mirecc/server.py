@@ -242,7 +242,7 @@ def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
                     pass
                 if reply.get("refused", "").startswith("mirecc changed"):
                     break
-                if req.get("kind") != "ping" and not bound_memory():
+                if isinstance(req, dict) and req.get("kind") != "ping" and not bound_memory():
                     break   # over the cap even with nothing cached: a fresh one next time
     finally:
         sock.close()
