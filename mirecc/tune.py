@@ -405,7 +405,9 @@ def _recheck(args, state: dict, artifacts: Artifacts, say) -> None:
     say(f"re-check: median {statistics.median(times):.3f} s against the baseline's "
         f"{statistics.median(base):.3f} s in fresh runs, not faster beyond the noise; "
         f"nothing kept")
-    state["kept"], state["gain"] = [], 1.0
+    state["kept"], state["gain"], state["best"] = [], 1.0, base
+    artifacts.put("baseline")
+    artifacts.keep("best")
 
 
 def _time_profile(args, work: Path, say) -> dict[str, float] | None:
@@ -531,6 +533,7 @@ def run(args) -> int:
                                         f"{max(times):.3f} s")
                     state["kept"] = others + [entry]
                     state["best"], state["gain"] = times, speedup
+                    state["rechecked"] = False
                     if artifacts:
                         artifacts.put("candidate")
                         artifacts.keep("best")
