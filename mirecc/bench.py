@@ -82,6 +82,9 @@ class ProgramResult:
 
     @property
     def speedup(self) -> float:
+        """1.0 for the same binary (not timed: identical code has no speedup)."""
+        if self.same_object:
+            return 1.0
         return statistics.median(self.run_clang_s) / statistics.median(self.run_mirecc_s)
 
 
@@ -125,7 +128,8 @@ def bench_program(source: Path, work: Path, clang: str, mirecc: str, flags: list
     outputs = {}
     for side in ("clang", "mirecc"):  # warm-up, and the output to compare
         outputs[side] = _timed([str(bins[side])])[1].stdout
-    for _ in range(run_repeats):
+    # the same object links to the same binary: 1.0x by construction, not timed
+    for _ in range(0 if same_object else run_repeats):
         for side in ("clang", "mirecc"):
             runs[side].append(_timed([str(bins[side])])[0])
             progress()
@@ -168,6 +172,8 @@ def decided_text(decisions: dict) -> str:
 
 
 def _spread(values: list[float]) -> str:
+    if not values:
+        return "same binary"
     return (f"{statistics.median(values) * 1e3:.1f} "
             f"({min(values) * 1e3:.1f}-{max(values) * 1e3:.1f})")
 
@@ -181,7 +187,8 @@ def markdown_table(results: list[ProgramResult], machine: dict, flags: list[str]
     lines = [
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['compiler']}",
         f"Flags: {' '.join(flags)}; compile: median of {compile_repeats}, "
-        f"run: median of {run_repeats} after one warm-up, sides alternating; "
+        f"run: median of {run_repeats} after one warm-up, sides alternating (the same "
+        f"binary is 1.000x, not timed); "
         f"times in ms as median (min-max); decided/applied: decisions that differ from "
         f"the compiler's own choice / of those, applied to the compile.",
         "",
