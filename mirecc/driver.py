@@ -60,6 +60,8 @@ def help_text() -> str:
                    else "advisory: recorded, never applied")
         lines.append(f"\nTask {task.name} ({', '.join(sorted(task.languages))}; "
                      f"{applied}): {task.summary}")
+        if task.measured:
+            lines.append(f"  measured: {task.measured}")
         lines += rows(task.settings)
     return "\n".join(lines) + "\n"
 

@@ -37,6 +37,8 @@ def test_every_registered_task_is_declared_whole():
         for hook in (task.inject, task.explain, task.verify):
             if hook:
                 assert callable(load_attribute(hook))
+        # a task that can be forced says what forcing it measured
+        assert not task.applied_when or len(task.measured) > 40, name
     # one folder per task module, with an offline part
     for module in TASK_MODULES:
         folder = REPO / module.replace(".", "/")

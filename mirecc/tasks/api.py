@@ -86,20 +86,26 @@ class Task:
     its cache directory); it returns an object with ``winner``, ``own``
     and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
     flags are the whole decision.
+    ``measured``: one sentence: the measured effect of forcing its
+    decisions on held-out work, and the command or page it comes from.
     ``opt_levels``: the -O levels (``"2"``, ``"s"``, ``"fast"``; ``"0"``
     for none) at which the task's heads decide; a compile at another level
     does not read its IR for this task.  ``None``: any level.
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "summary", "opt_levels")
+                 "explain", "verify", "summary", "opt_levels", "measured")
 
     def __init__(self, name: str, *, summary: str, languages, head: str,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
-                 verify: str | None = None, opt_levels: tuple | None = None):
+                 verify: str | None = None, opt_levels: tuple | None = None,
+                 measured: str = ""):
         self.name = name
         self.summary = summary          # one line for --mirecc-help
+        # what its decisions did on work they were not fitted to, with where
+        # the figure comes from (--mirecc-help prints it)
+        self.measured = measured
         self.languages = frozenset(languages)
         self.settings = tuple(settings)
         self.applied_when = applied_when

@@ -51,6 +51,9 @@ TASKS = (
                           "pipelines besides the user's level and keep the smallest object "
                           "(0: off)"),),
         verify="mirecc.tasks.code_size.verify:smallest_object",
+        measured="verified: every candidate is built, never more loadable bytes than your "
+                 "level; Debian's zlib, bzip2, lua5.4 and sqlite3 3.9% less .text in total, "
+                 "tests pass (README, Code size)",
         opt_levels=OPT_LEVELS,
     ),
 )
