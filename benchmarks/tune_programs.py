@@ -80,7 +80,7 @@ def main() -> int:
     parser.add_argument("--work", default=str(ROOT / ".work" / "tune-programs"))
     parser.add_argument("--out", default=None, help="also write the table here (markdown)")
     args = parser.parse_args()
-    work = Path(args.work)
+    work = Path(args.work).resolve()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     wanted = {k for k in args.kernels.split(",") if k}
