@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -33,19 +34,11 @@ import sys
 import time
 from pathlib import Path
 
+from mirecc.bench import cpu_model
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 KERNEL_DIRS = (ROOT / "benchmarks" / "programs", ROOT / "benchmarks" / "tune_kernels")
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 def check_apart(work: Path, name: str, cc: str, profile: Path, runs: int) -> dict:
@@ -113,7 +106,7 @@ def main() -> int:
                   f"{checked['speedup']:.3f}x re-measured", file=sys.stderr)
     lines = [f"# mire tune on {len(sources)} small kernels",
              "",
-             f"Machine: {_cpu()}, {platform.system()} ({__import__('os').cpu_count()} cores); "
+             f"Machine: {cpu_model()}, {platform.system()} ({os.cpu_count()} cores); "
              f"compiler {args.cc}. Command: `.venv/bin/python benchmarks/tune_programs.py "
              f"--budget {args.budget} --repeats {args.repeats} --tunes {args.tunes} "
              f"--check {args.check}`.",

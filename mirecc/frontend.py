@@ -19,7 +19,9 @@ the IR, and the user's own command for the object, side by side.
    flags; if its object equals the user's, the decisions changed nothing
    (the compiler made the same choice) and the user's object stands.
 
-The cost over one compile is one front end (measured in docs/driver.md).
+The cost over one compile is one front end (measured:
+docs/results/compile-time-own-compile.md against
+docs/results/compile-time-from-bitcode.md).
 Where anything fails, the user's command runs as asked, so clang reports
 errors itself.
 

@@ -66,10 +66,12 @@ class NumaHead(OnnxHead):
         self.quantile = self._number("quantile", 0.0, 1.0)
         self.min_gain = self._number("min_gain", 0.0, 10.0)
         self.any_machine = bool(getattr(self.config, "numa_any_machine", False))
+        # read once per head load (the server keeps the head), not per TU
+        self.differs = self.machine_differences()
 
     def _settings(self) -> str:
         # whether this machine is the labels' decides whether the head acts
-        return f"|{self.machine_differences() or 'same machine'}|any={self.any_machine}"
+        return f"|{self.differs or 'same machine'}|any={self.any_machine}"
 
     def machine_differences(self) -> str:
         """How this machine differs from the one the labels describe (its
@@ -111,7 +113,7 @@ class NumaHead(OnnxHead):
         from mirecc.tasks.openmp.sites import find_sites
 
         request = ctx.request
-        differs = self.machine_differences()
+        differs = self.differs
         if differs and not self.any_machine:
             raise NoDecision(f"its labels describe another machine "
                              f"({self.machine['description']}); this one differs: {differs}; "
