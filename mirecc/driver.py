@@ -30,8 +30,9 @@ named by MIRECC_CONFIG) and environment variables, which win over the file.
 def help_text() -> str:
     """--mirecc-help: the usage, then every setting (mirecc's and each
     task's) with its environment variable, and the tasks."""
-    from mirecc.config import CORE_SETTINGS, ENV_NEGATED
-    from mirecc.tasks.registry import tasks
+    from mirecc.config import CORE_SETTINGS, ENV_NEGATED, load_config
+    from mirecc.gates import describe, installed_gates
+    from mirecc.tasks.registry import default_heads_dirs, tasks
 
     negated = {field: var for var, field in ENV_NEGATED.items()}
 
@@ -55,13 +56,18 @@ def help_text() -> str:
 
     lines = [USAGE, "Settings (.mirecc.yaml key, environment variable, meaning):"]
     lines += rows(CORE_SETTINGS)
+    try:    # the installed heads' calibrated gates (mire gates), else the task's words
+        gates = installed_gates(default_heads_dirs(load_config()))
+    except Exception:   # noqa: BLE001 - a bad configuration must not break --mirecc-help
+        gates = {}
     for task in tasks().values():
         applied = (f"applied when {when(task)}" if task.applied_when
                    else "advisory: recorded, never applied")
         lines.append(f"\nTask {task.name} ({', '.join(sorted(task.languages))}; "
                      f"{applied}): {task.summary}")
-        if task.measured:
-            lines.append(f"  measured: {task.measured}")
+        measured = describe(gates.get(task.name)) or task.measured
+        if measured:
+            lines.append(f"  measured: {measured}")
         lines += rows(task.settings)
     return "\n".join(lines) + "\n"
 
@@ -458,6 +464,7 @@ def _compile_split(outcome, extra, final, config, counts: dict) -> int:
         if decided_ok and decided.accept():
             own.discard()
             _replay(decided)
+            mlpath.attribute(outcome, extra)
             _verify(outcome, extra, config)
             return 0
     finally:

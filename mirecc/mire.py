@@ -133,6 +133,11 @@ LAZY_SUBCOMMANDS = [
      "Judge each feature set the driver computes (instruction counts, the encoder's "
      "embedding) by leave-packages-out cross-validation against the library order, and "
      "ship the best forest as heads/code-size/ranker.onnx, or none if none beats it."),
+    ("gates", "mirecc.gates",
+     "tabulate the installed heads' apply gates, calibrated leave one application out",
+     "Read each installed head's calibrated gate (metrics.json, written by its training "
+     "command): the threshold before and after calibration, the slowest held-out "
+     "application and the geomean, the whole sweep; writes docs/results/gates.md."),
     ("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
      "train the per-loop vectorize head on the vectorize dataset (needs torch)",
      "Embed each kernel's target loop and function with the frozen encoder, train the "

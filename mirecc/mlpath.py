@@ -387,6 +387,34 @@ def mark_unchanged(outcome: Outcome, same: bool = True) -> None:
                 for d in report.result.decisions])
 
 
+def attribute(outcome: Outcome, extra: list[str]) -> None:
+    """The decided compile changed the object: when more than one decision
+    went in through its flags, each task that can tell (``Task.attribute``)
+    says which of its own changed the build.  Whatever fails, they all
+    stay applied; so do they when the tasks' answers would leave none."""
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import task
+
+    for report in outcome.reports:
+        decisions = report.result.decisions
+        flagged = [d for d in decisions if d.applied and task(d.task) is not None
+                   and task(d.task).inject is not None]
+        if len(flagged) < 2:
+            continue
+        new = list(decisions)
+        for name in sorted({d.task for d in flagged}):
+            hook = task(name).attribute
+            if not hook:
+                continue
+            try:
+                new = load_attribute(hook)(new, outcome.split, extra)
+            except Exception:   # noqa: BLE001 - an attribution never breaks the build
+                return
+        if any(d.applied and task(d.task) is not None and task(d.task).inject is not None
+               for d in new):
+            report.result = report.result.replace(decisions=new)
+
+
 def run_pipeline(request: TURequest, config, explain: bool,
                  version: str) -> tuple[TUResult, str]:
     """The TU's result from the per-user server (started when none answers),

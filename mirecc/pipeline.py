@@ -278,14 +278,16 @@ class Pipeline:
             except NoDecision as exc:
                 result.add_reason(exc.code, f"{head.name}: {exc}")
                 continue
-            result.decisions.extend(_with_consent(decisions, ctx.config))
+            result.decisions.extend(_with_consent(decisions, ctx.config,
+                                                  getattr(head, "refusal", None)))
         return result
 
 
-def _with_consent(decisions, config) -> list:
+def _with_consent(decisions, config, refusal: str | None = None) -> list:
     """Nothing is applied without the user's setting: a decision of a task
     whose ``applied_when`` setting is off is recorded, never applied,
-    whatever its head says."""
+    whatever its head says.  A head whose gate could not be calibrated
+    (``refusal``, :mod:`mirecc.gates`) applies nothing even then, and says why."""
     from mirecc.tasks.registry import task
 
     out = []
@@ -293,5 +295,8 @@ def _with_consent(decisions, config) -> list:
         declared = task(d.task)
         if d.applied and (declared is None or config is None or not declared.applies(config)):
             d = d.replace(applied=False)
+        elif d.applied and refusal:
+            d = d.replace(applied=False, advisory=True,
+                          reason=f"{d.reason} (recorded only: {refusal})")
         out.append(d)
     return out

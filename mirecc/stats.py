@@ -20,6 +20,9 @@ Counters:
   its headers, without running the front end (:mod:`mirecc.direct`);
 - ``tus.unchanged``: TUs whose applied decisions left the object as the
   user's own (the compiler's own choice; not counted in ``tus.applied``);
+- ``decisions.applied`` / ``decisions.same``: of the decisions of TUs with
+  one, those that changed the build, and those the compiler's own choice
+  matched (their flags changed nothing);
 - ``tus.split``: the front end ran for the IR beside the user's own compile;
 - ``verified.<task>`` / ``verified.<task>.improved`` /
   ``verified.<task>.from-cache``: TUs whose object a task's build step chose
@@ -132,6 +135,11 @@ def tu_counts(reports, split: bool) -> dict:
             add("tus.direct")
         if report.decided:
             add("tus.decided")
+            for d in report.result.decisions:
+                if d.applied:
+                    add("decisions.applied")
+                elif d.same_as_compiler:
+                    add("decisions.same")
         if report.applied:
             add("tus.applied")
         for code in report.reason_codes:
@@ -164,6 +172,8 @@ def render(data: dict, path: str) -> str:
               row("with a decision", n("tus.decided"), 4),
               row("with a decision applied (object changed)", n("tus.applied"), 4),
               row("decisions applied, object unchanged", n("tus.unchanged"), 4),
+              row("decisions that changed the build", n("decisions.applied"), 4),
+              row("decisions the compiler made the same", n("decisions.same"), 4),
               row("without a decision", max(0, n("tus.seen") - n("tus.decided")), 4),
               row("result from the cache", n("tus.cached"), 4),
               row("found without a front end", n("tus.direct"), 6),

@@ -425,3 +425,34 @@ def test_opt_record_pass(llvm, src, tmp_path):
                         'section ".mirecc.my-rec", align 1']
     used = [ln for ln in out.splitlines() if ln.startswith("@llvm.used = appending global [1 x ")]
     assert len(used) == 1 and "@__mirecc_record_my_rec" in used[0]
+
+
+def test_plugin_report_reads_set_left_and_vectorizer_remarks():
+    from mirecc.tasks.loop_vectorize.loops import plugin_report, vectorizer_factors
+
+    stderr = "\n".join([
+        "k.c:5:5: remark: loop ns::f(int):3: vectorize.width=8 interleave.count=4 "
+        "[-Rpass=mirecc-loophints]",
+        "k.c:5:5: remark: vectorized loop (vectorization width: 8, interleaved count: 4) "
+        "[-Rpass=loop-vectorize]",
+        "k.c:9:3: remark: loop g:1: vectorize.width=4 not applied: floating-point recurrence "
+        "without the reassoc flag [-Rpass-missed=mirecc-loophints]",
+        "k.c:12:3: remark: loop h:2: not changed: the source has a loop pragma for it "
+        "[-Rpass-missed=mirecc-loophints]",
+        "k.c:1:0: remark: loop z:7: no loop has that header block; decision ignored "
+        "[-Rpass-missed=mirecc-loophints]",
+        "k.c:9:3: remark: loop not vectorized [-Rpass-missed=loop-vectorize]",
+        "k.c:20:3: remark: vectorized loop (vectorization width: 4, interleaved count: 1) "
+        "[-Rpass=loop-vectorize]",
+        "k.c:20:3: remark: vectorized loop (vectorization width: 2, interleaved count: 1) "
+        "[-Rpass=loop-vectorize]",
+    ])
+    placed, left = plugin_report(stderr)
+    assert placed == {"ns::f(int):3": [(5, 5)]}
+    assert left["g:1"].startswith("floating-point recurrence")
+    assert left["h:2"].startswith("not changed")
+    assert left["z:7"].startswith("no loop has")
+    factors = vectorizer_factors(stderr, column=True)
+    assert factors[(5, 5)] == {"vectorize.width": 8, "interleave.count": 4}
+    assert factors[(9, 3)] == {"vectorize.width": 1, "interleave.count": 1}
+    assert (20, 3) not in factors        # two loops at one place: cannot tell

@@ -247,3 +247,30 @@ def test_a_failing_decided_compile_leaves_clangs_object(tmp_path, toolchain, hea
     assert len(warnings) == 1 and "decisions failed" in warnings[0]
     stats = _stats(env)
     assert stats["fallback.decided-failed"] == 1 and stats.get("tus.applied", 0) == 0
+
+
+def test_applied_counts_only_the_decisions_that_changed_the_build(tmp_path, toolchain,
+                                                                  heads_8x4, llvm_plugin):
+    """Two loops in one TU, 8 x 4 forced on both: the object changes (the
+    loop of n iterations), but the loop of 4 iterations is treated as
+    LLVM treats it on its own: one decision applied, one the compiler's."""
+    _clang, _major, plugin = llvm_plugin(14)
+    record = tmp_path / "record.jsonl"
+    source = FOUR_C + r"""
+void many(float *restrict a, const float *restrict b, int n) {
+    for (int i = 0; i < n; i++) a[i] = b[i] * 3.0f - 1.0f;
+}
+"""
+    env = isolated_env(tmp_path, MIRECC_CC=toolchain.cc, MIRECC_HEADS_DIR=str(heads_8x4),
+                       MIRECC_APPLY_LOOPS="1", MIRECC_PLUGIN=plugin,
+                       MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_RECORD=str(record))
+    ref, ours, proc = _both(tmp_path, toolchain, env, "two.c", source, ["-O3"])
+    assert ours != ref and proc.stderr == ""
+    decisions = {d["target"]: d for d in json.loads(record.read_text())["decisions"]}
+    assert len(decisions) == 2, decisions
+    by_function = {t.split(":")[0]: d for t, d in decisions.items()}
+    assert by_function["many"]["applied"] and not by_function["many"]["same_as_compiler"]
+    assert not by_function["four"]["applied"] and by_function["four"]["same_as_compiler"]
+    stats = _stats(env)
+    assert stats["tus.applied"] == 1
+    assert stats["decisions.applied"] == 1 and stats["decisions.same"] == 1

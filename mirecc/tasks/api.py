@@ -86,6 +86,13 @@ class Task:
     its cache directory); it returns an object with ``winner``, ``own``
     and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
     flags are the whole decision.
+    ``attribute``: ``"module:function"``: ``function(decisions, split,
+    extra) -> decisions``, called by the driver when a decided compile's
+    object differs from the user's and more than one decision went in
+    through the flags ``extra``: it tells which of this task's applied
+    decisions changed the build (the rest: ``applied`` False, with
+    ``same_as_compiler`` where the compiler chose the same); ``None``: the
+    object's change counts for every decision.
     ``measured``: one sentence: the measured effect of forcing its
     decisions on held-out work, and the command or page it comes from.
     ``opt_levels``: the -O levels (``"2"``, ``"s"``, ``"fast"``; ``"0"``
@@ -94,13 +101,13 @@ class Task:
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "summary", "opt_levels", "measured")
+                 "explain", "verify", "attribute", "summary", "opt_levels", "measured")
 
     def __init__(self, name: str, *, summary: str, languages, head: str,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
-                 verify: str | None = None, opt_levels: tuple | None = None,
-                 measured: str = ""):
+                 verify: str | None = None, attribute: str | None = None,
+                 opt_levels: tuple | None = None, measured: str = ""):
         self.name = name
         self.summary = summary          # one line for --mirecc-help
         # what its decisions did on work they were not fitted to, with where
@@ -113,6 +120,7 @@ class Task:
         self.inject = inject
         self.explain = explain
         self.verify = verify
+        self.attribute = attribute
         self.opt_levels = opt_levels
 
     def applies(self, config) -> bool:

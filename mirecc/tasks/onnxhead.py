@@ -81,6 +81,10 @@ class OnnxHead:
                 isinstance(c, (str, int, float)) and not isinstance(c, bool)
                 for c in self.classes):
             raise self._error("'classes' must be a list of at least two names or numbers")
+        # a gate its training could not calibrate (mirecc.gates): record only
+        self.refusal = spec.get("refuse_forcing")
+        if self.refusal is not None and (not isinstance(self.refusal, str) or not self.refusal):
+            raise self._error("'refuse_forcing' must say why the head's decisions are not applied")
         self._validate()
         digest = hashlib.sha256()
         for path in (self.spec_path, self.onnx_path):

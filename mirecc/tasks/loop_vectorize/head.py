@@ -252,3 +252,54 @@ def explain_loop_decisions(result, request):
             d = d.replace(default=defaults.get(line), reason=f"{source}:{line}: {d.reason}")
         decisions.append(d)
     return result.replace(decisions=decisions)
+
+
+def attribute_loop_decisions(decisions, split, extra):
+    """Which applied loop decisions changed the build (:class:`mirecc.tasks.api.Task`
+    ``attribute``): two compiles to nowhere, run side by side, print the
+    plugin's and the vectorizer's remarks: the user's command (what LLVM
+    does on its own) and the decided one (where the plugin set each
+    decision, or why it left it, and what the vectorizer then did).  A
+    decision the plugin left (an unsafe loop, the user's pragma), whose
+    loop it marked but was gone before the vectorizer (fully unrolled), or
+    whose loop the vectorizer treated as it does on its own, is not
+    applied.  Where the remarks cannot tell (several loops at one place; a
+    loop the plugin did not find, as when -Rpass's line tables make clang
+    outline an OpenMP region differently), it stays applied."""
+    import subprocess
+
+    from mirecc.tasks.loop_vectorize.loops import (BOTH_REMARKS, VECTORIZER_REMARKS,
+                                                   plugin_report, vectorizer_factors)
+
+    if not any(d.task == TASK and d.applied for d in decisions):
+        return decisions
+    plain = ["-fno-color-diagnostics"]
+
+    def start(flags):
+        return subprocess.Popen(split.own_command("/dev/null", "/dev/null", flags),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+
+    procs = [start([*extra, *BOTH_REMARKS, *plain]),
+             start([*VECTORIZER_REMARKS, *plain])]
+    decided, own = [p.communicate()[1] for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        return decisions
+    placed, left = plugin_report(decided)
+    with_, without = vectorizer_factors(decided, column=True), vectorizer_factors(own, column=True)
+    out = []
+    for d in decisions:
+        if d.task == TASK and d.applied:
+            where = placed.get(d.target, [])
+            why = left.get(d.target)
+            if why and why.startswith("no loop has"):
+                pass                    # not found in this compile: cannot tell
+            elif why:
+                d = d.replace(applied=False, reason=f"{d.reason}; the plugin left it: {why}")
+            elif not where:
+                d = d.replace(applied=False, same_as_compiler=True,
+                              reason=f"{d.reason}; the loop was gone before the vectorizer")
+            elif len(where) == 1 and where[0] in with_ and with_[where[0]] == without.get(where[0]):
+                d = d.replace(applied=False, same_as_compiler=True, default=without[where[0]])
+        out.append(d)
+    return out

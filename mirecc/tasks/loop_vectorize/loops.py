@@ -93,28 +93,67 @@ def emit_ir_text(compiler: str, flags: list[str], source: str) -> str:
     return proc.stdout
 
 
-_VECTORIZED = re.compile(r":(\d+):\d+: remark: vectorized loop \(vectorization width: "
+_VECTORIZED = re.compile(r":(\d+):(\d+): remark: vectorized loop \(vectorization width: "
                          r"(?:vscale x )?(\d+), interleaved count: (\d+)\)")
-_INTERLEAVED = re.compile(r":(\d+):\d+: remark: interleaved loop \(interleaved count: (\d+)\)")
-_MISSED = re.compile(r":(\d+):\d+: remark: loop not vectorized")
+_INTERLEAVED = re.compile(r":(\d+):(\d+): remark: interleaved loop \(interleaved count: "
+                          r"(\d+)\)")
+_MISSED = re.compile(r":(\d+):(\d+): remark: loop not vectorized")
+
+
+#: the vectorizer's remarks, as -Rpass=loop-vectorize / -Rpass-missed print them
+VECTORIZER_REMARKS = ["-Rpass=loop-vectorize", "-Rpass-missed=loop-vectorize"]
+
+
+def vectorizer_factors(stderr: str, column: bool = False) -> dict:
+    """source line (with ``column``: (line, column)) -> the loop vectorizer's
+    {vectorize.width, interleave.count} (1/1: not vectorized), read from its
+    remarks; places with several loops are left out (which remark is whose
+    is unknown)."""
+    found: dict = {}
+    for text in stderr.splitlines():
+        if (m := _VECTORIZED.search(text)):
+            value = {"vectorize.width": int(m.group(3)), "interleave.count": int(m.group(4))}
+        elif (m := _INTERLEAVED.search(text)):
+            value = {"vectorize.width": 1, "interleave.count": int(m.group(3))}
+        elif (m := _MISSED.search(text)):
+            value = {"vectorize.width": 1, "interleave.count": 1}
+        else:
+            continue
+        key = (int(m.group(1)), int(m.group(2))) if column else int(m.group(1))
+        found.setdefault(key, []).append(value)
+    return {key: v[0] for key, v in found.items() if len(v) == 1}
 
 
 def llvm_default_factors(compiler: str, flags: list[str], source: str) -> dict[int, dict]:
-    """source line -> the loop vectorizer's own {vectorize.width,
-    interleave.count} (1/1: not vectorized), from one compile with remarks.
-    Lines with several loops are left out (which remark is whose is unknown)."""
-    cmd = [compiler, *flags, "-c", "-o", "/dev/null", "-Rpass=loop-vectorize",
-           "-Rpass-missed=loop-vectorize", source]
+    """source line -> the loop vectorizer's own factors (:func:`vectorizer_factors`),
+    from one compile with remarks."""
+    cmd = [compiler, *flags, "-c", "-o", "/dev/null", *VECTORIZER_REMARKS, source]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    found: dict[int, list[dict]] = {}
-    for text in proc.stderr.splitlines():
-        if (m := _VECTORIZED.search(text)):
-            found.setdefault(int(m.group(1)), []).append(
-                {"vectorize.width": int(m.group(2)), "interleave.count": int(m.group(3))})
-        elif (m := _INTERLEAVED.search(text)):
-            found.setdefault(int(m.group(1)), []).append(
-                {"vectorize.width": 1, "interleave.count": int(m.group(2))})
-        elif (m := _MISSED.search(text)):
-            found.setdefault(int(m.group(1)), []).append(
-                {"vectorize.width": 1, "interleave.count": 1})
-    return {line: v[0] for line, v in found.items() if len(v) == 1}
+    return vectorizer_factors(proc.stderr)
+
+
+# the plugin's remarks (passes/loophints): a decision set on a loop, or left
+_PLUGIN_SET = re.compile(r":(\d+):(\d+): remark: loop (.+?): (?:vectorize\.width|"
+                         r"interleave\.count)=\S+(?: interleave\.count=\S+)? "
+                         r"\[-Rpass=mirecc-loophints\]")
+_PLUGIN_LEFT = re.compile(r"remark: (?:loop (.+?): (?:vectorize\.width|interleave\.count)="
+                          r"\S+(?: interleave\.count=\S+)? not applied: (.*?)|loop (.+?): "
+                          r"(not changed: .*?|no loop has that header block.*?)) "
+                          r"\[-Rpass-missed=mirecc-loophints\]")
+#: both passes' remarks (clang keeps the last -Rpass= only: one pattern each)
+BOTH_REMARKS = ["-Rpass=loop-vectorize|mirecc-loophints",
+                "-Rpass-missed=loop-vectorize|mirecc-loophints"]
+
+
+def plugin_report(stderr: str) -> tuple[dict, dict]:
+    """From a compile with the plugin's and the vectorizer's remarks
+    (:data:`BOTH_REMARKS`): loop id -> the places ((line, column)) where the
+    plugin set its factors, and loop id -> why the plugin left a decision."""
+    placed: dict[str, list] = {}
+    left: dict[str, str] = {}
+    for text in stderr.splitlines():
+        if (m := _PLUGIN_SET.search(text)):
+            placed.setdefault(m.group(3), []).append((int(m.group(1)), int(m.group(2))))
+        elif (m := _PLUGIN_LEFT.search(text)):
+            left[m.group(1) or m.group(3)] = m.group(2) or m.group(4)
+    return placed, left

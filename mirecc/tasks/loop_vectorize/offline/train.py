@@ -164,8 +164,30 @@ def summary(speedups: list[float], oracle: list[float]) -> dict:
 
 
 def evaluate(rows: list[dict], chosen: list[str]) -> dict:
-    return summary([achieved(r, c) for r, c in zip(rows, chosen)],
-                   [oracle_speedup(r) for r in rows])
+    return {**summary([achieved(r, c) for r, c in zip(rows, chosen)],
+                      [oracle_speedup(r) for r in rows]),
+            "applied": sum(1 for c in chosen if c != "default")}
+
+
+def gate(cv: dict, chosen: dict) -> dict:
+    """The ``"gate"`` entry of metrics.json (:mod:`mirecc.gates`): the
+    family cross-validation at the chosen inputs and quantile, one row per
+    min_gain; an application is a kernel, held out with its family."""
+    from mirecc.gates import GateRow, gate_document, refusal_reason
+
+    rows = [GateRow(threshold=p["min_gain"], applications=p["kernels"],
+                    applied=p.get("applied"), geomean=p["geomean"], slowest=p["worst"],
+                    below=p["slower_than_0.95"])
+            for p in cv["grid"]
+            if p["features"] == chosen["features"] and p["quantile"] == chosen["quantile"]]
+    pick = next(r for r in rows if r.threshold == chosen["min_gain"])
+    # select() falls back to the best geomean when no grid point is safe:
+    # then the head ships, but refuses to force
+    safe = pick.below == 0
+    return gate_document(f"leave one family out over {pick.applications} training kernels "
+                         f"(quantile {chosen['quantile']})", "kernel", chosen["min_gain"],
+                         rows, pick if safe else None,
+                         None if safe else refusal_reason(rows, "kernel"))
 
 
 def out_of_family_gains(X: np.ndarray, Y: np.ndarray, families: list[str],
@@ -230,6 +252,8 @@ def write_head(out: Path, forest, n_inputs: int, chosen: dict, encoder_version: 
         spec["loop_statistics"] = NAMES
     spec.update({"classes": CLASSES, "quantile": chosen["quantile"],
                  "min_gain": chosen["min_gain"], "target": "default",
+                 **({"refuse_forcing": refusal} if (refusal := metrics["gate"]
+                                                    ["refuse_forcing"]) else {}),
                  "trained_on": metrics["trained_on"], "metrics": "metrics.json"})
     spec_text = ("# Written by `mire vectorize-train`; do not edit (head.onnx is trained "
                  "for exactly these inputs).\n" + yaml.safe_dump(spec, sort_keys=False))
@@ -285,6 +309,7 @@ def run(args: argparse.Namespace) -> int:
                        "dataset": str(args.data)},
         "forest": config.to_dict(), "chosen": chosen,
         "ablation": best_by_features(cv), "family_cv": cv, "held_out_from_labels": held_out,
+        "gate": gate(cv, chosen),
     }
     info = load_model(model_dir)
     write_head(args.out, forest, X.shape[1], chosen, info.cache_version, metrics)
