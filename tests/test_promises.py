@@ -274,3 +274,32 @@ void many(float *restrict a, const float *restrict b, int n) {
     stats = _stats(env)
     assert stats["tus.applied"] == 1
     assert stats["decisions.applied"] == 1 and stats["decisions.same"] == 1
+
+
+def test_a_head_whose_gate_was_not_calibrated_applies_nothing(tmp_path, toolchain,
+                                                              llvm_plugin):
+    """A head shipped with ``refuse_forcing`` (its training found no gate
+    threshold that kept every held-out application at 0.95x or better)
+    records its decisions but applies none, even with its setting on, and
+    --explain says why."""
+    import yaml
+    from test_vectorize_head import make_head
+
+    _clang, _major, plugin = llvm_plugin(14)
+    heads = tmp_path / "heads"
+    make_head(heads, "8x4")
+    spec_path = heads / "loop-vectorize" / "spec.yaml"
+    spec = yaml.safe_load(spec_path.read_text())
+    spec["refuse_forcing"] = "held out, every threshold slows a kernel below 0.95x"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    source = FOUR_C.replace("i < 4", "i < n").replace("const float *restrict b)",
+                                                      "const float *restrict b, int n)")
+    env = isolated_env(tmp_path, MIRECC_CC=toolchain.cc, MIRECC_HEADS_DIR=str(heads),
+                       MIRECC_APPLY_LOOPS="1", MIRECC_PLUGIN=plugin,
+                       MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    ref, ours, proc = _both(tmp_path, toolchain, env, "many.c", source, ["-O3"],
+                            ("--explain",))
+    assert ours == ref
+    assert "recorded only: held out, every threshold slows" in proc.stdout
+    stats = _stats(env)
+    assert stats["tus.decided"] == 1 and stats.get("tus.applied", 0) == 0
