@@ -143,10 +143,24 @@ def _fit_predict(kind: str, X: np.ndarray, Y: np.ndarray, Xt: np.ndarray,
     return np.stack([t.predict(Xt).reshape(len(Xt), -1) for t in trees])
 
 
+def gated_candidates(G: np.ndarray, feats: np.ndarray, train: np.ndarray, test: np.ndarray,
+                     seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The gated forest before its gate: per ``test`` region, the column
+    with the best mean predicted log speedup and the :data:`GATE_QUANTILE`
+    quantile of the trees' predictions for it (what the gate compares)."""
+    columns = candidate_columns(G[train])
+    per_tree = _fit_predict("forest", feats[train],
+                            np.nan_to_num(G[train], nan=-10.0)[:, columns], feats[test], seed)
+    best = np.argmax(per_tree.mean(axis=0), axis=1)
+    promised = np.quantile(per_tree[:, np.arange(len(test)), best], GATE_QUANTILE, axis=0)
+    return columns[best], promised
+
+
 def choose(policy: str, G: np.ndarray, X: dict, train: np.ndarray, test: np.ndarray,
-           seed: int) -> np.ndarray:
+           seed: int, gain: float = GATE_GAIN) -> np.ndarray:
     """The column each ``test`` region gets from ``policy`` trained on
-    ``train``; ``G``: log speedups over the default (NaN: not measured)."""
+    ``train``; ``G``: log speedups over the default (NaN: not measured);
+    ``gain``: the gated forest's threshold on the promised log speedup."""
     default = 0       # callers put the default first
     if policy == "default":
         return np.full(len(test), default)
@@ -157,15 +171,13 @@ def choose(policy: str, G: np.ndarray, X: dict, train: np.ndarray, test: np.ndar
         return np.full(len(test), int(np.argmax(Gt.mean(axis=0))))
     kind, features = policy.split(": ", 1)
     feats = X[features]
+    if kind == "gated forest":
+        chosen, promised = gated_candidates(G, feats, train, test, seed)
+        return np.where(promised > gain, chosen, default)
     columns = candidate_columns(G[train])
     per_tree = _fit_predict("tree" if kind == "decision tree" else "forest",
                             feats[train], Gt[:, columns], feats[test], seed)
-    best = np.argmax(per_tree.mean(axis=0), axis=1)
-    chosen = columns[best]
-    if kind == "gated forest":
-        promised = np.quantile(per_tree[:, np.arange(len(test)), best], GATE_QUANTILE, axis=0)
-        chosen = np.where(promised > GATE_GAIN, chosen, default)
-    return chosen
+    return columns[np.argmax(per_tree.mean(axis=0), axis=1)]
 
 
 def _metrics(G: np.ndarray, T: np.ndarray, rows: np.ndarray, chosen: np.ndarray) -> dict:
@@ -191,8 +203,9 @@ def splits(programs: list[str], how: str, seed: int = 0) -> list[np.ndarray]:
 
 
 def judge(G: np.ndarray, T: np.ndarray, X: dict, programs: list[str], policies: list[str],
-          how: str, repeats: int, share: float = 1.0) -> dict:
-    """policy -> metrics over every region, each predicted while held out."""
+          how: str, repeats: int, share: float = 1.0, gain: float = GATE_GAIN) -> dict:
+    """policy -> metrics over every region, each predicted while held out
+    (``gain``: the gated forests' threshold)."""
     out = {}
     n = len(programs)
     for policy in policies:
@@ -206,9 +219,46 @@ def judge(G: np.ndarray, T: np.ndarray, X: dict, programs: list[str], policies: 
                 if share < 1:
                     train = np.sort(rng.choice(train, max(2, round(share * len(train))),
                                                replace=False))
-                chosen[test] = choose(policy, G, X, train, test, seed)
+                chosen[test] = choose(policy, G, X, train, test, seed, gain)
             runs.append(_metrics(G, T, np.arange(n), chosen))
         out[policy] = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+    return out
+
+
+def gate_sweep(G: np.ndarray, X: dict, programs: list[str], thresholds: list[float],
+               repeats: int = 2, features: str = "statistics",
+               seeds: str = "worst") -> dict:
+    """Leave one program out, the gated forest over ``features`` at each
+    threshold of ``thresholds``: threshold -> program -> the held-out
+    program's speedup over the default with the decisions the gate lets
+    through, None where it let none through (for :func:`mirecc.gates.gate_row`).
+
+    Per forest seed ``0 .. repeats-1`` (the seeds :func:`judge` averages
+    over), a program's speedup is the geometric mean of its regions' (the
+    mean log gain, as :func:`_metrics` takes it; a region given a
+    configuration not measured counts as a log gain of -10, one left at the
+    default as 0).  ``seeds``: "worst" takes the slowest seed's (a trap one
+    seed's forest falls into counts: the shipped head's forest has one seed
+    too), "mean" the mean log over the seeds.  A program counts as applied
+    when any seed let a configuration other than the default through for
+    any of its regions.  The forests do not depend on the threshold: one fit
+    per program and seed serves every threshold."""
+    if seeds not in ("worst", "mean"):
+        raise ValueError(f"seeds must be 'worst' or 'mean', not {seeds!r}")
+    combine = min if seeds == "worst" else (lambda logs: float(np.mean(logs)))
+    feats, n = X[features], len(programs)
+    out: dict = {float(t): {} for t in thresholds}
+    for test in splits(programs, "program"):
+        train = np.setdiff1d(np.arange(n), test)
+        runs = [gated_candidates(G, feats, train, test, seed) for seed in range(repeats)]
+        for t in out:
+            logs, applied = [], False
+            for chosen, promised in runs:
+                take = (promised > t) & (chosen != 0)
+                gain = np.where(take, G[test, chosen], 0.0)
+                logs.append(float(np.where(np.isnan(gain), -10.0, gain).mean()))
+                applied |= bool(take.any())
+            out[t][programs[test[0]]] = math.exp(combine(logs)) if applied else None
     return out
 
 
