@@ -28,7 +28,7 @@ the JSON (``decoders.WordPiece(cleanup=False)`` then ``Replace``), so
 ``tokenizers.Tokenizer.from_file(...).decode(ids)`` agrees with ``decode``.
 
 The shipped ``mirecc/data/tokenizer.json`` is trained on the pretraining
-corpus built by ``mire corpus build`` (README, "Pretraining corpus"): 7,400
+corpus built by ``mire corpus build`` (docs/encoder.md, "Pretraining corpus"): 7,400
 modules from 24 Debian packages, csmith, OpenCL kernels and generated loop
 kernels, 13.2M normalised statements (148,498 distinct).  Vocabulary 8,043;
 tokens per statement with [CLS] and [SEP]: p50 11, p99 26; 0.042% longer

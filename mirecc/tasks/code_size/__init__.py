@@ -45,7 +45,7 @@ TASKS = (
         applied_when="size_search",
         # the default, K = 10: on the held-out packages the first 10 of the
         # library reach 2.81% of the 2.89% smaller total .text that all 20
-        # reach, the first 5 only 0.90% (`mire bench size`; README, Code size)
+        # reach, the first 5 only 0.90% (`mire bench size`; docs/code-size.md)
         settings=(Setting("size_search", "MIRECC_SIZE_SEARCH", _as_count, DEFAULT_K,
                           "with -Oz or -Os, build the TU through this many candidate pass "
                           "pipelines besides the user's level and keep the smallest object "
@@ -53,7 +53,7 @@ TASKS = (
         verify="mirecc.tasks.code_size.verify:smallest_object",
         measured="verified: every candidate is built, never more loadable bytes than your "
                  "level; Debian's zlib, bzip2, lua5.4 and sqlite3 3.9% less .text in total, "
-                 "tests pass (README, Code size)",
+                 "tests pass (docs/code-size.md)",
         opt_levels=OPT_LEVELS,
     ),
 )

@@ -24,7 +24,7 @@ TASKS = (
         languages=("c", "c++"),
         head="mirecc.tasks.loop_vectorize.head:LoopVectorizeHead",
         # off by default: the decisions are then recorded, not applied
-        # (measured: the shipped head slows some programs, see the README)
+        # (measured: the shipped head slows some programs, see docs/loop-vectorize.md)
         applied_when="apply_loop_decisions",
         settings=(Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
                           "apply the loop-vectorize head's factors (default: record them "

@@ -27,7 +27,7 @@ TASKS = (
         head="mirecc.tasks.numa.head:NumaHead",
         # off by default: held out (leave one program out) the shipped head
         # gains about 1% over the default, not worth a second look at every
-        # OpenMP TU's IR (see the README)
+        # OpenMP TU's IR (see docs/numa.md)
         applied_when="record_numa",
         settings=(Setting("record_numa", "MIRECC_RECORD_NUMA", parse_bool, False,
                           "record the NUMA head's per-region decisions in the binary's "

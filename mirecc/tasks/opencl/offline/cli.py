@@ -1,6 +1,6 @@
 """``mire bench devmap`` / ``mire bench coarsening``: run the comparison,
 save ``<out>/<task>.md``, ``.json`` and ``.png``, optionally paste the table
-into the README and write the heads the driver uses.
+into a docs page (docs/opencl.md) and write the heads the driver uses.
 
 Needs the training and benchmark extras: ``pip install 'mirecc[train,bench]'``
 (torch for the heads, scikit-learn for the split, xgboost and ir2vec for the
@@ -33,9 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="parallel cross-validations (default: %(default)s)")
     g.add_argument("--cache", type=Path, default=None,
                    help="embedding cache directory (default: ~/.cache/mirecc/task-embeddings)")
-    g.add_argument("--update-readme", type=Path, default=None, metavar="README",
-                   help="replace the table between this file's '<!-- mire bench TASK: "
-                        "begin/end -->' markers")
+    g.add_argument("--update-readme", "--update-page", type=Path, default=None,
+                   metavar="PAGE", dest="update_readme",
+                   help="replace the table between this page's '<!-- mire bench TASK: "
+                        "begin/end -->' markers (docs/opencl.md, docs/loop-vectorize.md)")
     g.add_argument("--write-heads", type=Path, default=None, metavar="DIR",
                    help="also train the heads on every row and write them under DIR "
                         "(the shipped ones: heads/)")

@@ -1,6 +1,7 @@
 """Markdown tables and plots of ``mire bench devmap|coarsening`` results.
 
-The README's result tables are this module's output, pasted between marker
+The result tables of docs/opencl.md and docs/loop-vectorize.md are this
+module's output, pasted between marker
 comments by ``--update-readme`` (never typed by hand)."""
 from __future__ import annotations
 
