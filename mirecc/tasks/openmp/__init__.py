@@ -31,7 +31,7 @@ TASKS = (
         languages=("c", "c++"),
         head="mirecc.tasks.openmp.head:OpenMPHead",
         # off by default: applied only where leave-one-application-out
-        # cross-validation shows no application slower (see the README)
+        # cross-validation shows no application slower (see docs/openmp.md)
         applied_when="apply_openmp",
         settings=(Setting("apply_openmp", "MIRECC_APPLY_OPENMP", parse_bool, False,
                           "apply the OpenMP head's region configurations (default: record "
@@ -39,9 +39,8 @@ TASKS = (
         inject="mirecc.tasks.loop_vectorize.inject:inject",
         opt_levels=("1", "2", "3", "s", "z", "fast"),
         explain="mirecc.tasks.openmp.head:explain_openmp_decisions",
-        measured="leave one application out on its 14 labelled applications: 1.006x geomean, "
-                 "slowest 0.987x, 0 below 0.95x (mire omp-train --labels heads/openmp/labels "
-                 "--sizes STANDARD); a program outside the labels ran at 0.90-0.92x when "
-                 "forced, so it stays off by default",
+        # --mirecc-help prints the head's calibrated gate (mirecc.gates) instead
+        measured="leave one application out on its labels and on held-out programs "
+                 "(mire omp-train --held-out, docs/results/gates.md)",
     ),
 )

@@ -37,6 +37,17 @@ the oracle's, whether it reaches 0.9 of the oracle and whether it is slower
 than 0.95x the default (both as the issue and the MIREncoder paper count).
 ``--write-head`` fits the chosen feature set on every row and writes
 ``heads/openmp`` (``spec.yaml``, ``head.onnx``, ``metrics.json``).
+
+The apply gate (``min_gain``) it ships is calibrated first (:mod:`mirecc.gates`,
+:func:`gate_sweep`): for each of ``--gate-thresholds``, every application is
+held out in turn, including the programs of ``--held-out`` label folders
+(generated kernels the training labels never held, each judged as its own
+application with every program of its family, in any folder, left out of
+training), and runs with the decisions that threshold lets through. The
+admissible threshold (no application below 0.95x, something applied) with
+the best geomean is shipped; where none is, the spec says
+``refuse_forcing`` and why, and the driver records decisions without
+applying them. The head is then fitted on every folder's rows.
 """
 from __future__ import annotations
 
@@ -61,11 +72,21 @@ SHIPPABLE = {"statistics": ["region_statistics"],
 DEFAULT_LABELS = Path(".work/omp-labels")
 #: random orders averaged for the verified policy's random baseline
 RANDOM_ORDERS = 20
+#: min_gain values (log speedups) the apply gate is calibrated over
+GATE_THRESHOLDS = (0.0, 0.02, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3)
 
 
 def add_arguments(p) -> None:
     p.add_argument("--labels", default=str(DEFAULT_LABELS),
                    help="the dataset directory of mire omp-data (default: %(default)s)")
+    p.add_argument("--held-out", action="append", default=[], metavar="DIR",
+                   help="labels of programs outside --labels (repeatable; same compiler, "
+                        "cores and protocol): each of its programs is judged as its own "
+                        "application with its whole family left out of training, the gate "
+                        "is calibrated on them too, and --write-head fits on them as well")
+    p.add_argument("--gate-thresholds", default=",".join(f"{t:g}" for t in GATE_THRESHOLDS),
+                   help="min_gain values (log speedup) --write-head calibrates the apply "
+                        "gate over, leave one application out (default: %(default)s)")
     p.add_argument("--work", default=".work/omp-train",
                    help="builds, regenerated kernels and feature caches (default: %(default)s)")
     p.add_argument("--cc", default="clang-14", help="the clang the labels were measured "
@@ -76,7 +97,10 @@ def add_arguments(p) -> None:
                    help="comma-separated sizes to use (default: every size in the labels)")
     p.add_argument("--quantile", type=float, default=0.3)
     p.add_argument("--min-gain", type=float, default=0.05,
-                   help="log speedup the quantile must promise (default: %(default)s)")
+                   help="log speedup the quantile must promise; with --write-head, the "
+                        "gate before calibration, the threshold the calibrated one replaces "
+                        "(and ships, refusing to force, where none is admissible) "
+                        "(default: %(default)s)")
     p.add_argument("--trees", type=int, default=100)
     p.add_argument("--seeds", type=int, default=3, help="forest seeds averaged (default: 3)")
     p.add_argument("--verify", type=int, default=3, metavar="K",
@@ -99,7 +123,14 @@ def add_arguments(p) -> None:
 
 class Table:
     """Regions of race-free programs: keys, application, targets (log
-    speedups), and the timed rounds behind them."""
+    speedups), and the timed rounds behind them.
+
+    An application is what one held-out run is judged on: a PolyBench
+    program, or a generated family. ``groups`` is what is left out of
+    training with it: the application itself, except for a program of a
+    held-out folder (rows marked ``"held_out": true`` in memory, see
+    :func:`load_labels`), which is its own application (``"<program> (held
+    out)"``) left out with every program of its family."""
 
     def __init__(self, rows: list[dict]):
         o = oracle(rows)
@@ -108,22 +139,28 @@ class Table:
         timed = {(r["program"], r["size"], r["region"], r["config_key"]):
                  ((r.get("default") or {}).get("times_s") or [], r.get("times_s") or [])
                  for r in rows if "config_key" in r}
-        suites = {r["program"]: (r.get("suite"), r.get("group")) for r in rows}
+        suites = {r["program"]: (r.get("suite"), r.get("group"), bool(r.get("held_out")))
+                  for r in rows}
         configs = sorted({r["config_key"] for r in rows if "config_key" in r})
         self.classes = configs
-        self.keys, self.apps, self.Y, self.parents = [], [], [], {}
+        self.keys, self.apps, self.groups, self.Y, self.parents = [], [], [], [], {}
+        self.kernel_apps = set()     # applications of generated kernels
         self.unsafe = []        # (N, classes): not a candidate (failed, output changed, not timed)
         self.rounds = []        # per region, per class: (default's times, its times) or None
         for (prog, size), p in sorted(o["per"].items()):
             if p["racy"] or not p["regions"]:
                 continue
-            suite, group = suites.get(prog, (None, None))
-            app = f"{group} (family)" if suite == "kernels" else prog
+            suite, group, held = suites.get(prog, (None, None, False))
+            family = f"{group} (family)" if suite == "kernels" else prog
+            app = f"{prog} (held out)" if held else family
+            if suite == "kernels":
+                self.kernel_apps.add(app)
             for rid, g in p["regions"].items():
                 if g["default_s"] is None:
                     continue
                 self.keys.append((prog, size, rid))
                 self.apps.append(app)
+                self.groups.append(family)
                 self.Y.append([math.log(g["by_config"][c]) if c in g["by_config"] else BAD
                                for c in configs])
                 self.unsafe.append([c not in g["by_config"] for c in configs])
@@ -133,6 +170,13 @@ class Table:
         self.Y = np.asarray(self.Y, dtype=np.float64).reshape(len(self.keys), len(configs))
         self.unsafe = np.asarray(self.unsafe, dtype=bool).reshape(self.Y.shape)
         self.apps = np.asarray(self.apps)
+        self.groups = np.asarray(self.groups)
+        self.group_of = dict(zip(self.apps.tolist(), self.groups.tolist()))
+
+    def split(self, app: str) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows of ``app``, the rows trained on while it is held out)."""
+        return (np.flatnonzero(self.apps == app),
+                np.flatnonzero(self.groups != self.group_of[app]))
 
     def program_speedups(self, idx: np.ndarray, chosen: list[int | None],
                          ratios: list[float] | None = None) -> dict:
@@ -211,6 +255,40 @@ def read_labels(labels: Path) -> list[dict]:
     return []
 
 
+def load_labels(labels: Path, held_out: list[Path] = (), sizes: set[str] | None = None
+                ) -> list[dict]:
+    """The rows of ``labels`` and of each ``held_out`` folder (those marked
+    ``"held_out": true``, in memory only), of ``sizes`` (None: all).
+    ValueError where a held-out folder was measured with another compiler,
+    core count or protocol, or labels a program another folder labels."""
+    from mirecc.tasks.openmp.offline.dataset import MERGE_KEYS
+
+    def facts(folder: Path) -> dict:
+        meta = folder / "meta.json"
+        m = json.loads(meta.read_text()) if meta.is_file() else {}
+        return {"cc_version": m.get("cc_version"), "cores": m.get("cores"),
+                **{key: (m.get("protocol") or {}).get(key) for key in MERGE_KEYS}}
+
+    rows = read_labels(Path(labels))
+    seen = {r["program"]: Path(labels) for r in rows}
+    for folder in map(Path, held_out):
+        more = read_labels(folder)
+        if not more:
+            raise ValueError(f"{folder}: no labels")
+        for key, a in facts(Path(labels)).items():
+            if facts(folder)[key] != a:
+                raise ValueError(f"{folder} was measured with {key} "
+                                 f"{facts(folder)[key]!r}, {labels} with {a!r}: not comparable")
+        names = {r["program"] for r in more}
+        clash = sorted(n for n in names if n in seen)
+        if clash:
+            raise ValueError(f"{folder} labels {', '.join(clash[:5])}, which "
+                             f"{seen[clash[0]]} labels too: held-out programs must be new")
+        seen.update(dict.fromkeys(names, folder))
+        rows += [{**r, "held_out": True} for r in more]
+    return [r for r in rows if sizes is None or r.get("size") in sizes]
+
+
 def _kernel_index(labels: Path) -> dict | None:
     for path in (labels / "kernels" / "index.json", labels / "kernels-index.json"):
         if path.is_file():
@@ -218,25 +296,34 @@ def _kernel_index(labels: Path) -> dict | None:
     return None
 
 
-def _program_index(labels: Path, work: Path) -> dict:
+def _program_index(labels: Path | list[Path], work: Path) -> dict:
     """Program name -> Program: PolyBench's, and the generated kernels
     written again into ``work`` from the seed and families the dataset
-    recorded (the generator is deterministic)."""
+    recorded (the generator is deterministic). With several folders (the
+    labels, then held-out ones), each writes its kernels apart and gives
+    only the programs it labels after the first."""
     from mirecc.tasks.openmp.offline.programs import kernel_programs, polybench_programs
 
+    folders = [Path(labels)] if isinstance(labels, (str, Path)) else list(map(Path, labels))
     progs = {p.name: p for p in polybench_programs()}
-    index = _kernel_index(labels)
-    if index:
-        for p in kernel_programs(work / "kernels", seed=index.get("seed", 0),
+    for n, folder in enumerate(folders):
+        index = _kernel_index(folder)
+        if not index:
+            continue
+        labelled = None if n == 0 else {r["program"] for r in read_labels(folder)}
+        for p in kernel_programs(work / ("kernels" if n == 0 else f"kernels-{n}"),
+                                 seed=index.get("seed", 0),
                                  per_family=index.get("per_family"),
                                  families=index.get("families")):
-            progs[p.name] = p
+            if labelled is None or p.name in labelled:
+                progs[p.name] = p
     return progs
 
 
-def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
+def region_features(table: Table, kinds: list[str], labels: Path | list[Path], cc: str,
                     work: Path) -> dict:
-    """kind -> (N, d) rows aligned with ``table.keys``; rows a kind cannot
+    """kind -> (N, d) rows aligned with ``table.keys`` (``labels``: the
+    folder, or the folders, the rows came from); rows a kind cannot
     make (an embedding that failed) are NaN and make that region unusable
     for that kind."""
     import tempfile
@@ -250,7 +337,8 @@ def region_features(table: Table, kinds: list[str], labels: Path, cc: str,
     progs = _program_index(labels, work)
     missing = sorted({p for p, _, _ in table.keys if p not in progs})
     if missing:
-        raise ValueError(f"{labels}: labels of programs not found: {', '.join(missing[:5])}")
+        where = labels if isinstance(labels, (str, Path)) else ", ".join(map(str, labels))
+        raise ValueError(f"{where}: labels of programs not found: {', '.join(missing[:5])}")
     builder = Builder(cc, work / "build")
     units = sorted({(p, s) for p, s, _ in table.keys})
     ir, stats = {}, {}
@@ -322,8 +410,7 @@ def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: fl
         result[name] = {}
     unsafe = dict.fromkeys(result, 0)
     for app in apps:
-        test = np.flatnonzero(table.apps == app)
-        train = np.flatnonzero(table.apps != app)
+        test, train = table.split(app)
 
         def app_speedup(chosen, policy):
             unsafe[policy] += int(sum(c is not None and table.unsafe[i, c]
@@ -370,6 +457,60 @@ def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: fl
     return result
 
 
+def gate_sweep(table: Table, X: np.ndarray, quantile: float, thresholds: list[float],
+               trees: int, seeds: int) -> dict[float, dict[str, float | None]]:
+    """Leave one application out (:meth:`Table.split`) for every gate
+    threshold at once: threshold -> application -> its speedup with the
+    decisions the forest's gate (:func:`mirecc.tasks.loop_vectorize.head.choose`
+    with ``min_gain`` = the threshold) lets through, as :func:`judge`
+    computes it (the geomean over seeds of the geomean over its programs and
+    sizes), or None where no seed applied a decision. ``X``: one feature
+    set's rows; a region without features keeps the default."""
+    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
+    from mirecc.tasks.loop_vectorize.head import choose
+
+    out = {float(t): {} for t in thresholds}
+    for app in sorted(set(table.apps.tolist())):
+        test, train = table.split(app)
+        ok_train = train[np.all(np.isfinite(X[train]), axis=1)]
+        ok_test = [n for n, i in enumerate(test) if np.all(np.isfinite(X[i]))]
+        speeds = {t: [] for t in out}
+        applied = dict.fromkeys(out, False)
+        for seed in range(seeds):
+            model = fit_forest(X[ok_train], table.Y[ok_train], ForestConfig(trees=trees, seed=seed))
+            G = tree_predictions(model, X[test[ok_test]]) if ok_test else None
+            for t in out:
+                chosen = [None] * len(test)
+                if G is not None:
+                    for n, (c, _, _) in zip(ok_test, choose(G, quantile, t)):
+                        chosen[n] = c
+                applied[t] |= any(c is not None for c in chosen)
+                speeds[t].append(geomean(list(table.program_speedups(test, chosen).values())))
+        for t in out:
+            out[t][app] = geomean(speeds[t]) if applied[t] else None
+    return out
+
+
+def gate(table: Table, X: np.ndarray, quantile: float, thresholds: list[float], before: float,
+         trees: int, seeds: int) -> dict:
+    """The ``"gate"`` entry of metrics.json (:func:`mirecc.gates.gate_document`)
+    from :func:`gate_sweep`: ``before``, the threshold the calibration
+    replaces, is swept too."""
+    from mirecc.gates import calibrate, gate_document, gate_row, refusal_reason
+
+    thresholds = sorted({float(t) for t in thresholds} | {float(before)})
+    sweep = gate_sweep(table, X, quantile, thresholds, trees, seeds)
+    rows = [gate_row(t, sweep[t]) for t in thresholds]
+    chosen = calibrate(rows)
+    apps = sorted(set(table.apps.tolist()))
+    held = [a for a in apps if a != table.group_of[a]]
+    protocol = (f"leave one application out over {len(apps)} applications ({len(held)} of "
+                "them programs outside the training labels, each held out with its whole "
+                f"family), quantile {quantile}, {seeds} forest seeds of {trees} trees")
+    return gate_document(protocol, "application", before, rows, chosen,
+                         None if chosen else refusal_reason(rows, "application"))
+
+
 def summarize(result: dict, table: Table) -> dict:
     oracle_ = result["oracle"]
     out = {}
@@ -378,7 +519,7 @@ def summarize(result: dict, table: Table) -> dict:
             continue
         apps = sorted(per)
         share = {a: per[a] / oracle_[a] for a in apps}
-        poly = [a for a in apps if not a.endswith("(family)")]
+        poly = [a for a in apps if a not in table.kernel_apps]
         out[policy] = {
             "geomean": geomean([per[a] for a in apps]),
             "geomean_polybench": geomean([per[a] for a in poly]),
@@ -468,7 +609,12 @@ def plot(summary: dict, path: Path, verify_k: int) -> None:
 # ------------------------------------------------------------------ the head
 
 def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
-               cv: dict) -> None:
+               cv: dict, gate: dict | None = None, trained_on: list[str] | None = None
+               ) -> None:
+    """Fit ``kind`` on every row of ``table`` and write ``directory``. With
+    ``gate`` (:func:`gate`), its chosen threshold is the spec's
+    ``min_gain``; where it chose none, ``args.min_gain`` stays and the spec
+    says ``refuse_forcing``: the driver records decisions, applies none."""
     import yaml
 
     from mirecc.fsutil import replace_dir
@@ -484,16 +630,23 @@ def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
             "encoder": load_model(SHIPPED_MODEL_DIR).cache_version,
             "features": SHIPPABLE[kind], "region_statistics": NAMES,
             "classes": table.classes, "cores": os.cpu_count(),
-            "quantile": args.quantile, "min_gain": args.min_gain,
+            "quantile": args.quantile,
+            "min_gain": (gate["chosen"] if gate and gate["chosen"] is not None
+                         else args.min_gain),
+            **({"refuse_forcing": gate["refuse_forcing"]}
+               if gate and gate.get("refuse_forcing") else {}),
             "metrics": "metrics.json"}
     header = ("# The OpenMP head: a forest over region features predicting each "
               "configuration's log speedup\n# over the runtime's default. Written by "
               "mire omp-train --write-head " + kind + "; see mirecc/tasks/openmp/head.py.\n")
-    metrics = {"feature_set": kind, "rows": int(ok.sum()), "cv": cv}
-    # the committed labels (labels/, and labels-full/ of the full space) live
-    # in the head's folder: kept
+    metrics = {"feature_set": kind, "rows": int(ok.sum()), "cv": cv,
+               **({"trained_on": trained_on} if trained_on else {}),
+               **({"gate": gate} if gate else {})}
+    # the committed labels (labels/, labels-full/ of the full space,
+    # labels-heldout/ of the gate's held-out programs) live in the head's
+    # folder: kept
     kept = {f"{folder.name}/{p.name}": p.read_bytes()
-            for folder in (directory / "labels", directory / "labels-full") if folder.is_dir()
+            for folder in sorted(directory.glob("labels*")) if folder.is_dir()
             for p in sorted(folder.glob("*")) if p.is_file()}
     replace_dir(directory, {**kept,
         "spec.yaml": (header + yaml.safe_dump(spec, sort_keys=False)).encode(),
@@ -514,12 +667,33 @@ def run_bench(args) -> int:
     return run(train_args)
 
 
+def gate_table(doc: dict) -> str:
+    """The sweep of a ``"gate"`` document as a markdown table."""
+    from mirecc.gates import FLOOR
+
+    lines = [f"Apply gate, {doc['protocol']}:", "",
+             f"| min_gain | applied | geomean | slowest | below {FLOOR} |",
+             "|---:|---:|---:|---:|---:|"]
+    for r in doc["sweep"]:
+        mark = " (before)" if r["threshold"] == doc["before"] else ""
+        mark += " (chosen)" if r["threshold"] == doc["chosen"] else ""
+        lines.append(f"| {r['threshold']:g}{mark} | {r['applied']}/{r['applications']} | "
+                     f"{r['geomean']:.3f} | {r['slowest']:.3f} | {r[f'below_{FLOOR}']} |")
+    lines.append("")
+    lines.append(f"refuse forcing: {doc['refuse_forcing']}" if doc["refuse_forcing"]
+                 else f"chosen min_gain: {doc['chosen']:g}")
+    return "\n".join(lines) + "\n"
+
+
 def run(args) -> int:
     labels = Path(args.labels)
-    rows = read_labels(labels)
-    if args.sizes:
-        sizes = set(args.sizes.split(","))
-        rows = [r for r in rows if r.get("size") in sizes]
+    held_out = [Path(d) for d in getattr(args, "held_out", None) or []]
+    try:
+        rows = load_labels(labels, held_out,
+                           set(args.sizes.split(",")) if args.sizes else None)
+    except (OSError, ValueError) as exc:
+        print(f"mire omp-train: {exc}", file=sys.stderr)
+        return 2
     if not rows:
         print(f"mire omp-train: {labels}: no labels (run mire omp-data first)",
               file=sys.stderr)
@@ -536,8 +710,8 @@ def run(args) -> int:
               "the driver computes)", file=sys.stderr)
         return 2
     try:
-        X = region_features(table, sorted(set(kinds) | ({args.write_head} - {None})), labels,
-                            args.cc, Path(args.work))
+        X = region_features(table, sorted(set(kinds) | ({args.write_head} - {None})),
+                            [labels, *held_out], args.cc, Path(args.work))
     except ValueError as exc:
         print(f"mire omp-train: {exc}", file=sys.stderr)
         return 2
@@ -547,25 +721,45 @@ def run(args) -> int:
         print(f"mire omp-train: {labels}/meta.json does not give the machine's cores (the "
               "runtime's default, which --verify measures against)", file=sys.stderr)
         return 2
-    result = judge(table, X, kinds, args.quantile, args.min_gain, args.trees, args.seeds,
+    # the apply gate of the head written: calibrated first, the forests then
+    # judged at the threshold it ships
+    gate_doc, min_gain = None, args.min_gain
+    if args.write_head:
+        try:
+            thresholds = [float(t) for t in args.gate_thresholds.split(",") if t.strip()]
+        except ValueError:
+            print(f"mire omp-train: --gate-thresholds {args.gate_thresholds!r}: not numbers",
+                  file=sys.stderr)
+            return 2
+        gate_doc = gate(table, X[args.write_head], args.quantile, thresholds, args.min_gain,
+                        args.trees, args.seeds)
+        if gate_doc["chosen"] is not None:
+            min_gain = gate_doc["chosen"]
+    result = judge(table, X, kinds, args.quantile, min_gain, args.trees, args.seeds,
                    args.verify, args.threshold, default_key)
     summary = summarize(result, table)
-    meta = {"labels": str(labels), "sizes": args.sizes or "all", "regions": len(table.keys),
+    meta = {"labels": ", ".join(map(str, [labels, *held_out])) + (
+                " (held out: each program its own application)" if held_out else ""),
+            "sizes": args.sizes or "all", "regions": len(table.keys),
             "applications": len(set(table.apps.tolist())), "classes": len(table.classes),
             "trees": args.trees, "seeds": args.seeds, "quantile": args.quantile,
-            "min_gain": args.min_gain, "cc": args.cc, "verify": args.verify,
+            "min_gain": min_gain, "cc": args.cc, "verify": args.verify,
             "threshold": args.threshold}
-    text = report(summary, meta)
+    text = report(summary, meta) + ("\n" + gate_table(gate_doc) if gate_doc else "")
     out = Path(args.out or labels)
     from mirecc.fsutil import atomic_write_bytes
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "omp-train.md", text.encode())
     atomic_write_bytes(out / "omp-train.json",
-                       json.dumps({"meta": meta, "summary": summary}, indent=1).encode())
+                       json.dumps({"meta": meta, "summary": summary,
+                                   **({"gate": gate_doc} if gate_doc else {})},
+                                  indent=1).encode())
     plot(summary, out / "omp-train.png", args.verify)
     print(text)
     if args.write_head:
         cv = summary.get(f"forest: {args.write_head}", {})
-        write_head(table, X[args.write_head], args.write_head, args, args.head_dir, cv)
-        print(f"wrote {args.head_dir}")
+        write_head(table, X[args.write_head], args.write_head, args, args.head_dir, cv,
+                   gate=gate_doc, trained_on=[str(labels), *map(str, held_out)])
+        print(f"wrote {args.head_dir}" + (f" (forcing refused: {gate_doc['refuse_forcing']})"
+                                          if gate_doc["refuse_forcing"] else ""))
     return 0
