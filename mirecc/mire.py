@@ -37,7 +37,9 @@ def _bench(args: argparse.Namespace) -> int:
 
     programs = Path(args.programs) if args.programs else bundled_programs_dir()
     return run_bench(programs, Path(args.out), args.flags.split(), args.compile_repeats,
-                     args.run_repeats, args.cc)
+                     args.run_repeats, args.cc, size_flags=args.size_flags.split(),
+                     best_known=args.size_best_known, tune_program=args.tune_program,
+                     tune_budget=args.tune_budget)
 
 
 #: subcommands whose module is imported only when they run:
@@ -182,8 +184,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench", help="build the bundled programs with clang and mirecc and compare; "
                       "or evaluate the OpenCL heads (devmap, coarsening)",
-        description="programs (default): compile each program with plain clang and with "
-                    "mirecc, check objects and outputs, and compare compile and run times. "
+        description="programs (default): the bundled programs built with plain clang and "
+                    "with mirecc: code size at -Oz (loadable bytes, never larger, outputs "
+                    "checked, best known), -O3 with the defaults (objects checked byte for "
+                    "byte) and with the OpenMP head forced, and one short mire tune. "
                     "devmap / coarsening: compare mirecc's embeddings with IR2Vec and the "
                     "prior art on the device-mapping and thread-coarsening datasets, on the "
                     "same folds (needs pip install 'mirecc[train,bench]'). vectorize: "
@@ -204,12 +208,25 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
     bench.add_argument("--out", default="mirecc-bench", help="where to save bench.md "
-                       "and bench.json (default: %(default)s)")
+                       "and bench.json (programs: and bench.png) (default: %(default)s)")
     bench.add_argument("--flags", default="-O3", help="compile flags (default: %(default)s)")
     bench.add_argument("--compile-repeats", type=int, default=3)
     bench.add_argument("--run-repeats", type=int, default=5)
     bench.add_argument("--cc", help="the plain clang to compare with (default: the "
                        "one mirecc drives)")
+    bench.add_argument("--size-flags", default="-Oz",
+                       help="programs: compile flags of the code-size part (default: "
+                            "%(default)s)")
+    bench.add_argument("--size-best-known", type=int, default=-1, metavar="N",
+                       help="programs: beside mirecc's default, the smallest object with N "
+                            "library candidates built (MIRECC_SIZE_SEARCH=N; -1: the whole "
+                            "library; 0: not measured) (default: %(default)s)")
+    bench.add_argument("--tune-program", default=None, metavar="NAME",
+                       help="programs: the program mire tune runs on (default: tri_omp when "
+                            "present, else the first; none: no tune)")
+    from mirecc.bench import DEFAULT_TUNE_BUDGET
+    bench.add_argument("--tune-budget", type=int, default=DEFAULT_TUNE_BUDGET,
+                       help="programs: mire tune's --budget (default: %(default)s)")
     bench.set_defaults(func=_bench)
     from mirecc.tasks.opencl.offline.cli import add_arguments as add_task_bench_arguments
     add_task_bench_arguments(bench)

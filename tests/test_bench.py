@@ -1,51 +1,141 @@
-"""``mire bench`` (the README's main job) on a small program directory:
-it compiles with clang and mirecc (with the shipped heads), runs both, and
-reports the outputs (identical) and objects (identical unless a decision was
-applied) in bench.md / bench.json."""
+"""``mire bench`` (the README's main job) on a small program directory: code
+size at -Oz (loadable bytes, never larger, outputs compared), -O3 with the
+defaults (objects byte for byte clang's) and with the OpenMP head forced on
+an OpenMP program, and one short ``mire tune``; tables in bench.md, data in
+bench.json, the plot in bench.png."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 MIRE = Path(sys.executable).parent / "mire"
 PROGRAM = r"""
 #include <stdio.h>
+static float a[4096], b[4096];
+__attribute__((noinline)) static void saxpy(float k, int n) { for (int i = 0; i < n; i++) a[i] += k * b[i]; }
+__attribute__((noinline)) static void scale(float k, int n) { for (int i = 0; i < n; i++) b[i] = k * b[i] + 1.0f; }
 int main(void) {
-    long s = 0;
-    for (int i = 0; i < 1000000; i++) s += i % 7;
-    printf("tiny checksum %ld\n", s);
+    for (int i = 0; i < 4096; i++) { a[i] = i; b[i] = 4096 - i; }
+    for (int r = 0; r < 200; r++) { saxpy(0.5f, 4096); scale(0.999f, 4096); }
+    double s = 0;
+    for (int i = 0; i < 4096; i++) s += a[i];
+    printf("tiny checksum %.3f\n", s);
+    return 0;
+}
+"""
+OPENMP_PROGRAM = r"""
+#include <stdio.h>
+int main(void) {
+    static unsigned row[2000];
+#pragma omp parallel for
+    for (int i = 0; i < 2000; i++) {
+        unsigned s = 0;
+        for (int j = 0; j <= i; j++) s += (unsigned)(i ^ j) * 2654435761u;
+        row[i] = s;
+    }
+    unsigned long long c = 0;
+    for (int i = 0; i < 2000; i++) c = c * 1000003u + row[i];
+    printf("tri checksum %llu\n", c);
     return 0;
 }
 """
 
 
-def test_mire_bench_reports_identical_objects_and_outputs(tmp_path):
+def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     programs = tmp_path / "programs"
     programs.mkdir()
     (programs / "tiny.c").write_text(PROGRAM)
+    (programs / "tri.c").write_text(OPENMP_PROGRAM)
     out = tmp_path / "out"
     proc = subprocess.run([str(MIRE), "bench", "--programs", str(programs), "--out", str(out),
                            "--compile-repeats", "1", "--run-repeats", "2",
-                           "--cc", "/usr/bin/clang-14"],
-                          capture_output=True, text=True, timeout=300,
+                           "--size-best-known", "2", "--tune-program", "tiny",
+                           "--tune-budget", "4", "--cc", "/usr/bin/clang-14"],
+                          capture_output=True, text=True, timeout=600,
                           env={"PATH": "/usr/bin:/bin", "MIRECC_CC": "/usr/bin/clang-14",
                                "XDG_CACHE_HOME": str(tmp_path / "cache"),
                                "MIRECC_SERVER": "0"})
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((out / "bench.json").read_text())
-    (row,) = data["programs"]
-    # with the shipped heads: the same output, and the same object unless the
-    # loop-vectorize head applied a decision (then it is counted)
-    assert row["program"] == "tiny" and row["same_output"]
-    assert row["same_object"] or row["applied"] > 0
-    assert row["text_clang"] > 0 and row["text_mirecc"] > 0
-    # the same binary is not timed: 1.0x by construction
-    runs = 0 if row["same_object"] else 2
-    assert len(row["run_clang_s"]) == len(row["run_mirecc_s"]) == runs
-    assert row["speedup"] == 1.0 or not row["same_object"]
-    assert "| tiny |" in (out / "bench.md").read_text()
     assert "Debian clang version 14" in data["machine"]["compiler"]
+
+    # 1. code size at -Oz: mirecc's object never has more loadable bytes than
+    # clang's, the outputs are the same, and the best known is no larger
+    assert data["size_flags"] == ["-Oz"] and data["best_known_candidates"] == 2
+    assert [r["program"] for r in data["size"]] == ["tiny", "tri"]
+    for row in data["size"]:
+        assert 0 < row["loadable_mirecc"] <= row["loadable_clang"], row
+        assert row["text_clang"] > 0 and row["never_larger"] and row["same_output"]
+        assert row["saved"] == row["loadable_clang"] - row["loadable_mirecc"]
+        assert row["best_known"] is not None and row["best_known"] <= row["loadable_clang"]
+        assert len(row["compile_clang_s"]) == len(row["compile_mirecc_s"]) == 1
+        # the same object unless it is smaller: then it links to another binary
+        assert row["same_object"] == (row["saved"] == 0)
+        assert row["same_binary"] == row["same_object"]
+    # two similar loops: the library's outlining candidates shrink tiny (clang-14: 20 bytes)
+    assert data["size"][0]["saved"] > 0 and not data["size"][0]["same_object"]
+
+    # 2. -O3 with the defaults: no task applies, every object is clang's, the
+    # same binary is 1.000x and not timed; the OpenMP program also forced
+    assert data["defaults"].startswith("On by default at -O3: none.")
+    levels = {(r["program"], r["setting"]): r for r in data["levels"]}
+    assert set(levels) == {("tiny", "defaults"), ("tri", "defaults"),
+                           ("tri", "MIRECC_APPLY_OPENMP=1")}
+    for key in [("tiny", "defaults"), ("tri", "defaults")]:
+        row = levels[key]
+        assert row["same_object"] and row["same_output"] and row["applied"] == 0, row
+        assert row["speedup"] == 1.0 and row["run_clang_s"] == row["run_mirecc_s"] == []
+    # (whether the OpenMP head decides depends on the machine's cores: not asserted)
+    forced = levels[("tri", "MIRECC_APPLY_OPENMP=1")]
+    assert forced["same_output"]
+    assert forced["same_object"] or forced["applied"] > 0
+    runs = 0 if forced["same_object"] else 2
+    assert len(forced["run_clang_s"]) == len(forced["run_mirecc_s"]) == runs
+
+    # 3. the tune: a budget of 4 leaves room for the baseline only
+    tune = data["tune"]
+    assert tune["program"] == "tiny" and tune["error"] == "" and tune["budget"] == 4
+    assert tune["kept"] == [] and tune["tried"] == 0
+    assert tune["same_binary"] and tune["speedup"] == 1.0
+    assert any(line.startswith("baseline: median") for line in tune["log"])
+
+    md = (out / "bench.md").read_text()
+    for words in ["## 1. Code size at -Oz", "| tiny |", "| **total** |",
+                  "## 2. -O3 with the defaults", "On by default at -O3: none.",
+                  "2 of 2 objects are clang's byte for byte",
+                  "| tri | MIRECC_APPLY_OPENMP=1 |", "## 3. mire tune on tiny",
+                  "Nothing kept: the budget left no room for a candidate"]:
+        assert words in md, words
+    assert md in proc.stdout
+    pytest.importorskip("matplotlib")
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_larger_object_or_another_output_is_flagged():
+    from mirecc.bench import LevelRow, SizeRow, level_table, size_table
+
+    larger = SizeRow("p", [0.1], [1.0], 100, 120, 80, 90, False, False, True, 100)
+    lines = "\n".join(size_table([larger], ["-Oz"], 10, 20, 1))
+    assert not larger.correct and "NO: LARGER" in lines and "LARGER for p" in lines
+    changed = LevelRow("q", "defaults", [0.1], [0.1], same_object=False, same_output=True,
+                       decisions={"loop-vectorize": [1, 0]})
+    assert not changed.correct      # another object without an applied decision
+    text = "\n".join(level_table([changed], ["-O3"], "", 1, 1, False))
+    assert "| NO |" in text and "0 of 1 objects are clang's" in text
+
+
+def test_defaults_at_each_level_come_from_the_task_registry():
+    from mirecc.bench import defaults_text, uses_openmp
+
+    on, sentence = defaults_text(["-O3"])
+    assert on == [] and "MIRECC_APPLY_LOOPS=1" in sentence and "MIRECC_APPLY_OPENMP=1" in sentence
+    on, sentence = defaults_text(["-Oz"])
+    assert on == ["code-size"] and sentence.startswith("On by default at -Oz: code-size.")
+    assert uses_openmp(Path(__file__).parents[1] / "benchmarks" / "programs" / "tri_omp.c")
+    assert not uses_openmp(Path(__file__).parents[1] / "benchmarks" / "programs" / "saxpy.c")
 
 
 def test_mire_bench_without_programs_is_a_clear_error(tmp_path):
