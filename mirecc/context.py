@@ -99,6 +99,8 @@ class TUContext:
         self._loops = None
         self._summary = None
         self._embedding = None
+        self._ir_text = None
+        self._regions = None
         self.notes: dict = {}   # a head's own per-TU data, between rank and decide
 
     # -------------------------------------------------------------- graph
@@ -131,6 +133,33 @@ class TUContext:
             from mirecc.irinfo import graph_loops
             self._loops = graph_loops(self.graph)
         return self._loops
+
+    @property
+    def ir_text(self) -> str:
+        """The TU's bitcode as IR text (disassembled once, for every head)."""
+        if self._ir_text is None:
+            from mirecc.corpus.irtext import IRTextError, disassemble
+
+            try:
+                with open(self.request.bitcode_path, "rb") as f:
+                    self._ir_text = disassemble(f.read(), self.request.source)
+            except (OSError, IRTextError) as exc:
+                raise head_error(f"cannot read the IR of {self.request.source}: "
+                                 f"{exc}") from None
+        return self._ir_text
+
+    @property
+    def regions(self) -> tuple[list, dict]:
+        """The TU's OpenMP sites (:func:`mirecc.ir.regions.find_sites`, ids
+        ``<function>:<index>``) and each parallel region's statistics
+        (:func:`mirecc.ir.region_stats.region_statistics`), found once."""
+        if self._regions is None:
+            from mirecc.ir.region_stats import region_statistics
+            from mirecc.ir.regions import find_sites
+
+            sites = find_sites(self.ir_text)
+            self._regions = (sites, region_statistics(self.ir_text, sites))
+        return self._regions
 
     @property
     def summary(self):

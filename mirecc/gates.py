@@ -168,7 +168,8 @@ def markdown(gates: dict[str, dict], verified: dict[str, str]) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for task, gate in sorted(gates.items()):
-        lines.append(f"| {task} | {gate['protocol']} | before | {_cells(gate.get('before_row'))} |")
+        before = _cells(gate.get('before_row'))
+        lines.append(f"| {task} | {gate['protocol']} | before | {before} |")
         after = ("refused: " + gate["refuse_forcing"]) if gate.get("refuse_forcing") else "after"
         lines.append(f"| | | {after} | {_cells(gate.get('chosen_row'))} |")
     for task, why in sorted(verified.items()):

@@ -1,7 +1,10 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
-Subcommands: ``bench``, ``corpus``, ``pretrain``, ``export``, ``embed``, ``serve``,
-``stats``, ``run``, ``omp-data``, ``omp-train``, ``numa-regions``, ``numa-train``, ``tune``, ``size-data``, ``size-search``, ``size-check``, ``size-train``, ``vectorize-data``, ``vectorize-train``.
+Subcommands: mirecc's own (``bench``, ``corpus``, ``pretrain``, ``export``,
+``embed``, ``serve``, ``stats``, ``run``, ``tune``, ``gates``), then those the
+tasks declare (``Task.commands``: their datasets and training); ``mire
+bench``'s suites are ``programs`` and those the tasks declare
+(``Task.bench``), with the options each suite's task adds.
 """
 
 from __future__ import annotations
@@ -11,28 +14,25 @@ import sys
 from pathlib import Path
 
 
+def _suites() -> dict[str, list]:
+    """suite name -> the :class:`mirecc.tasks.api.BenchSuite` the tasks declare."""
+    from mirecc.tasks.registry import tasks
+
+    out: dict[str, list] = {}
+    for task in tasks().values():
+        for suite in task.bench:
+            out.setdefault(suite.name, []).append(suite)
+    return out
+
+
 def _bench(args: argparse.Namespace) -> int:
-    if args.suite == "size":
-        from mirecc.tasks.code_size.offline.bench import run
-        return run(args)
-    if args.suite == "openmp":
-        from mirecc.tasks.openmp.offline.train import run_bench
-        return run_bench(args)
-    if args.suite == "numa":
-        from mirecc.tasks.numa.offline.bench import run
-        return run(args)
-    if args.suite == "vectorize":
-        from mirecc.tasks.loop_vectorize.offline.bench import run
-        return run(args)
-    if args.suite == "tune" and args.tune_task == "openmp":
-        from mirecc.tasks.openmp.offline.tune_bench import run
-        return run(args)
-    if args.suite == "tune":
-        from mirecc.tasks.loop_vectorize.offline.tune_bench import run
-        return run(args)
     if args.suite != "programs":
-        from mirecc.tasks.opencl.offline.cli import run
-        return run(args)
+        from mirecc.tasks.api import load_attribute
+
+        candidates = _suites()[args.suite]
+        chosen = next((s for s in candidates if s.variant is None
+                       or s.variant == getattr(args, "tune_task", None)), candidates[0])
+        return load_attribute(chosen.run)(args)
     from mirecc.bench import bundled_programs_dir, run_bench
 
     programs = Path(args.programs) if args.programs else bundled_programs_dir()
@@ -78,29 +78,6 @@ LAZY_SUBCOMMANDS = [
      "old values are put back when the program exits or is interrupted; what the machine "
      "lacks is said in one line and skipped. mire run --dry-run -- ./prog args; "
      "mire run --power-cap 65 -- ./prog args"),
-    ("vectorize-data", "mirecc.tasks.loop_vectorize.offline.cli",
-     "generate loop kernels and time every (VF, IF) of each (the vectorize dataset)",
-     "Generate loop kernels of many families, compile each with every (VF, IF) in "
-     "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
-     "reference, time them pinned with repeats, and write labels (resumable)."),
-    ("omp-data", "mirecc.tasks.openmp.offline.cli",
-     "time threads x schedule x chunk per OpenMP region (the OpenMP dataset)",
-     "Build PolyBench-ACC's OpenMP programs (and generated kernel families) with every "
-     "(threads, schedule, chunk) forced on each parallel region through the pass plugin, "
-     "time them against the default build with repeats, check outputs, and write labels "
-     "(resumable); --summary: the best configuration per region and the oracle."),
-    ("omp-train", "mirecc.tasks.openmp.offline.train",
-     "judge the OpenMP head leave one application out, and write it (needs scikit-learn)",
-     "From the labels of mire omp-data: default, best single configuration and a forest "
-     "per feature set (region statistics, IR2Vec, a random-init encoder, mirecc's encoder), "
-     "each judged on applications it never saw: speedup, share of the oracle, slowdowns; "
-     "--write-head fits one on every region and writes heads/openmp."),
-    ("numa-regions", "mirecc.tasks.numa.offline.cli",
-     "map the NUMA/prefetcher dataset's regions to their programs' IR",
-     "Compile the programs of ../shared/datasets/numa-prefetch/sources as their makefiles "
-     "do (-O3 -fopenmp -g) and map each published region (__cere__<file>_<function>_<line>) "
-     "to the outlined function of the parallel region at that line; report the regions "
-     "that cannot be mapped, with the reason."),
     ("tune", "mirecc.tune",
      "time the heads' ranked loop candidates on your own benchmark and keep the winners in "
      "a decisions profile",
@@ -109,42 +86,11 @@ LAZY_SUBCOMMANDS = [
      "only when the output is the same and the run is faster beyond the noise; writes "
      "mirecc.profile for MIRECC_PROFILE. mire tune --build 'make -B CC=mirecc' --run "
      "'./bench'"),
-    ("numa-train", "mirecc.tasks.numa.offline.train",
-     "fit the NUMA/prefetcher head on the published labels and write heads/numa",
-     "Per input size, a forest over the mapped regions' static statistics predicting each "
-     "candidate configuration's log speedup over the default (the policy mire bench numa "
-     "judges as 'gated forest: statistics'); --write-head writes heads/numa."),
-    ("size-data", "mirecc.tasks.code_size.offline.cli",
-     "measure the code-size dataset: IR instructions and .text bytes of every corpus "
-     "module through -Oz and each library pipeline",
-     "For each module of a corpus built at -Oz (mire corpus build --opt-level=-Oz), "
-     "build it through clang's -Oz and through every pipeline of the code-size library "
-     "(or --pipelines FILE) and record IR instructions and .text bytes (resumable)."),
-    ("size-search", "mirecc.tasks.code_size.offline.cli",
-     "search the code-size candidate library on training modules",
-     "Measure systematic and random variations of -Oz on a sample of training modules "
-     "(held-out packages never), then choose greedily the pipelines that together "
-     "shrink the most below -Oz; --write-spec puts them into heads/code-size/spec.yaml."),
-    ("size-check", "mirecc.tasks.code_size.offline.cli",
-     "check that every code-size library pipeline keeps programs' outputs",
-     "Build the bundled programs and csmith programs (seeds the corpus never used) "
-     "through clang -Oz and each library pipeline, run them and compare their output "
-     "with their -O0 build; --write-spec drops every pipeline that changed one."),
-    ("size-train", "mirecc.tasks.code_size.offline.train",
-     "train the code-size ranker on the training packages' labels (needs scikit-learn)",
-     "Judge each feature set the driver computes (instruction counts, the encoder's "
-     "embedding) by leave-packages-out cross-validation against the library order, and "
-     "ship the best forest as heads/code-size/ranker.onnx, or none if none beats it."),
     ("gates", "mirecc.gates",
      "tabulate the installed heads' apply gates, calibrated leave one application out",
      "Read each installed head's calibrated gate (metrics.json, written by its training "
      "command): the threshold before and after calibration, the slowest held-out "
      "application and the geomean, the whole sweep; writes docs/results/gates.md."),
-    ("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
-     "train the per-loop vectorize head on the vectorize dataset (needs torch)",
-     "Embed each kernel's target loop and function with the frozen encoder, train the "
-     "(VF, IF) head on the training families, evaluate by family, and write "
-     "heads/loop-vectorize."),
 ]
 
 
@@ -178,32 +124,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     subcommand's heavy module to import for its arguments."""
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    parser = argparse.ArgumentParser(prog="mire", description="mirecc's tool for everything that is not compiling")
+    parser = argparse.ArgumentParser(
+        prog="mire", description="mirecc's tool for everything that is not compiling")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    suites = _suites()
     bench = sub.add_parser(
-        "bench", help="build the bundled programs with clang and mirecc and compare; "
-                      "or evaluate the OpenCL heads (devmap, coarsening)",
-        description="programs (default): the bundled programs built with plain clang and "
-                    "with mirecc: code size at -Oz (loadable bytes, never larger, outputs "
-                    "checked, best known), -O3 with the defaults (objects checked byte for "
-                    "byte) and with the OpenMP head forced, and one short mire tune. "
-                    "devmap / coarsening: compare mirecc's embeddings with IR2Vec and the "
-                    "prior art on the device-mapping and thread-coarsening datasets, on the "
-                    "same folds (needs pip install 'mirecc[train,bench]'). vectorize: "
-                    "binaries built by mirecc -O3 (the loop-vectorize head) against clang "
-                    "-O3, on the dataset's held-out kernel families or --programs DIR. size: "
-                    "rankings of the code-size library on held-out packages, from the "
-                    "labels of mire size-data. openmp: the OpenMP head's policies judged "
-                    "leave one application out on the labels of mire omp-data "
-                    "(--omp-labels). numa: per-region NUMA/placement/prefetcher policies "
-                    "judged on the published measurements (leave one program out, 10 "
-                    "folds). tune: mire tune's candidates in the head's order vs random, "
-                    "replayed on timed held-out loop kernels (--tune-data), or on OpenMP "
-                    "regions' configurations (--tune-task openmp, --omp-labels).")
+        "bench", help="build the bundled programs with clang and mirecc and show what mirecc "
+                      "does to them; or run a task's benchmark",
+        description="programs (default): the bundled programs built with clang and with "
+                    "mirecc: code size at -Oz, -O3 with the defaults and forced OpenMP "
+                    "decisions, one mire tune; outputs checked. "
+                    + " ".join(f"{name}: {'; '.join(s.summary for s in declared)}."
+                               for name, declared in suites.items()))
     bench.add_argument("suite", nargs="?", default="programs",
-                       choices=("programs", "devmap", "coarsening", "vectorize", "size",
-                                "openmp", "numa", "tune"),
+                       choices=("programs", *suites),
                        help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
@@ -228,23 +163,20 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.add_argument("--tune-budget", type=int, default=DEFAULT_TUNE_BUDGET,
                        help="programs: mire tune's --budget (default: %(default)s)")
     bench.set_defaults(func=_bench)
-    from mirecc.tasks.opencl.offline.cli import add_arguments as add_task_bench_arguments
-    add_task_bench_arguments(bench)
-    from mirecc.tasks.loop_vectorize.offline.bench import add_arguments as add_vectorize_bench_arguments
-    add_vectorize_bench_arguments(bench)
-    from mirecc.tasks.code_size.offline.cli import add_bench_arguments as add_size_bench_arguments
-    add_size_bench_arguments(bench)
-    bench.add_argument("--omp-labels", default=".work/omp-labels",
-                       help="openmp: the dataset directory of mire omp-data (default: %(default)s)")
-    from mirecc.tasks.numa.offline.bench import add_arguments as add_numa_bench_arguments
-    add_numa_bench_arguments(bench)
-    from mirecc.tasks.loop_vectorize.offline.tune_bench import add_arguments as add_tune_bench
-    add_tune_bench(bench)
+    from mirecc.tasks.api import load_attribute
+    added = set()
+    for declared in suites.values():
+        for suite in declared:
+            if suite.arguments and suite.arguments not in added:
+                added.add(suite.arguments)
+                load_attribute(suite.arguments)(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)
 
-    for name, module, help_text, description in LAZY_SUBCOMMANDS:
+    from mirecc.tasks.registry import tasks
+    commands = list(LAZY_SUBCOMMANDS) + [tuple(c) for t in tasks().values() for c in t.commands]
+    for name, module, help_text, description in commands:
         _add_lazy(sub.add_parser(name, help=help_text, description=description), module,
                   chosen == name)
     return parser

@@ -455,14 +455,17 @@ def run_in_process(request: TURequest, config, explain: bool, version: str,
 
 
 def explain_decisions(result: TUResult, request: TURequest) -> TUResult:
-    """The result with what each task adds for ``--explain`` only."""
+    """The result with what each task adds for ``--explain`` only (each
+    task's ``explain`` gets the TU's context: its IR read once for all)."""
+    from mirecc.context import TUContext
     from mirecc.tasks.api import load_attribute
     from mirecc.tasks.registry import task
 
+    ctx = TUContext(request, None, where="explain")
     for name in sorted({d.task for d in result.decisions}):
         declared = task(name)
         if declared is not None and declared.explain:
-            result = load_attribute(declared.explain)(result, request)
+            result = load_attribute(declared.explain)(result, ctx)
     return result
 
 

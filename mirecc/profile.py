@@ -159,7 +159,7 @@ def function_digests(ir_text: str) -> dict[str, str]:
     ``-g`` or ``-Rpass`` adds) and the numbers that shift when code
     elsewhere in the module changes (metadata, attribute groups, ``.str.N``
     constants) left out."""
-    from mirecc.tasks.openmp.sites import function_bodies
+    from mirecc.ir.regions import function_bodies
 
     out = {}
     for name, body in function_bodies(ir_text).items():

@@ -73,7 +73,7 @@ def llvm_plugin(tmp_path_factory):
     import os
     import shutil
 
-    from mirecc.tasks.loop_vectorize import plugin as lp
+    from mirecc.plugin import build as lp
 
     cache = tmp_path_factory.mktemp("plugin-cache")
     built: dict = {}

@@ -246,7 +246,7 @@ def test_a_ranker_puts_its_best_predicted_pipeline_first(tmp_path):
     import numpy as np
 
     from mirecc.tasks.code_size.features import NAMES
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
 
     heads = heads_with(tmp_path, ["default<O3>", "default<Oz>"])
     rng = np.random.default_rng(0)

@@ -1,7 +1,7 @@
 """The mirecc-loophints pass plugin (passes/loophints) on real clangs.
 
 The plugin is built once per session and LLVM major into a temporary cache
-(mirecc.tasks.loop_vectorize.plugin.build_plugin), so the tests check the source in this
+(mirecc.plugin.build.build_plugin), so the tests check the source in this
 checkout; a clang whose LLVM CMake package is missing is skipped.
 Loop ids always come from mirecc's graph builder on the
 ``-disable-llvm-passes`` bitcode, as the driver computes them.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mirecc.graph import GraphBuildError, build_graph
-from mirecc.tasks.loop_vectorize import plugin as lp
+from mirecc.plugin import build as lp
 
 MAJORS = [14, 19, 22]
 

@@ -54,9 +54,9 @@ def make_head(root: Path, gain: float) -> Path:
     import yaml
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.model import load_model
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.tasks.numa.offline.train import MACHINE
-    from mirecc.tasks.openmp.features import NAMES
+    from mirecc.ir.region_stats import NAMES
 
     directory = root / "numa"
     directory.mkdir(parents=True)

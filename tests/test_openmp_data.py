@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mirecc.tasks.openmp import sites as S
+from mirecc.ir import regions as S
 from mirecc.tasks.openmp.offline import dataset as D
 from mirecc.tasks.openmp.offline import kernels as K
 from mirecc.tasks.openmp.offline import programs as P
@@ -255,7 +255,7 @@ def test_kernel_generator_is_deterministic(tmp_path):
 
 
 def _plugin(major: int) -> Path:
-    from mirecc.tasks.loop_vectorize import plugin as lp
+    from mirecc.plugin import build as lp
 
     _clang(major)
     try:

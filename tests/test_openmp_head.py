@@ -64,8 +64,8 @@ def make_head(root: Path, answer: str, cores: int | None = None, min_gain: float
     import yaml
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.model import load_model
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
-    from mirecc.tasks.openmp.features import NAMES
+    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.ir.region_stats import NAMES
 
     directory = root / "openmp"
     directory.mkdir(parents=True)
@@ -217,8 +217,8 @@ def test_a_head_timed_on_another_machine_or_a_tu_without_openmp_decides_nothing(
 
 
 def test_region_statistics_of_a_known_program(tmp_path):
-    from mirecc.tasks.openmp.features import NAMES, region_statistics
-    from mirecc.tasks.openmp.sites import emit_ir, program_sites
+    from mirecc.ir.region_stats import NAMES, region_statistics
+    from mirecc.ir.regions import emit_ir, program_sites
 
     (tmp_path / "p.c").write_text(PROGRAM)
     text = emit_ir(tmp_path / "p.c", CLANG, ["-O2", "-fopenmp"])
@@ -235,7 +235,7 @@ def test_region_statistics_of_a_known_program(tmp_path):
 
 def test_loop_and_openmp_decisions_share_one_decisions_file():
     from mirecc.pipeline import Decision
-    from mirecc.tasks.loop_vectorize.inject import decisions_document
+    from mirecc.plugin.decisions import decisions_document
     from mirecc.tasks.openmp.head import openmp_plugin_entry
 
     region = Decision(task="openmp", target="main:0", value={

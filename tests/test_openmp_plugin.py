@@ -1,7 +1,7 @@
 """OpenMP runtime decisions (mirecc-omp-decide, passes/loophints) on real clangs.
 
 The plugin is built once per session and LLVM major into a temporary cache
-(mirecc.tasks.loop_vectorize.plugin.build_plugin), so the tests check the
+(mirecc.plugin.build.build_plugin), so the tests check the
 source in this checkout; a clang without its LLVM CMake package is skipped,
 and the tests that run programs are skipped where no OpenMP runtime links.
 The call ids are counted here, from the ``-disable-llvm-passes`` IR, on
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mirecc.tasks.loop_vectorize import plugin as lp
+from mirecc.plugin import build as lp
 
 MAJORS = [14, 19]
 _LINK: dict[str, list[str] | None] = {}

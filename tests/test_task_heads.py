@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mirecc.tasks.opencl.offline import datasets as D
-from mirecc.tasks.opencl.offline import features as F
+from mirecc.learn import embeddings as F
 
 SHARED = D.default_root()
 needs_data = pytest.mark.skipif(not (SHARED / "devmap" / "all.txt").is_file(),

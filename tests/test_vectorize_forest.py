@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mirecc.tasks.loop_vectorize.features import NAMES, statistics_by_loop
-from mirecc.tasks.loop_vectorize.head import choose
+from mirecc.learn.forest import choose
 
 SOURCE = """\
 void gather(float *restrict out, const float *a, const long *idx, int n) {
@@ -70,7 +70,7 @@ def test_forest_onnx_matches_scikit_learn_tree_by_tree():
     pytest.importorskip("sklearn")
     pytest.importorskip("onnx")
     from mirecc.tasks.onnxhead import run_onnx
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes, tree_predictions
+    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes, tree_predictions
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(60, 7)).astype(np.float32)

@@ -18,7 +18,7 @@ from mirecc.corpus.irtext import function_bodies
 
 def default_eval_dirs() -> tuple[Path, Path]:
     """The evaluation kernels' IR, under :func:`mirecc.tasks.opencl.offline.datasets.default_root`."""
-    from mirecc.tasks.opencl.offline.datasets import default_root
+    from mirecc.learn.datasets import default_root
     root = default_root()
     return root / "devmap" / "kernels_ir", root / "thread_coarsening" / "kernels_ir"
 

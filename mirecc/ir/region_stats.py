@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 
-from mirecc.tasks.openmp.sites import Site, function_bodies
+from mirecc.ir.regions import Site, function_bodies
 
 NAMES = [
     "log_instructions",      # log2(1 + instructions of the region's code)

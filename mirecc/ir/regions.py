@@ -365,3 +365,14 @@ def program_sites(source: str | os.PathLike, cc: str, flags: list[str],
     for s in sites:
         s.location = locs.get((s.kind, s.id))
     return mark_source_clauses(sites, cwd=cwd)
+
+
+def openmp_enabled(flags) -> bool:
+    """Is the TU built with OpenMP (the last of -fopenmp / -fno-openmp wins)?"""
+    on = False
+    for flag in flags:
+        if flag == "-fopenmp" or flag.startswith("-fopenmp="):
+            on = True
+        elif flag == "-fno-openmp":
+            on = False
+    return on

@@ -161,3 +161,19 @@ def _check(data: bytes, models: list, n_features: int) -> None:
     diff = float(np.abs(got - want).max())
     if diff > 1e-4:
         raise RuntimeError(f"ONNX forest differs from scikit-learn's by {diff:.2e}")
+
+
+def choose(tree_gains, quantile: float, min_gain: float):
+    """Per row of ``tree_gains`` (N, trees, classes): (class index or None
+    for LLVM's choice, the chosen quantile gain, the share of trees that
+    predict more than ``min_gain`` for that class)."""
+    import numpy as np
+
+    G = np.asarray(tree_gains, dtype=np.float64)
+    Q = np.quantile(G, quantile, axis=1)
+    out = []
+    for g, q in zip(G, Q):
+        best = int(q.argmax())
+        agree = float((g[:, best] > min_gain).mean())
+        out.append((best if q[best] > min_gain else None, float(q[best]), agree))
+    return out

@@ -31,12 +31,12 @@ from pathlib import Path
 
 from mirecc.config import default_cache_dir
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 # the plugin's source: passes/loophints in a checkout; an installed mirecc
 # carries a copy as package data (mirecc/loophints), to build on first use
 SOURCE = REPO / "passes" / "loophints"
 if not SOURCE.is_dir():
-    SOURCE = Path(__file__).resolve().parents[2] / "loophints"
+    SOURCE = Path(__file__).resolve().parents[1] / "loophints"
 
 
 class PluginError(RuntimeError):

@@ -1,10 +1,12 @@
 """From applied plugin decisions to the flags of the final compile.
 
-The ``mirecc-loophints`` plugin applies two tasks' decisions: loop-vectorize
-factors (a module entry's ``loops``) and OpenMP region configurations (its
-``openmp``); both tasks declare :func:`inject`, and the driver calls it once
-with the decisions of both, so that one plugin and one decisions file serve
-the compile. The decisions go into a JSON file (format: passes/loophints/FORMAT.md) that
+The ``mirecc-loophints`` plugin applies the decisions of every task that
+declares :func:`inject` (loop-vectorize factors: a module entry's ``loops``;
+OpenMP region configurations: its ``openmp``; NUMA records: its
+``record``); each task contributes its keys of a module entry through its
+``plugin_entry``, and the driver calls :func:`inject` once with the
+decisions of all, so that one plugin and one decisions file serve the
+compile. The decisions go into a JSON file (format: passes/loophints/FORMAT.md) that
 the pass plugin reads.  Its name is the digest of its content, under the
 cache directory: the same decisions give the same file and the same command
 line (so ccache-style launchers, which hash the command line, never reuse
@@ -17,6 +19,8 @@ import hashlib
 import json
 import os
 from pathlib import Path
+
+from mirecc.plugin.build import PluginError, clang_major, ensure_plugin, plugin_args
 
 DECISIONS_VERSION = 1
 
@@ -60,16 +64,7 @@ def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
     return path
 
 
-def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
-                 cache_dir: str | os.PathLike, plugin: str | None = None,
-                 openmp_by_source: dict[str, dict] | None = None,
-                 records_by_source: dict[str, dict[str, str]] | None = None) -> list[str]:
-    """The flags that make ``compiler`` apply the decisions (none when there
-    are none); the plugin for its LLVM is ``plugin``, else found, else built
-    on first use."""
-    from mirecc.tasks.loop_vectorize.plugin import PluginError, clang_major, ensure_plugin, plugin_args
-
-    document = decisions_document(loops_by_source, openmp_by_source, records_by_source)
+def _flags(document: dict, compiler: str, cache_dir, plugin: str | None) -> list[str]:
     if not document["modules"]:
         return []
     try:
@@ -80,22 +75,37 @@ def compile_args(compiler: str, loops_by_source: dict[str, dict[str, dict]],
     return plugin_args(major, plugin, write_decisions(document, cache_dir))
 
 
-def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[str]:
-    """The injection of the loop-vectorize, openmp and numa tasks
-    (:class:`mirecc.tasks.api.Task`): applied decisions per source -> the
-    compile flags.  ``plugin`` in the configuration names the plugin to load
-    instead of the found or built one."""
-    from mirecc.tasks.numa.head import RECORD, numa_record
-    from mirecc.tasks.openmp.head import openmp_plugin_entry
+def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
+    """source -> its module entry, merged from what each task whose
+    decisions are there contributes (``Task.plugin_entry``:
+    ``function(source, decisions) -> {key: value}`` for its keys of the
+    entry: ``loops``, ``openmp``, ``record``)."""
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import task
 
-    loops = {src: {d.target: d.value for d in decisions if d.task == "loop-vectorize"}
-             for src, decisions in decisions_by_source.items()}
-    openmp = {src: openmp_plugin_entry([d for d in decisions if d.task == "openmp"])
-              for src, decisions in decisions_by_source.items()}
-    records = {}
+    out: dict[str, dict] = {}
     for src, decisions in decisions_by_source.items():
-        line = numa_record(src, [d for d in decisions if d.task == "numa"])
-        if line:
-            records[src] = {RECORD: line}
-    return compile_args(compiler, loops, config.resolved_cache_dir(), plugin=config.plugin,
-                        openmp_by_source=openmp, records_by_source=records)
+        entry: dict = {}
+        for name in sorted({d.task for d in decisions}):
+            declared = task(name)
+            if declared is None or not declared.plugin_entry:
+                continue
+            part = load_attribute(declared.plugin_entry)(
+                src, [d for d in decisions if d.task == name])
+            for key, value in (part or {}).items():
+                if value:
+                    entry.setdefault(key, {}).update(value)
+        if entry:
+            out[src] = {key: dict(sorted(value.items())) for key, value in entry.items()}
+    return out
+
+
+def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[str]:
+    """The injection of every task applied through the plugin
+    (:class:`mirecc.tasks.api.Task` ``inject``): applied decisions per
+    source -> the compile flags (one plugin, one decisions file).
+    ``plugin`` in the configuration names the plugin to load instead of
+    the found or built one."""
+    document = {"version": DECISIONS_VERSION,
+                "modules": dict(sorted(module_entries(decisions_by_source).items()))}
+    return _flags(document, compiler, config.resolved_cache_dir(), config.plugin)

@@ -31,6 +31,8 @@ Only the standard library is imported here.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class Setting:
     """A configuration key: ``key`` in ``.mirecc.yaml``, ``env`` in the
@@ -55,6 +57,27 @@ def parse_bool(value):
     imported when a value is parsed, so declarations stay light)."""
     from mirecc.config import as_bool
     return as_bool(value)
+
+
+class Command(NamedTuple):
+    """A ``mire`` subcommand a task brings: ``module`` has ``add_arguments(parser)``
+    and ``run(args)`` and is imported only when the subcommand runs."""
+    name: str
+    module: str
+    help: str
+    description: str
+
+
+class BenchSuite(NamedTuple):
+    """A ``mire bench <name>`` suite a task brings: ``run`` and ``arguments``
+    (``"module:function"``; the latter adds its options to the bench parser,
+    shared by suites that name the same function); ``variant``: the value of
+    ``--tune-task`` that selects this suite where several share a name."""
+    name: str
+    run: str
+    summary: str
+    arguments: str | None = None
+    variant: str | None = None
 
 
 class Task:
@@ -86,6 +109,10 @@ class Task:
     its cache directory); it returns an object with ``winner``, ``own``
     and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
     flags are the whole decision.
+    ``plugin_entry``: ``"module:function"``: ``function(source, decisions)
+    -> {key: value}``, the task's part of the source's module entry in the
+    plugin's decisions file (``passes/loophints/FORMAT.md``), for tasks
+    whose ``inject`` is :func:`mirecc.plugin.decisions.inject`.
     ``attribute``: ``"module:function"``: ``function(decisions, split,
     extra) -> decisions``, called by the driver when a decided compile's
     object differs from the user's and more than one decision went in
@@ -93,6 +120,8 @@ class Task:
     decisions changed the build (the rest: ``applied`` False, with
     ``same_as_compiler`` where the compiler chose the same); ``None``: the
     object's change counts for every decision.
+    ``commands``: the ``mire`` subcommands it brings (:class:`Command`);
+    ``bench``: its ``mire bench`` suites (:class:`BenchSuite`).
     ``measured``: one sentence: the measured effect of forcing its
     decisions on held-out work, and the command or page it comes from.
     ``opt_levels``: the -O levels (``"2"``, ``"s"``, ``"fast"``; ``"0"``
@@ -101,12 +130,14 @@ class Task:
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "attribute", "summary", "opt_levels", "measured")
+                 "explain", "verify", "attribute", "plugin_entry", "commands", "bench", "summary", "opt_levels", "measured")
 
     def __init__(self, name: str, *, summary: str, languages, head: str,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
                  verify: str | None = None, attribute: str | None = None,
+                 plugin_entry: str | None = None, commands: tuple = (),
+                 bench: tuple = (),
                  opt_levels: tuple | None = None, measured: str = ""):
         self.name = name
         self.summary = summary          # one line for --mirecc-help
@@ -121,6 +152,9 @@ class Task:
         self.explain = explain
         self.verify = verify
         self.attribute = attribute
+        self.plugin_entry = plugin_entry
+        self.commands = tuple(commands)
+        self.bench = tuple(bench)
         self.opt_levels = opt_levels
 
     def applies(self, config) -> bool:

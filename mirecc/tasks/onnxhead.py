@@ -122,7 +122,7 @@ class OnnxHead:
         return float(value)
 
     def _tree_gains(self, rows):
-        """Run a forest head (:mod:`mirecc.tasks.loop_vectorize.forest`) on
+        """Run a forest head (:mod:`mirecc.learn.forest`) on
         feature rows: every tree's gain per class, (N, trees, classes)."""
         import numpy as np
 

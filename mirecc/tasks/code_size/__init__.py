@@ -17,7 +17,7 @@ Offline: :mod:`.offline` (``mire size-search``, ``size-check``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import Setting, Task
+from mirecc.tasks.api import BenchSuite, Command, Setting, Task
 
 
 def _as_count(value):
@@ -55,5 +55,39 @@ TASKS = (
                  "level; Debian's zlib, bzip2, lua5.4 and sqlite3 3.9% less .text in total, "
                  "tests pass (docs/code-size.md)",
         opt_levels=OPT_LEVELS,
+        commands=(
+            Command("size-data", "mirecc.tasks.code_size.offline.cli",
+                    "measure the code-size dataset: IR instructions and .text bytes of every "
+                    "corpus module through -Oz and each library pipeline",
+                    "For each module of a corpus built at -Oz (mire corpus build --opt-"
+                    "level=-Oz), build it through clang's -Oz and through every pipeline of the "
+                    "code-size library (or --pipelines FILE) and record IR instructions and .text"
+                    " bytes (resumable)."),
+            Command("size-search", "mirecc.tasks.code_size.offline.cli",
+                    "search the code-size candidate library on training modules",
+                    "Measure systematic and random variations of -Oz on a sample of training "
+                    "modules (held-out packages never), then choose greedily the pipelines that "
+                    "together shrink the most below -Oz; --write-spec puts them into heads/code-"
+                    "size/spec.yaml."),
+            Command("size-check", "mirecc.tasks.code_size.offline.cli",
+                    "check that every code-size library pipeline keeps programs' outputs",
+                    "Build the bundled programs and csmith programs (seeds the corpus never used)"
+                    " through clang -Oz and each library pipeline, run them and compare their "
+                    "output with their -O0 build; --write-spec drops every pipeline that changed "
+                    "one."),
+            Command("size-train", "mirecc.tasks.code_size.offline.train",
+                    "train the code-size ranker on the training packages' labels (needs scikit-"
+                    "learn)",
+                    "Judge each feature set the driver computes (instruction counts, the "
+                    "encoder's embedding) by leave-packages-out cross-validation against the "
+                    "library order, and ship the best forest as heads/code-size/ranker.onnx, or "
+                    "none if none beats it."),
+        ),
+        bench=(
+            BenchSuite("size", "mirecc.tasks.code_size.offline.bench:run",
+                       "rankings of the code-size library on held-out packages, from the labels "
+                       "of mire size-data",
+                       arguments="mirecc.tasks.code_size.offline.cli:add_bench_arguments"),
+        ),
     ),
 )

@@ -10,7 +10,7 @@ Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import Setting, Task, parse_bool
+from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
 
@@ -29,7 +29,8 @@ TASKS = (
         settings=(Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
                           "apply the loop-vectorize head's factors (default: record them "
                           "only)"),),
-        inject="mirecc.tasks.loop_vectorize.inject:inject",
+        inject="mirecc.plugin.decisions:inject",
+        plugin_entry="mirecc.tasks.loop_vectorize.head:plugin_entry",
         opt_levels=OPT_LEVELS,
         explain="mirecc.tasks.loop_vectorize.head:explain_loop_decisions",
         attribute="mirecc.tasks.loop_vectorize.head:attribute_loop_decisions",
@@ -37,5 +38,29 @@ TASKS = (
         measured="leave one family out on its labels (mire vectorize-train, "
                  "docs/results/gates.md); forced on 48 held-out kernels of 4 unseen families: "
                  "nothing applied, every binary clang's own",
+        commands=(
+            Command("vectorize-data", "mirecc.tasks.loop_vectorize.offline.cli",
+                    "generate loop kernels and time every (VF, IF) of each (the vectorize "
+                    "dataset)",
+                    "Generate loop kernels of many families, compile each with every (VF, IF) in "
+                    "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
+                    "reference, time them pinned with repeats, and write labels (resumable)."),
+            Command("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
+                    "train the per-loop vectorize head on the vectorize dataset (needs torch)",
+                    "Embed each kernel's target loop and function with the frozen encoder, train "
+                    "the (VF, IF) head on the training families, evaluate by family, and write "
+                    "heads/loop-vectorize."),
+        ),
+        bench=(
+            BenchSuite("vectorize", "mirecc.tasks.loop_vectorize.offline.bench:run",
+                       "binaries built by mirecc -O3 (the loop-vectorize head) against clang -O3,"
+                       " on the dataset's held-out kernel families or --programs DIR",
+                       arguments="mirecc.tasks.loop_vectorize.offline.bench:add_arguments"),
+            BenchSuite("tune", "mirecc.tasks.loop_vectorize.offline.tune_bench:run",
+                       "mire tune's candidates in the head's order vs random, replayed on timed "
+                       "held-out loop kernels (--tune-data)",
+                       arguments="mirecc.tasks.loop_vectorize.offline.tune_bench:add_arguments",
+                       variant="loops"),
+        ),
     ),
 )

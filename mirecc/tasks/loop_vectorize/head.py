@@ -16,13 +16,13 @@ the head's ONNX graph (written by ``mire vectorize-train``)::
     metrics: metrics.json      # optional, not read here
 
 Each tree predicts, per class, the log speedup of forcing it over LLVM's
-own choice (:mod:`mirecc.tasks.loop_vectorize.forest`).  A loop gets the class whose
+own choice (:mod:`mirecc.learn.forest`).  A loop gets the class whose
 ``quantile`` of the trees' predictions is highest, if that exceeds
 ``min_gain``: where the trees disagree (a loop unlike the training loops)
 the low quantile keeps LLVM's choice.  The decision's confidence is the
 share of trees that predict more than ``min_gain`` for the chosen class.
 
-The decisions are applied by the pass plugin (:mod:`mirecc.tasks.loop_vectorize.inject`).
+The decisions are applied by the pass plugin (:mod:`mirecc.plugin.decisions`).
 With ``--explain`` each loop also gets its source line and what LLVM
 chooses on its own.
 
@@ -49,22 +49,6 @@ def parse_class(name: str) -> tuple[int, int]:
     """'4x2' -> (4, 2)."""
     vf, _, ic = name.partition("x")
     return int(vf), int(ic)
-
-
-def choose(tree_gains, quantile: float, min_gain: float):
-    """Per row of ``tree_gains`` (N, trees, classes): (class index or None
-    for LLVM's choice, the chosen quantile gain, the share of trees that
-    predict more than ``min_gain`` for that class)."""
-    import numpy as np
-
-    G = np.asarray(tree_gains, dtype=np.float64)
-    Q = np.quantile(G, quantile, axis=1)
-    out = []
-    for g, q in zip(G, Q):
-        best = int(q.argmax())
-        agree = float((g[:, best] > min_gain).mean())
-        out.append((best if q[best] > min_gain else None, float(q[best]), agree))
-    return out
 
 
 def reassociation_allowed(flags, opt_level: str) -> bool:
@@ -195,6 +179,7 @@ class LoopVectorizeHead(OnnxHead):
         """Force the best class only where its quantile gain exceeds
         ``min_gain`` (:func:`choose`, as in training): where the trees
         disagree, LLVM's choice stays."""
+        from mirecc.learn.forest import choose
         from mirecc.pipeline import Decision, candidates_of
 
         G, how = ctx.notes[self.name]
@@ -223,7 +208,7 @@ class LoopVectorizeHead(OnnxHead):
         return decisions
 
 
-def explain_loop_decisions(result, request):
+def explain_loop_decisions(result, ctx):
     """``result`` with each loop-vectorize decision's source line (in its
     reason) and LLVM's own factors (its ``default``), for ``--explain`` only:
     it costs one front-end run with line tables and one compile with the
@@ -239,6 +224,7 @@ def explain_loop_decisions(result, request):
     for d in ours:
         fn, _, header = d.target.rpartition(":")
         loops.append(Loop(d.target, fn, int(header), 0, True))
+    request = ctx.request
     compiler, flags, source = request.compiler, list(request.flags), request.source
     try:
         lines = loop_lines(emit_ir_text(compiler, flags, source), loops)
@@ -303,3 +289,8 @@ def attribute_loop_decisions(decisions, split, extra):
                 d = d.replace(applied=False, same_as_compiler=True, default=without[where[0]])
         out.append(d)
     return out
+
+
+def plugin_entry(source, decisions) -> dict:
+    """Applied loop decisions of one source -> its ``loops`` entry."""
+    return {"loops": {d.target: d.value for d in decisions}}

@@ -16,7 +16,7 @@ numa-train``, ``mire bench numa``).
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import Setting, Task, parse_bool
+from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
 
 TASKS = (
     Task(
@@ -36,10 +36,32 @@ TASKS = (
                   Setting("numa_any_machine", "MIRECC_NUMA_ANY_MACHINE", parse_bool, False,
                           "record NUMA decisions even on a machine other than the one the "
                           "head's labels describe (vendor, sockets, NUMA nodes, threads)")),
-        inject="mirecc.tasks.loop_vectorize.inject:inject",
+        inject="mirecc.plugin.decisions:inject",
+        plugin_entry="mirecc.tasks.numa.head:plugin_entry",
         opt_levels=("1", "2", "3", "s", "z", "fast"),
         # --mirecc-help prints the head's calibrated gate (mirecc.gates) instead
         measured="leave one program out on the published 2-socket Xeon labels "
                  "(mire numa-train, docs/results/gates.md); not measured on any other machine",
+        commands=(
+            Command("numa-regions", "mirecc.tasks.numa.offline.cli",
+                    "map the NUMA/prefetcher dataset's regions to their programs' IR",
+                    "Compile the programs of ../shared/datasets/numa-prefetch/sources as their "
+                    "makefiles do (-O3 -fopenmp -g) and map each published region "
+                    "(__cere__<file>_<function>_<line>) to the outlined function of the parallel "
+                    "region at that line; report the regions that cannot be mapped, with the "
+                    "reason."),
+            Command("numa-train", "mirecc.tasks.numa.offline.train",
+                    "fit the NUMA/prefetcher head on the published labels and write heads/numa",
+                    "Per input size, a forest over the mapped regions' static statistics "
+                    "predicting each candidate configuration's log speedup over the default (the "
+                    "policy mire bench numa judges as 'gated forest: statistics'); --write-head "
+                    "writes heads/numa."),
+        ),
+        bench=(
+            BenchSuite("numa", "mirecc.tasks.numa.offline.bench:run",
+                       "per-region NUMA/placement/prefetcher policies judged on the published "
+                       "measurements (leave one program out, 10 folds)",
+                       arguments="mirecc.tasks.numa.offline.bench:add_arguments"),
+        ),
     ),
 )

@@ -8,7 +8,7 @@ A head directory ``<heads_dir>/numa/`` (written by ``mire numa-train``)::
     head: head.onnx           # "features" (N, d) -> "tree_gains" (N, trees, classes)
     encoder: "<ModelInfo.cache_version>"
     features: [region_statistics]
-    region_statistics: [log_instructions, ...]  # mirecc.tasks.openmp.features.NAMES
+    region_statistics: [log_instructions, ...]  # mirecc.ir.region_stats.NAMES
     classes: ["small:-O3_32_2_2_compact_0_0_loc", ..., "large:..."]
     default: -O3_32_2_2_compact_0_0_loc   # the configuration gains are measured against
     machine: {description: ..., vendor: intel, sockets: 2, numa_nodes: 2, hardware_threads: 64}
@@ -44,7 +44,7 @@ class NumaHead(OnnxHead):
 
     def _validate(self) -> None:
         from mirecc.tasks.numa.configs import parse_config
-        from mirecc.tasks.openmp.features import NAMES
+        from mirecc.ir.region_stats import NAMES
 
         if self.spec.get("region_statistics") != NAMES:
             raise self._error("'region_statistics' names other statistics than this mirecc "
@@ -88,12 +88,12 @@ class NumaHead(OnnxHead):
     # ------------------------------------------------------------- pipeline
 
     def applies_to(self, request) -> bool:
-        from mirecc.tasks.openmp.head import openmp_enabled
+        from mirecc.ir.regions import openmp_enabled
         return super().applies_to(request) and openmp_enabled(request.flags) \
             and request.opt_level not in ("0", "")
 
     def why_not(self, request) -> str:
-        from mirecc.tasks.openmp.head import openmp_enabled
+        from mirecc.ir.regions import openmp_enabled
         if not super().applies_to(request):
             return super().why_not(request)
         if not openmp_enabled(request.flags):
@@ -106,26 +106,15 @@ class NumaHead(OnnxHead):
         speedup; the quantile the gate reads is kept for :meth:`decide`."""
         import numpy as np
 
-        from mirecc.corpus.irtext import IRTextError, disassemble
-        from mirecc.context import head_error
         from mirecc.pipeline import Candidate, NoDecision, Ranking
-        from mirecc.tasks.openmp.features import region_statistics
-        from mirecc.tasks.openmp.sites import find_sites
 
-        request = ctx.request
         differs = self.differs
         if differs and not self.any_machine:
             raise NoDecision(f"its labels describe another machine "
                              f"({self.machine['description']}); this one differs: {differs}; "
                              f"nothing recorded (numa_any_machine: true records them anyway)",
                              code="other-machine")
-        try:
-            with open(request.bitcode_path, "rb") as f:
-                text = disassemble(f.read(), request.source)
-        except (OSError, IRTextError) as exc:
-            raise head_error(f"cannot read the IR of {request.source}: {exc}") from None
-        sites = find_sites(text)
-        stats = region_statistics(text, sites)
+        sites, stats = ctx.regions
         regions = [s for s in sites if s.kind == "parallel" and s.id in stats]
         if not regions:
             raise NoDecision("no parallel regions", code="no-parallel-regions")
@@ -185,3 +174,9 @@ def numa_record(source: str, decisions) -> str | None:
                        "machine": decisions[0].default["machine"],
                        "regions": dict(sorted(regions.items()))},
                       sort_keys=True, separators=(",", ":"))
+
+
+def plugin_entry(source, decisions) -> dict:
+    """Recorded NUMA decisions of one source -> its ``record`` entry."""
+    line = numa_record(source, decisions)
+    return {"record": {RECORD: line}} if line else {}

@@ -11,7 +11,7 @@ written to the record file; nothing in the compile changes.
 
 This module is the tasks' declaration: standard library only.
 """
-from mirecc.tasks.api import Setting, Task
+from mirecc.tasks.api import BenchSuite, Setting, Task
 
 
 def _as_positive_int(value):
@@ -38,6 +38,11 @@ TASKS = (
                     "work-group size of the launch (device mapping; default: the head's "
                     "assumed.wgsize)"),
         ),
+        bench=(BenchSuite("devmap", "mirecc.tasks.opencl.offline.cli:run",
+                          "device mapping: mirecc's embeddings against IR2Vec and the prior art "
+                          "on the published dataset, on the same folds (needs pip install "
+                          "'mirecc[train,bench]')",
+                          arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),),
     ),
     Task(
         "opencl-thread-coarsening",
@@ -49,5 +54,9 @@ TASKS = (
                     "the GPU thread-coarsening decisions are for (one of the head's gpus; "
                     "default: every GPU of the head)"),
         ),
+        bench=(BenchSuite("coarsening", "mirecc.tasks.opencl.offline.cli:run",
+                          "thread coarsening: mirecc's embeddings against IR2Vec and the prior "
+                          "art on the published dataset, on the same folds",
+                          arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),),
     ),
 )

@@ -8,7 +8,7 @@ head's ONNX forest (written by ``mire omp-train``)::
     head: head.onnx            # "features" (N, d) -> "tree_gains" (N, trees, classes)
     encoder: "<ModelInfo.cache_version>"   # when function_embedding is a feature
     features: [region_statistics]          # an ordered subset of ALL_FEATURES
-    region_statistics: [log_instructions, ...]   # mirecc.tasks.openmp.features.NAMES
+    region_statistics: [log_instructions, ...]   # mirecc.ir.region_stats.NAMES
     classes: [t1-static-default, t2-dynamic-64, ...]   # configurations, as the dataset names them
     cores: 2                   # the machine the labels were timed on
     quantile: 0.3              # of the trees' predicted log speedups, per class
@@ -17,13 +17,13 @@ head's ONNX forest (written by ``mire omp-train``)::
 Each tree predicts, per configuration, the log speedup of forcing it on the
 region over the runtime's default (all cores, static, default chunk), as
 the loop-vectorize head does for its factors
-(:func:`mirecc.tasks.loop_vectorize.head.choose`): a region gets the
+(:func:`mirecc.learn.forest.choose`): a region gets the
 configuration whose low quantile is highest, if that exceeds ``min_gain``.
 
 Thread counts are absolute, so a head refuses to decide on a machine with
 another number of cores than the one its labels were timed on. The
 decisions are applied by the plugin's ``mirecc-omp-decide`` pass (shared
-decisions file: :mod:`mirecc.tasks.loop_vectorize.inject`), which leaves a
+decisions file: :mod:`mirecc.plugin.decisions`), which leaves a
 region's team size alone when the source fixes it and a loop alone when it
 has a schedule clause; ``OMP_NUM_THREADS`` / ``OMP_SCHEDULE`` at run time
 win over both.
@@ -35,22 +35,11 @@ from __future__ import annotations
 import math
 import os
 
-from mirecc.context import head_error as _head_error
 from mirecc.tasks.onnxhead import OnnxHead
+from mirecc.ir.regions import openmp_enabled  # noqa: F401
 
 TASK = "openmp"
 ALL_FEATURES = ["region_statistics", "function_embedding"]
-
-
-def openmp_enabled(flags) -> bool:
-    """Is the TU built with OpenMP (the last of -fopenmp / -fno-openmp wins)?"""
-    on = False
-    for flag in flags:
-        if flag == "-fopenmp" or flag.startswith("-fopenmp="):
-            on = True
-        elif flag == "-fno-openmp":
-            on = False
-    return on
 
 
 def parse_config(key: str) -> dict:
@@ -77,7 +66,7 @@ class OpenMPHead(OnnxHead):
     FEATURES_MAY_BE_SUBSET = True
 
     def _validate(self) -> None:
-        from mirecc.tasks.openmp.features import NAMES
+        from mirecc.ir.region_stats import NAMES
 
         try:
             self.configs = [parse_config(c) for c in self.classes]
@@ -114,20 +103,12 @@ class OpenMPHead(OnnxHead):
     def _sites(self, ctx):
         """The TU's OpenMP sites, from the front end's bitcode (the IR the
         plugin counts its call ids in), with explicit clauses marked."""
-        from mirecc.corpus.irtext import IRTextError, disassemble
         from mirecc.pipeline import NoDecision
-        from mirecc.tasks.openmp.sites import find_sites
 
-        request = ctx.request
-        try:
-            with open(request.bitcode_path, "rb") as f:
-                text = disassemble(f.read(), request.source)
-        except (OSError, IRTextError) as exc:
-            raise _head_error(f"cannot read the IR of {request.source}: {exc}") from None
-        sites = find_sites(text)
+        sites, stats = ctx.regions
         if not any(s.kind == "parallel" for s in sites):
             raise NoDecision("no parallel regions", code="no-parallel-regions")
-        return text, mark_schedule_clauses(sites, request)
+        return stats, mark_schedule_clauses(sites, ctx.request)
 
     def rank(self, ctx):
         """Per parallel region, every configuration by the ``quantile`` of
@@ -136,13 +117,12 @@ class OpenMPHead(OnnxHead):
         import numpy as np
 
         from mirecc.pipeline import Candidate, NoDecision, Ranking
-        from mirecc.tasks.openmp.features import region_loops, region_statistics
+        from mirecc.ir.region_stats import region_loops
 
         if (os.cpu_count() or 0) != self.cores:
             raise NoDecision(f"trained on a {self.cores}-core machine, this one has "
                              f"{os.cpu_count()}", code="other-machine")
-        text, sites = self._sites(ctx)
-        stats = region_statistics(text, sites)
+        stats, sites = self._sites(ctx)
         regions = [s for s in sites if s.kind == "parallel" and s.id in stats]
         # a region with nothing to change: team size fixed and no decidable loop
         regions = [r for r in regions
@@ -183,7 +163,7 @@ class OpenMPHead(OnnxHead):
         """Force the best configuration only where its quantile gain exceeds
         ``min_gain``; elsewhere the runtime's default stays."""
         from mirecc.pipeline import Decision, candidates_of
-        from mirecc.tasks.loop_vectorize.head import choose
+        from mirecc.learn.forest import choose
 
         G, how, regions = ctx.notes[self.name]
         share = f"{1 - self.quantile:.0%}"
@@ -223,7 +203,7 @@ def mark_schedule_clauses(sites, request):
     second front-end compile with line tables gives (only when some loop is
     still decidable). Without locations no loop is decided: a clause the
     user wrote must never be overridden."""
-    from mirecc.tasks.openmp.sites import mark_source_clauses, site_locations
+    from mirecc.ir.regions import mark_source_clauses, site_locations
 
     if not any(s.kind == "loop" and s.decidable for s in sites):
         return sites
@@ -257,21 +237,26 @@ def openmp_plugin_entry(decisions) -> dict:
     return entry
 
 
-def explain_openmp_decisions(result, request):
+def plugin_entry(source, decisions) -> dict:
+    """Applied OpenMP decisions of one source -> its ``openmp`` entry."""
+    return {"openmp": openmp_plugin_entry(decisions)}
+
+
+def explain_openmp_decisions(result, ctx):
     """``result`` with each region decision's source line (in its reason),
     for ``--explain`` only: it costs a front-end compile with line tables."""
-    from mirecc.tasks.openmp.sites import find_sites, site_locations
-    from mirecc.corpus.irtext import IRTextError, disassemble
+    from mirecc.context import HeadError
+    from mirecc.ir.regions import site_locations
 
     ours = [d for d in result.decisions if d.task == TASK]
     if not ours:
         return result
+    request = ctx.request
     try:
-        with open(request.bitcode_path, "rb") as f:
-            sites = find_sites(disassemble(f.read(), request.source))
+        sites, _stats = ctx.regions
         where = site_locations(request.source, request.compiler, list(request.flags), sites,
                                cwd=request.cwd or None)
-    except (OSError, RuntimeError, IRTextError):
+    except (OSError, RuntimeError, HeadError):
         return result
     decisions = []
     for d in result.decisions:

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.encoder.export import random_init_model_dir
     from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
-    from mirecc.tasks.opencl.offline.features import default_cache_root
+    from mirecc.learn.embeddings import default_cache_root
 
     compiler = size_cli.compiler_of(args)
     labels = Labels(Path(args.labels))

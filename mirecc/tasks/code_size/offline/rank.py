@@ -103,7 +103,7 @@ def forest_scores(X_train: np.ndarray, train: Table, X_test: np.ndarray, seed: i
                   trees: int = 100) -> np.ndarray:
     """Predicted reduction (the objective's) of each pipeline for the test
     modules: an extra-trees forest (the loop head's, exported the same way)."""
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest
+    from mirecc.learn.forest import ForestConfig, fit_forest
 
     Y = np.where(np.isfinite(train.score), train.score, -1.0)
     model = fit_forest(X_train, Y, ForestConfig(trees=trees, min_samples_leaf=2,
@@ -164,7 +164,7 @@ def _geomean_reduction(red: np.ndarray) -> float:
 def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict) -> dict:
     """sha256 -> feature vector of ``kind`` (FEATURE_SETS) for ``modules``;
     cached per kind and model under ``cache_dir``."""
-    from mirecc.tasks.opencl.offline.features import embed_ir2vec, embed_kernels
+    from mirecc.learn.embeddings import embed_ir2vec, embed_kernels
 
     if kind == "counts":
         return _counts(modules, cache_dir)
@@ -189,7 +189,7 @@ def _counts(modules: list, cache_dir: Path) -> dict:
 
     from mirecc.graph import GraphBuildError, build_graph
     from mirecc.tasks.code_size.features import NAMES, graph_counts
-    from mirecc.tasks.opencl.offline.features import EmbeddingTable
+    from mirecc.learn.embeddings import EmbeddingTable
 
     table = EmbeddingTable(cache_dir / f"code-size-counts-{len(NAMES)}.npz")
     for m in tqdm([m for m in modules if m.sha256 not in table.vectors

@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
     from mirecc.fsutil import atomic_write_bytes
     from mirecc.model import load_model
     from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
-    from mirecc.tasks.opencl.offline.features import default_cache_root
+    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.learn.embeddings import default_cache_root
 
     compiler = size_cli.compiler_of(args)
     major = clang_major(compiler)

@@ -148,7 +148,7 @@ def bench_programs(programs: list[dict], cc: str, flags: list[str], repeats: int
 
 
 def dataset_programs(data: Path, families: list[str]) -> list[dict]:
-    from mirecc.tasks.loop_vectorize.offline.dataset import read_rows
+    from mirecc.learn.labels import read_rows
 
     from mirecc.tasks.loop_vectorize.offline.train import oracle_speedup
 
@@ -326,8 +326,8 @@ def run(args: argparse.Namespace) -> int:
                         + "\n").encode())
     plot(results, out / "vectorize.png")
     if args.update_readme:
-        from mirecc.tasks.opencl.offline.report import update_readme
-        update_readme(Path(args.update_readme), "vectorize", text)
+        from mirecc.learn.pages import update_page
+        update_page(Path(args.update_readme), "vectorize", text)
     print(text)
     print(f"saved {out / 'vectorize.md'}, vectorize.json, vectorize.png")
     return 0 if ok else 1

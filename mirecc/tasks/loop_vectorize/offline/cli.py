@@ -44,7 +44,9 @@ def run(args) -> int:
         except ValueError as exc:
             print(f"mire vectorize-data: {exc}", file=sys.stderr)
             return 2
-    rows = dataset.read_rows(out / "labels.jsonl")
+    from mirecc.learn.labels import read_rows
+
+    rows = read_rows(out / "labels.jsonl")
     print(f"labels: {out / 'labels.jsonl'}")
     print(dataset.summarize(rows))
     return 0

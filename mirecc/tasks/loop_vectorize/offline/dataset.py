@@ -26,12 +26,10 @@ line).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
 import os
-import platform
 import random
 import re
 import shlex
@@ -41,10 +39,10 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes
+from mirecc.learn.labels import append_row, machine_info, read_done
 
 VFS = (1, 2, 4, 8, 16, 32, 64)
 IFS = (1, 2, 4, 8, 16)
@@ -60,14 +58,6 @@ def hint_define(vf: int, ic: int) -> str:
     """The -D flag that forces (vf, ic) on the target loop (one argv element)."""
     return ("-DMIRECC_LOOP_HINT=_Pragma(\"clang loop vectorize_width(%d) interleave_count(%d)\")"
             % (vf, ic))
-
-
-def cc_version(cc: str) -> str:
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"unknown ({exc})"
-    return out.splitlines()[0].strip() if out else "unknown"
 
 
 _REMARK = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: remark: (?P<msg>.*?) \[-R")
@@ -256,43 +246,6 @@ def measure_row(rec: dict, src: Path, *, cc: str, cc_ver: str, target_flags: lis
 # labels file
 
 
-def read_done(path: Path) -> set[str]:
-    """Row ids already in the labels file; a half-written (unterminated or
-    unparsable) last line is cut off so the next append starts clean."""
-    if not path.exists():
-        return set()
-    done = set()
-    with open(path, "r+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            data = fh.read()
-            good = 0
-            pos = 0
-            while pos < len(data):
-                nl = data.find(b"\n", pos)
-                if nl < 0:
-                    break
-                line = data[pos:nl]
-                try:
-                    if line.strip():
-                        done.add(json.loads(line)["row"])
-                except (ValueError, KeyError):
-                    break
-                pos = good = nl + 1
-            if good < len(data):
-                fh.truncate(good)
-                fh.flush()
-                os.fsync(fh.fileno())
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    return done
-
-
-def append_row(path: Path, row: dict) -> None:
-    from mirecc.fsutil import append_line_locked
-    append_line_locked(path, json.dumps(row, separators=(",", ":")), fsync=True)
-
-
 def is_candidate(config: dict, needs_reassoc: bool, fast_math: bool) -> bool:
     """May ``config`` be chosen?  It ran, its output matched the scalar
     reference, and it does not reassociate a floating-point reduction the
@@ -308,35 +261,6 @@ def row_candidates(row: dict) -> list[dict]:
     """The configurations of a labels row that may be chosen."""
     return [c for c in row["configs"]
             if is_candidate(c, row.get("needs_reassoc", False), row.get("fast_math", False))]
-
-
-def read_rows(path: Path) -> list[dict]:
-    rows = []
-    if path.exists():
-        for ln in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(ln))
-            except ValueError:
-                pass
-    return rows
-
-
-def machine_info(cc: str) -> dict:
-    model, flags = "unknown", []
-    try:
-        for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name") and model == "unknown":
-                model = ln.split(":", 1)[1].strip()
-            elif ln.startswith("flags") and not flags:
-                flags = ln.split(":", 1)[1].split()
-    except OSError:
-        pass
-    simd = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl") if f in flags]
-    u = platform.uname()
-    return {"cpu_model": model, "cpu_simd": simd, "cores": os.cpu_count(),
-            "kernel": f"{u.system} {u.release}", "machine": u.machine,
-            "cc": cc, "cc_version": cc_version(cc), "python": sys.version.split()[0],
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 # ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ of its function, static statistics of the loop
 is allowed.  Targets: the measured log speedup over LLVM's default of
 forcing each ``<VF>x<IF>`` (0 where the output changed: the plugin leaves
 such loops to LLVM).  Model: a forest of regression trees
-(:mod:`mirecc.tasks.loop_vectorize.forest`); the driver applies the class whose
+(:mod:`mirecc.learn.forest`); the driver applies the class whose
 ``quantile`` of the trees' predictions is highest when it exceeds
 ``min_gain`` (:func:`mirecc.tasks.loop_vectorize.head.choose`).
 
@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.tasks.loop_vectorize.forest import ForestConfig
-from mirecc.tasks.loop_vectorize.head import ALL_FEATURES, TASK, choose
+from mirecc.learn.forest import ForestConfig
+from mirecc.learn.forest import choose
+from mirecc.tasks.loop_vectorize.head import ALL_FEATURES, TASK
 
 VFS = (1, 2, 4, 8, 16, 32, 64)
 IFS = (1, 2, 4, 8, 16)
@@ -49,7 +50,7 @@ MIN_GAINS = (0.0, 0.02, 0.05)
 # ------------------------------------------------------------------- data
 
 def read_labels(data_dir: Path) -> list[dict]:
-    from mirecc.tasks.loop_vectorize.offline.dataset import read_rows
+    from mirecc.learn.labels import read_rows
 
     rows = [r for r in read_rows(data_dir / "labels.jsonl")
             if "configs" in r and (r.get("default") or {}).get("min_ns")]
@@ -194,7 +195,7 @@ def out_of_family_gains(X: np.ndarray, Y: np.ndarray, families: list[str],
                         config: ForestConfig) -> np.ndarray:
     """Leave-one-family-out: each row's tree predictions (n, trees, classes)
     from a forest that never saw its family."""
-    from mirecc.tasks.loop_vectorize.forest import fit_forest, tree_predictions
+    from mirecc.learn.forest import fit_forest, tree_predictions
 
     families = np.asarray(families)
     G = np.zeros((len(X), config.trees, len(CLASSES)), dtype=np.float32)
@@ -244,7 +245,7 @@ def write_head(out: Path, forest, n_inputs: int, chosen: dict, encoder_version: 
     import yaml
     from mirecc.fsutil import replace_dir
     from mirecc.tasks.loop_vectorize.features import NAMES
-    from mirecc.tasks.loop_vectorize.forest import onnx_bytes
+    from mirecc.learn.forest import onnx_bytes
 
     spec = {"task": TASK, "languages": ["c", "c++"], "head": "head.onnx",
             "encoder": encoder_version, "features": chosen["features"]}
@@ -281,7 +282,7 @@ def _line(p: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.model import load_model
-    from mirecc.tasks.loop_vectorize.forest import fit_forest, tree_predictions
+    from mirecc.learn.forest import fit_forest, tree_predictions
 
     rows = read_labels(args.data)
     model_dir = Path(args.model or SHIPPED_MODEL_DIR)

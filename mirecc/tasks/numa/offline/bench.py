@@ -9,7 +9,7 @@ side by side, on regions they never saw:
 * ``best single``: the configuration with the best mean log speedup over
   the training regions, everywhere;
 * ``decision tree: statistics``: a regression tree over static region
-  statistics (:mod:`mirecc.tasks.openmp.features`), as the dataset's authors
+  statistics (:mod:`mirecc.ir.region_stats`), as the dataset's authors
   used a decision tree on static features;
 * forests over the statistics, IR2Vec (the module's vector) with them, and a
   random-init encoder's and mirecc's encoder's embedding of the region's
@@ -69,8 +69,8 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
     import tempfile
 
     from mirecc.tasks.numa.offline.regions import compile_flags
-    from mirecc.tasks.openmp.features import NAMES, region_statistics
-    from mirecc.tasks.openmp.sites import find_sites
+    from mirecc.ir.region_stats import NAMES, region_statistics
+    from mirecc.ir.regions import find_sites
 
     texts, stats = {}, {}
     for r in regions:
@@ -81,13 +81,13 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
     out = {"statistics": S}
     cache = work / "features"
     if "ir2vec" in kinds:
-        from mirecc.tasks.opencl.offline.features import embed_ir2vec
+        from mirecc.learn.embeddings import embed_ir2vec
         vecs, _ = embed_ir2vec({ir: ("ir", text) for ir, text in texts.items()},
                                cache_root=cache)
         dim = len(next(iter(vecs.values()))) if vecs else 0
         out["ir2vec"] = np.hstack([S, np.asarray([vecs.get(r.ir, [np.nan] * dim)
                                                   for r in regions])])
-    from mirecc.tasks.opencl.offline.features import embed_graph_sets, encoder_model_dirs
+    from mirecc.learn.embeddings import embed_graph_sets, encoder_model_dirs
 
     models = encoder_model_dirs(kinds, cache)
     if models:
@@ -283,7 +283,7 @@ def load_regions(dataset: Path, work: Path, cc: str, cxx: str) -> list:
 def run(args) -> int:
     from mirecc.fsutil import atomic_write_bytes
     from mirecc.tasks.numa.offline.regions import RegionsError
-    from mirecc.tasks.opencl.offline.datasets import default_root
+    from mirecc.learn.datasets import default_root
 
     dataset = Path(args.numa_dataset) if args.numa_dataset else default_root() / "numa-prefetch"
     work = Path(args.numa_work).resolve()

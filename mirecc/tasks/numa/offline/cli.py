@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from mirecc.fsutil import atomic_write_bytes
     from mirecc.tasks.numa.offline.regions import RegionsError, map_regions
-    from mirecc.tasks.opencl.offline.datasets import default_root
+    from mirecc.learn.datasets import default_root
 
     dataset = Path(args.dataset) if args.dataset else default_root() / "numa-prefetch"
     out = Path(args.out)

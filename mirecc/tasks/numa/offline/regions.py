@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mirecc.tasks.openmp.sites import Site, emit_ir, find_sites
+from mirecc.ir.regions import Site, emit_ir, find_sites
 
 PREFIX = "__cere__"
 SOURCE_SUFFIXES = (".c", ".cpp")

@@ -88,11 +88,11 @@ def run(args) -> int:
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.fsutil import replace_dir
     from mirecc.model import load_model
-    from mirecc.tasks.loop_vectorize.forest import onnx_bytes
+    from mirecc.learn.forest import onnx_bytes
     from mirecc.tasks.numa.offline.bench import region_rows
     from mirecc.tasks.numa.offline.regions import RegionsError
-    from mirecc.tasks.opencl.offline.datasets import default_root
-    from mirecc.tasks.openmp.features import NAMES
+    from mirecc.learn.datasets import default_root
+    from mirecc.ir.region_stats import NAMES
 
     dataset = Path(args.dataset) if args.dataset else default_root() / "numa-prefetch"
     work = Path(args.work).resolve()

@@ -139,7 +139,7 @@ def run_jobs(jobs: list[Job], jobs_n: int, desc: str) -> dict[Job, np.ndarray]:
 def embed_rows(rows: list[dict], model_dirs: dict[str, Path], cache_root: Path | None,
                kinds=("ir", "src")) -> tuple[dict[tuple[str, str], list], dict]:
     """(representation, IR kind) -> per-row vector or None, and failures."""
-    from mirecc.tasks.opencl.offline import features as F
+    from mirecc.learn import embeddings as F
     out, failed = {}, {}
     for kind in kinds:
         texts = F.kernel_texts(rows, kind)

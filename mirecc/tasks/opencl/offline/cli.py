@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mirecc.tasks.opencl.offline import benchmark as B
     from mirecc.tasks.opencl.offline import report
+    from mirecc.learn.pages import update_page
     from mirecc.tasks.opencl.offline.datasets import DatasetError, default_root
 
     try:
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.encoder.export import random_init_model_dir
-    from mirecc.tasks.opencl.offline.features import default_cache_root
+    from mirecc.learn.embeddings import default_cache_root
     from mirecc.tasks.opencl.offline.mlp import HeadConfig
 
     root = args.datasets or default_root()
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"saved {out / (args.suite + '.md')}, .json"
           + (", .png" if plotted else " (no plot: pip install matplotlib)"))
     if args.update_readme:
-        report.update_readme(args.update_readme, args.suite, md)
+        update_page(args.update_readme, args.suite, md)
         print(f"updated {args.update_readme}")
     if args.write_heads:
         from mirecc.tasks.opencl.offline.ship import write_task_heads

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import os
 from pathlib import Path
+
+from mirecc.learn.datasets import default_root  # noqa: F401 - the loaders' default
 
 PLATFORMS = ("amd", "nvidia")
 #: the "static mapping" baseline device of each platform (IR2Vec, DeepTune)
@@ -33,13 +34,6 @@ GPUS = ("Cypress", "Tahiti", "Fermi", "Kepler")
 DEVMAP_FOLDS, DEVMAP_SEED = 10, 104
 
 csv.field_size_limit(1 << 24)   # the src columns hold whole kernels
-
-
-def default_root() -> Path:
-    """``$MIRECC_DATASETS``, else ``../shared/datasets`` beside the checkout
-    (where the project's machines keep them)."""
-    env = os.environ.get("MIRECC_DATASETS")
-    return Path(env) if env else Path(__file__).resolve().parents[5] / "shared" / "datasets"
 
 
 class DatasetError(Exception):

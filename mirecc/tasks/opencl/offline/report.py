@@ -5,7 +5,6 @@ module's output, pasted between marker
 comments by ``--update-readme`` (never typed by hand)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from mirecc.tasks.opencl.offline import benchmark as B
@@ -197,14 +196,3 @@ def plot(res: dict, path: Path) -> bool:
     return True
 
 
-def update_readme(readme: Path, task: str, markdown: str) -> None:
-    """Replace the text between ``<!-- mire bench TASK: begin -->`` and
-    ``<!-- mire bench TASK: end -->`` (both must be there)."""
-    from mirecc.fsutil import atomic_write_bytes
-    text = readme.read_text()
-    begin, end = f"<!-- mire bench {task}: begin -->", f"<!-- mire bench {task}: end -->"
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    if not pattern.search(text):
-        raise ValueError(f"{readme}: no '{begin}' ... '{end}' markers to replace")
-    new = pattern.sub(lambda _: f"{begin}\n{markdown}{end}", text)
-    atomic_write_bytes(readme, new.encode())

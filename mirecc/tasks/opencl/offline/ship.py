@@ -18,7 +18,7 @@ import numpy as np
 
 from mirecc.fsutil import replace_dir
 from mirecc.tasks.opencl.offline import datasets as D
-from mirecc.tasks.opencl.offline import features as F
+from mirecc.learn import embeddings as F
 from mirecc.tasks.opencl.offline import protocol as P
 from mirecc.tasks.opencl.offline.mlp import (HeadConfig, fit_temperature, onnx_bytes, out_of_fold_proba,
                                 train_head, with_temperature)

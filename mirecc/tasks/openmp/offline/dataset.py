@@ -29,7 +29,7 @@ environment (the runtime's defaults), each run under a timeout.
 
 One JSON line per (program, size, region, configuration) is appended to
 ``<out>/labels.jsonl`` under a lock (the loop dataset's
-:func:`~mirecc.tasks.loop_vectorize.offline.dataset.append_row`); a rerun
+:func:`~mirecc.learn.labels.append_row`); a rerun
 skips the rows already there. ``<out>/meta.json`` records the machine, the
 compiler and the protocol.
 """
@@ -53,10 +53,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes, file_identity
-from mirecc.tasks.loop_vectorize.offline.dataset import (append_row, cc_version, machine_info,
-                                                         read_done, read_rows)
+from mirecc.learn.labels import (append_row, cc_version, machine_info, read_done,
+                                 read_rows)
 from mirecc.tasks.openmp.offline.programs import DEFAULT_SIZES, Program, parse_output
-from mirecc.tasks.openmp.sites import Site, program_sites
+from mirecc.ir.regions import Site, program_sites
 
 THREADS = (1, 2, 4)
 SCHEDULES = ("static", "dynamic", "guided")
@@ -305,7 +305,7 @@ class Builder:
             return {"ok": False, "error": f"support source: {exc}", "cached": False}
         extra = []
         if openmp is not None:
-            from mirecc.tasks.loop_vectorize.plugin import plugin_args
+            from mirecc.plugin.build import plugin_args
 
             extra = [*plugin_args(self.major, self.plugin, self.decisions_file(program, openmp)),
                      "-Rpass=mirecc-loophints", "-Rpass-missed=mirecc-loophints"]
@@ -504,7 +504,7 @@ def run_dataset(out: Path | str, programs: list[Program], *, sizes=DEFAULT_SIZES
                 plugin: Path | None = None) -> Path:
     """Measure ``programs`` at ``sizes`` into ``out/labels.jsonl`` (resuming);
     returns its path. ``configs``: the configurations (default: ``space``)."""
-    from mirecc.tasks.loop_vectorize.plugin import clang_major, ensure_plugin
+    from mirecc.plugin.build import clang_major, ensure_plugin
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirecc.tasks.loop_vectorize.offline.kernels import pick_families, write_sources
+from mirecc.learn.kernels import pick_families, write_sources
 
 #: per family: how many seeded variants by default
 DEFAULT_PER_FAMILY = 3

@@ -48,7 +48,7 @@ class Program:
 def polybench_root() -> Path:
     """``polybench-acc/OpenMP`` of the datasets folder (``$MIRECC_DATASETS``,
     else ``../shared/datasets`` beside the checkout)."""
-    from mirecc.tasks.opencl.offline.datasets import default_root
+    from mirecc.learn.datasets import default_root
 
     return default_root() / "polybench-acc" / "OpenMP"
 

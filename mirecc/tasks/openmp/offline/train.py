@@ -15,11 +15,11 @@ siblings), side by side in one run:
   training applications (each weighs the same), forced everywhere (the
   paper's "one setting for all");
 * a forest per feature set (:data:`FEATURE_SETS`): static region statistics
-  (:mod:`mirecc.tasks.openmp.features`); IR2Vec (the module's vector, PyPI
+  (:mod:`mirecc.ir.region_stats`); IR2Vec (the module's vector, PyPI
   ``ir2vec``); a random-init encoder's and mirecc's encoder's embedding of
   the region's outlined function (each with the statistics). The forest
   acts only where a low quantile of its trees still promises ``min_gain``
-  (:func:`mirecc.tasks.loop_vectorize.head.choose`), else the default stays;
+  (:func:`mirecc.learn.forest.choose`), else the default stays;
 * ``verified``, per forest and for a random order: what ``mire tune`` does
   where a guess cannot be trusted. The region's first ``--verify``
   configurations in the forest's order (its trees' ``quantile``, best
@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.tasks.openmp.offline.dataset import combine, geomean, oracle
-from mirecc.tasks.loop_vectorize.offline.dataset import read_rows
+from mirecc.learn.labels import read_rows
 from mirecc.tune import KEEP_THRESHOLD
 
 #: the log speedup a configuration that failed or changed the output counts as
@@ -330,9 +330,9 @@ def region_features(table: Table, kinds: list[str], labels: Path | list[Path], c
 
     from tqdm import tqdm
 
-    from mirecc.tasks.openmp.features import NAMES, region_statistics
+    from mirecc.ir.region_stats import NAMES, region_statistics
     from mirecc.tasks.openmp.offline.dataset import Builder
-    from mirecc.tasks.openmp.sites import emit_ir
+    from mirecc.ir.regions import emit_ir
 
     progs = _program_index(labels, work)
     missing = sorted({p for p, _, _ in table.keys if p not in progs})
@@ -353,13 +353,13 @@ def region_features(table: Table, kinds: list[str], labels: Path | list[Path], c
     out = {"statistics": S}
     cache = work / "features"
     if "ir2vec" in kinds:
-        from mirecc.tasks.opencl.offline.features import embed_ir2vec
+        from mirecc.learn.embeddings import embed_ir2vec
         texts = {f"{p}|{s}": ("ir", ir[(p, s)][1]) for p, s in units}
         vecs, _ = embed_ir2vec(texts, cache_root=cache)
         dim = len(next(iter(vecs.values()))) if vecs else 0
         out["ir2vec"] = np.hstack([S, np.asarray(
             [vecs.get(f"{p}|{s}", [np.nan] * dim) for p, s, _ in table.keys])])
-    from mirecc.tasks.opencl.offline.features import embed_graph_sets, encoder_model_dirs
+    from mirecc.learn.embeddings import embed_graph_sets, encoder_model_dirs
 
     models = encoder_model_dirs(kinds, cache)
     if models:
@@ -396,8 +396,8 @@ def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: fl
     not timed). With ``verify_k``, also the verified policies (module
     docstring): per forest, and for random orders (:data:`RANDOM_ORDERS`);
     ``default_key``, the runtime's default, is not a candidate."""
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.tasks.loop_vectorize.head import choose
+    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
+    from mirecc.learn.forest import choose
 
     apps = sorted(set(table.apps.tolist()))
     candidates = [c for c, key in enumerate(table.classes) if key != default_key]
@@ -461,13 +461,13 @@ def gate_sweep(table: Table, X: np.ndarray, quantile: float, thresholds: list[fl
                trees: int, seeds: int) -> dict[float, dict[str, float | None]]:
     """Leave one application out (:meth:`Table.split`) for every gate
     threshold at once: threshold -> application -> its speedup with the
-    decisions the forest's gate (:func:`mirecc.tasks.loop_vectorize.head.choose`
+    decisions the forest's gate (:func:`mirecc.learn.forest.choose`
     with ``min_gain`` = the threshold) lets through, as :func:`judge`
     computes it (the geomean over seeds of the geomean over its programs and
     sizes), or None where no seed applied a decision. ``X``: one feature
     set's rows; a region without features keeps the default."""
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.tasks.loop_vectorize.head import choose
+    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
+    from mirecc.learn.forest import choose
 
     out = {float(t): {} for t in thresholds}
     for app in sorted(set(table.apps.tolist())):
@@ -618,8 +618,8 @@ def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
     import yaml
 
     from mirecc.fsutil import replace_dir
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, onnx_bytes
-    from mirecc.tasks.openmp.features import NAMES
+    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
+    from mirecc.ir.region_stats import NAMES
 
     ok = np.all(np.isfinite(X), axis=1)
     model = fit_forest(X[ok], table.Y[ok], ForestConfig(trees=args.trees, seed=0))
@@ -652,6 +652,12 @@ def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
         "spec.yaml": (header + yaml.safe_dump(spec, sort_keys=False)).encode(),
         "head.onnx": onnx_bytes(model, X.shape[1]),
         "metrics.json": (json.dumps(metrics, indent=1) + "\n").encode()})
+
+
+def add_bench_arguments(p) -> None:
+    """``mire bench openmp`` (and ``tune --tune-task openmp``): the labels."""
+    p.add_argument("--omp-labels", default=".work/omp-labels",
+                   help="openmp: the dataset directory of mire omp-data (default: %(default)s)")
 
 
 def run_bench(args) -> int:

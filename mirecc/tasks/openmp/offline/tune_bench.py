@@ -75,9 +75,8 @@ def replay(table, units: dict, orders: dict[int, list[int]], k: int) -> dict:
 
 
 def run(args) -> int:
-    from mirecc.tasks.loop_vectorize.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.tasks.loop_vectorize.offline.tune_bench import (BUDGETS, SEEDS, summarize_runs,
-                                                                write_report)
+    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
+    from mirecc.learn.tune_replay import BUDGETS, SEEDS, summarize_runs, write_report
     from mirecc.tasks.openmp.offline.dataset import geomean
     from mirecc.tasks.openmp.offline.train import (Table, forest_order, read_labels,
                                                    region_features)
