@@ -31,8 +31,6 @@ Only the standard library is imported here.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 
 class Setting:
     """A configuration key: ``key`` in ``.mirecc.yaml``, ``env`` in the
@@ -59,25 +57,34 @@ def parse_bool(value):
     return as_bool(value)
 
 
-class Command(NamedTuple):
-    """A ``mire`` subcommand a task brings: ``module`` has ``add_arguments(parser)``
-    and ``run(args)`` and is imported only when the subcommand runs."""
-    name: str
-    module: str
-    help: str
-    description: str
+class Command(tuple):
+    """A ``mire`` subcommand a task brings, ``(name, module, help,
+    description)``: ``module`` has ``add_arguments(parser)`` and ``run(args)``
+    and is imported only when the subcommand runs.  (A plain tuple: the
+    driver reads the declarations on every compile, and ``typing`` costs
+    ~40 ms to import.)"""
+    __slots__ = ()
+
+    def __new__(cls, name: str, module: str, help: str, description: str):
+        return super().__new__(cls, (name, module, help, description))
+
+    name = property(lambda self: self[0])
+    module = property(lambda self: self[1])
+    help = property(lambda self: self[2])
+    description = property(lambda self: self[3])
 
 
-class BenchSuite(NamedTuple):
+class BenchSuite:
     """A ``mire bench <name>`` suite a task brings: ``run`` and ``arguments``
     (``"module:function"``; the latter adds its options to the bench parser,
     shared by suites that name the same function); ``variant``: the value of
     ``--tune-task`` that selects this suite where several share a name."""
-    name: str
-    run: str
-    summary: str
-    arguments: str | None = None
-    variant: str | None = None
+    __slots__ = ("name", "run", "summary", "arguments", "variant")
+
+    def __init__(self, name: str, run: str, summary: str, arguments: str | None = None,
+                 variant: str | None = None):
+        self.name, self.run, self.summary = name, run, summary
+        self.arguments, self.variant = arguments, variant
 
 
 class Task:
