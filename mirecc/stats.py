@@ -29,7 +29,7 @@ Counters:
   by building candidates (code size), those where a candidate beat the
   user's level, and those where the winner was known from an earlier build
   (only it was built);
-- ``skip.<code>``: a head decided nothing for a TU, and why (the codes of
+- ``skip.<code>``: a head decided nothing for a TU, and why (:data:`SKIP`: the codes of
   :class:`mirecc.tasks.api.NoDecision`, e.g. ``no-loops``);
 - ``fallback.<code>``: the ML path gave up and the user's command ran
   (``ml-failed``, ``timeout``, ``ir-failed``, ``internal-error``,
@@ -49,6 +49,42 @@ PASSTHROUGH = {
     "no-use": "nothing would read the IR (no head applies, no --explain or capture)",
     "response-file": "an unreadable response file (clang reports it)",
 }
+
+
+#: ``skip.<code>``: why a head decided nothing for a TU
+#: (:class:`mirecc.tasks.api.NoDecision` codes and the pipeline's own)
+SKIP = {
+    "no-heads": "no task head is installed for the language",
+    "not-applicable": "a head does not apply (language, -O level, flags)",
+    "no-functions": "no function definitions (a TU of data alone)",
+    "no-loops": "no loops",
+    "loops-unmatched": "the encoder's IR has other loops than the build's",
+    "functions-unmatched": "the encoder's IR has other functions than the build's",
+    "no-kernels": "no OpenCL kernels",
+    "no-parallel-regions": "no OpenMP parallel regions",
+    "fixed-by-source": "every region's configuration is fixed by the source's clauses",
+    "no-candidates": "no candidate to choose from",
+    "target-flags": "built for another target than the labels' (-march, -mcpu, ...)",
+    "other-machine": "the head's labels describe another machine",
+    "size-search-off": "size_search is 0: nothing to verify",
+    "profile-stale": "a decisions profile entry's code changed since it was tuned",
+    "profile-unread": "decisions profile entries that need a newer plugin or another task",
+}
+
+#: ``fallback.<code>``: the ML path gave up and the user's command ran
+FALLBACK = {
+    "ml-failed": "the ML path failed (its one-line warning says why)",
+    "ir-failed": "emitting the IR failed (most often: the source does not compile)",
+    "timeout": "the ML path took longer than timeout / MIRECC_TIMEOUT",
+    "bad-profile": "the decisions profile cannot be read",
+    "internal-error": "an internal error in mirecc",
+    "decided-failed": "the compile with the decisions' flags failed",
+    "verify-failed": "a task's build step (code size candidates) failed",
+}
+
+#: every reason code, by counter prefix: the one table ``mire stats`` and
+#: ``--explain`` speak from (a test checks each code the package raises is here)
+REASONS = {"passthrough.": PASSTHROUGH, "skip.": SKIP, "fallback.": FALLBACK}
 
 
 def stats_path(config) -> str:
@@ -191,7 +227,9 @@ def render(data: dict, path: str) -> str:
         if names:
             lines.append(f"  {title}:")
             for name in names:
-                lines.append(row(name[len(prefix):], data[name], 4))
+                code = name[len(prefix):]
+                lines.append(row(code, data[name], 4)
+                             + f"  {REASONS[prefix].get(code, '')}".rstrip())
     return "\n".join(lines) + "\n"
 
 
