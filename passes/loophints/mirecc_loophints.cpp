@@ -51,24 +51,12 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "mirecc_plugin.h"
 #include <cstdlib>
 #include <map>
 #include <string>
 
 using namespace llvm;
-
-// Shared with mirecc_openmp.cpp and mirecc_record.cpp (declared in each).
-namespace mirecc {
-bool decisionsLoaded();
-std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
-                                 const std::string &where);
-void clearOpenMPDecisions();
-void registerOpenMPPasses(PassBuilder &pb);
-std::string parseRecords(StringRef module, const json::Object &record,
-                         const std::string &where);
-void clearRecords();
-void registerRecordPasses(PassBuilder &pb);
-}  // namespace mirecc
 
 namespace {
 

@@ -36,6 +36,7 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/JSON.h"
 
+#include "mirecc_plugin.h"
 #include <cstdint>
 #include <map>
 #include <string>
@@ -44,14 +45,6 @@ using namespace llvm;
 
 // Shared with mirecc_loophints.cpp (declared in both files; no header, so
 // that the plugin's source stays *.cpp + CMakeLists.txt + *.md).
-namespace mirecc {
-bool decisionsLoaded();  // mirecc_loophints.cpp: the file is read and valid
-std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
-                                 const std::string &where);
-void clearOpenMPDecisions();
-void registerOpenMPPasses(PassBuilder &pb);
-}  // namespace mirecc
-
 namespace {
 
 constexpr const char *kPassName = "mirecc-loophints";

@@ -22,6 +22,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Transforms/Utils/ModuleUtils.h"
 
+#include "mirecc_plugin.h"
 #include <map>
 #include <string>
 
@@ -29,14 +30,6 @@ using namespace llvm;
 
 // Shared with mirecc_loophints.cpp (declared in both files, as for
 // mirecc_openmp.cpp).
-namespace mirecc {
-bool decisionsLoaded();  // mirecc_loophints.cpp: the file is read and valid
-std::string parseRecords(StringRef module, const json::Object &record,
-                         const std::string &where);
-void clearRecords();
-void registerRecordPasses(PassBuilder &pb);
-}  // namespace mirecc
-
 namespace {
 
 constexpr const char *kGlobalPrefix = "__mirecc_record_";

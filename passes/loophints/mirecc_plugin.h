@@ -1,0 +1,30 @@
+// What the plugin's three parts share (mirecc_loophints.cpp reads the
+// decisions file and hands each part its entries; mirecc_openmp.cpp and
+// mirecc_record.cpp register their passes). One declaration, here.
+#ifndef MIRECC_PLUGIN_H
+#define MIRECC_PLUGIN_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+
+namespace mirecc {
+// mirecc_loophints.cpp: the decisions file is read and valid
+bool decisionsLoaded();
+
+// mirecc_openmp.cpp: a module entry's "openmp" decisions ("" or an error)
+std::string parseOpenMPDecisions(llvm::StringRef module, const llvm::json::Object &openmp,
+                                 const std::string &where);
+void clearOpenMPDecisions();
+void registerOpenMPPasses(llvm::PassBuilder &pb);
+
+// mirecc_record.cpp: a module entry's "record" texts ("" or an error)
+std::string parseRecords(llvm::StringRef module, const llvm::json::Object &record,
+                         const std::string &where);
+void clearRecords();
+void registerRecordPasses(llvm::PassBuilder &pb);
+}  // namespace mirecc
+
+#endif  // MIRECC_PLUGIN_H
