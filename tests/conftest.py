@@ -11,6 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
+# Test files live in folders that mirror the package (tests/driver,
+# tests/tasks/numa, ...); pytest puts only a test file's own folder on
+# sys.path, so the shared helpers here (envs, vectorize_heads, graph_build,
+# ...) are importable by their plain names from every folder.
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+
 CLANG = "/usr/bin/clang-14"
 CLANGXX = "/usr/bin/clang++-14"
 _BIN = Path(sys.executable).parent

@@ -134,8 +134,8 @@ def test_defaults_at_each_level_come_from_the_task_registry():
     assert on == [] and "MIRECC_APPLY_LOOPS=1" in sentence and "MIRECC_APPLY_OPENMP=1" in sentence
     on, sentence = defaults_text(["-Oz"])
     assert on == ["code-size"] and sentence.startswith("On by default at -Oz: code-size.")
-    assert uses_openmp(Path(__file__).parents[1] / "benchmarks" / "programs" / "tri_omp.c")
-    assert not uses_openmp(Path(__file__).parents[1] / "benchmarks" / "programs" / "saxpy.c")
+    assert uses_openmp(Path(__file__).parents[2] / "benchmarks" / "programs" / "tri_omp.c")
+    assert not uses_openmp(Path(__file__).parents[2] / "benchmarks" / "programs" / "saxpy.c")
 
 
 def test_mire_bench_without_programs_is_a_clear_error(tmp_path):

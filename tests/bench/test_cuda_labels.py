@@ -16,7 +16,7 @@ import pytest
 
 from tests.benchmark_module import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 POLYBENCH = ROOT.parent / "shared" / "datasets" / "polybench-acc" / "CUDA"
 
 cl = load_benchmark("cuda_labels")

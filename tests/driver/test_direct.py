@@ -69,7 +69,7 @@ def test_manifest_misses_on_changed_or_damaged_files(tmp_path):
 
 @pytest.fixture(scope="module")
 def heads_8x1(tmp_path_factory) -> Path:
-    from test_vectorize_head import make_head
+    from vectorize_heads import make_head
     return make_head(tmp_path_factory.mktemp("heads"), "8x1")
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 CLANG = "/usr/bin/clang-14"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14"),

@@ -18,7 +18,7 @@ from mirecc import nvcc as drop_in
 MIRECC_NVCC = str(Path(sys.executable).with_name("mirecc-nvcc"))
 NVCC = drop_in.find_nvcc()
 CLANGXX = shutil.which("clang++-14")
-POLYBENCH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "polybench-acc" / "CUDA"
+POLYBENCH = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "polybench-acc" / "CUDA"
 # CUDA 12 removed cudaThreadSynchronize, which PolyBench-ACC (2012) calls
 COMPAT = "-DcudaThreadSynchronize=cudaDeviceSynchronize"
 

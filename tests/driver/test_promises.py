@@ -192,7 +192,7 @@ def test_numa_decisions_of_another_machine_are_not_recorded(tmp_path, compilers)
 
 @pytest.fixture(scope="module")
 def heads_8x4(tmp_path_factory) -> Path:
-    from test_vectorize_head import make_head
+    from vectorize_heads import make_head
     return make_head(tmp_path_factory.mktemp("heads"), "8x4")
 
 
@@ -283,7 +283,7 @@ def test_a_head_whose_gate_was_not_calibrated_applies_nothing(tmp_path, toolchai
     records its decisions but applies none, even with its setting on, and
     --explain says why."""
     import yaml
-    from test_vectorize_head import make_head
+    from vectorize_heads import make_head
 
     _clang, _major, plugin = llvm_plugin(14)
     heads = tmp_path / "heads"

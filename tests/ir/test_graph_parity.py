@@ -1,6 +1,6 @@
 """Parity with ProGraML: mirecc-graph vs llvm2graph-10 (programl 0.3.2).
 
-Fixtures (tests/data/graph) are compiled here by clang-14 to unoptimised but
+Fixtures (tests/ir/data/graph) are compiled here by clang-14 to unoptimised but
 optimisable IR; the IR is rewritten for LLVM 10's parser (graph_ref) and the
 same rewritten IR is given to both builders. Compared: node counts by type,
 edge counts by flow, edge counts by (flow, position), and the multiset of

@@ -14,7 +14,7 @@ import pytest
 
 from tests.benchmark_module import load_benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench():

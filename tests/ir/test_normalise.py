@@ -13,7 +13,7 @@ from mirecc.ir.normalise import (
     RULES, IRError, module_statements, normalise_statement, split_statements,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "normalisation.md"
 
 
@@ -81,7 +81,7 @@ def render_doc() -> str:
 
 def test_document_is_generated_from_the_code():
     assert DOC.read_text() == render_doc(), \
-        f"{DOC} is stale: run .venv/bin/python tests/test_normalise.py --write"
+        f"{DOC} is stale: run .venv/bin/python tests/ir/test_normalise.py --write"
 
 
 # The same statement as clang 14 (typed pointers) and clang 15+/19/22 print it.

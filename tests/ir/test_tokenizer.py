@@ -14,7 +14,7 @@ pytest.importorskip("tokenizers")
 from mirecc.ir import tokenizer as T  # noqa: E402
 from mirecc.ir.normalise import IRError, module_statements, normalise_statement  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

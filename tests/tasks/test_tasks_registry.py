@@ -17,7 +17,7 @@ import pytest
 
 from envs import isolated_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
 MIRE = str(Path(sys.executable).with_name("mire"))

@@ -119,7 +119,7 @@ def test_digests_ignore_numbering_that_shifts_with_other_code():
 
 
 def test_cuda_block_entries_read_and_write(tmp_path):
-    """mirecc-nvcc's entries (tests/test_nvcc.py applies them): a kernel,
+    """mirecc-nvcc's entries (tests/driver/test_nvcc.py applies them): a kernel,
     optionally with an input-size class, and a block shape XxY."""
     digest = "0123456789abcdef"
     profile = tmp_path / "p.profile"

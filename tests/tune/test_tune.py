@@ -19,7 +19,7 @@ from mirecc.profile import read_profile
 CLANG = "/usr/bin/clang-14"
 MIRE = str(Path(sys.executable).with_name("mire"))
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
 
 KERNEL = """\

@@ -19,7 +19,7 @@ from envs import isolated_env
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
 LIBOMP = "/usr/lib/llvm-14/lib"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
 

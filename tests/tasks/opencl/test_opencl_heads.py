@@ -432,7 +432,7 @@ def test_a_newer_driven_clang_gets_its_ir_re_emitted_for_the_encoder(kernel, hea
 def test_the_shipped_heads_decide_for_a_kernel(kernel, tmp_path):
     """The heads in the repository's heads/ (made by mire bench --write-heads)
     load, match the shipped encoder and decide."""
-    shipped = Path(__file__).resolve().parents[1] / "heads"
+    shipped = Path(__file__).resolve().parents[3] / "heads"
     if not (shipped / "devmap-amd" / "spec.yaml").is_file():
         pytest.skip("no shipped OpenCL heads")
     env = env_for(kernel, shipped)
