@@ -20,7 +20,7 @@ Each program's own shape is a 21st candidate, the baseline
 (``is_source_shape``).  A shape sets only the macros that
 ``mirecc-nvcc`` may set (``mirecc/nvcc.py``: the grid of every launch
 follows that macro on that axis; ``TUNABLE`` below, checked against
-mirecc's analysis by ``tests/test_cuda_labels.py``); the others keep the
+mirecc's analysis by ``tests/bench/test_cuda_labels.py``); the others keep the
 source's value (e.g. atax's and mvt's Y stays 8: their grids' y is 1).  All
 kernels of a program get the same shape (per-kernel macros each get it).
 Shapes whose applied macros give the same values as an earlier one are not
@@ -110,7 +110,7 @@ import time
 
 #: program -> (its .cu under --src, the block-shape macros a shape may set).
 #: From mirecc/nvcc.py's analysis (_settable: every launch's grid follows the
-#: macro on its own axis); tests/test_cuda_labels.py checks it still agrees.
+#: macro on its own axis); tests/bench/test_cuda_labels.py checks it still agrees.
 TUNABLE = {
     "correlation": ("datamining/correlation/correlation.cu",
                     ["DIM_THREAD_BLOCK_KERNEL_1_X", "DIM_THREAD_BLOCK_KERNEL_2_X",

@@ -59,7 +59,7 @@ if [ "$mode" = "--test" ]; then
     # Bytecode now: environments with PYTHONDONTWRITEBYTECODE=1 would otherwise
     # recompile mirecc's modules on every compiler call (~9 ms each).
     .venv/bin/python -m compileall -q mirecc
-    # zlib's Debian source for tests/test_projects.py (adds a deb-src entry to
+    # zlib's Debian source for tests/driver/test_projects.py (adds a deb-src entry to
     # apt when running as root and none exists); the test skips without it.
     .venv/bin/python benchmarks/real_projects.py --projects zlib --fetch-only >/dev/null \
         || echo "setup: could not fetch zlib's source; its test will be skipped" >&2

@@ -42,7 +42,7 @@ fallback does so that the graphs agree anyway:
   (@dtor ...)`` for ``__cxa_throw``), folded to the function by LLVM 22,
   is the constant again (text IR).
 
-What still differs (tests/test_graph_fallback.py checks the rest exactly):
+What still differs (tests/ir/test_graph_fallback.py checks the rest exactly):
 
 * clang-14 IR (typed pointers, read as opaque ``ptr`` by LLVM 22): type
   texts of pointer values are ``ptr`` (native: ``i32*``, ``struct*``);

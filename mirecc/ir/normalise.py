@@ -230,7 +230,7 @@ def normalise_statement(text: str) -> str | None:
 
 
 # One example per rule, (input, output): docs/normalisation.md shows exactly
-# these and tests/test_normalise.py checks both the code and the document.
+# these and tests/ir/test_normalise.py checks both the code and the document.
 RULES: list[tuple[str, str, str, str | None]] = [
     ("1", "debug info is dropped",
      "call void @llvm.dbg.declare(metadata i32* %4, metadata !26, metadata !DIExpression()), !dbg !57",

@@ -26,7 +26,7 @@ _DOC_HEAD = """\
 # Statement normalisation
 
 <!-- Generated from mirecc/ir/normalise.py (its docstring and RULES) by
-     `.venv/bin/python tests/test_normalise.py --write`; a test fails when
+     `.venv/bin/python tests/ir/test_normalise.py --write`; a test fails when
      this page and the code differ. -->
 
 Each LLVM IR instruction (one *statement*) is normalised by
