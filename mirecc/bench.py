@@ -79,6 +79,13 @@ def machine_description(compiler: str) -> dict:
 
 # ------------------------------------------------------------------ results
 
+def _speedup(same: bool, before: list[float], after: list[float]) -> float:
+    """Median before / median after; 1.0 for the same binary (not timed)."""
+    if same or not after:
+        return 1.0
+    return statistics.median(before) / statistics.median(after)
+
+
 @dataclass
 class SizeRow:
     """One program at -Oz: clang's object against mirecc's."""
@@ -142,9 +149,7 @@ class LevelRow:
     @property
     def speedup(self) -> float:
         """1.0 for the same binary (not timed: identical code has no speedup)."""
-        if self.same_object or not self.run_mirecc_s:
-            return 1.0
-        return statistics.median(self.run_clang_s) / statistics.median(self.run_mirecc_s)
+        return _speedup(self.same_object, self.run_clang_s, self.run_mirecc_s)
 
 
 @dataclass
@@ -164,9 +169,7 @@ class TuneResult:
 
     @property
     def speedup(self) -> float:
-        if self.same_binary or not self.run_tuned_s:
-            return 1.0
-        return statistics.median(self.run_untuned_s) / statistics.median(self.run_tuned_s)
+        return _speedup(self.same_binary, self.run_untuned_s, self.run_tuned_s)
 
     @property
     def correct(self) -> bool:
