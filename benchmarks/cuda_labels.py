@@ -860,8 +860,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check-chunk", type=int, default=3,
                     help="check runs per process (default 3)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--sizes", help="comma-separated classes for all programs "
-                                    "(default: per program, SIZES)")
+    ap.add_argument("--sizes", help="comma-separated classes for all programs, and "
+                                    "PROGRAM=CLASS entries for one (default: per "
+                                    "program, SIZES)")
     ap.add_argument("--programs", help="comma-separated names (default: all 21)")
     ap.add_argument("--limit-programs", type=int)
     ap.add_argument("--limit-shapes", type=int, help="the first N paper shapes only")
@@ -886,10 +887,18 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown programs: {unknown}; known: {list(TUNABLE)}")
     programs = programs[:args.limit_programs] if args.limit_programs else programs
-    forced = tuple(s.strip().upper() for s in args.sizes.split(",")) if args.sizes else None
+    forced, per_program = (), {}
+    for entry in (args.sizes or "").split(","):
+        name, _, size = entry.strip().rpartition("=")
+        if name:
+            per_program[name] = per_program.get(name, ()) + (size.strip().upper(),)
+        elif size.strip():
+            forced += (size.strip().upper(),)
 
     def sizes_of(p):
-        return forced or SIZES[p]
+        return per_program.get(p) or forced or SIZES[p]
+    if set(per_program) - set(TUNABLE):
+        ap.error(f"--sizes: unknown programs: {sorted(set(per_program) - set(TUNABLE))}")
     try:
         for p in programs:
             for size in sizes_of(p):

@@ -380,3 +380,60 @@ def test_the_committed_labels_give_an_oracle_over_every_fixed_choice():
     loo = b.fixed_shape_loo(data)
     for key, speeds in data.items():
         assert max(speeds.values()) >= loo[key][1] > 0
+
+
+# ------------------------------------------------------------------ own kernels
+
+own = load_benchmark("cuda_own_labels")
+
+
+def test_own_kernels_are_tunable_launches_as_mirecc_nvcc_sees_them():
+    """Each kernel of benchmarks/cuda_kernels is one launch marked with
+    <mirecc/launch.h>: mirecc-nvcc's analysis finds the macros the labeller
+    sets and the defaults it calls the source shape."""
+    nvcc = pytest.importorskip("mirecc.nvcc")
+    for kernel, (default, _sizes) in own.KERNELS.items():
+        src = os.path.join(own.KERNEL_DIR, f"{kernel}.cu")
+        cmd = nvcc.parse(["-O3", "-I", own.INCLUDE, "-c", src])
+        scan = nvcc.scan_source(src, cmd)
+        block = nvcc._kernel_block(kernel, scan, nvcc._settable(scan))
+        assert block.tunable == "header", (kernel, block.note)
+        source = own.shapes_for(kernel)[0]
+        assert source.is_source
+        assert sorted(m for m in block.macros if m) == sorted(source.applied)
+        assert [int(block.default[i]) for i in range(len(default))] == list(default)
+
+
+def test_own_kernel_shapes_set_only_the_launch_axes():
+    matvec = own.shapes_for("matvec")           # a 1-D launch: x only
+    assert matvec[0].applied == {"MIRECC_BLOCK_matvec_X": 256}
+    assert all(set(s.applied) == {"MIRECC_BLOCK_matvec_X"} for s in matvec)
+    xs = [s.applied["MIRECC_BLOCK_matvec_X"] for s in matvec]
+    assert len(xs) == len(set(xs)) == 20        # (256, 256) is the source's: not twice
+    transpose = own.shapes_for("transpose")
+    assert {s.label for s in transpose[1:]} == {f"{x}x{y}" for x, y in cl.paper_shapes()}
+    assert not any(s.skip for s in transpose)   # the paper's shapes are at most 1024 threads
+
+
+def test_own_output_is_split_per_size():
+    text = ("size 64\nGPU Time in seconds:\n0.000100\nNumber of misses: 0\n"
+            "size 128\nGPU Time in seconds:\n0.000400\nNumber of misses: 3\n")
+    parts = own.split_sizes(text)
+    assert sorted(parts) == [64, 128]
+    assert cl.parse_run_output(parts[128])["gpu_seconds"] == 0.0004
+    assert cl.parse_run_output(parts[128])["mismatches"] == 3
+
+
+def test_committed_own_kernel_labels_cover_every_kernel_and_size_checked():
+    import gzip
+    import json
+    path = ROOT / "heads" / "cuda-block" / "labels" / "h100-own-kernels.jsonl.gz"
+    with gzip.open(path, "rt") as fh:
+        recs = [json.loads(line) for line in fh]
+    for kernel, (_default, sizes) in own.KERNELS.items():
+        for n in sizes:
+            mine = [r for r in recs if r["program"] == kernel and r["size"] == own.size_label(n)]
+            table, src = cl.classify(mine)
+            assert src is not None and table[src]["checked"], (kernel, n)
+            assert len(table) == len(own.shapes_for(kernel)), (kernel, n)
+            assert all(s["rounds"] == 3 for s in table.values()), (kernel, n)
