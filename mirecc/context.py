@@ -138,7 +138,7 @@ class TUContext:
     def ir_text(self) -> str:
         """The TU's bitcode as IR text (disassembled once, for every head)."""
         if self._ir_text is None:
-            from mirecc.corpus.irtext import IRTextError, disassemble
+            from mirecc.ir.text import IRTextError, disassemble
 
             try:
                 with open(self.request.bitcode_path, "rb") as f:

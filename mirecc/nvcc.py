@@ -240,7 +240,7 @@ def read_kernels(bitcode: Path, embed: bool = True) -> list[Kernel]:
     marks as kernels: the ``ptx_kernel`` calling convention or an
     ``nvvm.annotations`` "kernel" entry), instruction counts and, with
     ``embed``, the shipped encoder's embedding of each."""
-    from mirecc.corpus.irtext import disassemble
+    from mirecc.ir.text import disassemble
 
     text = disassemble(bitcode.read_bytes(), str(bitcode))
     names = _kernel_names(text)
@@ -698,7 +698,7 @@ def _source_digests(source: str, cmd: NvccCommand, nvcc: str, out: Path) -> dict
     """Kernel name -> digest, from ``source``'s device IR (clang)."""
     from mirecc.compiler import find_compiler
     from mirecc.config import load_config
-    from mirecc.corpus.irtext import disassemble
+    from mirecc.ir.text import disassemble
 
     clang = find_compiler(load_config(), cxx=True)
     bc = device_ir(source, cmd, toolkit_of(nvcc), clang, out)
@@ -773,7 +773,7 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
 
     from mirecc.compiler import find_compiler
     from mirecc.config import load_config
-    from mirecc.corpus.irtext import disassemble
+    from mirecc.ir.text import disassemble
 
     clang = find_compiler(load_config(), cxx=True)
     toolkit = toolkit_of(nvcc)

@@ -215,7 +215,7 @@ def apply_profile(result, request, path: str):
     """``result`` (a TUResult) with the profile's entries for ``request``'s
     source applied: a matching entry replaces the head's decision for its
     target, or adds one; stale entries are counted in a reason."""
-    from mirecc.corpus.irtext import disassemble
+    from mirecc.ir.text import disassemble
     from mirecc.pipeline import Decision, TUResult
 
     source = os.path.normpath(os.path.join(request.cwd or os.getcwd(), request.source))

@@ -305,7 +305,7 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
     """Loop and parallel-region decision sites, deepest first (see
     :func:`order_sites` for the order with a time profile): {task, source
     (absolute), target, function, digest, candidates, score, depth}."""
-    from mirecc.corpus.irtext import disassemble
+    from mirecc.ir.text import disassemble
     from mirecc.graph import GraphBuildError, build_graph_any
     from mirecc.irinfo import graph_loops
     from mirecc.profile import function_digests

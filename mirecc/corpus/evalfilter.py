@@ -14,7 +14,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from mirecc.corpus.irtext import function_bodies
+from mirecc.ir.text import functions
 
 def default_eval_dirs() -> tuple[Path, Path]:
     """The evaluation kernels' IR, under :func:`mirecc.tasks.opencl.offline.datasets.default_root`."""
@@ -59,7 +59,7 @@ def normalise_header(line: str) -> str:
 
 def function_hashes(text: str) -> set[str]:
     out = set()
-    for header, body in function_bodies(text):
+    for _, header, body in functions(text):
         lines = [normalise_header(header)]
         lines += [n for n in (normalise_line(b) for b in body) if n]
         out.add(hashlib.sha256("\n".join(lines).encode()).hexdigest())

@@ -1,6 +1,6 @@
 """Reading a module's text and counting what the report needs.
 
-Statistics come from the textual IR (``llvm-dis-14``, else llvmlite), so
+Statistics come from the textual IR (:mod:`mirecc.ir.text`), so
 statements are printed the way clang 14 prints them.  Counts:
 
 - functions: ``define`` bodies;
@@ -16,52 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
+
+from mirecc.ir.text import functions
 
 _COMMENT = re.compile(r'\s*;.*$')
 
 
-class IRTextError(Exception):
-    pass
-
-
-def disassemble(bitcode: bytes, name: str = "<module>") -> str:
-    """Text of a bitcode module."""
-    err = ""
-    for dis in _disassemblers():
-        proc = subprocess.run([dis, "-o", "-", "-"], input=bitcode, capture_output=True,
-                              timeout=120)
-        if proc.returncode == 0:
-            return proc.stdout.decode("utf-8", "replace")
-        err = proc.stderr.decode("utf-8", "replace").strip()[:300]
-    try:
-        import llvmlite.binding as llvm
-        return str(llvm.parse_bitcode(bitcode))
-    except Exception as exc:  # llvmlite raises RuntimeError on bad input
-        raise IRTextError(f"{name}: cannot read bitcode: {err or exc}") from None
-
-
-def _disassemblers() -> list[str]:
-    """llvm-dis-14 first (clang 14's printing), then newer ones for newer bitcode."""
-    names = ["llvm-dis-14"] + [f"llvm-dis-{v}" for v in range(15, 23)] + ["llvm-dis"]
-    return [p for p in dict.fromkeys(shutil.which(n) for n in names) if p]
-
-
-def function_bodies(text: str):
-    """Yield (define_line, [body lines]) for each defined function."""
-    header = None
-    body: list[str] = []
-    for line in text.splitlines():
-        if header is None:
-            if line.startswith("define "):
-                header, body = line, []
-        elif line.startswith("}"):
-            yield header, body
-            header = None
-        else:
-            body.append(line)
 
 
 def statement(line: str) -> str | None:
@@ -105,7 +66,7 @@ def normalised_hashes(text: str) -> set[bytes] | None:
     if norm is None:
         return None
     out = set()
-    for _, body in function_bodies(text):
+    for _, _, body in functions(text):
         for line in body:
             s = statement(line)
             if s is not None:
@@ -118,7 +79,7 @@ def normalised_hashes(text: str) -> set[bytes] | None:
 def module_stats(text: str) -> ModuleStats:
     st = ModuleStats()
     st.normalised_hashes = normalised_hashes(text)
-    for _, body in function_bodies(text):
+    for _, _, body in functions(text):
         st.functions += 1
         for line in body:
             s = statement(line)

@@ -8,7 +8,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from mirecc.corpus.irtext import IRTextError, disassemble, normalised_hashes
+from mirecc.corpus.irtext import normalised_hashes
+from mirecc.ir.text import IRTextError, disassemble
 from mirecc.corpus.store import atomic_write_json
 from mirecc.fsutil import atomic_write_bytes
 

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 from mirecc.corpus.evalfilter import EvalFilter
-from mirecc.corpus.irtext import IRTextError, disassemble, module_stats
+from mirecc.corpus.irtext import module_stats
+from mirecc.ir.text import IRTextError, disassemble
 from mirecc.fsutil import append_line_locked, atomic_write_bytes
 
 # build-system probes compiled at -O2 (autoconf, zlib's configure, CMake): not corpus material

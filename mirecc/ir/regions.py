@@ -44,6 +44,10 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mirecc.ir.text import NAME, function_bodies
+from mirecc.ir.text import decode as _decode
+from mirecc.ir.text import unquote as _unquote
+
 #: libomp's ``kmp_sch_static``: no schedule clause or ``schedule(static)``
 SCHED_STATIC_DEFAULT = 34
 
@@ -52,7 +56,7 @@ STATIC_INIT = "__kmpc_for_static_init_"
 PUSH_THREADS = "__kmpc_push_num_threads"
 SET_THREADS = "omp_set_num_threads"
 
-_NAME = r'(?:"(?:[^"\\]|\\[0-9A-Fa-f]{2})*"|[-\w.$]+)'
+_NAME = NAME
 _DEFINE = re.compile(r"^define [^@]*@(" + _NAME + r")\(")
 # the callee of a call: the first "@name(" after "call"/"invoke"
 _CALLEE = re.compile(r"(?:^|[\s=])(?:call|invoke)\s.*?@(" + _NAME + r")\((.*)$")
@@ -90,32 +94,7 @@ class Site:
         return asdict(self)
 
 
-def _unquote(name: str) -> str:
-    if name.startswith('"') and name.endswith('"'):
-        return _decode(name[1:-1])
-    return name
 
-
-def _decode(text: str) -> str:
-    """An IR string literal's bytes (``\\XX`` escapes) as text."""
-    raw = re.sub(rb"\\([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]),
-                 text.encode("utf-8"))
-    return raw.decode("utf-8", "replace")
-
-
-def function_bodies(ir_text: str) -> dict[str, list[str]]:
-    """Function name (unquoted) -> its body lines, in module order."""
-    bodies: dict[str, list[str]] = {}
-    current = None
-    for line in ir_text.splitlines():
-        m = _DEFINE.match(line)
-        if m:
-            current = bodies.setdefault(_unquote(m.group(1)), [])
-        elif line.startswith("}"):
-            current = None
-        elif current is not None:
-            current.append(line)
-    return bodies
 
 
 def _locations(ir_text: str) -> dict[str, str]:

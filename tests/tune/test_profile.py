@@ -47,7 +47,7 @@ def compile_(cwd: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
 
 def captured_ir(cwd: Path) -> str:
     """The IR mirecc read for the last compile (its capture store)."""
-    from mirecc.corpus.irtext import disassemble
+    from mirecc.ir.text import disassemble
 
     newest = max((cwd / "captured").rglob("*.bc"), key=lambda p: p.stat().st_mtime_ns)
     return disassemble(newest.read_bytes(), str(newest))

@@ -180,7 +180,7 @@ def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict)
 
 def _ir_text(bitcode: Path) -> str:
     # llvm-dis-14 first, newer ones for newer bitcode (clang 19's corpus)
-    from mirecc.corpus.irtext import disassemble
+    from mirecc.ir.text import disassemble
     return disassemble(bitcode.read_bytes(), str(bitcode))
 
 

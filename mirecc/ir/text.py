@@ -1,0 +1,76 @@
+"""The one reader of a module's text: the disassembler and the function bodies.
+
+Everything in mirecc that reads IR as text reads it here: the per-TU
+context (:class:`mirecc.context.TUContext`, once per TU), the decisions
+profile, ``mire tune``, the corpus statistics.  ``llvm-dis-14`` first (clang
+14's printing), then newer ones for newer bitcode, then llvmlite.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+#: an IR global's name: quoted (with ``\\XX`` escapes) or plain
+NAME = r'(?:"(?:[^"\\]|\\[0-9A-Fa-f]{2})*"|[-\w.$]+)'
+_DEFINE = re.compile(r"^define [^@]*@(" + NAME + r")\(")
+
+
+class IRTextError(Exception):
+    """Bitcode that no disassembler can read; ``str()`` names it."""
+
+
+def disassemble(bitcode: bytes, name: str = "<module>") -> str:
+    """Text of a bitcode module."""
+    err = ""
+    for dis in _disassemblers():
+        proc = subprocess.run([dis, "-o", "-", "-"], input=bitcode, capture_output=True,
+                              timeout=120)
+        if proc.returncode == 0:
+            return proc.stdout.decode("utf-8", "replace")
+        err = proc.stderr.decode("utf-8", "replace").strip()[:300]
+    try:
+        import llvmlite.binding as llvm
+        return str(llvm.parse_bitcode(bitcode))
+    except Exception as exc:  # llvmlite raises RuntimeError on bad input
+        raise IRTextError(f"{name}: cannot read bitcode: {err or exc}") from None
+
+
+def _disassemblers() -> list[str]:
+    names = ["llvm-dis-14"] + [f"llvm-dis-{v}" for v in range(15, 23)] + ["llvm-dis"]
+    return [p for p in dict.fromkeys(shutil.which(n) for n in names) if p]
+
+
+def unquote(name: str) -> str:
+    """A global's name as written in the source (quotes and escapes undone)."""
+    if name.startswith('"') and name.endswith('"'):
+        return decode(name[1:-1])
+    return name
+
+
+def decode(text: str) -> str:
+    """An IR string literal's bytes (``\\XX`` escapes) as text."""
+    raw = re.sub(rb"\\([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]),
+                 text.encode("utf-8"))
+    return raw.decode("utf-8", "replace")
+
+
+def functions(ir_text: str):
+    """Yield (name, define line, body lines) for each defined function, in
+    module order (name unquoted)."""
+    header, name, body = None, None, []
+    for line in ir_text.splitlines():
+        if header is None:
+            if line.startswith("define "):
+                m = _DEFINE.match(line)
+                header, name, body = line, unquote(m.group(1)) if m else "", []
+        elif line.startswith("}"):
+            yield name, header, body
+            header = None
+        else:
+            body.append(line)
+
+
+def function_bodies(ir_text: str) -> dict[str, list[str]]:
+    """Function name (unquoted) -> its body lines, in module order."""
+    return {name: body for name, _, body in functions(ir_text)}
