@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: mirecc's own (``bench``, ``corpus``, ``pretrain``, ``export``,
-``embed``, ``serve``, ``stats``, ``run``, ``tune``, ``gates``), then those the
+``embed``, ``serve``, ``stats``, ``tune``, ``gates``), then those the
 tasks declare (``Task.commands``: their datasets and training); ``mire
 bench``'s suites are ``programs`` and those the tasks declare
 (``Task.bench``), with the options each suite's task adds.
@@ -68,16 +68,6 @@ LAZY_SUBCOMMANDS = [
      "Counters kept in the cache directory by every mirecc call, as ccache's "
      "statistics: translation units seen, decided, applied, served from the result "
      "cache, and the calls and TUs skipped, by reason code."),
-    ("run", "mirecc.power",
-     "run a program with the NUMA/prefetcher decisions its binary records, and under a "
-     "package power cap (RAPL); what it changes is restored when it exits",
-     "Apply the NUMA head's decisions recorded in the binary's .mirecc.numa section "
-     "(threads, OMP_PLACES/OMP_PROC_BIND, numactl page policy, the prefetcher MSR with "
-     "--allow-msr) as far as this machine supports them, and set the long-term power "
-     "limit of every RAPL package zone (/sys/class/powercap/intel-rapl:N) for the run; "
-     "old values are put back when the program exits or is interrupted; what the machine "
-     "lacks is said in one line and skipped. mire run --dry-run -- ./prog args; "
-     "mire run --power-cap 65 -- ./prog args"),
     ("tune", "mirecc.tune",
      "time the heads' ranked loop candidates on your own benchmark and keep the winners in "
      "a decisions profile",

@@ -217,6 +217,9 @@ def load_head(spec: HeadSpec, config=None):
     if declared is None:
         known = ", ".join(sorted(tasks())) or "none yet"
         raise HeadError(f"{path}: unknown task '{name}' (tasks this mirecc knows: {known})")
+    if declared.head is None:
+        raise HeadError(f"{path}: task '{name}' takes no head in this mirecc (its decisions "
+                        f"come from decisions profiles)")
     return load_attribute(declared.head)(Path(spec.directory), data, config)
 
 

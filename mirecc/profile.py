@@ -10,32 +10,27 @@ text, one decision site per line, fields separated by whitespace::
     cuda-block      src/gemm.cu   gemm_kernel@LARGE_DATASET  0b1c2d3e4f5a6b7c  64x4  # 1.10x
 
 * the task, the source (relative to the profile's folder, or absolute),
-* the target: for loop-vectorize a loop id ``<function>:<header>``; for
-  openmp a parallel region's id ``<function>:<n>`` (the plugin's); for
-  cuda-block a kernel's name as written in the source, optionally with an
-  input-size class ``@MACRO``: the entry then applies only to compiles that
-  define MACRO (``-DLARGE_DATASET``), and wins over a classless one,
+* the target (the task's kind says how it is written: a loop id
+  ``<function>:<header>``, a parallel region's ``<function>:<n>``, a
+  kernel's name with an optional input-size class ``@MACRO``),
 * the digest of the target's function in the IR as clang emits it
   (:func:`function_digests`: debug information, and metadata and
   string-constant numbers, which shift when code elsewhere changes, are
-  left out; for a kernel, its function in the device IR), so that a decision
-  stays with unchanged code after edits elsewhere and a changed function
-  drops it (a *stale* entry: ignored, counted in ``--explain``); for a
-  region, the digest covers its outlined function too (:func:`region_digest`),
-* the value: ``key=value`` pairs (integers where they are digits) for
-  loop-vectorize and openmp (``threads``, ``schedule``, optional ``chunk``),
-  the thread-block shape ``XxY`` for cuda-block;
+  left out), so that a decision stays with unchanged code after edits
+  elsewhere and a changed function drops it (a *stale* entry: ignored,
+  counted in ``--explain``),
+* the value (``key=value`` pairs, integers where they are digits, unless the
+  task's kind writes it otherwise, e.g. a block shape ``XxY``);
 * ``#`` starts a comment.
 
 A matching entry replaces the head's decision for its target (or adds one
 where no head decided), applied: the user's measurements beat the head's
-guess.  Only tasks whose decision value is the whole of what reaches the
-compile take profile entries: :data:`TASKS` (an openmp entry's worksharing
-loops and fixed team size come from the build's own reading of the source,
-so a clause the user wrote still wins).  loop-vectorize and openmp entries
-are applied by ``mirecc`` (:func:`apply_profile`), cuda-block ones by
-``mirecc-nvcc`` (:mod:`mirecc.nvcc`).  Reading a profile is pure Python over
-the IR the ML path already has; a build without a profile pays nothing.
+guess.  Which tasks take entries, and how, the tasks declare
+(``Task.profile``: a :class:`ProfileKind`); only tasks whose decision value
+is the whole of what reaches the compile take them.  ``mirecc`` applies the
+entries of kinds whose ``front_end`` is ``mirecc`` (:func:`apply_profile`),
+``mirecc-nvcc`` its own.  Reading a profile is pure Python over the IR the
+ML path already has; a build without a profile pays nothing.
 """
 from __future__ import annotations
 
@@ -44,16 +39,6 @@ import os
 import re
 
 FORMAT_LINE = "# mirecc decisions profile 1"
-#: tasks whose decisions a profile may give (values: a loop's factors, a
-#: region's team size, schedule and chunk, a kernel's thread-block shape)
-TASKS = ("loop-vectorize", "openmp", "cuda-block")
-#: the tasks whose entries ``mirecc`` applies (cuda-block: ``mirecc-nvcc``)
-DRIVER_TASKS = ("loop-vectorize", "openmp")
-OPENMP_SCHEDULES = ("static", "dynamic", "guided")
-#: threads per block every CUDA GPU since compute capability 2.0 allows
-MAX_BLOCK_THREADS = 1024
-_KERNEL_TARGET = re.compile(r"[A-Za-z_]\w*(@[A-Za-z_]\w*)?")
-_BLOCK_SHAPE = re.compile(r"([1-9]\d{0,4})x([1-9]\d{0,4})")
 _METADATA = re.compile(r"!\d+\b")
 # debug locations and variable records: present or not with -g, -Rpass...
 _DEBUG_LOCATION = re.compile(r", !dbg !\d+")
@@ -65,53 +50,88 @@ class ProfileError(Exception):
     """A profile that cannot be read; ``str()`` names the file and line."""
 
 
-class Entry:
-    __slots__ = ("task", "source", "target", "digest", "value", "comment", "line")
+class ProfileKind:
+    """How one task's decisions are written in a profile, applied, and found
+    by ``mire tune``.  A task declares its kind (``Task.profile``); this
+    base is an entry whose target is ``<function>:<id>`` and whose value is
+    ``key=value`` pairs, applied by ``mirecc`` and carrying its function's
+    digest."""
 
-    def __init__(self, task, source, target, digest, value, comment, line):
-        self.task, self.source, self.target = task, source, target
-        self.digest, self.value, self.comment, self.line = digest, value, comment, line
+    #: the driver that applies the entries: ``mirecc`` (:func:`apply_profile`)
+    #: or ``mirecc-nvcc``
+    front_end = "mirecc"
+    #: what a target is, in messages
+    noun = "site"
+    target_help = "a target <function>:<id>"
+    #: ``mire tune``: at the same share of the run, lower goes first
+    order = 1
 
-    @property
-    def function(self) -> str:
-        """The function (loop-vectorize) or kernel (cuda-block) the entry is for."""
-        if self.task == "cuda-block":
-            return self.target.partition("@")[0]
-        return self.target.rsplit(":", 1)[0]
+    def check_target(self, target: str) -> bool:
+        return ":" in target
 
-    @property
-    def size_class(self) -> str | None:
-        """cuda-block: the macro a compile must define for the entry to apply."""
-        if self.task != "cuda-block":
-            return None
-        return self.target.partition("@")[2] or None
+    def function(self, target: str) -> str:
+        """The function whose digest the entry carries."""
+        return target.rsplit(":", 1)[0]
+
+    def size_class(self, target: str) -> str | None:
+        """The macro a compile must define for the entry to apply (None: any)."""
+        return None
+
+    def parse_value(self, text: str) -> dict:
+        """The value as written -> a dict; ValueError saying what was expected."""
+        return key_values(text)
+
+    def format_value(self, value: dict) -> str:
+        return ",".join(f"{k}={v}" for k, v in value.items())
+
+    def resolve(self, entry, decision, digests: dict[str, str]):
+        """(digest of the entry's code now, the value to apply) for ``entry``;
+        ``decision``: the head's decision for the same target in this build,
+        or None; None when the entry cannot be applied without one."""
+        return digests.get(self.function(entry.target)), entry.value
+
+    def site(self, decision: dict, source: str, digests: dict[str, str], depths):
+        """The ``mire tune`` site of a recorded decision (a dict: task,
+        source, target, function, digest, candidates, score, depth, order),
+        or None.  ``depths()``: loop id -> nesting depth of the TU."""
+        return None
 
 
-def _parse_value(task: str, text: str, where: str) -> dict:
-    if task == "cuda-block":
-        shape = _BLOCK_SHAPE.fullmatch(text)
-        if not shape:
-            raise ProfileError(f"{where}: value {text!r}: expected a thread-block shape "
-                               f"XxY of positive integers (e.g. 32x8)")
-        x, y = int(shape[1]), int(shape[2])
-        if x * y > MAX_BLOCK_THREADS:   # the launch would fail: the output would change
-            raise ProfileError(f"{where}: value {text!r}: {x * y} threads per block, "
-                               f"more than CUDA's {MAX_BLOCK_THREADS}")
-        return {"x": x, "y": y}
+def key_values(text: str) -> dict:
+    """``key=value[,key=value]`` (integers where they are digits)."""
     value = {}
     for part in text.split(","):
         key, eq, raw = part.partition("=")
         if not eq or not key:
-            raise ProfileError(f"{where}: value {text!r}: expected key=value[,key=value]")
+            raise ValueError("expected key=value[,key=value]")
         value[key] = int(raw) if raw.lstrip("-").isdigit() else raw
-    if task == "openmp":
-        threads, chunk = value.get("threads"), value.get("chunk", 1)
-        if (set(value) - {"threads", "schedule", "chunk"} or not isinstance(threads, int)
-                or threads < 1 or value.get("schedule") not in OPENMP_SCHEDULES
-                or not isinstance(chunk, int) or chunk < 1):
-            raise ProfileError(f"{where}: value {text!r}: expected threads=N,schedule="
-                               f"{'|'.join(OPENMP_SCHEDULES)}[,chunk=N] with N >= 1")
     return value
+
+
+def kinds() -> dict:
+    """task name -> its :class:`ProfileKind`, for every task that takes entries."""
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import tasks
+
+    return {name: load_attribute(t.profile) for name, t in tasks().items() if t.profile}
+
+
+class Entry:
+    __slots__ = ("task", "source", "target", "digest", "value", "comment", "line", "kind")
+
+    def __init__(self, task, source, target, digest, value, comment, line, kind=None):
+        self.task, self.source, self.target = task, source, target
+        self.digest, self.value, self.comment, self.line = digest, value, comment, line
+        self.kind = kind if kind is not None else kinds()[task]
+
+    @property
+    def function(self) -> str:
+        """The function (or kernel) the entry is for."""
+        return self.kind.function(self.target)
+
+    @property
+    def size_class(self) -> str | None:
+        return self.kind.size_class(self.target)
 
 
 def read_profile(path: str) -> list[Entry]:
@@ -124,6 +144,7 @@ def read_profile(path: str) -> list[Entry]:
         raise ProfileError(f"{path}: cannot read the decisions profile: "
                            f"{getattr(exc, 'strerror', None) or exc}") from None
     base = os.path.dirname(os.path.abspath(path))
+    known = kinds()
     entries = []
     for number, line in enumerate(lines, 1):
         text, _, comment = line.partition("#")
@@ -135,22 +156,21 @@ def read_profile(path: str) -> list[Entry]:
             raise ProfileError(f"{where}: expected 5 fields (task source target digest "
                                f"value), found {len(fields)}")
         task, source, target, digest, value = fields
-        if task not in TASKS:
+        kind = known.get(task)
+        if kind is None:
             raise ProfileError(f"{where}: task {task!r} cannot take profile entries "
-                               f"(only {', '.join(TASKS)})")
-        hex_digest = re.fullmatch(r"[0-9a-f]{16}", digest)
-        if task in DRIVER_TASKS and (":" not in target or not hex_digest):
-            raise ProfileError(f"{where}: expected a target <function>:<id> and a "
-                               f"16-hex-digit function digest")
-        if task == "cuda-block" and not _KERNEL_TARGET.fullmatch(target):
-            raise ProfileError(f"{where}: target {target!r}: expected a kernel name, "
-                               f"optionally with an input-size class <kernel>@<MACRO>")
-        if not hex_digest:
+                               f"(only {', '.join(known)})")
+        if not kind.check_target(target):
+            raise ProfileError(f"{where}: target {target!r}: expected {kind.target_help}")
+        if not re.fullmatch(r"[0-9a-f]{16}", digest):
             raise ProfileError(f"{where}: expected a 16-hex-digit function digest, "
                                f"found {digest!r}")
+        try:
+            parsed = kind.parse_value(value)
+        except ValueError as exc:
+            raise ProfileError(f"{where}: value {value!r}: {exc}") from None
         entries.append(Entry(task, os.path.normpath(os.path.join(base, source)), target,
-                             digest, _parse_value(task, value, where), comment.strip(),
-                             number))
+                             digest, parsed, comment.strip(), number, kind))
     return entries
 
 
@@ -170,43 +190,10 @@ def function_digests(ir_text: str) -> dict[str, str]:
     return out
 
 
-def region_outlined(candidates) -> tuple[str | None, dict]:
-    """From an openmp decision's ranked candidates ((value, score) pairs):
-    the region's outlined function (the function of its worksharing loops;
-    None when it has none to decide) and the part of a configuration the
-    build reads from the source (``loops``, ``threads_fixed``)."""
-    for value, _ in candidates or ():
-        if value:
-            loops = list(value.get("loops", ()))
-            outlined = loops[0].rsplit(":", 1)[0] if loops else None
-            return outlined, {"loops": loops, "threads_fixed": bool(value.get("threads_fixed"))}
-    return None, {"loops": [], "threads_fixed": False}
-
-
-def region_digest(digests: dict[str, str], function: str, outlined: str | None) -> str | None:
-    """A parallel region's digest: its function's and its outlined
-    function's (where the region's body is), so an edit of either drops the
-    entry; None when a function is missing."""
-    if function not in digests or (outlined is not None and outlined not in digests):
-        return None
-    if outlined is None:
-        return digests[function]
-    return hashlib.sha256(f"{digests[function]}|{digests[outlined]}".encode()).hexdigest()[:16]
-
-
-def openmp_value(value: dict) -> dict:
-    """The part of an openmp configuration a profile keeps."""
-    return {"threads": value["threads"], "schedule": value["schedule"],
-            **({"chunk": value["chunk"]} if value.get("chunk") else {})}
-
-
 def format_entry(task: str, source: str, target: str, digest: str, value: dict,
                  comment: str = "") -> str:
     """One profile line (what ``mire tune`` writes)."""
-    if task == "cuda-block":
-        pairs = f"{value['x']}x{value['y']}"
-    else:
-        pairs = ",".join(f"{k}={v}" for k, v in value.items())
+    pairs = kinds()[task].format_value(value)
     return f"{task}  {source}  {target}  {digest}  {pairs}" + (f"  # {comment}"
                                                                if comment else "")
 
@@ -219,30 +206,23 @@ def apply_profile(result, request, path: str):
     from mirecc.pipeline import Decision, TUResult
 
     source = os.path.normpath(os.path.join(request.cwd or os.getcwd(), request.source))
-    # cuda-block entries are mirecc-nvcc's (a .cu never comes this way)
+    # entries of other front ends (mirecc-nvcc's) never match a source here
     entries = [e for e in read_profile(path)
-               if e.source == source and e.task in DRIVER_TASKS]
+               if e.source == source and e.kind.front_end == "mirecc"]
     if not entries:
         return result
     with open(request.bitcode_path, "rb") as f:
         digests = function_digests(disassemble(f.read(), request.source))
     decisions = list(result.decisions)
-    stale = unread = 0
+    stale, unread = 0, {}
     for e in entries:
         at = next((i for i, d in enumerate(decisions)
                    if d.task == e.task and d.target == e.target), None)
-        value = e.value
-        if e.task == "openmp":
-            # a region the OpenMP head did not read (no such region now, or
-            # another machine) cannot be applied: its loops are not known
-            if at is None:
-                unread += 1
-                continue
-            outlined, from_source = region_outlined(decisions[at].candidates)
-            digest = region_digest(digests, e.function, outlined)
-            value = {**e.value, "chunk": e.value.get("chunk"), **from_source}
-        else:
-            digest = digests.get(e.function)
+        resolved = e.kind.resolve(e, decisions[at] if at is not None else None, digests)
+        if resolved is None:
+            unread[e.task] = unread.get(e.task, 0) + 1
+            continue
+        digest, value = resolved
         if digest != e.digest:
             stale += 1
             continue
@@ -260,8 +240,9 @@ def apply_profile(result, request, path: str):
         out.add_reason("profile-stale", f"decisions profile {path}: {stale} entr"
                        f"{'y' if stale == 1 else 'ies'} for this source ignored: the "
                        "function changed since it was measured")
-    if unread:
-        out.add_reason("profile-unread", f"decisions profile {path}: {unread} openmp entr"
-                       f"{'y' if unread == 1 else 'ies'} for this source ignored: the OpenMP "
-                       "head read no such region in this build (see its reason)")
+    for task, n in sorted(unread.items()):
+        noun = kinds()[task].noun
+        out.add_reason("profile-unread", f"decisions profile {path}: {n} {task} entr"
+                       f"{'y' if n == 1 else 'ies'} for this source ignored: its head read no "
+                       f"such {noun} in this build (see its reason)")
     return out

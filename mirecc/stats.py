@@ -29,6 +29,9 @@ Counters:
   by building candidates (code size), those where a candidate beat the
   user's level, and those where the winner was known from an earlier build
   (only it was built);
+- ``cuda.compiles`` / ``cuda.applied``: ``mirecc-nvcc`` calls that compiled
+  CUDA sources, and those whose build got a block shape (a decision that
+  fails to build is withdrawn: ``fallback.decided-failed``);
 - ``skip.<code>``: a head decided nothing for a TU, and why (:data:`SKIP`: the codes of
   :class:`mirecc.tasks.api.NoDecision`, e.g. ``no-loops``);
 - ``fallback.<code>``: the ML path gave up and the user's command ran
@@ -194,7 +197,6 @@ def render(data: dict, path: str) -> str:
     def row(title, value, indent=2):
         return f"{' ' * indent}{title:<{46 - indent}}{value:>8}"
 
-    searched = n("verified.code-size") - n("verified.code-size.from-cache")
     lines = [f"mirecc statistics ({path})",
              row("compiler calls", n("calls"))]
     passthrough = sorted(k for k in data if k.startswith("passthrough."))
@@ -215,11 +217,15 @@ def render(data: dict, path: str) -> str:
               row("found without a front end", n("tus.direct"), 6),
               row("result computed by the server", n("tus.server"), 4),
               row("result computed in process", n("tus.in-process"), 4)]
-    if n("verified.code-size"):
-        lines += [row("code size: searched (candidates built)", searched, 4),
-                  row("a candidate smaller than -O<level>", n("verified.code-size.improved"), 6),
-                  row("winner known from an earlier build", n("verified.code-size.from-cache"),
-                      6)]
+    for name in sorted(k for k in data if k.startswith("verified.") and k.count(".") == 1):
+        task = name[len("verified."):]
+        lines += [row(f"{task}: searched (candidates built)",
+                      n(name) - n(f"{name}.from-cache"), 4),
+                  row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
+                  row("winner known from an earlier build", n(f"{name}.from-cache"), 6)]
+    if n("cuda.compiles"):
+        lines += [row("CUDA compiles (mirecc-nvcc)", n("cuda.compiles")),
+                  row("with a block shape applied", n("cuda.applied"), 4)]
     groups = (("fell back to the plain compile", "fallback."),
               ("why heads decided nothing (per head and TU)", "skip."))
     for title, prefix in groups:

@@ -8,19 +8,20 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    candidates (``MIRECC_RECORD``) and keeping its IR (``MIRECC_CAPTURE_DIR``),
    and the run is timed ``--repeats`` times: the baseline (the heads'
    decisions only recorded, so the binary is the compiler's own).
-2. Decision sites: every loop the loop-vectorize head ranked and every
-   parallel region the OpenMP head ranked (its team size, schedule and
-   chunk; the head's ranking needs the machine its labels were timed on).  Where
+2. Decision sites: every decision a head ranked whose task takes profile
+   entries applied by ``mirecc`` (``Task.profile``; today loops and OpenMP
+   parallel regions), made into a site by the task's profile kind.  Where
    ``perf`` can sample the run (``--time-profile``), the baseline run is
-   sampled once and each loop gets its function's share of the run's time:
-   loops in functions under ``--min-share`` are not tried, the others go
+   sampled once and each site gets its function's share of the run's time:
+   sites in functions under ``--min-share`` are not tried, the others go
    hottest first.  Without ``perf`` (or where it finds none of the
    sites' functions, e.g. all inlined away), nesting depth stands for the
-   share (the innermost loop of a deep nest runs the most).  A region's
-   time is its outlined function's, and it goes before the loops that share
-   that time (its configuration distributes all their work).  Ties go by the
-   head's best predicted gain; at each site, the head's candidates in its
-   order (:data:`FALLBACK` where no head ranked the loop).
+   share (the innermost loop of a deep nest runs the most).  At the same
+   share a kind's ``order`` goes first (a parallel region before the loops
+   that share its time: its configuration distributes all their work).
+   Ties go by the head's best predicted gain; at each site, the head's
+   candidates in its order (the kind's fallback list where the head ranked
+   none but the compiler's own choice).
 3. A candidate: the profile of what was kept so far plus this candidate is
    written, and the sources whose decisions differ from the last build's
    are touched (their mtime set to now: make cannot see a profile change,
@@ -47,8 +48,8 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
    decision's measured speedup as its comment; builds apply it with
    ``MIRECC_PROFILE=mirecc.profile`` (or ``profile:`` in ``.mirecc.yaml``).
 
-Not yet: CUDA sites (``mirecc-nvcc`` reads cuda-block profile entries,
-but the tune does not build through it).
+Not yet: sites of kinds applied by another front end (``mirecc-nvcc``'s
+block shapes: the tune does not build through it).
 """
 from __future__ import annotations
 
@@ -62,15 +63,10 @@ import sys
 import time
 from pathlib import Path
 
-TASK = "loop-vectorize"
 #: a candidate is kept only when faster than the best by more than this share
 KEEP_THRESHOLD = 0.02
-OPENMP = "openmp"
-#: candidates tried at a loop no head ranked
-FALLBACK = ({"vectorize.width": 1, "interleave.count": 1},
-            {"vectorize.width": 4, "interleave.count": 1},
-            {"vectorize.width": 8, "interleave.count": 1},
-            {"vectorize.width": 4, "interleave.count": 2})
+#: the saved state's format: a state of another format is started afresh
+STATE_FORMAT = 2
 
 
 class TuneError(Exception):
@@ -273,7 +269,7 @@ def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: f
     their work), then by the head's score; with shares, those under
     ``min_share`` are dropped (counted)."""
     def region_first(s):
-        return s.get("task", TASK) != OPENMP
+        return s.get("order", 1)
 
     found = shares is not None and any(s["function"] in shares for s in sites)
     if not found:
@@ -285,62 +281,40 @@ def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: f
     return kept, len(sites) - len(kept)
 
 
-def _region_site(d: dict, source: str, digests: dict[str, str]) -> dict | None:
-    """A parallel region's site: the OpenMP head's ranked configurations
-    (the runtime's default, the empty value, is where the tune starts)."""
-    from mirecc.profile import openmp_value, region_digest, region_outlined
-
-    function = d["target"].rsplit(":", 1)[0]
-    outlined, _ = region_outlined(d.get("candidates"))
-    digest = region_digest(digests, function, outlined)
-    ranked = [(openmp_value(v), s) for v, s in d.get("candidates") or [] if v]
-    if digest is None or not ranked:
-        return None
-    return {"task": OPENMP, "source": source, "function": outlined or function,
-            "target": d["target"], "digest": digest, "candidates": [v for v, _ in ranked],
-            "score": max(s for _, s in ranked), "depth": 1}
-
-
 def sites_of(records: list[dict], work: Path) -> list[dict]:
-    """Loop and parallel-region decision sites, deepest first (see
+    """The decision sites of the recorded TUs, deepest first (see
     :func:`order_sites` for the order with a time profile): {task, source
-    (absolute), target, function, digest, candidates, score, depth}."""
-    from mirecc.ir.text import disassemble
+    (absolute), target, function, digest, candidates, score, depth, order},
+    each made by its task's profile kind (``Task.profile``) from the head's
+    ranked candidates."""
     from mirecc.graph import GraphBuildError, build_graph_any
+    from mirecc.ir.text import disassemble
     from mirecc.irinfo import graph_loops
-    from mirecc.profile import function_digests
+    from mirecc.profile import function_digests, kinds
 
+    tunable = {name: k for name, k in kinds().items() if k.front_end == "mirecc"}
     sites = []
     for rec in records:
         source = os.path.normpath(os.path.join(rec["cwd"], rec["source"]))
         ir = work / "ir" / "ir" / rec["ir_sha256"][:2] / f"{rec['ir_sha256']}.bc"
-        if not ir.is_file() or not any(d["task"] in (TASK, OPENMP) for d in rec["decisions"]):
+        decisions = [d for d in rec["decisions"] if d["task"] in tunable]
+        if not ir.is_file() or not decisions:
             continue
         digests = function_digests(disassemble(ir.read_bytes(), str(ir)))
-        depths = None
-        for d in rec["decisions"]:
-            if d["task"] == OPENMP:
-                site = _region_site(d, source, digests)
-                if site is not None:
-                    sites.append(site)
-                continue
-            if d["task"] != TASK:
-                continue
-            function = d["target"].rsplit(":", 1)[0]
-            if function not in digests:
-                continue
+        depths: dict | None = None
+
+        def loop_depths(ir=ir) -> dict:
+            nonlocal depths
             if depths is None:
                 try:
                     depths = {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
                 except GraphBuildError:
                     depths = {}   # no loop depths: the sites still count, at depth 1
-            ranked = [(v, s) for v, s in d.get("candidates") or [] if v]
-            candidates = [v for v, _ in ranked] or [dict(c) for c in FALLBACK]
-            sites.append({"task": TASK, "source": source, "function": function,
-                          "target": d["target"], "digest": digests[function],
-                          "candidates": candidates,
-                          "score": max((s for _, s in ranked), default=0.0),
-                          "depth": depths.get(d["target"], 1)})
+            return depths
+        for d in decisions:
+            site = tunable[d["task"]].site(d, source, digests, loop_depths)
+            if site is not None:
+                sites.append(site)
     return order_sites(sites, None, 0.0)[0]
 
 
@@ -353,7 +327,7 @@ def _touch_changed(before: list[dict], after: list[dict]) -> list[str]:
         out: dict[str, set] = {}
         for k in kept:
             out.setdefault(k["source"], set()).add(
-                (k.get("task", TASK), k["target"], json.dumps(k["value"], sort_keys=True)))
+                (k["task"], k["target"], json.dumps(k["value"], sort_keys=True)))
         return out
     old, new = entries(before), entries(after)
     changed = sorted(src for src in set(old) | set(new) if old.get(src) != new.get(src))
@@ -369,7 +343,7 @@ def _profile_text(kept: list[dict], where: Path) -> str:
     """The profile of ``kept`` to be written at ``where`` (sources relative to it)."""
     from mirecc.profile import FORMAT_LINE, format_entry
     return "\n".join([FORMAT_LINE] + [
-        format_entry(k.get("task", TASK), os.path.relpath(k["source"], where.parent),
+        format_entry(k["task"], os.path.relpath(k["source"], where.parent),
                      k["target"],
                      k["digest"], k["value"], k.get("comment", "")) for k in kept]) + "\n"
 
@@ -443,7 +417,8 @@ def run(args) -> int:
 
     artifacts = Artifacts(args.artifact, work)
     try:
-        if state is None or state.get("build") != args.build or state.get("run") != args.run:
+        if state is None or state.get("build") != args.build or state.get("run") != args.run \
+                or state.get("format") != STATE_FORMAT:
             if args.clean:
                 proc = subprocess.run(args.clean, shell=True, capture_output=True, text=True)
                 if proc.returncode != 0:
@@ -461,15 +436,17 @@ def run(args) -> int:
                 sites, skipped = order_sites(sites, shares, args.min_share)
                 how = "perf samples" if any("share" in s for s in sites) or skipped else \
                     "loop depth (perf saw none of the sites' functions)"
-            state = {"build": args.build, "run": args.run,
+            state = {"format": STATE_FORMAT, "build": args.build, "run": args.run,
                      "spent": 1 + args.repeats + (shares is not None),   # perf's run counts
                      "baseline": times, "output": output, "best": times, "kept": [],
                      "sites": sites, "tried": [], "built": []}
             save()
-            regions = sum(site["task"] == OPENMP for site in sites)
+            per_task: dict[str, int] = {}
+            for site in sites:
+                per_task[site["task"]] = per_task.get(site["task"], 0) + 1
             say(f"baseline: median {statistics.median(times):.3f} s over {args.repeats} "
-                f"runs; {len(sites) - regions} loop site(s) and {regions} parallel region(s) "
-                f"to try, hottest first by {how}"
+                f"runs; " + (", ".join(f"{n} {task} site(s)" for task, n in per_task.items())
+                             or "no site") + f" to try, hottest first by {how}"
                 + (f"; {skipped} in functions under {args.min_share:.0%} of the run left out"
                    if skipped else ""))
         else:
@@ -477,11 +454,9 @@ def run(args) -> int:
                 f"the budget spent")
         candidate_profile = work / "candidate.profile"
         for site in state["sites"]:
-            task = site.get("task", TASK)       # states saved before regions: loops
+            task = site["task"]
             for value in site["candidates"]:
-                key = [site["source"], site["target"], value]
-                if task != TASK:
-                    key.insert(0, task)
+                key = [task, site["source"], site["target"], value]
                 if key in state["tried"]:
                     continue
                 runs = args.repeats * (2 if artifacts else 1)
@@ -490,7 +465,7 @@ def run(args) -> int:
                 entry = {k: site[k] for k in ("source", "target", "digest")} | {
                     "task": task, "value": value}
                 others = [k for k in state["kept"] if k["target"] != site["target"]
-                          or k["source"] != site["source"] or k.get("task", TASK) != task]
+                          or k["source"] != site["source"] or k["task"] != task]
                 atomic_write_bytes(candidate_profile,
                                    _profile_text(others + [entry], candidate_profile).encode())
                 _touch_changed(state.get("built", []), others + [entry])

@@ -97,7 +97,8 @@ class Task:
     compile (``None``: advisory, never applied): when it is off, decisions
     are only recorded, so a build that neither explains nor records does not
     run the task at all.
-    ``head``: ``"module:Class"`` of the head class.
+    ``head``: ``"module:Class"`` of the head class (``None``: no head yet;
+    its decisions come from decisions profiles only).
     ``inject``: ``"module:function"``: ``function(decisions_by_source,
     compiler, config) -> list[str]``, the flags that apply the applied
     decisions in the compile of those sources (a decisions file and a pass
@@ -127,6 +128,13 @@ class Task:
     decisions changed the build (the rest: ``applied`` False, with
     ``same_as_compiler`` where the compiler chose the same); ``None``: the
     object's change counts for every decision.
+    ``profile``: ``"module:NAME"``: the task's kind of decisions-profile
+    entry (a :class:`mirecc.profile.ProfileKind`: how its targets and values
+    are written, which digest an entry carries, the ``mire tune`` site of a
+    decision); ``None``: its decisions take no profile entries.
+    ``front_end``: for a task of another front end than clang's (``cuda``:
+    ``mirecc-nvcc``), the module that front end drives (for CUDA: where
+    launches can be set, the plans, the rewritten command); ``None``: none.
     ``commands``: the ``mire`` subcommands it brings (:class:`Command`);
     ``bench``: its ``mire bench`` suites (:class:`BenchSuite`).
     ``measured``: one sentence: the measured effect of forcing its
@@ -137,13 +145,14 @@ class Task:
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "attribute", "plugin_entry", "commands", "bench", "summary", "opt_levels", "measured")
+                 "explain", "verify", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
 
-    def __init__(self, name: str, *, summary: str, languages, head: str,
+    def __init__(self, name: str, *, summary: str, languages, head: str | None,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
                  verify: str | None = None, attribute: str | None = None,
-                 plugin_entry: str | None = None, commands: tuple = (),
+                 plugin_entry: str | None = None, profile: str | None = None,
+                 front_end: str | None = None, commands: tuple = (),
                  bench: tuple = (),
                  opt_levels: tuple | None = None, measured: str = ""):
         self.name = name
@@ -160,6 +169,8 @@ class Task:
         self.verify = verify
         self.attribute = attribute
         self.plugin_entry = plugin_entry
+        self.profile = profile
+        self.front_end = front_end
         self.commands = tuple(commands)
         self.bench = tuple(bench)
         self.opt_levels = opt_levels

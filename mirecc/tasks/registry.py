@@ -33,6 +33,7 @@ TASK_MODULES = (
     "mirecc.tasks.code_size",
     "mirecc.tasks.openmp",
     "mirecc.tasks.numa",
+    "mirecc.tasks.cuda_block",
 )
 
 _TASKS: dict | None = None

@@ -166,11 +166,12 @@ def test_every_program_is_found_and_instrumented():
 @needs_polybench
 def test_tunable_agrees_with_mirecc_nvcc():
     nvcc = pytest.importorskip("mirecc.nvcc")
+    from mirecc.tasks.cuda_block import launches
     for program, (rel, tunable) in cl.TUNABLE.items():
         src = str(POLYBENCH / rel)
         cmd = nvcc.parse(["-O3", "-I", str(POLYBENCH / "utilities"), src])
-        scan = nvcc.scan_source(src, cmd)
-        settable = sorted(m for m, why in nvcc._settable(scan).items() if why is None)
+        scan = launches.scan_source(src, cmd)
+        settable = sorted(m for m, why in launches._settable(scan).items() if why is None)
         assert settable == sorted(tunable), program
 
 
@@ -392,11 +393,12 @@ def test_own_kernels_are_tunable_launches_as_mirecc_nvcc_sees_them():
     <mirecc/launch.h>: mirecc-nvcc's analysis finds the macros the labeller
     sets and the defaults it calls the source shape."""
     nvcc = pytest.importorskip("mirecc.nvcc")
+    from mirecc.tasks.cuda_block import launches
     for kernel, (default, _sizes) in own.KERNELS.items():
         src = os.path.join(own.KERNEL_DIR, f"{kernel}.cu")
         cmd = nvcc.parse(["-O3", "-I", own.INCLUDE, "-c", src])
-        scan = nvcc.scan_source(src, cmd)
-        block = nvcc._kernel_block(kernel, scan, nvcc._settable(scan))
+        scan = launches.scan_source(src, cmd)
+        block = launches._kernel_block(kernel, scan, launches._settable(scan))
         assert block.tunable == "header", (kernel, block.note)
         source = own.shapes_for(kernel)[0]
         assert source.is_source

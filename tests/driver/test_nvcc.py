@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mirecc import nvcc as drop_in
+from mirecc.tasks.cuda_block import launches
 
 MIRECC_NVCC = str(Path(sys.executable).with_name("mirecc-nvcc"))
 NVCC = drop_in.find_nvcc()
@@ -98,7 +99,7 @@ def test_explain_lists_every_kernel_with_its_embedding(tmp_path):
     kernels = {k["name"]: k for k in unit["kernels"]}
     assert set(kernels) == {"_Z5saxpyifPKfPf", "_Z5scaleiPf"}
     assert all(k["instructions"] > 5 and k["embedding"] == 256 for k in kernels.values())
-    assert unit["decisions"] == [] and "GPU" in unit["no_decision"]
+    assert unit["decisions"] == [] and "no CUDA head" in unit["no_decision"]
     text = run([MIRECC_NVCC, "--explain", "-c", "saxpy.cu", "-o", "s.o"], tmp_path).stdout
     assert "kernel _Z5saxpyifPKfPf:" in text and "kernel _Z5scaleiPf:" in text
 
@@ -134,7 +135,7 @@ def test_polybench_programs_give_nvccs_objects_and_every_kernel_a_graph(program,
 # the tests check that the decision reaches the object, and that it is
 # exactly nvcc's object for the same shape set by hand.
 
-HEADER = str(drop_in.HEADER_DIR)
+HEADER = str(launches.HEADER_DIR)
 
 MARKED = """\
 #include <cstdio>
@@ -243,8 +244,14 @@ def test_a_profiled_block_shape_reaches_the_object_through_the_header(tmp_path):
     env = profiled(tmp_path / "p.profile",
                    ("k.cu", "saxpy", kernels["saxpy"]["digest"], {"x": 256, "y": 4}, "1.30x"),
                    ("k.cu", "scale", kernels["scale"]["digest"], {"x": 64, "y": 1}))
+    env["MIRECC_CACHE_DIR"] = str(tmp_path / "cache")
     proc = run([MIRECC_NVCC, "-c", "k.cu", "-o", "ours.o"], tmp_path, env=env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    # counted as the C path's compiles are (mire stats)
+    mire = str(Path(sys.executable).with_name("mire"))
+    counted = run([mire, "stats"], tmp_path, env=env).stdout
+    assert re.search(r"CUDA compiles \(mirecc-nvcc\) +1\n +with a block shape applied +1\n",
+                     counted), counted
     by_hand = ["-isystem", HEADER, "-DMIRECC_BLOCK_saxpy_X=256", "-DMIRECC_BLOCK_saxpy_Y=4"]
     assert run([NVCC, *by_hand, "-c", "k.cu", "-o", "hand.o"], tmp_path).returncode == 0
     assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "hand.o") \
@@ -348,7 +355,7 @@ def test_a_block_macro_is_set_only_where_every_grid_follows_it(tmp_path):
         (tmp_path / "m.cu").write_text('#include "m.cuh"\n__global__ void k() {}\n'
                                        '__global__ void j() {}\nint main() {\n' + main + "}\n")
         cmd = drop_in.parse(["-c", str(tmp_path / "m.cu")])
-        plan = drop_in.plan_source(drop_in.scan_source(str(tmp_path / "m.cu"), cmd), cmd)
+        plan = launches.plan_source(launches.scan_source(str(tmp_path / "m.cu"), cmd), cmd)
         return {name: (b.tunable, b.macros, b.note) for name, b in plan.blocks.items()}
 
     defines = "#define DIM_THREAD_BLOCK_X 32\n#define DIM_THREAD_BLOCK_Y 8\n"
@@ -368,7 +375,7 @@ def test_a_block_macro_is_set_only_where_every_grid_follows_it(tmp_path):
     twice = blocks(defines + "#undef DIM_THREAD_BLOCK_X\n", follows)["k"]
     assert twice[1] == [None, "DIM_THREAD_BLOCK_Y"] and "more than once" in twice[2]
     # no macro at all: advisory
-    assert blocks("", "k<<<4, 256>>>();\n")["k"][2] == "advisory: " + drop_in.ADVISORY
+    assert blocks("", "k<<<4, 256>>>();\n")["k"][2] == "advisory: " + launches.ADVISORY
     assert drop_in.source_name("_Z5saxpyifPKfPf") == "saxpy"
     assert drop_in.source_name("_ZN2ns6kernelIfEEvPT_") == "kernel"
     assert drop_in.source_name("_ZN12_GLOBAL__N_16kernelEv") == "kernel"

@@ -93,8 +93,19 @@ def test_a_malformed_profile_names_its_line_and_the_build_goes_on(project, tmp_p
     cwd, env = project
     bad = cwd / "bad.profile"
     bad.write_text("# mirecc decisions profile 1\nloop-vectorize k.c scale:1 nothex w=8\n")
-    with pytest.raises(ProfileError, match=r"bad.profile:2: expected a target"):
+    with pytest.raises(ProfileError, match=r"bad.profile:2: expected a 16-hex-digit function "
+                                           r"digest, found 'nothex'"):
         read_profile(str(bad))
+    bad.write_text("# mirecc decisions profile 1\nloop-vectorize k.c scale 0123456789abcdef w=8\n")
+    with pytest.raises(ProfileError, match=r"bad.profile:2: target 'scale': expected a loop id"):
+        read_profile(str(bad))
+    bad.write_text("openmp k.c f:0 0123456789abcdef threads=0,schedule=static\n")
+    with pytest.raises(ProfileError, match=r"bad.profile:1: value .*: expected threads=N"):
+        read_profile(str(bad))
+    bad.write_text("cuda-block k.cu gemm 0123456789abcdef 64x64\n")
+    with pytest.raises(ProfileError, match=r"4096 threads per block"):
+        read_profile(str(bad))
+    bad.write_text("# mirecc decisions profile 1\nloop-vectorize k.c scale:1 nothex w=8\n")
     env["MIRECC_PROFILE"] = str(bad)
     proc = compile_(cwd, env)
     assert proc.returncode == 0 and (cwd / "k.o").is_file()
@@ -145,7 +156,7 @@ def test_cuda_block_entries_read_and_write(tmp_path):
 def test_openmp_entries_read_and_write(tmp_path):
     """A region's team size, schedule and optional chunk; anything else is
     an error naming the line."""
-    from mirecc.profile import region_digest
+    from mirecc.tasks.openmp.profile import region_digest
 
     digest = "0123456789abcdef"
     profile = tmp_path / "p.profile"

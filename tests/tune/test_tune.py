@@ -176,8 +176,11 @@ def test_perf_report_parsing_and_site_order():
     ordered, dropped = order_sites([dict(s) for s in sites], {"main": 1.0}, 0.01)
     assert [s["function"] for s in ordered] == ["cold", "unseen", "warm", "hot"] and dropped == 0
     # a parallel region goes before the loops in its outlined function
+    # (its task's profile kind gives its sites order 0, loops 1)
+    from mirecc.profile import kinds
+    assert kinds()["openmp"].order < kinds()["loop-vectorize"].order
     region = {"task": "openmp", "function": "warm", "depth": 1, "score": 0.0,
-              "target": "main:0"}
+              "target": "main:0", "order": kinds()["openmp"].order}
     ordered, _ = order_sites([dict(s) for s in sites] + [dict(region)], shares, 0.01)
     assert [s["target"] for s in ordered] == ["hot:1", "main:0", "warm:1"]
     ordered, _ = order_sites([dict(s) for s in sites] + [dict(region)], None, 0.01)

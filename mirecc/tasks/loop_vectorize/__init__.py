@@ -31,6 +31,7 @@ TASKS = (
                           "only)"),),
         inject="mirecc.plugin.decisions:inject",
         plugin_entry="mirecc.tasks.loop_vectorize.head:plugin_entry",
+        profile="mirecc.tasks.loop_vectorize.profile:KIND",
         opt_levels=OPT_LEVELS,
         explain="mirecc.tasks.loop_vectorize.head:explain_loop_decisions",
         attribute="mirecc.tasks.loop_vectorize.head:attribute_loop_decisions",

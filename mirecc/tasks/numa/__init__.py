@@ -43,6 +43,16 @@ TASKS = (
         measured="leave one program out on the published 2-socket Xeon labels "
                  "(mire numa-train, docs/results/gates.md); not measured on any other machine",
         commands=(
+            Command("run", "mirecc.tasks.numa.run",
+                    "run a program with the NUMA/prefetcher decisions its binary records, and under "
+                    "a package power cap (RAPL); what it changes is restored when it exits",
+                    "Apply the NUMA head's decisions recorded in the binary's .mirecc.numa section "
+                    "(threads, OMP_PLACES/OMP_PROC_BIND, numactl page policy, the prefetcher MSR with "
+                    "--allow-msr) as far as this machine supports them, and set the long-term power "
+                    "limit of every RAPL package zone (/sys/class/powercap/intel-rapl:N) for the run; "
+                    "old values are put back when the program exits or is interrupted; what the "
+                    "machine lacks is said in one line and skipped. mire run --dry-run -- ./prog args;"
+                    " mire run --power-cap 65 -- ./prog args"),
             Command("numa-regions", "mirecc.tasks.numa.offline.cli",
                     "map the NUMA/prefetcher dataset's regions to their programs' IR",
                     "Compile the programs of ../shared/datasets/numa-prefetch/sources as their "

@@ -15,7 +15,7 @@ and ``--explain`` lines), :mod:`.features` (static region statistics),
 plugin's call ids, source locations and explicit clauses). Offline:
 :mod:`.offline` (``mire omp-data``, the timed dataset; ``mire omp-train``,
 the head and its leave-one-application-out evaluation). Power caps are a
-launcher's business, not the compile's: :mod:`mirecc.power` (``mire run``).
+launcher's business, not the compile's (``mire run``, a command of the NUMA task).
 
 This module is the task's declaration: standard library only.
 """
@@ -38,6 +38,7 @@ TASKS = (
                           "them only)"),),
         inject="mirecc.plugin.decisions:inject",
         plugin_entry="mirecc.tasks.openmp.head:plugin_entry",
+        profile="mirecc.tasks.openmp.profile:KIND",
         opt_levels=("1", "2", "3", "s", "z", "fast"),
         explain="mirecc.tasks.openmp.head:explain_openmp_decisions",
         # --mirecc-help prints the head's calibrated gate (mirecc.gates) instead

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirecc import power
+from mirecc.tasks.numa import run as power
 
 # the program under the launcher prints the limit it sees while it runs
 SHOW_LIMIT = "import sys; print(open(sys.argv[1]).read().strip())"

@@ -1,6 +1,6 @@
 """``mire run``: run a program under a package power cap (Linux RAPL powercap)
 and with the NUMA, placement and prefetcher settings its binary records
-(:mod:`mirecc.tasks.numa.launch`; ``--dry-run`` prints the plan).
+(:mod:`.launch`; ``--dry-run`` prints the plan): the NUMA task's launcher.
 
 The MIREncoder paper tunes a power limit with the OpenMP configuration. A
 power cap belongs to the whole machine for the length of a run, not to a
