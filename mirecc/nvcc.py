@@ -330,6 +330,21 @@ def _say(level: str, message: str) -> None:
     print(f"mirecc-nvcc: {level}: {message}", file=sys.stderr)
 
 
+def device_digests(cmd: NvccCommand, nvcc: str):
+    """``source`` -> {kernel name as written: digest}, from the source's
+    device IR (clang), for a task that checks profile entries' digests."""
+    def digests(source: str) -> dict:
+        from mirecc.compiler import find_compiler
+        from mirecc.config import load_config
+        from mirecc.ir.text import disassemble
+
+        clang = find_compiler(load_config(), cxx=True)
+        with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
+            bc = device_ir(source, cmd, toolkit_of(nvcc), clang, Path(tmp) / "device.bc")
+            return kernel_digests(disassemble(bc.read_bytes(), str(bc)))
+    return digests
+
+
 def _launch_task():
     """The module through which the registry's CUDA task plans launches
     (``Task.front_end`` of a task whose languages include ``cuda``), or None."""
@@ -491,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
             base += ["-isystem", str(launch.HEADER_DIR)]
             cmd.preprocessor += ["-isystem", str(launch.HEADER_DIR)]
         if scans and cmd.compiles:
-            plans = launch.plan_sources(cmd, scans, nvcc, _profile())
+            plans = launch.plan_sources(cmd, scans, _profile(), device_digests(cmd, nvcc))
     except Exception as exc:  # noqa: BLE001 - a decision never breaks a build
         _say("warning", f"launch decisions not applied: {exc}")
         plans = []

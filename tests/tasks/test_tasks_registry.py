@@ -7,6 +7,7 @@ with stable reason codes."""
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import os
 import subprocess
@@ -30,15 +31,23 @@ def test_every_registered_task_is_declared_whole():
 
     found = tasks()
     assert set(found) == {"loop-vectorize", "opencl-device-mapping",
-                          "opencl-thread-coarsening", "code-size", "openmp", "numa"}
+                          "opencl-thread-coarsening", "code-size", "openmp", "numa",
+                          "cuda-block"}
     for name, task in found.items():
         assert isinstance(task, Task) and task.name == name and task.languages
-        assert callable(load_attribute(task.head))
-        for hook in (task.inject, task.explain, task.verify):
+        # no head yet: only a task whose decisions a profile can give
+        assert callable(load_attribute(task.head)) if task.head else task.profile, name
+        for hook in (task.inject, task.explain, task.verify, task.attribute,
+                     task.plugin_entry):
             if hook:
                 assert callable(load_attribute(hook))
         # a task that can be forced says what forcing it measured
         assert not task.applied_when or len(task.measured) > 40, name
+        if task.profile:
+            kind = load_attribute(task.profile)
+            assert kind.front_end in ("mirecc", "mirecc-nvcc") and kind.noun, name
+        if task.front_end:
+            assert importlib.import_module(task.front_end), name
     # one folder per task module, with an offline part
     for module in TASK_MODULES:
         folder = REPO / module.replace(".", "/")
@@ -56,13 +65,33 @@ def test_task_declarations_import_nothing_heavy():
     assert out.strip() == "[]"
 
 
-def test_the_generic_ml_step_imports_no_task_by_name():
-    for module in ("mlpath", "pipeline", "context", "server", "driver", "cache", "explain"):
+def test_the_shared_layers_name_no_task():
+    """The driver, the ML step, mire, the profile, the tune, the statistics
+    and the CUDA front end import no task and name none in their code (a
+    task reaches them through its declaration); no task imports another."""
+    from mirecc.tasks.registry import TASK_MODULES, tasks
+
+    names = set(tasks())
+    for module in ("mlpath", "pipeline", "context", "server", "driver", "cache", "explain",
+                   "mire", "profile", "tune", "stats", "nvcc", "config", "frontend"):
         tree = ast.parse((REPO / "mirecc" / f"{module}.py").read_text())
-        names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
-        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        assert not [n for n in names if n.startswith(("mirecc.tasks.loop_vectorize",
-                                                      "mirecc.tasks.opencl"))], module
+        imported = [n.module for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) and n.module]
+        imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                     for a in n.names]
+        assert not [n for n in imported if n.startswith(TASK_MODULES)], module
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                   and isinstance(n.value, str) and n.value in names}
+        assert not strings, (module, strings)
+    for module in TASK_MODULES:
+        others = tuple(m for m in TASK_MODULES if m != module)
+        for path in (REPO / module.replace(".", "/")).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            imported = [n.module for n in ast.walk(tree)
+                        if isinstance(n, ast.ImportFrom) and n.module]
+            imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                         for a in n.names]
+            assert not [n for n in imported if n.startswith(others)], path
 
 
 def test_task_settings_reach_the_configuration(tmp_path):

@@ -18,14 +18,12 @@ front end (:mod:`mirecc.nvcc`) calls :data:`FRONT_END`.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mirecc.nvcc import NvccCommand, device_ir, kernel_digests, toolkit_of
+from mirecc.nvcc import NvccCommand
 
 TASK = "cuda-block"
 
@@ -382,38 +380,25 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
     return plan
 
 
-def _source_digests(source: str, cmd: NvccCommand, nvcc: str, out: Path) -> dict:
-    """Kernel name -> digest, from ``source``'s device IR (clang)."""
-    from mirecc.compiler import find_compiler
-    from mirecc.config import load_config
-    from mirecc.ir.text import disassemble
-
-    clang = find_compiler(load_config(), cxx=True)
-    bc = device_ir(source, cmd, toolkit_of(nvcc), clang, out)
-    return kernel_digests(disassemble(bc.read_bytes(), str(bc)))
-
-
 def block_of(plan: SourcePlan, name: str) -> KernelBlock:
     """The block of kernel ``name`` in ``plan`` (also one the plan did not list)."""
     return plan.blocks.get(name) or _kernel_block(name, plan.scan, _settable(plan.scan))
 
 
-def plan_sources(cmd: NvccCommand, scans: list[Scan], nvcc: str,
-                 profile: str | None) -> list[SourcePlan]:
-    """Each CUDA source's plan; the device IR is read (for the digests) only
-    for a source the profile has cuda-block entries for."""
+def plan_sources(cmd: NvccCommand, scans: list[Scan], profile: str | None,
+                 digests_of) -> list[SourcePlan]:
+    """Each CUDA source's plan; ``digests_of(source)`` (the front end's:
+    kernel name -> digest, from the source's device IR) is called only for a
+    source the profile has entries of this task for."""
     from mirecc.profile import read_profile
 
     entries = [e for e in read_profile(profile) if e.task == TASK] if profile else []
     plans = []
-    # a folder for the device IR only where there are entries to check
-    with (tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") if entries
-          else contextlib.nullcontext("")) as tmp:
-        for n, (source, scan) in enumerate(zip(cmd.sources, scans)):
-            path = os.path.normpath(os.path.abspath(source))
-            mine = [e for e in entries if e.source == path]
-            digests = _source_digests(source, cmd, nvcc, Path(tmp) / f"{n}.bc") if mine else None
-            plans.append(plan_source(scan, cmd, mine, digests, profile=profile or ""))
+    for source, scan in zip(cmd.sources, scans):
+        path = os.path.normpath(os.path.abspath(source))
+        mine = [e for e in entries if e.source == path]
+        digests = digests_of(source) if mine else None
+        plans.append(plan_source(scan, cmd, mine, digests, profile=profile or ""))
     return plans
 
 

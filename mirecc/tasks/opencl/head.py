@@ -36,20 +36,11 @@ DEVICE_MAPPING = "opencl-device-mapping"
 THREAD_COARSENING = "opencl-thread-coarsening"
 
 
-def kernel_names(bitcode_path: str) -> list[str]:
+def kernel_names(ir_text: str) -> list[str]:
     """Names of the OpenCL kernels (``spir_kernel`` functions) defined in the module."""
-    import llvmlite.binding as llvm
+    from mirecc.ir.text import functions
 
-    with open(bitcode_path, "rb") as fh:
-        module = llvm.parse_bitcode(fh.read())
-    kernels = []
-    for fn in module.functions:
-        if fn.is_declaration:
-            continue
-        define = next((ln for ln in str(fn).splitlines() if ln.startswith("define ")), "")
-        if " spir_kernel " in define:
-            kernels.append(fn.name)
-    return kernels
+    return [name for name, define, _ in functions(ir_text) if " spir_kernel " in define]
 
 
 class OpenCLHead(OnnxHead):
@@ -59,10 +50,7 @@ class OpenCLHead(OnnxHead):
         """Kernels, embedding and how it was made; checks the encoder first."""
         from mirecc.pipeline import NoDecision
 
-        try:
-            kernels = kernel_names(ctx.request.bitcode_path)
-        except (OSError, RuntimeError) as exc:
-            raise _head_error(f"cannot read the IR of {ctx.request.source}: {exc}") from None
+        kernels = kernel_names(ctx.ir_text)     # the context's one read of the IR
         if not kernels:
             raise NoDecision("no OpenCL kernel (spir_kernel function) in the module",
                              code="no-kernels")

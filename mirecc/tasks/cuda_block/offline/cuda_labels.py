@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Thread-block-shape labels for the 21 PolyBench-ACC CUDA programs, timed on a GPU.
 
-    python3 benchmarks/cuda_labels.py --src .cudasrc --out "$OUT" --deadline-s 420
+    python3 mirecc/tasks/cuda_block/offline/cuda_labels.py --src .cudasrc --out "$OUT" --deadline-s 420
 
 Self-contained: standard library only (no mirecc, no numpy), for a lent GPU
 machine with nvcc (``--nvcc``, else ``$MIRECC_NVCC``, ``nvcc`` on PATH,
@@ -18,9 +18,9 @@ The MIREncoder paper's 20 shapes, written there (Y, X): (8,8) (16,16)
 ``DIM_THREAD_BLOCK[_KERNEL_<n>]_X = N``, ``_Y = 1``; (8,8) as X=8, Y=8.
 Each program's own shape is a 21st candidate, the baseline
 (``is_source_shape``).  A shape sets only the macros that
-``mirecc-nvcc`` may set (``mirecc/nvcc.py``: the grid of every launch
+``mirecc-nvcc`` may set (``mirecc/tasks/cuda_block/launches.py``: the grid of every launch
 follows that macro on that axis; ``TUNABLE`` below, checked against
-mirecc's analysis by ``tests/bench/test_cuda_labels.py``); the others keep the
+mirecc's analysis by ``tests/tasks/cuda_block/test_labels.py``); the others keep the
 source's value (e.g. atax's and mvt's Y stays 8: their grids' y is 1).  All
 kernels of a program get the same shape (per-kernel macros each get it).
 Shapes whose applied macros give the same values as an earlier one are not
@@ -110,7 +110,7 @@ import time
 
 #: program -> (its .cu under --src, the block-shape macros a shape may set).
 #: From mirecc/nvcc.py's analysis (_settable: every launch's grid follows the
-#: macro on its own axis); tests/bench/test_cuda_labels.py checks it still agrees.
+#: macro on its own axis); tests/tasks/cuda_block/test_labels.py checks it still agrees.
 TUNABLE = {
     "correlation": ("datamining/correlation/correlation.cu",
                     ["DIM_THREAD_BLOCK_KERNEL_1_X", "DIM_THREAD_BLOCK_KERNEL_2_X",
@@ -254,7 +254,7 @@ _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)")
 _MAIN = re.compile(r"^([ \t]*int[ \t]+)main([ \t]*\()", re.M)
 
 DRIVER = r"""
-/* ---- benchmarks/cuda_labels.py driver: one run of the program per argument
+/* ---- cuda_labels.py driver: one run of the program per argument
    "<id>:<run cpu>:<dim0>,<dim1>,..." ---- */
 #include <cuda_runtime.h>
 #include <time.h>

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Thread-block-shape labels for the project's own CUDA kernels, timed on a GPU.
 
-    python3 benchmarks/cuda_own_labels.py --out "$OUT/own" --deadline-s 300
+    python3 mirecc/tasks/cuda_block/offline/cuda_own_labels.py --out "$OUT/own" --deadline-s 300
 
-The kernels (``benchmarks/cuda_kernels/*.cu``: a transpose, 2-D and 3-D
+The kernels (``kernels/*.cu`` beside this file: a transpose, 2-D and 3-D
 stencils, a matrix-vector product by rows and by columns, C = A B^T, a 5x5
 convolution) take their launch's block shape from ``<mirecc/launch.h>``, the
 header a user puts on a tunable launch, so a shape is applied as mirecc-nvcc
@@ -23,7 +23,7 @@ median of ``--reps`` launches timed with CUDA events.  Ends by
 ``--deadline-s``; every run is flushed as it ends.
 
 Standard library only; shares the PolyBench-ACC labeller's machinery and its
-output files and summary (``benchmarks/cuda_labels.py``).
+output files and summary (``cuda_labels.py``).
 """
 from __future__ import annotations
 
@@ -37,12 +37,16 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cuda_labels as cl  # noqa: E402  (the sibling labeller: shapes, machine, summary)
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNEL_DIR = os.path.join(HERE, "cuda_kernels")
-INCLUDE = os.path.join(os.path.dirname(HERE), "mirecc", "data", "include")
+if __package__:
+    from . import cuda_labels as cl
+else:             # run by path on a GPU machine (no mirecc installed): the sibling script
+    sys.path.insert(0, HERE)
+    import cuda_labels as cl  # noqa: E402  (shapes, machine, summary)
+
+KERNEL_DIR = os.path.join(HERE, "kernels")
+#: <mirecc/launch.h>: mirecc/data/include
+INCLUDE = os.path.join(HERE, os.pardir, os.pardir, os.pardir, "data", "include")
 
 #: kernel -> its source shape (the launch's defaults; one value: a 1-D block)
 #: and its sizes (n), small first

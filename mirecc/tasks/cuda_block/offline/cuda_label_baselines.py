@@ -1,10 +1,10 @@
 """What a CUDA block-shape head must beat, read off the committed labels.
 
-    .venv/bin/python benchmarks/cuda_label_baselines.py [heads/cuda-block/labels/h100-polybench.jsonl.gz]
+    .venv/bin/python -m mirecc.tasks.cuda_block.offline.cuda_label_baselines [heads/cuda-block/labels/h100-polybench.jsonl.gz]
 
 Per (program, size) with more than one shape timed (the tunable ones), the
 speedup over the source's own shape (median GPU times of
-benchmarks/cuda_labels.py) of:
+cuda_labels.py) of:
 
 - the oracle: the fastest correct shape;
 - one fixed shape, chosen leave one program out: the shape with the best
@@ -23,10 +23,13 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_labels import classify  # noqa: E402
+if __package__:
+    from .cuda_labels import classify
+else:                                  # run by path: the sibling script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from cuda_labels import classify  # noqa: E402
 
-DEFAULT = Path(__file__).resolve().parent.parent / "heads/cuda-block/labels/h100-polybench.jsonl.gz"
+DEFAULT = Path(__file__).resolve().parents[4] / "heads/cuda-block/labels/h100-polybench.jsonl.gz"
 
 
 def cases(records: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
