@@ -5,4 +5,4 @@ pass plugin's sources, the bundled programs)."""
 from setuptools import find_packages, setup
 
 setup(packages=find_packages(include=["mirecc", "mirecc.*"])
-      + ["mirecc.heads", "mirecc.loophints", "mirecc.programs"])
+      + ["mirecc.heads", "mirecc.passplugin", "mirecc.programs"])

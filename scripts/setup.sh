@@ -82,13 +82,13 @@ printf '# written by scripts/setup.sh: the clang mirecc drives unless cc/MIRECC_
     > .venv/etc/mirecc/compilers
 
 # Native ProGraML-schema graph builder and the loop-hints pass plugin against
-# LLVM 14 (mirecc-graph-14, mirecc-loophints-14.so).
+# LLVM 14 (mirecc-graph-14, mirecc-plugin-14.so).
 cmake -S . -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/native --target mirecc-graph mirecc-graph-lib mirecc-loophints -j2 >/dev/null
+cmake --build build/native --target mirecc-graph mirecc-graph-lib mirecc-plugin -j2 >/dev/null
 if [ "$mode" = "--test" ]; then
     # and against LLVM 19, for IR from newer clangs and the clang 19 plugin tests
     cmake -S . -B build/llvm19 -DCMAKE_BUILD_TYPE=Release -DMIRECC_LLVM_VERSION=19 >/dev/null
-    cmake --build build/llvm19 --target mirecc-graph mirecc-graph-lib mirecc-loophints -j2 >/dev/null
+    cmake --build build/llvm19 --target mirecc-graph mirecc-graph-lib mirecc-plugin -j2 >/dev/null
 else
     # an installed (not editable) mirecc does not look in build/: it builds the
     # plugin for the clang it drives into its per-user cache, now rather than

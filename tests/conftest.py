@@ -74,7 +74,7 @@ def builder(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def llvm_plugin(tmp_path_factory):
-    """``get(major) -> (clang, major, plugin path)``: the mirecc-loophints
+    """``get(major) -> (clang, major, plugin path)``: mirecc's pass
     plugin of this checkout built once per session and LLVM major into a
     temporary cache (so the tests check this source); skips when that clang,
     its LLVM CMake package or cmake is missing."""

@@ -10,8 +10,8 @@ optimisation (``clang -fopenmp <flags> -S -emit-llvm -Xclang
   with ``schedule(dynamic|guided|runtime|auto)`` or ``ordered`` are dispatch
   loops already and are not counted, as the plugin does not count them),
 
-each with the id the ``mirecc-loophints`` plugin gives it
-(``passes/loophints/FORMAT.md``, "OpenMP decisions"): ``<function>:<index>``,
+each with the id mirecc's pass plugin gives it
+(``passes/plugin/FORMAT.md``, "OpenMP decisions"): ``<function>:<index>``,
 the function's name as in the IR (unquoted) and the index of the call among
 that function's calls of the same kind, in instruction order.
 

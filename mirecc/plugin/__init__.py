@@ -1,2 +1,2 @@
-"""mirecc's LLVM pass plugin (passes/loophints): building it for a clang, and
+"""mirecc's LLVM pass plugin (passes/plugin): building it for a clang, and
 the decisions file every plugin-applied task contributes its entries to."""

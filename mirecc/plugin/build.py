@@ -1,14 +1,14 @@
-"""Find, build and load the ``mirecc-loophints-<LLVM major>.so`` pass plugin.
+"""Find, build and load the ``mirecc-plugin-<LLVM major>.so`` pass plugin.
 
-The plugin (``passes/loophints``, file format in its FORMAT.md) sets loop
+The plugin (``passes/plugin``, file format in its FORMAT.md) sets loop
 vectorize/interleave factors from a decisions file. A plugin works only with
 the LLVM major it was built against, so everything here takes the major of
 the clang that will load it (:func:`clang_major`).
 
 Where a plugin is looked for (:func:`find_plugin`), in order:
 
-1. the repository's CMake builds: ``build/passes/loophints/`` and
-   ``build/*/passes/loophints/`` (``cmake -S . -B build/native`` for LLVM 14,
+1. the repository's CMake builds: ``build/passes/plugin/`` and
+   ``build/*/passes/plugin/`` (``cmake -S . -B build/native`` for LLVM 14,
    ``-B build/llvm19 -DMIRECC_LLVM_VERSION=19`` for LLVM 19);
 2. the per-user cache ``$XDG_CACHE_HOME/mirecc/plugins/`` (default
    ``~/.cache/mirecc/plugins/``), where :func:`build_plugin` puts it.
@@ -32,11 +32,11 @@ from pathlib import Path
 from mirecc.config import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
-# the plugin's source: passes/loophints in a checkout; an installed mirecc
-# carries a copy as package data (mirecc/loophints), to build on first use
-SOURCE = REPO / "passes" / "loophints"
+# the plugin's source: passes/plugin in a checkout; an installed mirecc
+# carries a copy as package data (mirecc/passplugin), to build on first use
+SOURCE = REPO / "passes" / "plugin"
 if not SOURCE.is_dir():
-    SOURCE = Path(__file__).resolve().parents[1] / "loophints"
+    SOURCE = Path(__file__).resolve().parents[1] / "passplugin"
 
 
 class PluginError(RuntimeError):
@@ -44,7 +44,7 @@ class PluginError(RuntimeError):
 
 
 def plugin_name(major: int) -> str:
-    return f"mirecc-loophints-{major}.so"
+    return f"mirecc-plugin-{major}.so"
 
 
 def llvm_cmake_dir(major: int) -> Path:
@@ -80,7 +80,7 @@ def find_plugin(major: int, cache: str | os.PathLike | None = None) -> Path | No
     the plugin's source in this checkout does not count (it is rebuilt)."""
     name = plugin_name(major)
     build = REPO / "build"
-    for pattern in (f"passes/loophints/{name}", f"*/passes/loophints/{name}"):
+    for pattern in (f"passes/plugin/{name}", f"*/passes/plugin/{name}"):
         for path in sorted(glob.glob(str(build / pattern))):
             if os.path.isfile(path):
                 return Path(path)
@@ -103,7 +103,7 @@ def manual_build_command(major: int) -> str:
                 f"cmake --build {out} && cp {out}/{plugin_name(major)} {cache_dir()}/")
     out = REPO / "build" / ("native" if major == 14 else f"llvm{major}")
     return (f"cmake -S {REPO} -B {out} -DMIRECC_LLVM_VERSION={major} && "
-            f"cmake --build {out} --target mirecc-loophints")
+            f"cmake --build {out} --target mirecc-plugin")
 
 
 def build_plugin(major: int, cache: str | os.PathLike | None = None) -> Path:
@@ -114,13 +114,13 @@ def build_plugin(major: int, cache: str | os.PathLike | None = None) -> Path:
     llvm_dir = llvm_cmake_dir(major)
     if not (llvm_dir / "LLVMConfig.cmake").is_file():
         raise PluginError(f"no LLVM {major} CMake package at {llvm_dir} (install "
-                          f"llvm-{major}-dev) to build the mirecc-loophints plugin; "
+                          f"llvm-{major}-dev) to build mirecc's pass plugin; "
                           f"then {how}")
     if not (SOURCE / "CMakeLists.txt").is_file():
         raise PluginError(f"the plugin's source {SOURCE} is missing; {how}")
     cmake = shutil.which("cmake")
     if not cmake:
-        raise PluginError(f"cmake is not installed, needed for the mirecc-loophints plugin; {how}")
+        raise PluginError(f"cmake is not installed, needed for mirecc's pass plugin; {how}")
     out_dir = cache_dir(cache)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / plugin_name(major)
@@ -136,7 +136,7 @@ def build_plugin(major: int, cache: str | os.PathLike | None = None) -> Path:
                 if proc.returncode != 0:
                     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines()
                              if "error" in ln.lower()] or ["exit status %d" % proc.returncode]
-                    raise PluginError(f"building the mirecc-loophints plugin for LLVM {major} "
+                    raise PluginError(f"building mirecc's pass plugin for LLVM {major} "
                                       f"failed ({lines[0].strip()}); {how}")
             os.replace(Path(tmp) / plugin_name(major), target)
     return target
@@ -150,7 +150,7 @@ def ensure_plugin(major: int, build: bool = True,
     if found:
         return found
     if not build:
-        raise PluginError(f"the mirecc-loophints plugin for LLVM {major} is not built; "
+        raise PluginError(f"mirecc's pass plugin for LLVM {major} is not built; "
                           f"build it with: {manual_build_command(major)}")
     return build_plugin(major, cache)
 

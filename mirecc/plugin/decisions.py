@@ -1,12 +1,12 @@
 """From applied plugin decisions to the flags of the final compile.
 
-The ``mirecc-loophints`` plugin applies the decisions of every task that
+The mirecc's pass plugin applies the decisions of every task that
 declares :func:`inject` (loop-vectorize factors: a module entry's ``loops``;
 OpenMP region configurations: its ``openmp``; NUMA records: its
 ``record``); each task contributes its keys of a module entry through its
 ``plugin_entry``, and the driver calls :func:`inject` once with the
 decisions of all, so that one plugin and one decisions file serve the
-compile. The decisions go into a JSON file (format: passes/loophints/FORMAT.md) that
+compile. The decisions go into a JSON file (format: passes/plugin/FORMAT.md) that
 the pass plugin reads.  Its name is the digest of its content, under the
 cache directory: the same decisions give the same file and the same command
 line (so ccache-style launchers, which hash the command line, never reuse

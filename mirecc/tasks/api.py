@@ -119,7 +119,7 @@ class Task:
     flags are the whole decision.
     ``plugin_entry``: ``"module:function"``: ``function(source, decisions)
     -> {key: value}``, the task's part of the source's module entry in the
-    plugin's decisions file (``passes/loophints/FORMAT.md``), for tasks
+    plugin's decisions file (``passes/plugin/FORMAT.md``), for tasks
     whose ``inject`` is :func:`mirecc.plugin.decisions.inject`.
     ``attribute``: ``"module:function"``: ``function(decisions, split,
     extra) -> decisions``, called by the driver when a decided compile's

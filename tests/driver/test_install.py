@@ -115,7 +115,7 @@ def test_package_comes_from_the_venv_with_its_data(installed):
         "  'programs': sorted(p.name for p in root.joinpath('programs').iterdir()\n"
         "                     if p.name.endswith('.c')),\n"
         "  'heads_readme': root.joinpath('heads/README.md').is_file(),\n"
-        "  'plugin_source': root.joinpath('loophints/CMakeLists.txt').is_file()}))\n")
+        "  'plugin_source': root.joinpath('passplugin/CMakeLists.txt').is_file()}))\n")
     proc = run([str(venv_python(venv)), "-c", probe], work, env)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
@@ -242,5 +242,5 @@ def test_every_package_of_the_checkout_is_installed(installed):
     assert len(on_disk) > 15
     missing = sorted(str(rel) for rel in on_disk if not (site / rel / "__init__.py").is_file())
     assert missing == []
-    for data in ("heads/README.md", "loophints/mirecc_plugin.h", "programs/saxpy.c"):
+    for data in ("heads/README.md", "passplugin/mirecc_plugin.h", "programs/saxpy.c"):
         assert (site / "mirecc" / data).is_file(), data

@@ -1,4 +1,4 @@
-"""The mirecc-loophints pass plugin (passes/loophints) on real clangs.
+"""mirecc's pass plugin (mirecc-plugin) (passes/plugin) on real clangs.
 
 The plugin is built once per session and LLVM major into a temporary cache
 (mirecc.plugin.build.build_plugin), so the tests check the source in this
@@ -116,7 +116,7 @@ def test_find_and_args(llvm):
     clang, major, plugin = llvm
     plugin_cache = plugin.parent.parent     # build_plugin's <cache>/plugins/
     assert lp.clang_major(clang) == major
-    assert plugin.name == f"mirecc-loophints-{major}.so"
+    assert plugin.name == f"mirecc-plugin-{major}.so"
     assert lp.ensure_plugin(major, build=False, cache=plugin_cache) is not None
     args = lp.plugin_args(major, plugin, "/d.json")
     assert f"-fpass-plugin={plugin}" in args and args[-2:] == ["-mllvm", "-mirecc-loop-decisions=/d.json"]

@@ -1,4 +1,4 @@
-"""OpenMP runtime decisions (mirecc-omp-decide, passes/loophints) on real clangs.
+"""OpenMP runtime decisions (mirecc-omp-decide, passes/plugin) on real clangs.
 
 The plugin is built once per session and LLVM major into a temporary cache
 (mirecc.plugin.build.build_plugin), so the tests check the

@@ -3,8 +3,8 @@
 Driver side: :mod:`.head` (the per-loop forest head), :mod:`.loops` (the
 loop table), :mod:`.features` (static loop statistics), :mod:`.forest`
 (the head's ONNX forest), :mod:`.inject` and :mod:`.plugin` (the decisions
-reach the compiler through the ``mirecc-loophints`` LLVM pass plugin,
-``passes/loophints``, decisions file format in its FORMAT.md).
+reach the compiler through mirecc's LLVM pass plugin (``mirecc-plugin``),
+``passes/plugin``, decisions file format in its FORMAT.md).
 Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
 ``mire bench vectorize``).  Shipped head: ``heads/loop-vectorize``.
 

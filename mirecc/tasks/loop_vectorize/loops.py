@@ -132,7 +132,7 @@ def llvm_default_factors(compiler: str, flags: list[str], source: str) -> dict[i
     return vectorizer_factors(proc.stderr)
 
 
-# the plugin's remarks (passes/loophints): a decision set on a loop, or left
+# the plugin's remarks (passes/plugin): a decision set on a loop, or left
 _PLUGIN_SET = re.compile(r":(\d+):(\d+): remark: loop (.+?): (?:vectorize\.width|"
                          r"interleave\.count)=\S+(?: interleave\.count=\S+)? "
                          r"\[-Rpass=mirecc-loophints\]")

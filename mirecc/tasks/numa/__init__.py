@@ -7,7 +7,7 @@ them.  The head (:mod:`.head`) chooses, per parallel region of a TU built
 with ``-fopenmp`` and per input size, a configuration of the published
 space (:mod:`.configs`), or keeps the default; the chosen ones are written
 into the object as one line of the ``.mirecc.numa`` section (by the
-``mirecc-loophints`` plugin's records), so the linked binary carries every
+mirecc's pass plugin's records), so the linked binary carries every
 TU's line.  ``mire run`` (:mod:`.launch`) reads them back from the binary
 and applies what the machine it runs on supports: threads, ``OMP_PLACES`` /
 ``OMP_PROC_BIND``, ``numactl`` page policy and, with ``--allow-msr``, the

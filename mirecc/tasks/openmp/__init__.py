@@ -4,8 +4,8 @@ For each ``#pragma omp parallel`` region of a C/C++ TU built with
 ``-fopenmp``, the task chooses the team size and, for the region's
 worksharing loops that have no schedule clause, the schedule kind (static,
 dynamic, guided) and chunk. The decisions reach the binary through the
-``mirecc-omp-decide`` pass of the ``mirecc-loophints`` plugin
-(``passes/loophints/FORMAT.md``, "OpenMP decisions"), which rewrites the
+``mirecc-omp-decide`` pass of mirecc's pass plugin
+(``passes/plugin/FORMAT.md``, "OpenMP decisions"), which rewrites the
 region's OpenMP runtime calls; explicit ``schedule(...)`` / ``num_threads(...)``
 clauses and the user's ``OMP_*`` environment always win.
 

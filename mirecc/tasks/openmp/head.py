@@ -218,7 +218,7 @@ def mark_schedule_clauses(sites, request):
 
 def openmp_plugin_entry(decisions) -> dict:
     """Applied OpenMP decisions of one source -> its plugin ``openmp`` entry
-    (``passes/loophints/FORMAT.md``)."""
+    (``passes/plugin/FORMAT.md``)."""
     parallel, worksharing = {}, {}
     for d in decisions:
         v = d.value

@@ -7,7 +7,7 @@ For one program (:mod:`.programs`) and input size, the harness
 * builds the **default** binary: ``clang -O3 -fopenmp``, no decisions, i.e.
   the runtime's default: a team of all cores, static schedule, default chunk;
 * per region and per configuration of the space (:data:`SPACES`), builds a
-  binary through the ``mirecc-loophints`` plugin with a decisions file that
+  binary through mirecc's pass plugin with a decisions file that
   sets the region's team size (unless the source fixes it: ``num_threads``,
   ``omp_set_num_threads``) and the schedule and chunk of all of its loops
   that have no schedule clause; every other region stays default. Binaries

@@ -1,5 +1,5 @@
 // mirecc-record: per-TU records from the mirecc decisions file (the "record"
-// key of a module entry, FORMAT.md), part of the mirecc-loophints plugin.
+// key of a module entry, FORMAT.md), part of mirecc's pass plugin.
 //
 // A module pass at pipeline start (at every optimisation level, -O0
 // included), also named for opt. For each record "<name>": "<text>" of the
