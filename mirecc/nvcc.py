@@ -234,25 +234,36 @@ class Kernel:
     embedding: list[float] | None = None
 
 
-def read_kernels(bitcode: Path, embed: bool = True) -> list[Kernel]:
-    """The kernels of a device module: their names (the functions clang
-    marks as kernels: the ``ptx_kernel`` calling convention or an
-    ``nvvm.annotations`` "kernel" entry), instruction counts and, with
-    ``embed``, the shipped encoder's embedding of each."""
-    from mirecc.ir.text import disassemble
+def device_context(source: str, cmd: NvccCommand, bitcode: Path, config=None):
+    """The TU context (:class:`mirecc.context.TUContext`) of a source's
+    device IR: one read of its text, one graph, one embedding, as for a C
+    TU (``compiler`` left empty: the IR is already the encoder's clang's)."""
+    import hashlib
 
-    text = disassemble(bitcode.read_bytes(), str(bitcode))
+    from mirecc.config import load_config
+    from mirecc.context import TUContext
+    from mirecc.pipeline import TURequest
+
+    data = bitcode.read_bytes()
+    # nvcc optimises device code whatever the host's -O (ptxas -O3)
+    request = TURequest(source=source, language="cuda", opt_level="3",
+                        flags=tuple(cmd.preprocessor), bitcode_path=str(bitcode),
+                        bitcode_sha256=hashlib.sha256(data).hexdigest())
+    return TUContext(request, config if config is not None else load_config())
+
+
+def read_kernels(ctx, embed: bool = True) -> list[Kernel]:
+    """The kernels of a device module (``ctx``: its :func:`device_context`):
+    their names (the functions clang marks as kernels: the ``ptx_kernel``
+    calling convention or an ``nvvm.annotations`` "kernel" entry),
+    instruction counts and, with ``embed``, the encoder's embedding of each
+    (the configured encoder, as for C)."""
+    text = ctx.ir_text
     names = _kernel_names(text)
     counts = _instruction_counts(text)
     kernels = [Kernel(n, counts.get(n, 0)) for n in names]
     if embed and kernels:
-        from mirecc.encoder.runtime import Encoder
-        from mirecc.graph import build_graph_any
-        from mirecc.model import load_model
-        from mirecc.encoder import SHIPPED_MODEL_DIR
-
-        graph = build_graph_any(bitcode)
-        emb = Encoder(load_model(SHIPPED_MODEL_DIR).directory, cache=False).embed_graph(graph)
+        emb, _ = ctx.embedding()
         for k in kernels:
             vector = emb.functions.get(k.name)
             k.embedding = None if vector is None else [float(x) for x in vector]
@@ -362,9 +373,9 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
 
     from mirecc.compiler import find_compiler
     from mirecc.config import load_config
-    from mirecc.ir.text import disassemble
 
-    clang = find_compiler(load_config(), cxx=True)
+    config = load_config()
+    clang = find_compiler(config, cxx=True)
     toolkit = toolkit_of(nvcc)
     launch = _launch_task()
     units = []
@@ -378,8 +389,9 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
                 plan = None
             try:
                 bc = device_ir(source, cmd, toolkit, clang, Path(tmp) / f"{n}.bc")
-                digests = kernel_digests(disassemble(bc.read_bytes(), str(bc)))
-                unit["kernels"] = [k.__dict__ for k in read_kernels(bc)]
+                ctx = device_context(source, cmd, bc, config)
+                digests = kernel_digests(ctx.ir_text)
+                unit["kernels"] = [k.__dict__ for k in read_kernels(ctx)]
                 for k in unit["kernels"]:
                     k["source_name"] = source_name(k["name"])
                     k["digest"] = digests.get(k["source_name"])

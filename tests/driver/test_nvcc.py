@@ -79,7 +79,7 @@ def test_polybench_programs_give_nvccs_objects_and_every_kernel_a_graph(program,
     cmd = drop_in.parse(flags)
     bc = drop_in.device_ir(str(source), cmd, drop_in.toolkit_of(NVCC), CLANGXX,
                            tmp_path / "dev.bc")
-    kernels = drop_in.read_kernels(bc)
+    kernels = drop_in.read_kernels(drop_in.device_context(str(source), cmd, bc))
     launches = set(re.findall(r"(\w+)\s*<<<", source.read_text()))
     assert len(kernels) == len(launches) > 0
     graph = build_graph_any(bc)
