@@ -137,6 +137,9 @@ CORE_SETTINGS = (
     Setting("cache", "MIRECC_CACHE", as_bool, True, "cache per-TU pipeline results"),
     Setting("cache_dir", "MIRECC_CACHE_DIR", as_str, None,
             "where (default: $XDG_CACHE_HOME/mirecc)", relative_path=True),
+    Setting("object_cache_mb", "MIRECC_OBJECT_CACHE_MB", as_positive_int, 1024,
+            "megabytes of objects a build step chose (code size), kept for rebuilds "
+            "(least recently used removed first)"),
     Setting("capture_dir", "MIRECC_CAPTURE_DIR", as_str, None,
             "store every TU's IR (corpus collection)", relative_path=True),
     Setting("timeout", "MIRECC_TIMEOUT", as_timeout, 30.0,

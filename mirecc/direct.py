@@ -21,8 +21,10 @@ record file).
 
 What it cannot see, as in ccache: a new header that would now shadow a
 listed one in an earlier include directory, and ``__DATE__``/``__TIME__``.
-Only decisions come from a manifest, never an object: clang still compiles
-every TU, so a stale decision can cost speed, not correctness.  A file
+A manifest gives decisions, and the user's compile runs; the one exception
+is a TU whose object a task's build step chose (code size): its manifest
+names the kept object (:mod:`mirecc.objcache`), which a hit copies, and
+nothing is compiled.  A file
 modified while the front end ran (mtime less than 1 s older than its start)
 makes no manifest.  Damaged manifests are misses.
 """
@@ -95,7 +97,8 @@ def _file_sha(path: str) -> str:
 class Entry:
     """A manifest whose files are unchanged: ``bitcode_sha256``,
     ``bitcode_bytes``, ``decided``, ``applied``, ``reason_codes`` and
-    ``result_json`` (the TUResult's JSON, unparsed)."""
+    ``result_json`` (the TUResult's JSON, unparsed); ``object_key``: the
+    kept object's key (:mod:`mirecc.objcache`), or None."""
 
     def __init__(self, fields: dict):
         self.bitcode_sha256 = fields["bitcode"][0]
@@ -104,6 +107,7 @@ class Entry:
         self.applied = fields["applied"] == ["1"]
         self.reason_codes = fields["reasons"]
         self.result_json = fields["result"]
+        self.object_key = (fields.get("object") or [None])[0]
 
 
 class Manifests:
@@ -141,10 +145,11 @@ class Manifests:
             return None
 
     def record(self, key: str, dep_file: str, source: str, started_ns: int, result,
-               bitcode_sha256: str, bitcode_bytes: int) -> bool:
+               bitcode_sha256: str, bitcode_bytes: int, object_key: str | None = None) -> bool:
         """Write the manifest of a TU whose front end started at
         ``started_ns`` and wrote ``dep_file``, with its ``result`` (a
-        TUResult).  False (nothing written) when a file it read changed
+        TUResult) and, for a TU whose object a build step chose, the kept
+        object's ``object_key``.  False (nothing written) when a file it read changed
         while it ran, or cannot be read."""
         import json
         from pathlib import Path
@@ -174,6 +179,7 @@ class Manifests:
                   f"decided {int(result.decided)}",
                   f"applied {int(result.applied)}",
                   "reasons " + " ".join(result.reason_codes),
+                  *([f"object {object_key}"] if object_key else []),
                   "result " + json.dumps(result.to_dict(), sort_keys=True), ""]
         try:
             atomic_write_bytes(Path(self._path(key)),

@@ -364,7 +364,7 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
         _count(config, counts=counts)
         if outcome is not None and not fallback:
             if compiled_ok:
-                mlpath.record_manifests(outcome)
+                mlpath.record_manifests(outcome, config)
             problem = mlpath.record_reports(outcome, inv, compiler, config)
             if problem and config.warnings:
                 _say("warning", problem)
@@ -388,6 +388,23 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
     if not config.warnings:
         warning = None
 
+    if outcome is not None and not fallback and outcome.kept_object is not None:
+        # an unchanged TU whose object a build step chose: the kept object is
+        # the compile's (mirecc.objcache); nothing runs
+        from pathlib import Path
+
+        from mirecc.fsutil import atomic_write_bytes
+        try:
+            atomic_write_bytes(Path(inv.output), outcome.kept_object)
+            counts["tus.object"] = 1
+            finish()
+            return 0
+        except OSError as exc:
+            if config.warnings:
+                _say("warning", f"cannot write the kept object to {inv.output}: {exc}; "
+                                f"compiled as asked")
+            _remove_workdir(workdir)   # exec runs no finally
+            return _exec(final)
     if started.own is not None and not split:
         # the ML path gave up after the user's own compile started: it is the answer
         finish()

@@ -14,6 +14,7 @@ import time
 
 from mirecc.cmdline import TU_LANGUAGES, Invocation, Source
 from mirecc.fsutil import sha256
+from mirecc.objcache import single_object
 from mirecc.pipeline import TURequest, TUResult
 
 # Flags that make clang write unoptimised-but-optimisable IR: the front end's
@@ -71,6 +72,7 @@ class TUReport:
         self.cache = cache              # "hit", "miss", "off" or "unwritable"
         self.captured = captured        # path of the stored IR in capture mode
         self.where = where              # "server", "in process", "cache" or "direct"
+        self.object_key = None          # direct: the kept object's key (mirecc.objcache)
 
     @property
     def result(self) -> TUResult:
@@ -108,6 +110,7 @@ class Outcome:
         self.own = None                     # the user's own compile (frontend.Compile), if started
         self.manifests: list = []           # direct-mode manifests to write after the compile
         self.verified: dict = {}            # task -> what its build step did (Task.verify)
+        self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.objcache)
 
 
 class deadline:
@@ -210,6 +213,11 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
         manifest = (Manifests(config.cache_root()),
                     manifest_key(compiler, args, version))
         report = _direct_hit(*manifest, inv, config)
+        if report is not None and _verifies_safely(report):
+            # its object was a build step's choice: only the kept object will do
+            outcome.kept_object = _kept_object(report, config)
+            if outcome.kept_object is None:
+                report = None
         if report is not None:
             _add_report(outcome, report, inv, compiler, config)
             outcome.extra_args = injection_args(outcome.reports, compiler, config)
@@ -307,10 +315,12 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         dep_file = outcome.split.dependency_file() if outcome.split else None
         # written after the compile (record_manifests), which finds out
         # whether the applied decisions change the object
+        # a TU whose object a build step chooses gets one only where that
+        # object can stand for the whole compile (mirecc.objcache)
         if manifest is not None and dep_file and report.cache in ("hit", "miss") \
-                and not verifies(report):
+                and (not verifies(report) or single_object(inv, args)):
             outcome.manifests.append((manifest, dep_file, source.path, frontend_started,
-                                      report, sha, len(bitcode)))
+                                      report, sha, len(bitcode), compiler, inv.output))
         _add_report(outcome, report, inv, compiler, config)
     outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome
@@ -326,12 +336,29 @@ def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None
     report = TUReport(source.path, source.language, inv.opt_level or "0",
                       entry.bitcode_sha256, entry.bitcode_bytes, entry, "hit",
                       where="direct")
+    report.object_key = entry.object_key
     if report.applied or config.record:   # the result is read now: damaged is a miss
         try:
             report.result
         except Exception:  # noqa: BLE001
             return None
     return report
+
+
+def _verifies_safely(report: TUReport) -> bool:
+    try:
+        return verifies(report)
+    except Exception:  # noqa: BLE001 - a damaged result: _direct_hit read it already
+        return False
+
+
+def _kept_object(report: TUReport, config) -> bytes | None:
+    """The object a direct hit's manifest names, when it is still kept."""
+    from mirecc.objcache import ObjectCache
+
+    if not report.object_key:
+        return None
+    return ObjectCache(config.cache_root(), config.object_cache_mb).get(report.object_key)
 
 
 def verifies(report: TUReport) -> bool:
@@ -349,11 +376,28 @@ def _add_report(outcome: Outcome, report: TUReport, inv: Invocation, compiler: s
     outcome.reports.append(report)
 
 
-def record_manifests(outcome: Outcome) -> None:
+def record_manifests(outcome: Outcome, config) -> None:
     """Write the direct-mode manifests of the call's TUs, with their results
-    as the compile left them (decisions that changed nothing not applied)."""
-    for (manifests, key), dep_file, source, started, report, sha, size in outcome.manifests:
-        manifests.record(key, dep_file, source, started, report.result, sha, size)
+    as the compile left them (decisions that changed nothing not applied).
+    A TU whose object a build step chose gets one only when every such step
+    succeeded and its object is kept (:mod:`mirecc.objcache`)."""
+    for (manifests, key), dep_file, source, started, report, sha, size, compiler, output \
+            in outcome.manifests:
+        object_key = None
+        if verifies(report):
+            from mirecc.objcache import ObjectCache, object_key as make_key
+            from mirecc.tasks.registry import task
+
+            steps = {d.task for d in report.result.decisions
+                     if d.applied and getattr(task(d.task), "verify", None)}
+            if not steps <= set(outcome.verified):
+                continue            # a build step failed: the object is not its choice
+            object_key = make_key(key, sha, compiler)
+            if not ObjectCache(config.cache_root(), config.object_cache_mb).put(
+                    object_key, output):
+                continue
+        manifests.record(key, dep_file, source, started, report.result, sha, size,
+                         object_key=object_key)
 
 
 def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:

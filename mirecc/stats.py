@@ -18,6 +18,8 @@ Counters:
 - ``tus.cached`` / ``tus.server`` / ``tus.in-process``: where their results
   came from; ``tus.direct``: those of the cached found from the source and
   its headers, without running the front end (:mod:`mirecc.direct`);
+  ``tus.object``: those of them whose object a build step had chosen, copied
+  from the kept objects with nothing compiled (:mod:`mirecc.objcache`);
 - ``tus.unchanged``: TUs whose applied decisions left the object as the
   user's own (the compiler's own choice; not counted in ``tus.applied``);
 - ``decisions.applied`` / ``decisions.same``: of the decisions of TUs with
@@ -215,6 +217,7 @@ def render(data: dict, path: str) -> str:
               row("without a decision", max(0, n("tus.seen") - n("tus.decided")), 4),
               row("result from the cache", n("tus.cached"), 4),
               row("found without a front end", n("tus.direct"), 6),
+              row("object kept from an earlier build", n("tus.object"), 8),
               row("result computed by the server", n("tus.server"), 4),
               row("result computed in process", n("tus.in-process"), 4)]
     for name in sorted(k for k in data if k.startswith("verified.") and k.count(".") == 1):

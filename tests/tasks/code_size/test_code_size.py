@@ -476,3 +476,67 @@ def test_the_shipped_library_end_to_end(tmp_path, compilers):
     assert not q and not ref_q
     counts = stats(env)
     assert counts["verified.code-size"] == 1          # the library really was searched
+
+
+def _aged(*paths: Path) -> None:
+    """Files older than a second: direct mode trusts no file written while
+    the front end may have read it."""
+    import time
+    for p in paths:
+        os.utime(p, (time.time() - 60, time.time() - 60))
+
+
+def test_an_unchanged_tu_gets_its_kept_object_and_nothing_is_compiled(tmp_path):
+    """A rebuild of an unchanged TU copies the object the candidates chose
+    (ccache's rule); a changed header is a miss; a command that writes a
+    dependency file keeps no object."""
+    env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
+    (tmp_path / "p.h").write_text("#define SCALE 3.0f\n")
+    (tmp_path / "p.c").write_text('#include "p.h"\n' + SOURCE.replace("3.0f", "SCALE"))
+    _aged(tmp_path / "p.h", tmp_path / "p.c")
+    cmd = [MIRECC, "-Os", "-c", "p.c", "-o", "ours.o"]
+
+    def build() -> bytes:
+        subprocess.run(cmd, cwd=tmp_path, env=env, check=True, timeout=300)
+        return (tmp_path / "ours.o").read_bytes()
+    first = build()
+    assert stats(env).get("tus.object", 0) == 0
+    (tmp_path / "ours.o").write_bytes(b"stale")
+    assert build() == first
+    counted = stats(env)
+    assert counted["tus.object"] == 1 and counted["tus.direct"] == 1
+    # the kept object is the candidates' choice, not the user's level
+    plain = subprocess.run([CLANG, "-Os", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path)
+    assert plain.returncode == 0 and (tmp_path / "plain.o").read_bytes() != first
+    # a header changes: a miss, and the object is the new source's
+    (tmp_path / "p.h").write_text("#define SCALE 5.0f\n")
+    _aged(tmp_path / "p.h")
+    changed = build()
+    assert changed != first and stats(env)["tus.object"] == 1
+    assert run_program(tmp_path, tmp_path / "ours.o") != run_program(tmp_path,
+                                                                     tmp_path / "plain.o")
+    # -MD writes a second file: no object is kept for such a command
+    md = [MIRECC, "-Os", "-MD", "-c", "p.c", "-o", "md.o"]
+    for _ in range(2):
+        subprocess.run(md, cwd=tmp_path, env=env, check=True, timeout=300)
+    assert stats(env)["tus.object"] == 1 and (tmp_path / "md.d").is_file()
+
+
+def test_kept_objects_stay_under_their_bound_least_recently_used_first(tmp_path):
+    import time
+
+    from mirecc.objcache import ObjectCache
+
+    cache = ObjectCache(str(tmp_path / "cache"), max_mb=1)
+    for n, key in enumerate(("aa" * 32, "bb" * 32, "cc" * 32)):
+        src = tmp_path / f"{n}.o"
+        src.write_bytes(bytes([n + 1]) * 400_000)
+        assert cache.put(key, str(src))
+        os.utime(cache._path(key), (time.time() - 100 + n, time.time() - 100 + n))
+        if n == 1:
+            assert cache.get("aa" * 32) is not None   # used: now the newest
+    # three objects of 400 KB over a bound of 1 MiB: the least recently used went
+    assert cache.get("bb" * 32) is None
+    assert cache.get("aa" * 32) == bytes([1]) * 400_000
+    assert cache.get("cc" * 32) == bytes([3]) * 400_000
+    assert cache.get("dd" * 32) is None

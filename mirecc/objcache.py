@@ -1,0 +1,134 @@
+"""Kept objects of TUs whose object a task's build step chose (code size:
+the smallest of the candidates), so that a rebuild of an unchanged TU
+copies the object and runs nothing else: ccache's rule, the same inputs give
+the same object.
+
+A kept object is found through direct mode (:mod:`mirecc.direct`): the
+TU's manifest lists the files its front end read with their content, and its
+key covers everything else a build step's object depends on, as it does for
+decisions:
+
+- the compiler (its real path, size and modification time) and every
+  argument of the command (the -O level, -D, -I, target and code generation
+  flags, the output's name), the working directory and the environment
+  variables clang reads (:data:`mirecc.direct.CLANG_ENVIRONMENT`);
+- mirecc's pipeline key: its version, the installed heads' files and the
+  settings the tasks read (for code size: the candidate library and K);
+- the front end's bitcode (its SHA-256, recorded in the manifest);
+- the LLVM tools beside the compiler that build candidates (``opt``,
+  ``llc``: real path, size and modification time).
+
+The object key (:func:`object_key`) is made of the manifest key, the
+bitcode's hash and those tools.  An object is kept only for a command that
+writes one object and nothing else (one source, ``-c``, ``-o`` a file, no
+dependency file, no other output), after every build step of the TU
+succeeded.  Objects live in ``<cache dir>/objects/v1/<aa>/<key>.o``, written
+atomically (safe under ``make -j``); a hit refreshes the file's time, and
+the folder is kept under ``object_cache_mb`` (default 1024) by removing the
+least recently used objects after each write.
+"""
+from __future__ import annotations
+
+import os
+
+from mirecc.fsutil import file_identity, sha256
+
+SCHEMA = 1
+#: the tools beside the compiler that build a task's candidates
+TOOLS = ("opt", "llc")
+#: once over the bound, objects are removed down to this share of it
+TRIM_TO = 0.9
+
+
+def object_key(manifest_key: str, bitcode_sha256: str, compiler: str) -> str:
+    """The key of a TU's kept object (module docstring)."""
+    folder = os.path.dirname(os.path.realpath(compiler))
+    tools = [file_identity(os.path.join(folder, t)) for t in TOOLS
+             if os.path.exists(os.path.join(folder, t))]
+    material = [f"objects{SCHEMA}", manifest_key, bitcode_sha256, *tools]
+    return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+# arguments after which clang writes another file than the object, or none
+_OTHER_OUTPUT = ("-M", "-Wp,-M", "-save-temps", "-gsplit-dwarf", "-ftime-trace",
+                 "--serialize-diagnostics", "-serialize-diagnostics", "-fdump-", "-S", "-E",
+                 "-emit-", "-fsave-optimization-record", "-foptimization-record-file")
+
+
+def single_object(inv, args: list[str]) -> bool:
+    """Does the command write exactly one object file (``-c`` of one source
+    to ``-o`` a file) and nothing else?  Only then can a kept object stand
+    for the whole compile."""
+    return (len(inv.sources) == 1 and not inv.other_inputs and "-c" in args
+            and inv.output not in (None, "-") and not inv.reads_stdin
+            and not any(a.startswith(_OTHER_OUTPUT) for a in args))
+
+
+class ObjectCache:
+    """The kept objects under ``<cache dir>/objects/v1``."""
+
+    def __init__(self, cache_dir: str, max_mb: int = 1024):
+        self.root = os.path.join(cache_dir, "objects", f"v{SCHEMA}")
+        self.max_bytes = max_mb * 1024 * 1024
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key[:2], key + ".o")
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None (none kept, or removed meanwhile)."""
+        path = self._path(key)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        try:
+            os.utime(path)          # recently used: trimmed last
+        except OSError:
+            pass
+        return data or None
+
+    def put(self, key: str, source_path: str) -> bool:
+        """Keep the object at ``source_path``; False when it cannot be."""
+        from pathlib import Path
+
+        from mirecc.fsutil import atomic_write_bytes
+
+        try:
+            with open(source_path, "rb") as fh:
+                data = fh.read()
+            if not data:
+                return False
+            atomic_write_bytes(Path(self._path(key)), data)
+        except OSError:
+            return False
+        self.trim()
+        return True
+
+    def trim(self) -> int:
+        """Remove the least recently used objects while the folder is over
+        its bound (down to :data:`TRIM_TO` of it); the bytes removed."""
+        entries, total = [], 0
+        try:
+            for sub in os.scandir(self.root):
+                if not sub.is_dir():
+                    continue
+                for f in os.scandir(sub.path):
+                    if f.name.endswith(".o"):
+                        st = f.stat()
+                        entries.append((st.st_mtime_ns, st.st_size, f.path))
+                        total += st.st_size
+        except OSError:
+            return 0
+        if total <= self.max_bytes:
+            return 0
+        removed = 0
+        for _, size, path in sorted(entries):
+            if total - removed <= self.max_bytes * TRIM_TO:
+                break
+            try:
+                os.unlink(path)
+                removed += size
+            except OSError:
+                pass            # another build removed it first
+        return removed
