@@ -4,7 +4,7 @@ with plain clang and once with mirecc at ``MIRECC_SIZE_SEARCH=K``; total
 ``.text`` bytes of the objects, and the projects' tests run on both builds.
 
     .venv/bin/python benchmarks/code_size.py [--k K] [--projects zlib,bzip2,...] [--cc clang-19]
-                     [--work DIR] [--out FILE]
+                     [--work DIR] [--out FILE] [--rebuilds N]
 
 Protocol
 --------
@@ -22,7 +22,18 @@ per side; build seconds (configure and make, not the tests) are a single
 sample each, informational only (the machine may be busy).  Each side's
 tree is then moved to ``WORK/code-size/results/<project>/<side>``.
 
-Measured: the ``.text`` bytes (executable sections) of every object file
+Rebuilds (``--rebuilds N``): then N rounds, each a fresh copy of the same
+source in the same directory built by both sides (clang first in odd
+rounds, mirecc first in even ones), mirecc with the cache its first build
+filled: the build of an unchanged project, as after ``make clean`` or in
+CI with a kept cache.  Per side the median and range of the build seconds
+(configure included); for mirecc, how many objects are byte for byte its
+first build's, and the TUs whose kept object was copied with nothing
+compiled (``tus.object``).
+
+Measured: the loadable bytes (every allocated section: code, read-only
+data, data, unwind tables) of every linked library and program both sides
+built, what a user ships; the loadable and the ``.text`` bytes (executable sections) of every object file
 in the tree (ELF relocatable: ``*.o``, libtool's PIC copies in ``.libs/``,
 bzip2's PIC ``*.sho``; not archive members, which repeat the objects),
 summed over the objects present on both sides (an object present on one
@@ -96,6 +107,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -110,13 +122,13 @@ from mirecc import stats  # noqa: E402
 from mirecc.bench import machine_description  # noqa: E402
 from mirecc.config import Config  # noqa: E402
 from mirecc.corpus.util import neutral_build_env  # noqa: E402
-from mirecc.tasks.code_size.build import text_bytes  # noqa: E402
+from mirecc.tasks.code_size.build import object_sizes  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LUA_TESTS = HERE / "lua_tests"
 SQLITE_TESTS = HERE / "sqlite_tests"
 ALL_PROJECTS = ("zlib", "bzip2", "lua5.4", "sqlite3")
-COUNTERS = ("verified.code-size", "verified.code-size.improved")
+COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object")
 
 BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
 LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
@@ -348,25 +360,34 @@ PROJECTS = {  # name: (Debian source package, build, test, flags in words)
 # --------------------------------------------------------------------------
 # measuring
 
-def object_text(tree: Path) -> dict[str, int]:
-    """.text bytes of every object file (ELF relocatable, whatever its name:
-    ``*.o``, bzip2's ``*.sho``) under ``tree``, by relative path."""
-    sizes = {}
+def object_text(tree: Path) -> tuple[dict, dict]:
+    """Under ``tree``, by relative path: every object file's (ELF
+    relocatable, whatever its name: ``*.o``, bzip2's ``*.sho``) [loadable
+    bytes, .text bytes], and every linked library's and program's (ELF
+    shared object or executable, not a symbolic link) loadable bytes: the
+    allocated sections, what the user ships."""
+    objects, shipped = {}, {}
     for path in sorted(tree.rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue
         with open(path, "rb") as fh:
-            if rp._elf_type(fh.read(18)) != 1:
-                continue
-        sizes[str(path.relative_to(tree))] = text_bytes(str(path))
-    return sizes
+            kind = rp._elf_type(fh.read(18))
+        if kind == 1:
+            objects[str(path.relative_to(tree))] = list(object_sizes(str(path)))
+        elif kind in (2, 3):
+            shipped[str(path.relative_to(tree))] = object_sizes(str(path))[0]
+    return objects, shipped
 
 
 @dataclass
 class SideResult(rp.SideResult):
     """real_projects' side result, plus what code size measures."""
-    objects: dict = field(default_factory=dict)    # relative path -> .text bytes
+    objects: dict = field(default_factory=dict)    # relative path -> [loadable, .text]
+    shipped: dict = field(default_factory=dict)    # libraries, programs -> loadable bytes
     counters: dict = field(default_factory=dict)   # mirecc's stats (mirecc side)
+    rebuild_s: list = field(default_factory=list)  # --rebuilds: seconds per round
+    rebuild_same: list = field(default_factory=list)    # objects = the first build's
+    rebuild_objects: list = field(default_factory=list)  # tus.object per round (mirecc)
 
 
 @dataclass
@@ -377,6 +398,10 @@ class ProjectResult:
     sides: dict = field(default_factory=dict)      # side name -> SideResult
     text_clang: int = 0       # over the objects both sides have
     text_mirecc: int = 0
+    loadable_clang: int = 0   # the same objects' allocated sections
+    loadable_mirecc: int = 0
+    shipped_clang: int = 0    # linked libraries and programs both sides have
+    shipped_mirecc: int = 0
     only_clang: list = field(default_factory=list)
     only_mirecc: list = field(default_factory=list)
     test_output_same: bool | None = None
@@ -391,8 +416,9 @@ class ProjectResult:
         return {**asdict(self), "ok": self.ok}
 
 
-def run_project(name: str, work: Path, sides: list[Side]) -> ProjectResult:
-    """Fetch, then per side: fresh copy, build, measure, test, move away."""
+def run_project(name: str, work: Path, sides: list[Side], rebuilds: int = 0) -> ProjectResult:
+    """Fetch, then per side: fresh copy, build, measure, test, move away;
+    then ``rebuilds`` rounds of both sides' builds (module docstring)."""
     package, build, test, flags = PROJECTS[name]
     result = ProjectResult(name, flags=flags)
     try:
@@ -424,7 +450,7 @@ def run_project(name: str, work: Path, sides: list[Side]) -> ProjectResult:
             build(build_dir, side, lp)
             sr.build_s = round(time.monotonic() - started, 1)
             sr.build_ok = True
-            sr.objects = object_text(build_dir)
+            sr.objects, sr.shipped = object_text(build_dir)
             if cache:
                 counts = stats.read(Config(cache_dir=str(cache)))
                 sr.counters = {c: counts.get(c, 0) for c in COUNTERS}
@@ -439,6 +465,35 @@ def run_project(name: str, work: Path, sides: list[Side]) -> ProjectResult:
         shutil.rmtree(dest, ignore_errors=True)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(build_dir), str(dest))
+    for round_ in range(rebuilds if len(outputs) == 2 else 0):
+        order = sides if round_ % 2 == 0 else sides[::-1]
+        for side in order:
+            sr = result.sides[side.name]
+            if "MIRECC_SIZE_SEARCH" in side.extra_env:
+                cache = work / "code-size" / "cache" / name     # the first build's
+                side = replace(side, extra_env={**side.extra_env,
+                                                "MIRECC_CACHE_DIR": str(cache)})
+                before = stats.read(Config(cache_dir=str(cache))).get("tus.object", 0)
+            lp = work / "logs" / f"code-size-{name}-{side.name}-rebuild.log"
+            shutil.rmtree(build_dir, ignore_errors=True)
+            shutil.copytree(src, build_dir, symlinks=True)
+            log(f"{name} [{side.name}]: rebuild {round_ + 1}/{rebuilds}")
+            started = time.monotonic()
+            try:
+                build(build_dir, side, lp)
+            except (BenchError, subprocess.TimeoutExpired, OSError) as exc:
+                sr.error = f"rebuild: {exc}"
+                break
+            sr.rebuild_s.append(round(time.monotonic() - started, 2))
+            first = work / "code-size" / "results" / name / side.name
+            sr.rebuild_same.append(sum(
+                (first / rel).is_file() and (first / rel).read_bytes()
+                == (build_dir / rel).read_bytes() for rel in sr.objects))
+            if "MIRECC_CACHE_DIR" in side.extra_env:
+                sr.rebuild_objects.append(
+                    stats.read(Config(cache_dir=side.extra_env["MIRECC_CACHE_DIR"]))
+                    .get("tus.object", 0) - before)
+    shutil.rmtree(build_dir, ignore_errors=True)
     if len(outputs) == 2:
         # clang's build is the reference: a difference is mirecc's failure
         result.test_output_same = outputs["clang"] == outputs["mirecc"]
@@ -448,8 +503,14 @@ def run_project(name: str, work: Path, sides: list[Side]) -> ProjectResult:
             sr.error = "test output differs from the clang build's"
     plain, ours = result.sides["clang"].objects, result.sides["mirecc"].objects
     common = plain.keys() & ours.keys()
-    result.text_clang = sum(plain[k] for k in common)
-    result.text_mirecc = sum(ours[k] for k in common)
+    result.text_clang = sum(plain[k][1] for k in common)
+    result.text_mirecc = sum(ours[k][1] for k in common)
+    result.loadable_clang = sum(plain[k][0] for k in common)
+    result.loadable_mirecc = sum(ours[k][0] for k in common)
+    plain_ship, our_ship = result.sides["clang"].shipped, result.sides["mirecc"].shipped
+    both = plain_ship.keys() & our_ship.keys()
+    result.shipped_clang = sum(plain_ship[k] for k in both)
+    result.shipped_mirecc = sum(our_ship[k] for k in both)
     result.only_clang = sorted(plain.keys() - ours.keys())
     result.only_mirecc = sorted(ours.keys() - plain.keys())
     return result
@@ -474,21 +535,43 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None)
     lines = [f"Machine: {machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}; "
              f"{machine['compiler']}; -Oz; mirecc ({rev or 'revision unknown'}) with "
              f"MIRECC_SIZE_SEARCH={k}", "",
-             "| project | clang .text | mirecc .text | change | tests clang/mirecc "
-             "| build s clang/mirecc |",
-             "|---|---:|---:|---:|---|---|"]
+             "| project | clang .text | mirecc .text | change | objects' loadable bytes "
+             "clang / mirecc | change | libraries and programs, loadable clang / mirecc "
+             "| change | tests clang/mirecc | build s clang/mirecc |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in results:
         lines.append(f"| {r.project} | {r.text_clang} | {r.text_mirecc} | "
-                     f"{change(r.text_clang, r.text_mirecc)} | {ok(r, 'clang')}/{ok(r, 'mirecc')} "
+                     f"{change(r.text_clang, r.text_mirecc)} | {r.loadable_clang} / "
+                     f"{r.loadable_mirecc} | {change(r.loadable_clang, r.loadable_mirecc)} | "
+                     f"{r.shipped_clang} / {r.shipped_mirecc} | "
+                     f"{change(r.shipped_clang, r.shipped_mirecc)} | "
+                     f"{ok(r, 'clang')}/{ok(r, 'mirecc')} "
                      f"| {secs(r, 'clang')}/{secs(r, 'mirecc')} |")
-    a, b = sum(r.text_clang for r in results), sum(r.text_mirecc for r in results)
-    lines += [f"| **total** | {a} | {b} | {change(a, b)} | | |", ""]
+
+    def total(field: str) -> tuple[int, int]:
+        return (sum(getattr(r, f"{field}_clang") for r in results),
+                sum(getattr(r, f"{field}_mirecc") for r in results))
+    (a, b), (la, lb), (sa, sb) = total("text"), total("loadable"), total("shipped")
+    lines += [f"| **total** | {a} | {b} | {change(a, b)} | {la} / {lb} | {change(la, lb)} | "
+              f"{sa} / {sb} | {change(sa, sb)} | | |", ""]
     for r in results:
         lines.append(f"{r.project} {r.version or ''}: {r.flags}")
         mirecc = r.sides.get("mirecc")
         if mirecc and mirecc.counters:
             lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]]} TUs; "
                          f"one was smaller than clang's -Oz in {mirecc.counters[COUNTERS[1]]}")
+        mirecc, clang = r.sides.get("mirecc"), r.sides.get("clang")
+        if mirecc and clang and mirecc.rebuild_s and clang.rebuild_s:
+            med = statistics.median
+            lines.append(
+                f"  rebuild of the unchanged project, {len(mirecc.rebuild_s)} rounds: clang "
+                f"{med(clang.rebuild_s):.2f} s ({min(clang.rebuild_s):.2f}-"
+                f"{max(clang.rebuild_s):.2f}), mirecc {med(mirecc.rebuild_s):.2f} s "
+                f"({min(mirecc.rebuild_s):.2f}-{max(mirecc.rebuild_s):.2f}): "
+                f"{med(mirecc.rebuild_s) / med(clang.rebuild_s):.2f}x clang; objects "
+                f"identical to mirecc's first build {min(mirecc.rebuild_same)}/"
+                f"{len(mirecc.objects)}; kept objects copied per round "
+                f"{', '.join(map(str, mirecc.rebuild_objects))}")
         objects = len(r.sides["clang"].objects) if "clang" in r.sides else 0
         lines.append(f"  objects measured: {objects - len(r.only_clang)}")
         for side, names in (("clang", r.only_clang), ("mirecc", r.only_mirecc)):
@@ -521,6 +604,9 @@ def main() -> int:
     parser.add_argument("--cc", default=None,
                         help="the clang both sides use (for example clang-19; default: the "
                              "one mirecc drives); the library is the spec's for its LLVM")
+    parser.add_argument("--rebuilds", type=int, default=0,
+                        help="then N rounds rebuilding the unchanged project with both "
+                             "compilers, mirecc with its warm cache (default: 0)")
     parser.add_argument("--cxx", default=None,
                         help="the clang++ beside --cc (default: --cc's name with clang++)")
     args = parser.parse_args()
@@ -553,17 +639,19 @@ def main() -> int:
     results = []
     for name in projects:
         log(f"=== {name}")
-        results.append(run_project(name, work, sides))
+        results.append(run_project(name, work, sides, args.rebuilds))
 
     machine, rev = machine_description(cc), revision()
     print(report(results, machine, k, rev))
     total_clang = sum(r.text_clang for r in results)
     total_mirecc = sum(r.text_mirecc for r in results)
+    totals = {f"{f}_{side}": sum(getattr(r, f"{f}_{side}") for r in results)
+              for f in ("loadable", "shipped") for side in ("clang", "mirecc")}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "machine": machine, "k": k, "clang": cc, "mirecc": str(mirecc), "revision": rev,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "total": {"text_clang": total_clang, "text_mirecc": total_mirecc},
+        "total": {"text_clang": total_clang, "text_mirecc": total_mirecc, **totals},
         "results": [r.to_dict() for r in results]}, indent=2) + "\n")
     print(f"\nJSON: {out}")
     return 0 if all(r.ok for r in results) and total_mirecc <= total_clang else 1
