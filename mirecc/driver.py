@@ -526,7 +526,10 @@ def _verify(outcome, extra, config) -> None:
                                 f"verified.{decision.task}.improved":
                                     int(verified.winner != f"-O{report.opt_level}"),
                                 f"verified.{decision.task}.from-cache":
-                                    int(getattr(verified, "from_cache", False))})
+                                    int(getattr(verified, "from_cache", False)),
+                                f"verified.{decision.task}.not-searched":
+                                    int(getattr(verified, "built", 1) == 0
+                                        and not getattr(verified, "from_cache", False))})
 
 
 def _heads_installed(config, languages, opt_level: str) -> bool:

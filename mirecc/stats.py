@@ -30,7 +30,8 @@ Counters:
   ``verified.<task>.from-cache``: TUs whose object a task's build step chose
   by building candidates (code size), those where a candidate beat the
   user's level, and those where the winner was known from an earlier build
-  (only it was built);
+  (only it was built); ``verified.<task>.not-searched``: those where the
+  step built nothing (code size: an object too small to gain);
 - ``cuda.compiles`` / ``cuda.applied``: ``mirecc-nvcc`` calls that compiled
   CUDA sources, and those whose build got a block shape (a decision that
   fails to build is withdrawn: ``fallback.decided-failed``);
@@ -223,7 +224,8 @@ def render(data: dict, path: str) -> str:
     for name in sorted(k for k in data if k.startswith("verified.") and k.count(".") == 1):
         task = name[len("verified."):]
         lines += [row(f"{task}: searched (candidates built)",
-                      n(name) - n(f"{name}.from-cache"), 4),
+                      n(name) - n(f"{name}.from-cache") - n(f"{name}.not-searched"), 4),
+                  row("nothing to build (too small to gain)", n(f"{name}.not-searched"), 6),
                   row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
                   row("winner known from an earlier build", n(f"{name}.from-cache"), 6)]
     if n("cuda.compiles"):

@@ -8,6 +8,13 @@ than the user's level and the choice is the same for the same input.
 
 The winner is remembered (:mod:`.winners`): a rebuild of the same TU builds
 only the winning candidate, or none when the user's level won.
+
+A TU whose own object has less than :data:`MIN_TEXT_BYTES` of ``.text`` is
+not searched (configure's probe compiles: zlib's have 0 to 173 bytes).
+Chosen on the committed labels (``heads/code-size/labels``, clang 14, the
+library's first 10 pipelines): the 60 of 500 training modules under 128
+bytes gave 57 of the 486,520 bytes the search saves there (0.012%); the 14
+of 167 held-out modules under it gave none.
 """
 from __future__ import annotations
 
@@ -15,6 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes
+
+#: below this many .text bytes in the user's own object, no candidate is built
+MIN_TEXT_BYTES = 128
 from mirecc.tasks.code_size.build import (CandidateError, build_candidate, object_sizes,
                                           opt_beside)
 
@@ -35,6 +45,7 @@ class Verified:
     built: int = 0
     from_cache: bool = False
     text: dict = field(default_factory=dict)
+    note: str = ""          # why nothing was built, when that is the reason
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,6 +77,10 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             return _rebuild_winner(known, split, extra, workdir, own, passes)
     own_sizes = object_sizes(split.output)
     sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, {}, {}
+    if own_sizes[1] < MIN_TEXT_BYTES:
+        return Verified(sizes, own, {}, own, built=0, text=text,
+                        note=f"not searched: the object has {own_sizes[1]} bytes of .text, "
+                             f"under {MIN_TEXT_BYTES} (too small to gain)")
     for number, name in enumerate(names):
         try:
             if name not in passes:

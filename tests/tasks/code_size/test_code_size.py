@@ -540,3 +540,25 @@ def test_kept_objects_stay_under_their_bound_least_recently_used_first(tmp_path)
     assert cache.get("aa" * 32) == bytes([1]) * 400_000
     assert cache.get("cc" * 32) == bytes([3]) * 400_000
     assert cache.get("dd" * 32) is None
+
+
+def test_a_tu_too_small_to_gain_is_not_searched(tmp_path):
+    """Under MIN_TEXT_BYTES of .text (configure's probes), no candidate is
+    built: the object is clang's, counted as not searched."""
+    from mirecc.tasks.code_size.verify import MIN_TEXT_BYTES
+
+    env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
+    (tmp_path / "probe.c").write_text("int main(void) { return 0; }\n")
+    ours = subprocess.run([MIRECC, "-Oz", "-c", "probe.c", "-o", "ours.o"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    plain = subprocess.run([CLANG, "-Oz", "-c", "probe.c", "-o", "plain.o"], cwd=tmp_path)
+    assert ours.returncode == 0 and plain.returncode == 0, ours.stderr
+    from mirecc.tasks.code_size.build import object_sizes
+    assert object_sizes(str(tmp_path / "plain.o"))[1] < MIN_TEXT_BYTES
+    assert (tmp_path / "ours.o").read_bytes() == (tmp_path / "plain.o").read_bytes()
+    counted = stats(env)
+    assert counted["verified.code-size"] == 1 == counted["verified.code-size.not-searched"]
+    assert not list(Path(tmp_path / "cache").rglob("code-size/v2/*/*.json"))   # no winner kept
+    text = subprocess.run([MIRECC, "--explain", "-Oz", "-c", "probe.c", "-o", "ours.o"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True).stdout
+    assert f"under {MIN_TEXT_BYTES} (too small to gain)" in text and "failed" not in text
