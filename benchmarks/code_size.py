@@ -4,7 +4,7 @@ with plain clang and once with mirecc at ``MIRECC_SIZE_SEARCH=K``; total
 ``.text`` bytes of the objects, and the projects' tests run on both builds.
 
     .venv/bin/python benchmarks/code_size.py [--k K] [--projects zlib,bzip2,...] [--cc clang-19]
-                     [--work DIR] [--out FILE] [--rebuilds N]
+                     [--work DIR] [--out FILE] [--rebuilds N] [--md PAGE]
 
 Protocol
 --------
@@ -128,7 +128,8 @@ HERE = Path(__file__).resolve().parent
 LUA_TESTS = HERE / "lua_tests"
 SQLITE_TESTS = HERE / "sqlite_tests"
 ALL_PROJECTS = ("zlib", "bzip2", "lua5.4", "sqlite3")
-COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object")
+COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object",
+            "verified.code-size.not-searched")
 
 BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
 LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
@@ -558,8 +559,11 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None)
         lines.append(f"{r.project} {r.version or ''}: {r.flags}")
         mirecc = r.sides.get("mirecc")
         if mirecc and mirecc.counters:
-            lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]]} TUs; "
-                         f"one was smaller than clang's -Oz in {mirecc.counters[COUNTERS[1]]}")
+            small = mirecc.counters.get(COUNTERS[3], 0)
+            lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]] - small} "
+                         f"TUs (and none for {small} under 128 bytes of .text, configure's "
+                         f"probes among them); one was smaller than clang's -Oz in "
+                         f"{mirecc.counters[COUNTERS[1]]}")
         mirecc, clang = r.sides.get("mirecc"), r.sides.get("clang")
         if mirecc and clang and mirecc.rebuild_s and clang.rebuild_s:
             med = statistics.median
@@ -604,6 +608,9 @@ def main() -> int:
     parser.add_argument("--cc", default=None,
                         help="the clang both sides use (for example clang-19; default: the "
                              "one mirecc drives); the library is the spec's for its LLVM")
+    parser.add_argument("--md", type=Path, default=None,
+                        help="also write the report as a Markdown page (e.g. docs/results/"
+                             "code-size-packages.md)")
     parser.add_argument("--rebuilds", type=int, default=0,
                         help="then N rounds rebuilding the unchanged project with both "
                              "compilers, mirecc with its warm cache (default: 0)")
@@ -642,7 +649,13 @@ def main() -> int:
         results.append(run_project(name, work, sides, args.rebuilds))
 
     machine, rev = machine_description(cc), revision()
-    print(report(results, machine, k, rev))
+    text = report(results, machine, k, rev)
+    print(text)
+    if args.md:
+        from mirecc.fsutil import atomic_write_bytes
+        command = "benchmarks/code_size.py " + " ".join(sys.argv[1:])
+        atomic_write_bytes(args.md.absolute(), (
+            f"# Code size on packages, written by `{command}`\n\n{text}\n").encode())
     total_clang = sum(r.text_clang for r in results)
     total_mirecc = sum(r.text_mirecc for r in results)
     totals = {f"{f}_{side}": sum(getattr(r, f"{f}_{side}") for r in results)
