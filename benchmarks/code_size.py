@@ -561,8 +561,8 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None)
         if mirecc and mirecc.counters:
             small = mirecc.counters.get(COUNTERS[3], 0)
             lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]] - small} "
-                         f"TUs (and none for {small} under 128 bytes of .text, configure's "
-                         f"probes among them); one was smaller than clang's -Oz in "
+                         f"TUs (and none for {small} under 128 bytes of .text); one was "
+                         f"smaller than clang's -Oz in "
                          f"{mirecc.counters[COUNTERS[1]]}")
         mirecc, clang = r.sides.get("mirecc"), r.sides.get("clang")
         if mirecc and clang and mirecc.rebuild_s and clang.rebuild_s:
