@@ -213,8 +213,9 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
         manifest = (Manifests(config.cache_root()),
                     manifest_key(compiler, args, version))
         report = _direct_hit(*manifest, inv, config)
-        if report is not None and _verifies_safely(report):
+        if report is not None and report.object_key:
             # its object was a build step's choice: only the kept object will do
+            # (a manifest names one only then: no result to parse here)
             outcome.kept_object = _kept_object(report, config)
             if outcome.kept_object is None:
                 report = None
@@ -345,26 +346,18 @@ def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None
     return report
 
 
-def _verifies_safely(report: TUReport) -> bool:
-    try:
-        return verifies(report)
-    except Exception:  # noqa: BLE001 - a damaged result: _direct_hit read it already
-        return False
-
-
 def _kept_object(report: TUReport, config) -> bytes | None:
     """The object a direct hit's manifest names, when it is still kept."""
     from mirecc.objcache import ObjectCache
 
-    if not report.object_key:
-        return None
     return ObjectCache(config.cache_root(), config.object_cache_mb).get(report.object_key)
 
 
 def verifies(report: TUReport) -> bool:
     """Does an applied decision of ``report`` have a build step
     (``Task.verify``)?  It needs the front end's bitcode, which a direct-mode
-    hit skips: such TUs get no manifest."""
+    hit skips: such a TU gets a manifest only with its kept object
+    (:mod:`mirecc.objcache`)."""
     from mirecc.tasks.registry import task
 
     return any(d.applied and getattr(task(d.task), "verify", None)

@@ -7,13 +7,15 @@ are untouched unless a decision is made, and then the only difference is
 the decision.  What mirecc adds is the device side's IR: for each CUDA
 source of a compile, clang's CUDA mode emits the device IR (``-x cuda
 --cuda-device-only -emit-llvm``, the IR as clang emits it, as for C), which
-goes through the same graph builder and encoder as any other TU, and
-``--explain`` lists each kernel with its thread-block shape.  No CUDA head
-ships (thread-block shapes need labels timed on a GPU); the one decision
-made is a kernel's block shape from a decisions profile's ``cuda-block``
-entries (:mod:`mirecc.profile`), where the launch is tunable: see "launch
-shapes" below.  Any failure on mirecc's side is one warning and nvcc's
-plain build.
+is read through the same per-TU context as any other TU (:func:`device_context`:
+one read, one graph, the configured encoder), and ``--explain`` lists each
+kernel with its thread-block shape.  The decisions are the CUDA tasks'
+(the registry's tasks of language ``cuda``; ``Task.front_end`` names the
+module this front end drives): today a kernel's block shape from a
+decisions profile's entries, where the launch is tunable
+(:mod:`mirecc.tasks.cuda_block.launches`); no CUDA head ships.  Calls are
+counted in ``mire stats`` (``cuda.compiles``, ``cuda.applied``).  Any
+failure on mirecc's side is one warning and nvcc's plain build.
 
 nvcc is found as ``$MIRECC_NVCC``, else the one of the pip wheels in this
 Python's environment (``nvidia-cuda-nvcc``, CUDA 13: ``nvidia/cu13/bin``,
