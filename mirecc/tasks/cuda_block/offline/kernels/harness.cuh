@@ -1,8 +1,8 @@
-/* benchmarks/cuda_kernels/harness.cuh: what the project's own CUDA kernels
+/* offline/kernels/harness.cuh: what the project's own CUDA kernels
  * share.  Each program is one kernel whose launch takes its block shape from
  * <mirecc/launch.h> (MIRECC_BLOCK_X/Y(kernel, default)); the grid follows the
  * block.  Command line:  prog SIZE [SIZE ...] [-r REPS] [-c]
- * For each SIZE it prints, in PolyBench-ACC's words (benchmarks/cuda_labels.py
+ * For each SIZE it prints, in PolyBench-ACC's words (cuda_labels.py
  * parses them):
  *     size N
  *     GPU Time in seconds:
