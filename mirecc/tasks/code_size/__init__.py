@@ -20,6 +20,13 @@ This module is the task's declaration: standard library only.
 from mirecc.tasks.api import BenchSuite, Command, Setting, Task
 
 
+def _as_positive(value):
+    number = _as_count(value)
+    if number < 1:
+        raise ValueError(f"expected a positive whole number, got {value!r}")
+    return number
+
+
 def _as_count(value):
     """K: a whole number >= 0 (0: off)."""
     if isinstance(value, bool):
@@ -49,7 +56,10 @@ TASKS = (
         settings=(Setting("size_search", "MIRECC_SIZE_SEARCH", _as_count, DEFAULT_K,
                           "with -Oz or -Os, build the TU through this many candidate pass "
                           "pipelines besides the user's level and keep the smallest object "
-                          "(0: off)"),),
+                          "(0: off)"),
+                  Setting("size_jobs", "MIRECC_SIZE_JOBS", _as_positive, 1,
+                          "candidates built at once where make's jobserver is not reachable "
+                          "(with one, its free slots decide)")),
         verify="mirecc.tasks.code_size.verify:smallest_object",
         measured="verified: every candidate is built, never more loadable bytes than your "
                  "level; Debian's zlib, bzip2, lua5.4 and sqlite3 3.9% less .text in total, "

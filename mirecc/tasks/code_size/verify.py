@@ -6,7 +6,9 @@ candidates need the front end's bitcode).  Candidates that fail to build
 are skipped; the user's object wins ties, so the output is never larger
 than the user's level and the choice is the same for the same input.
 
-The winner is remembered (:mod:`.winners`): a rebuild of the same TU builds
+Candidates are built several at once where make's jobserver has free slots
+(:mod:`mirecc.jobserver`: never more than it allows), else ``size_jobs`` at
+once (default 1).  The winner is remembered (:mod:`.winners`): a rebuild of the same TU builds
 only the winning candidate, or none when the user's level won.
 
 A TU whose own object has less than :data:`MIN_TEXT_BYTES` of ``.text`` is
@@ -81,15 +83,32 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         return Verified(sizes, own, {}, own, built=0, text=text,
                         note=f"not searched: the object has {own_sizes[1]} bytes of .text, "
                              f"under {MIN_TEXT_BYTES} (too small to gain)")
-    for number, name in enumerate(names):
+    def build(item):
+        number, name = item
         try:
             if name not in passes:
                 raise CandidateError(f"{name}: not in the installed library")
             path = build_candidate(split, passes[name], extra, workdir, f"size{number}")
-            sizes[name], text[name] = object_sizes(path)
-            paths[name] = path
+            return name, path, object_sizes(path), None
         except CandidateError as exc:
-            skipped[name] = str(exc)
+            return name, None, None, str(exc)
+    from mirecc.jobserver import slots
+
+    # at once: make's free jobserver slots, else size_jobs (each candidate's
+    # files have their own names; the results go in library order)
+    with slots(len(names), getattr(config, "size_jobs", 1) if config is not None else 1) as n:
+        if n > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(max_workers=n) as pool:
+                built = list(pool.map(build, enumerate(names)))
+        else:
+            built = [build(item) for item in enumerate(names)]
+    for name, path, measured, why in built:
+        if why is not None:
+            skipped[name] = why
+        else:
+            sizes[name], text[name] = measured
+            paths[name] = path
     # the fewest loadable bytes; among equals the user's level, then library order
     winner = min(sizes, key=lambda name: (sizes[name], name != own))
     if winner != own:
