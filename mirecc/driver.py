@@ -62,7 +62,8 @@ def help_text() -> str:
         gates = {}
     for task in tasks().values():
         applied = (f"applied when {when(task)}" if task.applied_when
-                   else "advisory: recorded, never applied")
+                   else "no head: applied from a decisions profile" if task.head is None
+                   and task.profile else "advisory: recorded, never applied")
         lines.append(f"\nTask {task.name} ({', '.join(sorted(task.languages))}; "
                      f"{applied}): {task.summary}")
         measured = describe(gates.get(task.name)) or task.measured
