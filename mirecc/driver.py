@@ -394,15 +394,16 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
         # the compile's (mirecc.objcache); nothing runs
         from pathlib import Path
 
+        from mirecc.frontend import object_path
         from mirecc.fsutil import atomic_write_bytes
         try:
-            atomic_write_bytes(Path(inv.output), outcome.kept_object)
+            atomic_write_bytes(Path(object_path(inv)), outcome.kept_object)
             counts["tus.object"] = 1
             finish()
             return 0
         except OSError as exc:
             if config.warnings:
-                _say("warning", f"cannot write the kept object to {inv.output}: {exc}; "
+                _say("warning", f"cannot write the kept object to {object_path(inv)}: {exc}; "
                                 f"compiled as asked")
             _remove_workdir(workdir)   # exec runs no finally
             return _exec(final)

@@ -83,6 +83,12 @@ def why_not(inv, args: list[str], config) -> str | None:
     return None
 
 
+def object_path(inv) -> str:
+    """The object a compile of ``inv``'s one source writes: ``-o``, else (as
+    clang) the source's stem with ``.o`` in the working directory."""
+    return inv.output or os.path.splitext(os.path.basename(inv.sources[0].path))[0] + ".o"
+
+
 class Split:
     """The commands of a split compile of ``inv``'s one source (an
     :class:`mirecc.cmdline.Invocation` for the user's ``args``)."""
@@ -96,8 +102,7 @@ class Split:
         # where the front end lists every file it reads (direct mode's
         # manifest is made from it); without one, no list is written
         self.private_dep_file = private_dep_file
-        # without -o, clang's output is the source's stem in the working directory
-        self.output = inv.output or os.path.splitext(os.path.basename(self.source.path))[0] + ".o"
+        self.output = object_path(inv)
         self.writes_dep_file = any(a in ("-MD", "-MMD") for a in args)
         self.color = color and not any(a.startswith(("-fcolor-diagnostics",
                                                       "-fno-color-diagnostics",

@@ -14,7 +14,6 @@ import time
 
 from mirecc.cmdline import TU_LANGUAGES, Invocation, Source
 from mirecc.fsutil import sha256
-from mirecc.objcache import single_object
 from mirecc.pipeline import TURequest, TUResult
 
 # Flags that make clang write unoptimised-but-optimisable IR: the front end's
@@ -317,11 +316,13 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         # written after the compile (record_manifests), which finds out
         # whether the applied decisions change the object
         # a TU whose object a build step chooses gets one only where that
-        # object can stand for the whole compile (mirecc.objcache)
+        # object is all the compile writes (a split compile without -MD:
+        # mirecc.objcache)
         if manifest is not None and dep_file and report.cache in ("hit", "miss") \
-                and (not verifies(report) or single_object(inv, args)):
+                and (not verifies(report) or not outcome.split.writes_dep_file):
             outcome.manifests.append((manifest, dep_file, source.path, frontend_started,
-                                      report, sha, len(bitcode), compiler, inv.output))
+                                      report, sha, len(bitcode), compiler,
+                                      outcome.split.output))
         _add_report(outcome, report, inv, compiler, config)
     outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome

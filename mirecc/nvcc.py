@@ -349,12 +349,12 @@ def device_digests(cmd: NvccCommand, nvcc: str):
     def digests(source: str) -> dict:
         from mirecc.compiler import find_compiler
         from mirecc.config import load_config
-        from mirecc.ir.text import disassemble
 
-        clang = find_compiler(load_config(), cxx=True)
+        config = load_config()
         with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
-            bc = device_ir(source, cmd, toolkit_of(nvcc), clang, Path(tmp) / "device.bc")
-            return kernel_digests(disassemble(bc.read_bytes(), str(bc)))
+            bc = device_ir(source, cmd, toolkit_of(nvcc), find_compiler(config, cxx=True),
+                           Path(tmp) / "device.bc")
+            return kernel_digests(device_context(source, cmd, bc, config).ir_text)
     return digests
 
 

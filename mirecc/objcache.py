@@ -19,10 +19,10 @@ decisions:
   ``llc``: real path, size and modification time).
 
 The object key (:func:`object_key`) is made of the manifest key, the
-bitcode's hash and those tools.  An object is kept only for a command that
-writes one object and nothing else (one source, ``-c``, ``-o`` a file, no
-dependency file, no other output), after every build step of the TU
-succeeded.  Objects live in ``<cache dir>/objects/v1/<aa>/<key>.o``, written
+bitcode's hash and those tools.  An object is kept only for a command whose
+object is all it writes: a split compile (:func:`mirecc.frontend.why_not`:
+one source, ``-c`` into a file, no flag that writes another file) without
+``-MD``/``-MMD``, after every build step of the TU succeeded.  Objects live in ``<cache dir>/objects/v1/<aa>/<key>.o``, written
 atomically (safe under ``make -j``); a hit refreshes the file's time, and
 the folder is kept under ``object_cache_mb`` (default 1024) by removing the
 least recently used objects after each write.
@@ -47,21 +47,6 @@ def object_key(manifest_key: str, bitcode_sha256: str, compiler: str) -> str:
              if os.path.exists(os.path.join(folder, t))]
     material = [f"objects{SCHEMA}", manifest_key, bitcode_sha256, *tools]
     return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()
-
-
-# arguments after which clang writes another file than the object, or none
-_OTHER_OUTPUT = ("-M", "-Wp,-M", "-save-temps", "-gsplit-dwarf", "-ftime-trace",
-                 "--serialize-diagnostics", "-serialize-diagnostics", "-fdump-", "-S", "-E",
-                 "-emit-", "-fsave-optimization-record", "-foptimization-record-file")
-
-
-def single_object(inv, args: list[str]) -> bool:
-    """Does the command write exactly one object file (``-c`` of one source
-    to ``-o`` a file) and nothing else?  Only then can a kept object stand
-    for the whole compile."""
-    return (len(inv.sources) == 1 and not inv.other_inputs and "-c" in args
-            and inv.output not in (None, "-") and not inv.reads_stdin
-            and not any(a.startswith(_OTHER_OUTPUT) for a in args))
 
 
 class ObjectCache:

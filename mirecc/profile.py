@@ -108,12 +108,19 @@ def key_values(text: str) -> dict:
     return value
 
 
-def kinds() -> dict:
-    """task name -> its :class:`ProfileKind`, for every task that takes entries."""
-    from mirecc.tasks.api import load_attribute
-    from mirecc.tasks.registry import tasks
+_KINDS: dict | None = None
 
-    return {name: load_attribute(t.profile) for name, t in tasks().items() if t.profile}
+
+def kinds() -> dict:
+    """task name -> its :class:`ProfileKind`, for every task that takes
+    entries (read from the registry once per process)."""
+    global _KINDS
+    if _KINDS is None:
+        from mirecc.tasks.api import load_attribute
+        from mirecc.tasks.registry import tasks
+
+        _KINDS = {name: load_attribute(t.profile) for name, t in tasks().items() if t.profile}
+    return _KINDS
 
 
 class Entry:

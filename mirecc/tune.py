@@ -53,6 +53,7 @@ block shapes: the tune does not build through it).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -281,15 +282,25 @@ def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: f
     return kept, len(sites) - len(kept)
 
 
+def _loop_depths(ir: Path) -> dict:
+    """Loop id -> nesting depth of the TU's IR ({} when its graph cannot be
+    built: its sites still count, at depth 1)."""
+    from mirecc.graph import GraphBuildError, build_graph_any
+    from mirecc.irinfo import graph_loops
+
+    try:
+        return {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
+    except GraphBuildError:
+        return {}
+
+
 def sites_of(records: list[dict], work: Path) -> list[dict]:
     """The decision sites of the recorded TUs, deepest first (see
     :func:`order_sites` for the order with a time profile): {task, source
     (absolute), target, function, digest, candidates, score, depth, order},
     each made by its task's profile kind (``Task.profile``) from the head's
     ranked candidates."""
-    from mirecc.graph import GraphBuildError, build_graph_any
     from mirecc.ir.text import disassemble
-    from mirecc.irinfo import graph_loops
     from mirecc.profile import function_digests, kinds
 
     tunable = {name: k for name, k in kinds().items() if k.front_end == "mirecc"}
@@ -301,16 +312,7 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
         if not ir.is_file() or not decisions:
             continue
         digests = function_digests(disassemble(ir.read_bytes(), str(ir)))
-        depths: dict | None = None
-
-        def loop_depths(ir=ir) -> dict:
-            nonlocal depths
-            if depths is None:
-                try:
-                    depths = {lp.id: lp.depth for lp in graph_loops(build_graph_any(ir))}
-                except GraphBuildError:
-                    depths = {}   # no loop depths: the sites still count, at depth 1
-            return depths
+        loop_depths = functools.cache(functools.partial(_loop_depths, ir))
         for d in decisions:
             site = tunable[d["task"]].site(d, source, digests, loop_depths)
             if site is not None:
