@@ -1,10 +1,12 @@
 """Code size on real projects: zlib, bzip2, lua5.4 and sqlite3 (Debian
 bookworm's source packages, ``apt-get source``), each built at ``-Oz`` once
-with plain clang and once with mirecc at ``MIRECC_SIZE_SEARCH=K``; total
+with plain clang and once with mirecc at ``MIRECC_SIZE_SEARCH=K`` and
+``MIRECC_SIZE_BUDGET=B`` (both mirecc's defaults unless given); total
 ``.text`` bytes of the objects, and the projects' tests run on both builds.
 
-    .venv/bin/python benchmarks/code_size.py [--k K] [--projects zlib,bzip2,...] [--cc clang-19]
-                     [--work DIR] [--out FILE] [--rebuilds N] [--md PAGE]
+    .venv/bin/python benchmarks/code_size.py [--k K] [--budget B] [--projects zlib,bzip2,...]
+                     [--cc clang-19] [--work DIR] [--out FILE] [--rebuilds N] [--timing N]
+                     [--md PAGE]
 
 Protocol
 --------
@@ -30,6 +32,15 @@ CI with a kept cache.  Per side the median and range of the build seconds
 (configure included); for mirecc, how many objects are byte for byte its
 first build's, and the TUs whose kept object was copied with nothing
 compiled (``tus.object``).
+
+Timing (``--timing N``): then N rounds, the sides alternating (clang first
+in odd rounds), each a fresh copy built from scratch -- mirecc with an
+emptied cache of its own, a first build -- with configure and make timed
+apart, then ``make clean`` and make again (mirecc with the cache that build
+filled: what a developer's rebuild after ``make clean`` costs).  Per side
+the median and range of the first build (configure included), of configure
+alone and of the make after ``make clean``; the machine is not otherwise
+idle-checked, so run it alone.
 
 Measured: the loadable bytes (every allocated section: code, read-only
 data, data, unwind tables) of every linked library and program both sides
@@ -200,6 +211,13 @@ def sh(cmd: list[str], tree: Path, side: Side, lp: Path, stage: str, **env: str)
     return lp.read_text(errors="replace")[start:]
 
 
+def timed(step, tree: Path, side: Side, lp: Path) -> float:
+    """Run a project's step (configure, make, clean); its wall seconds."""
+    started = time.monotonic()
+    step(tree, side, lp)
+    return time.monotonic() - started
+
+
 def check_opt_level(make_output: str, side: Side, stage: str) -> None:
     """Every compile command (`` -c ``, naming the side's compiler) must end
     at -Oz: the last -O flag wins, and a Makefile may add its own after
@@ -231,9 +249,13 @@ def differential_lines(output: str) -> str:
 # --------------------------------------------------------------------------
 # the projects: build(tree, side, lp) and test(tree, side, lp) -> (summary, output)
 
-def build_zlib(tree: Path, side: Side, lp: Path) -> None:
+def configure_zlib(tree: Path, side: Side, lp: Path) -> None:
     flags = {"CC": side.cc, "CFLAGS": "-Oz"}  # zlib's configure reads them from the environment
     sh(["./configure", "--static"], tree, side, lp, "zlib ./configure", **flags)
+
+
+def make_zlib(tree: Path, side: Side, lp: Path) -> None:
+    flags = {"CC": side.cc, "CFLAGS": "-Oz"}
     out = sh(["make", "-j2"], tree, side, lp, "zlib make", **flags)
     check_opt_level(out, side, "zlib make")
 
@@ -248,7 +270,7 @@ def test_zlib(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
     return f"make test: {', '.join(oks)}", differential_lines(out)
 
 
-def build_bzip2(tree: Path, side: Side, lp: Path) -> None:
+def make_bzip2(tree: Path, side: Side, lp: Path) -> None:
     out = sh(["make", "-j1", f"CC={side.cc}", f"CFLAGS={BZIP2_CFLAGS}",
               "libbz2.a", "bzip2", "bzip2recover"], tree, side, lp, "bzip2 make")
     check_opt_level(out, side, "bzip2 make")
@@ -265,7 +287,7 @@ def test_bzip2(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
         differential_lines(out)
 
 
-def build_lua(tree: Path, side: Side, lp: Path) -> None:
+def configure_lua(tree: Path, side: Side, lp: Path) -> None:
     if not shutil.which("libtool"):
         raise BenchError("lua5.4 needs libtool: apt-get install libtool-bin")
     # the header debian/rules generates (luaconf.h includes it)
@@ -279,6 +301,9 @@ def build_lua(tree: Path, side: Side, lp: Path) -> None:
         raise BenchError("lua5.4: src/Makefile no longer has the six '$(CFLAGS) -Os -c' "
                          "rules this benchmark removes -Os from; check it")
     makefile.write_text(text.replace("$(CFLAGS) -Os -c", "$(CFLAGS) -c"))
+
+
+def make_lua(tree: Path, side: Side, lp: Path) -> None:
     make = ["make", "-C", "src", f"CC={side.cc} -std=gnu99", f"CXX={side.cxx}", *LUA_MAKE_VARS]
     out = sh([*make, "-j2", "o"], tree, side, lp, "lua5.4 make o (objects)")
     check_opt_level(out, side, "lua5.4 make o")
@@ -301,9 +326,12 @@ def test_lua(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
     return f"{len(scripts)} scripts of benchmarks/lua_tests passed", "".join(outputs)
 
 
-def build_sqlite(tree: Path, side: Side, lp: Path) -> None:
+def configure_sqlite(tree: Path, side: Side, lp: Path) -> None:
     sh(["./configure", *SQLITE_CONFIGURE, f"CC={side.cc}"], tree, side, lp,
        "sqlite3 ./configure")
+
+
+def make_sqlite(tree: Path, side: Side, lp: Path) -> None:
     out = sh(["make", "-j2", "sqlite3"], tree, side, lp, "sqlite3 make sqlite3")
     check_opt_level(out, side, "sqlite3 make")
 
@@ -347,14 +375,39 @@ def run_test(cmd: list[str], cwd: Path, side: Side, lp: Path,
     return proc
 
 
-PROJECTS = {  # name: (Debian source package, build, test, flags in words)
-    "zlib": ("zlib", build_zlib, test_zlib, "./configure --static, CFLAGS=-Oz"),
-    "bzip2": ("bzip2", build_bzip2, test_bzip2, f"its Makefile, CFLAGS={BZIP2_CFLAGS}"),
-    "lua5.4": ("lua5.4", build_lua, test_lua,
-               "src/Makefile, MYCFLAGS=-Oz (Debian's -Os for llex/lparser/lcode removed), "
-               "C and C++ copies"),
-    "sqlite3": ("sqlite3", build_sqlite, test_sqlite,
-                f"./configure {' '.join(SQLITE_CONFIGURE)}, make sqlite3"),
+def clean(*cmd: str):
+    def step(tree: Path, side: Side, lp: Path) -> None:
+        sh(list(cmd), tree, side, lp, " ".join(cmd))
+    return step
+
+
+class Project(tuple):
+    """(Debian source package, configure step or None, make step, clean
+    step, test, flags in words); ``build`` = configure, then make."""
+    package = property(lambda self: self[0])
+    configure = property(lambda self: self[1])
+    make = property(lambda self: self[2])
+    clean = property(lambda self: self[3])
+    test = property(lambda self: self[4])
+    flags = property(lambda self: self[5])
+
+    def build(self, tree: Path, side: Side, lp: Path) -> None:
+        if self.configure:
+            self.configure(tree, side, lp)
+        self.make(tree, side, lp)
+
+
+PROJECTS = {
+    "zlib": Project(("zlib", configure_zlib, make_zlib, clean("make", "clean"), test_zlib,
+                     "./configure --static, CFLAGS=-Oz")),
+    "bzip2": Project(("bzip2", None, make_bzip2, clean("make", "clean"), test_bzip2,
+                      f"its Makefile, CFLAGS={BZIP2_CFLAGS}")),
+    "lua5.4": Project(("lua5.4", configure_lua, make_lua, clean("make", "-C", "src", "clean"),
+                       test_lua, "src/Makefile, MYCFLAGS=-Oz (Debian's -Os for "
+                       "llex/lparser/lcode removed), C and C++ copies")),
+    "sqlite3": Project(("sqlite3", configure_sqlite, make_sqlite, clean("make", "clean"),
+                        test_sqlite, f"./configure {' '.join(SQLITE_CONFIGURE)}, "
+                        f"make sqlite3")),
 }
 
 
@@ -389,6 +442,12 @@ class SideResult(rp.SideResult):
     rebuild_s: list = field(default_factory=list)  # --rebuilds: seconds per round
     rebuild_same: list = field(default_factory=list)    # objects = the first build's
     rebuild_objects: list = field(default_factory=list)  # tus.object per round (mirecc)
+    # --timing: per round, a first build (mirecc: empty cache), its configure,
+    # and make again after make clean (mirecc: the cache that build filled)
+    first_s: list = field(default_factory=list)
+    configure_s: list = field(default_factory=list)
+    clean_rebuild_s: list = field(default_factory=list)
+    clean_rebuild_same: list = field(default_factory=list)  # objects = the first build's
 
 
 @dataclass
@@ -413,15 +472,24 @@ class ProjectResult:
         return (self.error is None and len(self.sides) == 2
                 and all(s.build_ok and s.tests_ok for s in self.sides.values()))
 
+    def larger_objects(self) -> list[str]:
+        """Objects with more loadable bytes on the mirecc side than clang's."""
+        plain = self.sides["clang"].objects if "clang" in self.sides else {}
+        ours = self.sides["mirecc"].objects if "mirecc" in self.sides else {}
+        return sorted(k for k in plain.keys() & ours.keys() if ours[k][0] > plain[k][0])
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
+        return {**asdict(self), "ok": self.ok, "larger_objects": self.larger_objects()}
 
 
-def run_project(name: str, work: Path, sides: list[Side], rebuilds: int = 0) -> ProjectResult:
+def run_project(name: str, work: Path, sides: list[Side], rebuilds: int = 0,
+                timing: int = 0) -> ProjectResult:
     """Fetch, then per side: fresh copy, build, measure, test, move away;
-    then ``rebuilds`` rounds of both sides' builds (module docstring)."""
-    package, build, test, flags = PROJECTS[name]
-    result = ProjectResult(name, flags=flags)
+    then ``rebuilds`` rounds of both sides' builds and ``timing`` rounds of
+    first builds and rebuilds after make clean (module docstring)."""
+    project = PROJECTS[name]
+    package, build, test = project.package, project.build, project.test
+    result = ProjectResult(name, flags=project.flags)
     try:
         src = rp.fetch_source(package, work / "src", logs=work / "logs")
     except BenchError as exc:
@@ -494,6 +562,35 @@ def run_project(name: str, work: Path, sides: list[Side], rebuilds: int = 0) -> 
                 sr.rebuild_objects.append(
                     stats.read(Config(cache_dir=side.extra_env["MIRECC_CACHE_DIR"]))
                     .get("tus.object", 0) - before)
+    for round_ in range(timing if len(outputs) == 2 else 0):
+        for side in (sides if round_ % 2 == 0 else sides[::-1]):
+            sr = result.sides[side.name]
+            if "MIRECC_SIZE_SEARCH" in side.extra_env:
+                cache = work / "code-size" / "cache" / f"{name}-timing"
+                shutil.rmtree(cache, ignore_errors=True)     # a first build: nothing known
+                side = replace(side, extra_env={**side.extra_env,
+                                                "MIRECC_CACHE_DIR": str(cache)})
+            lp = work / "logs" / f"code-size-{name}-{side.name}-timing.log"
+            shutil.rmtree(build_dir, ignore_errors=True)
+            shutil.copytree(src, build_dir, symlinks=True)
+            log(f"{name} [{side.name}]: timing round {round_ + 1}/{timing}")
+            try:
+                configure = timed(project.configure, build_dir, side, lp) \
+                    if project.configure else 0.0
+                first = configure + timed(project.make, build_dir, side, lp)
+                timed(project.clean, build_dir, side, lp)
+                again = timed(project.make, build_dir, side, lp)
+            except (BenchError, subprocess.TimeoutExpired, OSError) as exc:
+                sr.error = f"timing: {exc}"
+                break
+            sr.first_s.append(round(first, 2))
+            sr.configure_s.append(round(configure, 2))
+            sr.clean_rebuild_s.append(round(again, 2))
+            kept = work / "code-size" / "results" / name / side.name
+            sr.clean_rebuild_same.append(sum(
+                (kept / rel).is_file() and (build_dir / rel).is_file()
+                and (kept / rel).read_bytes() == (build_dir / rel).read_bytes()
+                for rel in sr.objects))
     shutil.rmtree(build_dir, ignore_errors=True)
     if len(outputs) == 2:
         # clang's build is the reference: a difference is mirecc's failure
@@ -524,7 +621,8 @@ def change(a: int, b: int) -> str:
     return f"{100 * (b - a) / a:+.2f}%" if a else "-"
 
 
-def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None) -> str:
+def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None,
+           budget: float) -> str:
     def ok(r: ProjectResult, side: str) -> str:
         s = r.sides.get(side)
         return "-" if s is None else "ok" if s.tests_ok else "FAIL"
@@ -535,7 +633,7 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None)
 
     lines = [f"Machine: {machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}; "
              f"{machine['compiler']}; -Oz; mirecc ({rev or 'revision unknown'}) with "
-             f"MIRECC_SIZE_SEARCH={k}", "",
+             f"MIRECC_SIZE_SEARCH={k} MIRECC_SIZE_BUDGET={budget:g}", "",
              "| project | clang .text | mirecc .text | change | objects' loadable bytes "
              "clang / mirecc | change | libraries and programs, loadable clang / mirecc "
              "| change | tests clang/mirecc | build s clang/mirecc |",
@@ -561,7 +659,7 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None)
         if mirecc and mirecc.counters:
             small = mirecc.counters.get(COUNTERS[3], 0)
             lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]] - small} "
-                         f"TUs (and none for {small} under 128 bytes of .text); one was "
+                         f"TUs (and none for {small} too small to gain); one was "
                          f"smaller than clang's -Oz in "
                          f"{mirecc.counters[COUNTERS[1]]}")
         mirecc, clang = r.sides.get("mirecc"), r.sides.get("clang")
@@ -576,8 +674,26 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None)
                 f"identical to mirecc's first build {min(mirecc.rebuild_same)}/"
                 f"{len(mirecc.objects)}; kept objects copied per round "
                 f"{', '.join(map(str, mirecc.rebuild_objects))}")
+        if mirecc and clang and mirecc.first_s and clang.first_s:
+            lines.append(f"  make -j2 wall time, {len(mirecc.first_s)} rounds, sides "
+                         f"alternating, median (min-max), mirecc over clang:")
+            for what, field_ in (("first build, configure included", "first_s"),
+                                 ("configure alone", "configure_s"),
+                                 ("make after make clean", "clean_rebuild_s")):
+                a, b = getattr(clang, field_), getattr(mirecc, field_)
+                if not any(a):
+                    continue
+                med = statistics.median
+                lines.append(f"    {what}: clang {med(a):.2f} s ({min(a):.2f}-{max(a):.2f}), "
+                             f"mirecc {med(b):.2f} s ({min(b):.2f}-{max(b):.2f}): "
+                             f"{med(b) / med(a):.2f}x")
+            lines.append(f"    objects after make clean identical to mirecc's first build: "
+                         f"{min(mirecc.clean_rebuild_same)}/{len(mirecc.objects)}")
         objects = len(r.sides["clang"].objects) if "clang" in r.sides else 0
-        lines.append(f"  objects measured: {objects - len(r.only_clang)}")
+        larger = r.larger_objects()
+        lines.append(f"  objects measured: {objects - len(r.only_clang)}; larger than clang's "
+                     f"in loadable bytes: {len(larger)}"
+                     + (f" ({', '.join(larger)})" if larger else ""))
         for side, names in (("clang", r.only_clang), ("mirecc", r.only_mirecc)):
             if names:
                 lines.append(f"  only in the {side} build: {', '.join(names)}")
@@ -614,10 +730,18 @@ def main() -> int:
     parser.add_argument("--rebuilds", type=int, default=0,
                         help="then N rounds rebuilding the unchanged project with both "
                              "compilers, mirecc with its warm cache (default: 0)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help=f"MIRECC_SIZE_BUDGET (default: mirecc's default, "
+                             f"{Config().size_budget:g})")
+    parser.add_argument("--timing", type=int, default=0,
+                        help="then N rounds, sides alternating, of a first build (mirecc "
+                             "with an empty cache; configure timed apart) and make after "
+                             "make clean (default: 0)")
     parser.add_argument("--cxx", default=None,
                         help="the clang++ beside --cc (default: --cc's name with clang++)")
     args = parser.parse_args()
     k = default_k() if args.k is None else args.k
+    budget = Config().size_budget if args.budget is None else args.budget
     if k < 1:
         parser.error("--k must be at least 1 (0 turns the search off)")
     projects = [p.strip() for p in args.projects.split(",") if p.strip()]
@@ -641,15 +765,16 @@ def main() -> int:
     sides = [Side("clang", cc, cxx, {}),
              # mirecc drives the very clang the reference build uses
              Side("mirecc", str(mirecc), str(mirecxx),
-                  {"MIRECC_SIZE_SEARCH": str(k), "MIRECC_CC": cc, "MIRECC_CXX": cxx})]
+                  {"MIRECC_SIZE_SEARCH": str(k), "MIRECC_SIZE_BUDGET": f"{budget:g}",
+                   "MIRECC_CC": cc, "MIRECC_CXX": cxx})]
     log(f"clang: {cc}; mirecc: {mirecc}; K={k}; work directory: {work}")
     results = []
     for name in projects:
         log(f"=== {name}")
-        results.append(run_project(name, work, sides, args.rebuilds))
+        results.append(run_project(name, work, sides, args.rebuilds, args.timing))
 
     machine, rev = machine_description(cc), revision()
-    text = report(results, machine, k, rev)
+    text = report(results, machine, k, rev, budget)
     print(text)
     if args.md:
         from mirecc.fsutil import atomic_write_bytes
@@ -662,7 +787,7 @@ def main() -> int:
               for f in ("loadable", "shipped") for side in ("clang", "mirecc")}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
-        "machine": machine, "k": k, "clang": cc, "mirecc": str(mirecc), "revision": rev,
+        "machine": machine, "k": k, "budget": budget, "clang": cc, "mirecc": str(mirecc), "revision": rev,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "total": {"text_clang": total_clang, "text_mirecc": total_mirecc, **totals},
         "results": [r.to_dict() for r in results]}, indent=2) + "\n")

@@ -73,6 +73,7 @@ SKIP = {
     "target-flags": "built for another target than the labels' (-march, -mcpu, ...)",
     "other-machine": "the head's labels describe another machine",
     "size-search-off": "size_search is 0: nothing to verify",
+    "size-budget": "size_budget is below the first candidate's cost: nothing to verify",
     "profile-stale": "a decisions profile entry's code changed since it was tuned",
     "profile-unread": "decisions profile entries that need a newer plugin or another task",
 }

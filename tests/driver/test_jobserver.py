@@ -81,16 +81,9 @@ def test_no_reachable_jobserver_means_the_setting(tmp_path):
 
 @pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
 def test_candidates_in_the_jobservers_slots_give_the_same_object(tmp_path):
-    (tmp_path / "p.c").write_text(
-        "void axpy(float *restrict y, const float *restrict x, float a, int n) {\n"
-        "  for (int i = 0; i < n; i++) y[i] += a * x[i];\n}\n"
-        "int sum(const int *v, int n) { int s = 0; for (int i = 0; i < n; i++) s += v[i];"
-        " return s; }\n"
-        "#include <stdio.h>\n"
-        "int main(void) {\n  float x[100], y[100]; int v[100];\n"
-        "  for (int i = 0; i < 100; i++) { x[i] = i * 0.5f; y[i] = 100 - i; v[i] = i; }\n"
-        "  axpy(y, x, 3.0f, 100);\n  printf(\"%.3f %d\\n\", y[7], sum(v, 100));\n"
-        "  return 0;\n}\n")
+    from size_helpers import SOURCE   # over 1024 bytes of .text at -Os: searched
+
+    (tmp_path / "p.c").write_text(SOURCE)
     heads = tmp_path / "heads"
     (heads / "code-size").mkdir(parents=True)
     (heads / "code-size" / "spec.yaml").write_text(
@@ -99,7 +92,7 @@ def test_candidates_in_the_jobservers_slots_give_the_same_object(tmp_path):
     objects = {}
     for mode in ("one at a time", "jobserver"):
         env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(heads),
-                           MIRECC_CACHE="0", MIRECC_SIZE_SEARCH="3")
+                           MIRECC_CACHE="0", MIRECC_SIZE_SEARCH="3", MIRECC_SIZE_BUDGET="3")
         r, w = os.pipe()
         try:
             os.write(w, b"++")

@@ -27,6 +27,17 @@ def _as_positive(value):
     return number
 
 
+def _as_budget(value):
+    """A budget: a number >= 0."""
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not number >= 0 or number == float("inf"):
+        raise ValueError(f"expected a number >= 0, got {value!r}")
+    return number
+
+
 def _as_count(value):
     """K: a whole number >= 0 (0: off)."""
     if isinstance(value, bool):
@@ -41,6 +52,7 @@ def _as_count(value):
 # the -O levels the task decides at (without "-O")
 OPT_LEVELS = ("s", "z")
 DEFAULT_K = 10
+DEFAULT_BUDGET = 1.0
 
 TASKS = (
     Task(
@@ -57,6 +69,10 @@ TASKS = (
                           "with -Oz or -Os, build the TU through this many candidate pass "
                           "pipelines besides the user's level and keep the smallest object "
                           "(0: off)"),
+                  Setting("size_budget", "MIRECC_SIZE_BUDGET", _as_budget, DEFAULT_BUDGET,
+                          "candidates built per TU cost at most this many of its own compiles "
+                          "together (each pipeline's cost measured by mire size-order); the "
+                          "first K that fit are built"),
                   Setting("size_jobs", "MIRECC_SIZE_JOBS", _as_positive, 1,
                           "candidates built at once where make's jobserver is not reachable "
                           "(with one, its free slots decide)")),
@@ -85,6 +101,13 @@ TASKS = (
                     " through clang -Oz and each library pipeline, run them and compare their "
                     "output with their -O0 build; --write-spec drops every pipeline that changed "
                     "one."),
+            Command("size-order", "mirecc.tasks.code_size.offline.order",
+                    "order the code-size library by bytes saved per compile second and "
+                    "measure each pipeline's cost, on the training packages' labels",
+                    "From the labels of mire size-data (default: the committed ones): each "
+                    "pipeline's build time over -Oz's (its cost, what size_budget is spent in) "
+                    "and a greedy order by .text bytes saved per unit of cost on the training "
+                    "modules; --write-spec puts both into heads/code-size/spec.yaml."),
             Command("size-train", "mirecc.tasks.code_size.offline.train",
                     "train the code-size ranker on the training packages' labels (needs scikit-"
                     "learn)",

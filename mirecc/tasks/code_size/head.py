@@ -1,9 +1,13 @@
 """The code-size head: ranks the candidate library of the head's
 ``spec.yaml`` for a TU compiled with -Oz or -Os, and decides to verify the
-top ``size_search`` (K) of them by building each (:mod:`.verify`).
+top of them by building each (:mod:`.verify`): at most ``size_search`` (K),
+and only as many as fit in ``size_budget`` (each entry's ``cost``, its
+compile time over the user's own level's, ``mire size-order``; an entry
+without one costs 1).
 
-The ranking is the library's own order (``mire size-search`` lists the
-pipelines greedily: each adds the most to those before it), unless the
+The ranking is the library's own order (``mire size-order`` lists the
+pipelines greedily by bytes saved per unit of cost on the training
+packages), unless the
 spec has a ``ranker`` for the compiler's LLVM: a forest (``mire
 size-train``) that predicts each pipeline's ``.text`` reduction from the
 TU's features, and the TU's candidates are the K it predicts best::
@@ -67,6 +71,34 @@ def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
     return out
 
 
+def library_costs(spec: dict) -> dict[int, dict[str, float]]:
+    """LLVM major -> entry name -> its ``cost`` (entries without one: 1)."""
+    out: dict[int, dict[str, float]] = {}
+    for major, entries in (spec.get("pipelines") or {}).items():
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                cost = entry.get("cost", 1.0)
+                if isinstance(cost, bool) or not isinstance(cost, (int, float)) \
+                        or not cost > 0:
+                    raise HeadError(f"pipeline {entry['name']!r} (LLVM {major}): cost must "
+                                    f"be a number > 0, not {cost!r}")
+                out.setdefault(major, {})[entry["name"]] = float(cost)
+    return out
+
+
+def within_budget(names: list[str], costs: dict[str, float], k: int,
+                  budget: float) -> list[str]:
+    """The first of ``names`` (best first) that fit: at most ``k``, their
+    costs summing to at most ``budget``."""
+    chosen, spent = [], 0.0
+    for name in names[:k]:
+        spent += costs.get(name, 1.0)
+        if spent > budget + 1e-9:
+            break
+        chosen.append(name)
+    return chosen
+
+
 def installed_library(config, major: int) -> dict[str, str]:
     """name -> passes of LLVM ``major``'s library in the installed code-size
     head (the build step resolves the decision's names with it)."""
@@ -86,7 +118,12 @@ class CodeSizeHead:
         self.directory = Path(directory)
         self.config = config
         self.k = int(getattr(config, "size_search", 0) or 0)
+        self.budget = float(getattr(config, "size_budget", 1.0))
         self.library = parse_library(spec, self.directory / "spec.yaml")
+        try:
+            self.costs = library_costs(spec)
+        except HeadError as exc:
+            raise HeadError(f"{self.directory / 'spec.yaml'}: {exc}") from None
         self.ranker = self._ranker(spec.get("ranker"))
 
     def _ranker(self, ranker) -> dict | None:
@@ -162,13 +199,23 @@ class CodeSizeHead:
         return gains[0].mean(axis=0).tolist()
 
     def decide(self, ctx, rankings: list[Ranking]) -> list[Decision]:
+        from mirecc.compiler import clang_major
+
         [ranking] = rankings
-        chosen = [c.value["pipeline"] for c in ranking.candidates if c.value][:self.k]
-        if not chosen:
+        if not self.k:
             raise NoDecision("size_search is 0: nothing to verify", code="size-search-off")
+        major = clang_major(ctx.request.compiler) if ctx.request.compiler else 0
+        costs = self.costs.get(major, {})
+        chosen = within_budget([c.value["pipeline"] for c in ranking.candidates if c.value],
+                               costs, self.k, self.budget)
+        if not chosen:
+            raise NoDecision(f"size_budget {self.budget:g} is below the first candidate's "
+                             f"cost: nothing to verify", code="size-budget")
+        spent = sum(costs.get(name, 1.0) for name in chosen)
         return [Decision(
             task=TASK, target="module", value={"verify": chosen}, default={},
             confidence=None, applied=True, candidates=candidates_of(ranking),
-            reason=(f"build {len(chosen)} candidate pipeline(s) ({ctx.notes.get(TASK)}) "
+            reason=(f"build {len(chosen)} candidate pipeline(s) ({ctx.notes.get(TASK)}; "
+                    f"predicted cost {spent:.2f} of your compile, budget {self.budget:g}) "
                     f"besides -O{ctx.request.opt_level} and keep the smallest object "
                     f"(ties: -O{ctx.request.opt_level})"))]

@@ -13,28 +13,12 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
+from size_helpers import SOURCE   # over 1024 bytes of .text at -Os: searched
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
 
 pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
-
-# -Os vectorizes this loop (wide code plus a scalar tail); -Oz does not
-SOURCE = """\
-#include <stdio.h>
-void axpy(float *restrict y, const float *restrict x, float a, int n) {
-  for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
-int main(void) {
-  float x[100], y[100];
-  for (int i = 0; i < 100; i++) { x[i] = i * 0.5f; y[i] = 100 - i; }
-  axpy(y, x, 3.0f, 100);
-  double s = 0;
-  for (int i = 0; i < 100; i++) s += y[i];
-  printf("%.3f\\n", s);
-  return 0;
-}
-"""
 
 
 def heads_with(tmp_path: Path, pipelines: list[str]) -> Path:
@@ -46,9 +30,12 @@ def heads_with(tmp_path: Path, pipelines: list[str]) -> Path:
     return root
 
 
-def env_for(tmp_path: Path, heads: Path, k: int) -> dict:
+def env_for(tmp_path: Path, heads: Path, k: int, budget: float | None = None) -> dict:
+    """K candidates (the test specs' entries have no cost: 1 each, so a
+    budget of K lets all K be built unless ``budget`` says otherwise)."""
     return isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(heads),
-                        MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_SIZE_SEARCH=str(k))
+                        MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_SIZE_SEARCH=str(k),
+                        MIRECC_SIZE_BUDGET=str(k if budget is None else budget))
 
 
 def compile_both(tmp_path: Path, env: dict, level: str) -> tuple[Path, Path, str]:
@@ -309,12 +296,16 @@ def test_named_pipelines_are_decided_and_shown_by_name(tmp_path):
 
 # four setters that differ in one instruction: the machine outliner (off at
 # -Oz on x86-64) moves their common sequence into shared functions
+# over 1024 bytes of .text at -Oz: searched (verify.MIN_TEXT_BYTES)
 OUTLINABLE = """\
 #include <stdio.h>
 struct s { int a, b, c, d, e, f; };
 #define SETTER(n) void set##n(struct s *p, int x) { \\
   p->a = x; p->b = x + 1; p->c = x * 3; p->d = 7; p->e = 9; p->f = x ^ n; }
-SETTER(1) SETTER(2) SETTER(3) SETTER(4)
+SETTER(1) SETTER(2) SETTER(3) SETTER(4) SETTER(5) SETTER(6) SETTER(7) SETTER(8)
+SETTER(9) SETTER(10) SETTER(11) SETTER(12) SETTER(13) SETTER(14) SETTER(15) SETTER(16)
+SETTER(17) SETTER(18) SETTER(19) SETTER(20) SETTER(21) SETTER(22) SETTER(23) SETTER(24)
+SETTER(25) SETTER(26) SETTER(27) SETTER(28) SETTER(29) SETTER(30) SETTER(31) SETTER(32)
 int main(void) {
   struct s v[4];
   set1(&v[0], 1); set2(&v[1], 2); set3(&v[2], 3); set4(&v[3], 4);

@@ -275,3 +275,56 @@ def test_candidate_files_are_library_reports_or_lines(tmp_path):
         read_pipelines(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="missing.txt: cannot read"):
         read_pipelines(tmp_path / "missing.txt")
+
+
+def test_a_budget_builds_the_candidates_that_fit_and_skips_small_modules():
+    """budget_curve: per module the first candidates of its order whose costs
+    fit; none for a module under min_text bytes; the share is of the
+    reference bytes."""
+    import numpy as np
+
+    from mirecc.tasks.code_size.offline.bench import budget_curve
+    from mirecc.tasks.code_size.offline.rank import Table
+
+    labels = {"a": label_rows(2000, [1900, 1800]), "b": label_rows(100, [50, 40])}
+    table = Table(labels, [FakeModule(s, "pkg") for s in "ab"], ["p0", "p1"])
+    order = np.array([[0, 1], [0, 1]])
+    cost = np.array([0.6, 0.6])
+    one = budget_curve(table, order, cost, 1.0, min_text=1000, reference=200.0)
+    assert one["mean_k"] == 0.5 and one["bytes"] == pytest.approx(100) \
+        and one["share"] == pytest.approx(0.5)
+    two = budget_curve(table, order, cost, 1.2, min_text=1000, reference=200.0)
+    assert two["mean_k"] == 1.0 and two["share"] == pytest.approx(1.0)
+    assert budget_curve(table, order, cost, 0.5, 1000, 200.0)["bytes"] == 0
+    # module b is searched once the threshold allows it
+    assert budget_curve(table, order, cost, 1.2, 0, 260.0)["bytes"] == pytest.approx(260)
+
+
+def test_nearest_modules_rank_by_their_results_and_the_contrastive_embedding_learns():
+    """Two kinds of module (features far apart) whose best pipelines
+    differ: the nearest training modules' results rank a new module's own
+    kind's pipeline first, in the standardised features and in the embedding
+    trained contrastively on the results."""
+    import numpy as np
+
+    pytest.importorskip("torch")
+    from mirecc.tasks.code_size.offline.rank import (Table, contrastive_embedding,
+                                                     neighbour_scores, orders_from_scores,
+                                                     standardise)
+
+    rng = np.random.default_rng(0)
+    labels, feats = {}, []
+    for i in range(40):
+        kind = i % 2
+        labels[f"m{i}"] = label_rows(1000, [900, 1000] if kind == 0 else [1000, 850])
+        feats.append(rng.normal(size=6) + (5.0 if kind else -5.0))
+    table = Table(labels, [FakeModule(f"m{i}", "pkg") for i in range(40)], ["p0", "p1"])
+    X = np.array(feats)
+    new = np.array([rng.normal(size=6) - 5.0, rng.normal(size=6) + 5.0])   # kind 0, kind 1
+    plain = standardise(X, new)
+    assert orders_from_scores(neighbour_scores(plain[0], table, plain[1]))[:, 0].tolist() \
+        == [0, 1]
+    learned = contrastive_embedding(X, table, new, steps=100)
+    assert learned[0].shape == (40, 32) and learned[1].shape == (2, 32)
+    assert orders_from_scores(neighbour_scores(learned[0], table, learned[1]))[:, 0].tolist() \
+        == [0, 1]

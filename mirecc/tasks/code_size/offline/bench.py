@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.tasks.code_size.offline import cli as size_cli
-from mirecc.tasks.code_size.offline.rank import (Table, forest_scores, judge,
-                                                 module_features, orders_from_scores,
+from mirecc.tasks.code_size.offline.rank import (Table, standardise, contrastive_embedding,
+                                                 forest_scores, judge, module_features,
+                                                 neighbour_scores, orders_from_scores,
                                                  static_order)
 
 KS = (1, 2, 5, 10, 30)     # and the whole library when smaller than 30
@@ -39,7 +40,7 @@ def rankings(train: Table, test: Table, X: dict, seed: int) -> dict[str, np.ndar
     n, p = len(test.modules), len(test.library)
     rng = np.random.default_rng(seed)
     out = {
-        "library order (greedy)": np.tile(np.arange(p), (n, 1)),
+        "library order (spec)": np.tile(np.arange(p), (n, 1)),
         "best single pipeline": np.tile(static_order(train, "best"), (n, 1)),
         "most frequent winners": np.tile(static_order(train, "winners"), (n, 1)),
         "random pipelines": np.stack([rng.permutation(p) for _ in range(n)]),
@@ -47,6 +48,15 @@ def rankings(train: Table, test: Table, X: dict, seed: int) -> dict[str, np.ndar
     for kind, (X_train, X_test) in X.items():
         out[f"forest: {kind}"] = orders_from_scores(
             forest_scores(X_train, train, X_test, seed=seed))
+    if {"counts", "ir2vec"} <= X.keys():
+        both_train = np.hstack([X["counts"][0], X["ir2vec"][0]])
+        both_test = np.hstack([X["counts"][1], X["ir2vec"][1]])
+        plain = standardise(both_train, both_test)
+        out["nearest modules: counts + IR2Vec"] = orders_from_scores(
+            neighbour_scores(*plain[:1], train, plain[1]))
+        learned = contrastive_embedding(both_train, train, both_test, seed=seed)
+        out["nearest modules: contrastive (GRACE-style)"] = orders_from_scores(
+            neighbour_scores(learned[0], train, learned[1]))
     out["oracle"] = orders_from_scores(np.where(np.isfinite(test.score), test.score, -1.0))
     return out
 
@@ -57,6 +67,57 @@ def evaluate(train: Table, test: Table, X: dict, repeats: int, ks) -> dict:
              for name, order in rankings(train, test, X, seed).items()}
             for seed in range(repeats)]
     return {name: {k: _mean([r[name][k] for r in runs]) for k in ks} for name in runs[0]}
+
+
+BUDGETS = (0.5, 1, 1.5, 2, 3, 5, 10, 20)
+
+
+def pipeline_costs(train: Table) -> np.ndarray:
+    """Each pipeline's cost: median build seconds over -Oz's on the
+    training modules (what ``mire size-order`` writes into the spec)."""
+    ok = train.own_seconds > 0
+    return np.round(np.median(train.seconds[ok] / train.own_seconds[ok][:, None], axis=0), 2)
+
+
+def budget_curve(test: Table, order: np.ndarray, cost: np.ndarray, budget: float,
+                 min_text: int, reference: float) -> dict:
+    """What the driver builds at ``size_budget`` = ``budget``: per module the
+    first candidates of its order whose costs fit (none under ``min_text``
+    bytes of .text at -Oz), the smallest kept.  Bytes saved in total .text as a
+    share of ``reference`` (the first 10 in library order, every module), the
+    mean number built, and the compile time over -Oz's (opt and back end)."""
+    saved = np.where(np.isfinite(test.text), test.text, 0.0) * test.own_text[:, None]
+    total, built, seconds = 0.0, [], 0.0
+    for i in range(len(test.modules)):
+        chosen, spent = [], 0.0
+        if test.own_text[i] >= min_text:
+            for j in order[i]:
+                spent += cost[j]
+                if spent > budget + 1e-9:
+                    break
+                chosen.append(j)
+        built.append(len(chosen))
+        total += max([0.0, *saved[i, chosen]])
+        seconds += test.seconds[i, chosen].sum()
+    return {"share": total / reference if reference else 0.0, "mean_k": float(np.mean(built)),
+            "bytes": total, "compile_time_ratio": float(
+                (test.own_seconds.sum() + seconds) / max(test.own_seconds.sum(), 1e-9))}
+
+
+def evaluate_budgets(train: Table, test: Table, X: dict, repeats: int) -> dict:
+    """ranking -> budget -> :func:`budget_curve`, averaged over seeds."""
+    from mirecc.tasks.code_size.verify import MIN_TEXT_BYTES
+
+    cost = pipeline_costs(train)
+    saved = np.where(np.isfinite(test.text), test.text, 0.0) * test.own_text[:, None]
+    reference = float(np.maximum(saved[:, :10].max(axis=1), 0).sum())
+    runs = [{name: {str(b): budget_curve(test, order, cost, b, MIN_TEXT_BYTES, reference)
+                    for b in BUDGETS}
+             for name, order in rankings(train, test, X, seed).items()}
+            for seed in range(repeats)]
+    return {"costs": cost.tolist(), "reference_bytes": reference, "min_text": MIN_TEXT_BYTES,
+            "rankings": {name: {b: _mean([r[name][b] for r in runs]) for b in runs[0][name]}
+                         for name in runs[0]}}
 
 
 def _mean(items: list[dict]):
@@ -112,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
     ks = sorted({k for k in KS if k < len(library)} | {min(len(library), KS[-1])})
     X = {kind: (f[train_rows], f[test_rows]) for kind, f in feats.items()}
     results = {"main": evaluate(train, test, X, args.size_repeats, ks)}
+    if objective == "text":
+        results["budgets"] = evaluate_budgets(train, test, X, args.size_repeats)
     # label efficiency: the learned rankings on a share of the training modules
     results["label_efficiency"] = {}
     rng = np.random.default_rng(0)
@@ -181,6 +244,22 @@ def markdown(r: dict) -> str:
                              f"{_pct(s['text_geomean'])} | {_pct(s['ir_mean'])} | "
                              f"{_pct(s['ir_geomean'])} | {_pct(improved)} | "
                              f"{_pct(larger)} | {res['compile_time_ratio']:.2f}x |")
+    if "budgets" in r:
+        b = r["budgets"]
+        budgets = list(next(iter(b["rankings"].values())))
+        lines += ["", "## Within a budget (the driver's size_budget)", "",
+                  f"Per held-out module, the first candidates of each ranking whose costs "
+                  f"(build time over -Oz's, median on the training modules) fit in the "
+                  f"budget, none under {b['min_text']} bytes of .text; the smallest kept. "
+                  f"Cells: share of the .text bytes that the first 10 in library order save "
+                  f"({b['reference_bytes']:,.0f} bytes) / mean candidates built / compile "
+                  f"time over -Oz's (opt and back end).", "",
+                  "| ranking | " + " | ".join(f"budget {x}" for x in budgets) + " |",
+                  "|---|" + "---:|" * len(budgets)]
+        for name, by_b in b["rankings"].items():
+            lines.append(f"| {name} | " + " | ".join(
+                f"{100 * c['share']:.0f}% / {c['mean_k']:.2f} / {c['compile_time_ratio']:.1f}x"
+                for c in by_b.values()) + " |")
     lines += ["", "## Label efficiency (learned rankings, .text mean / IR mean, verified)", "",
               "| training share | modules | " + " | ".join(
                   f"{n} K={k}" for n in _learned(r) for k in (1, 5)) + " |",
@@ -199,7 +278,7 @@ def markdown(r: dict) -> str:
               "| package | modules | ranking | " + " | ".join(f"K={k}" for k in r["ks"]) + " |",
               "|---|---:|---|" + "---:|" * len(r["ks"])]
     for package, pr in r["packages"].items():
-        for name in ("library order (greedy)", *[n for n in _learned(r) if "encoder" in n],
+        for name in ("library order (spec)", *[n for n in _learned(r) if "encoder" in n],
                      "oracle"):
             if name not in pr["results"]:
                 continue

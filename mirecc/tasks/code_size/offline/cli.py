@@ -256,32 +256,42 @@ def failed_candidates(reports) -> set[str]:
 SPEC_HEADER = """\
 # The code-size task's candidate library: opt -passes= pipelines, with the
 # named options each adds to opt or the back end (options), per LLVM major.
-# mirecc builds the first size_search (K) of them -- in this order, or in the
-# order the ranker predicts for the TU -- besides the user's own -Oz/-Os and
-# keeps the smallest object.  Written by mire size-search (the library, greedy
-# order), mire size-check (drops a candidate that changed a program's output)
+# mirecc builds the first of them -- in this order, or in the order the
+# ranker predicts for the TU -- at most size_search (K), and only as many as
+# their costs (compile time over -Oz's) fit in size_budget, besides the user's
+# own -Oz/-Os, and keeps the smallest object.  Written by mire size-search (the
+# library), mire size-order (the order: bytes saved per unit of cost, and the
+# costs), mire size-check (drops a candidate that changed a program's output)
 # and mire size-train (the ranker); see mirecc/tasks/code_size/offline/.
 """
 
 
 def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None = None,
-               ranker: dict | None = None, drop_ranker: bool = False) -> None:
+               ranker: dict | None = None, drop_ranker: bool = False,
+               costs: dict[str, float] | None = None) -> None:
     """Rewrite heads/code-size/spec.yaml with LLVM ``major``'s library
     (``[(name, candidate text)]``) and/or the ``ranker`` section (a new library
-    drops a ranker of that major: it ranked other pipelines)."""
+    drops a ranker of that major: it ranked other pipelines).  ``costs``
+    (name -> cost, ``mire size-order``) are written with the entries; an
+    entry kept from the old library keeps its cost."""
     import yaml
 
     from mirecc.fsutil import atomic_write_bytes
 
     from mirecc.tasks.code_size.build import OPTION_MARK
 
+    spec = yaml.safe_load(SPEC.read_text())
+    known = {e["name"]: e["cost"] for e in (spec.get("pipelines") or {}).get(major) or []
+             if isinstance(e, dict) and "cost" in e}
+    known.update(costs or {})
+
     def entry(name: str, candidate: str):
         passes, *options = candidate.split(OPTION_MARK)
-        if name == passes and not options:
+        if name == passes and not options and name not in known:
             return passes
-        return {"name": name, "passes": passes, **({"options": options} if options else {})}
+        return {"name": name, "passes": passes, **({"options": options} if options else {}),
+                **({"cost": known[name]} if name in known else {})}
 
-    spec = yaml.safe_load(SPEC.read_text())
     if pipelines is not None:
         spec["pipelines"][major] = [entry(name, candidate) for name, candidate in pipelines]
         if (spec.get("ranker") or {}).get("llvm") == major:

@@ -97,7 +97,14 @@ def pipeline_id(pipeline: str) -> str:
 
 
 def _read_jsonl(path: Path):
+    """The records of ``path``, or of its gzipped copy (the committed export:
+    ``mire bench size --labels heads/code-size/labels``)."""
     if not path.is_file():
+        packed = path.with_name(path.name + ".gz")
+        if packed.is_file():
+            import gzip
+            with gzip.open(packed, "rt", encoding="utf-8") as fh:
+                yield from (json.loads(line) for line in fh if line.strip())
         return
     with open(path, encoding="utf-8") as fh:
         for line in fh:

@@ -4,9 +4,12 @@ A ranking orders the library's pipelines for one module; the driver builds
 the first K and keeps the smallest object, the user's -Oz included.  The
 rankings compared (``mire bench size``): the library's own (greedy) order,
 the best single pipeline, the most frequent winners, K random pipelines,
-and a forest per feature set (instruction counts, IR2Vec, a random-init
-encoder, mirecc's encoder) that predicts each pipeline's reduction; the
-oracle (the true order) bounds them all.
+a forest per feature set (instruction counts, IR2Vec, a random-init
+encoder, mirecc's encoder) that predicts each pipeline's reduction, and
+the nearest training modules' results in two embeddings of instruction
+counts and IR2Vec together: the standardised features themselves, and an
+embedding trained contrastively on the labels (GRACE-style); the oracle
+(the true order) bounds them all.
 """
 from __future__ import annotations
 
@@ -109,6 +112,68 @@ def forest_scores(X_train: np.ndarray, train: Table, X_test: np.ndarray, seed: i
     model = fit_forest(X_train, Y, ForestConfig(trees=trees, min_samples_leaf=2,
                                                 max_features=0.5, seed=seed))
     return model.predict(np.asarray(X_test, np.float32)).reshape(len(X_test), -1)
+
+
+def standardise(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    X_train, X_test = np.asarray(X_train, np.float64), np.asarray(X_test, np.float64)
+    # counts span orders of magnitude: log first (a no-op in effect on small values)
+    X_train, X_test = (np.sign(x) * np.log1p(np.abs(x)) for x in (X_train, X_test))
+    mean, std = X_train.mean(axis=0), X_train.std(axis=0) + 1e-6
+    return (X_train - mean) / std, (X_test - mean) / std
+
+
+def neighbour_scores(E_train: np.ndarray, train: Table, E_test: np.ndarray,
+                     k: int = 10) -> np.ndarray:
+    """Each test module's predicted reduction per pipeline: the mean of its
+    ``k`` nearest training modules' (cosine in ``E``), weighted by similarity."""
+    gains = np.clip(np.where(np.isfinite(train.score), train.score, -1.0), -1.0, None)
+    a = E_train / (np.linalg.norm(E_train, axis=1, keepdims=True) + 1e-9)
+    b = E_test / (np.linalg.norm(E_test, axis=1, keepdims=True) + 1e-9)
+    sim = b @ a.T
+    near = np.argsort(-sim, axis=1)[:, :k]
+    w = np.clip(np.take_along_axis(sim, near, axis=1), 1e-3, None)
+    return np.einsum("nk,nkp->np", w, gains[near]) / w.sum(axis=1, keepdims=True)
+
+
+def contrastive_embedding(X_train: np.ndarray, train: Table, X_test: np.ndarray,
+                          seed: int = 0, dim: int = 32, steps: int = 400,
+                          positives: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """A program embedding trained the GRACE way: contrastively, on the
+    corpus's own pass-sequence results.  Two training modules are a positive
+    pair when their results over the library (reduction per pipeline) are
+    alike: each module's ``positives`` nearest by the cosine of those
+    results; the rest of the batch are negatives (InfoNCE, temperature 0.1).
+    The network (features -> 128 -> ``dim``, normalised) sees only the
+    module's features, so a new module is embedded without any build.
+    Returns the training and test embeddings."""
+    import torch
+
+    Xs_train, Xs_test = standardise(X_train, X_test)
+    gains = np.clip(np.where(np.isfinite(train.score), train.score, 0.0), 0.0, None)
+    profile = gains / (np.linalg.norm(gains, axis=1, keepdims=True) + 1e-9)
+    alike = profile @ profile.T
+    np.fill_diagonal(alike, -np.inf)
+    partners = np.argsort(-alike, axis=1)[:, :positives]
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(Xs_train.shape[1], 128), torch.nn.ReLU(),
+                              torch.nn.Linear(128, dim))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, weight_decay=1e-4)
+    X = torch.tensor(Xs_train, dtype=torch.float32)
+    n, batch = len(Xs_train), min(128, len(Xs_train))
+    for _ in range(steps):
+        anchors = rng.choice(n, size=batch, replace=False)
+        pos = partners[anchors, rng.integers(0, positives, size=batch)]
+        za = torch.nn.functional.normalize(net(X[anchors]), dim=1)
+        zp = torch.nn.functional.normalize(net(X[pos]), dim=1)
+        logits = za @ zp.T / 0.1
+        loss = torch.nn.functional.cross_entropy(logits, torch.arange(batch))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        return (net(X).numpy(),
+                net(torch.tensor(Xs_test, dtype=torch.float32)).numpy())
 
 
 def orders_from_scores(scores: np.ndarray) -> np.ndarray:
