@@ -27,9 +27,12 @@ def neutral_build_env(**extra: str) -> dict[str, str]:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment of corpus builds: quiet mirecc driving clang 14 (the
-    corpus is clang 14 IR unless asked otherwise; mirecc picks the newest)."""
+    corpus is clang 14 IR unless asked otherwise; mirecc picks the newest),
+    without the code-size search (a build at -Oz would otherwise build
+    candidates for every captured TU; the IR captured is the same)."""
     return neutral_build_env(**{
         "MIRECC_QUIET": "1",
+        "MIRECC_SIZE_SEARCH": "0",
         "MIRECC_CC": os.environ.get("MIRECC_CORPUS_CC", "clang-14"),
         "MIRECC_CXX": os.environ.get("MIRECC_CORPUS_CXX", "clang++-14"),
         **extra})

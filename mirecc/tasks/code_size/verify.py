@@ -61,11 +61,17 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
     by the smallest candidate when it is strictly smaller.  The winner cache
     lives in ``config``'s cache directory (caching off: every candidate is
     built).  ``report``: the TU's (its level, its bitcode's SHA-256)."""
+    own = f"-O{report.opt_level}"
+    own_sizes = object_sizes(split.output)
+    if own_sizes[1] < MIN_TEXT_BYTES:
+        # before anything is loaded: configure's probes pay only this
+        return Verified({own: own_sizes[0]}, own, {}, own, built=0, text={own: own_sizes[1]},
+                        note=f"not searched: the object has {own_sizes[1]} bytes of .text, "
+                             f"under {MIN_TEXT_BYTES} (too small to gain)")
     from mirecc.compiler import clang_major
     from mirecc.tasks.code_size.head import installed_library
     from mirecc.tasks.code_size.winners import WinnerCache, winner_key
 
-    own = f"-O{report.opt_level}"
     library = installed_library(config, clang_major(split.compiler))
     names = list(decision.value["verify"])
     passes = {name: library[name] for name in names if name in library}
@@ -77,13 +83,8 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
                          opt_beside(split.compiler), [passes.get(n, n) for n in names])
         known = cache.get(key)
         if known is not None:
-            return _rebuild_winner(known, split, extra, workdir, own, passes)
-    own_sizes = object_sizes(split.output)
+            return _rebuild_winner(known, split, extra, workdir, own, passes, own_sizes)
     sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, {}, {}
-    if own_sizes[1] < MIN_TEXT_BYTES:
-        return Verified(sizes, own, {}, own, built=0, text=text,
-                        note=f"not searched: the object has {own_sizes[1]} bytes of .text, "
-                             f"under {MIN_TEXT_BYTES} (too small to gain)")
     def build(item):
         number, name = item
         try:
@@ -120,13 +121,13 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
 
 
 def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str,
-                    passes: dict) -> Verified:
+                    passes: dict, own_sizes: tuple[int, int]) -> Verified:
     """A rebuild: only the remembered winner is built (none when it is the
     user's level), and it still replaces the user's object only when it is
     strictly smaller now."""
     sizes, skipped, winner = dict(known["sizes"]), dict(known.get("skipped", {})), known["winner"]
     text = dict(known.get("text", {}))
-    sizes[own], text[own] = object_sizes(split.output)
+    sizes[own], text[own] = own_sizes
     if winner == own:
         return Verified(sizes, own, skipped, own, built=0, from_cache=True, text=text)
     try:

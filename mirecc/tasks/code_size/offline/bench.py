@@ -57,6 +57,11 @@ def rankings(train: Table, test: Table, X: dict, seed: int) -> dict[str, np.ndar
         learned = contrastive_embedding(both_train, train, both_test, seed=seed)
         out["nearest modules: contrastive (GRACE-style)"] = orders_from_scores(
             neighbour_scores(learned[0], train, learned[1]))
+    if "counts" in X:
+        # the features the driver computes itself (IR2Vec is not in the driver)
+        learned = contrastive_embedding(X["counts"][0], train, X["counts"][1], seed=seed)
+        out["nearest modules: contrastive on counts"] = orders_from_scores(
+            neighbour_scores(learned[0], train, learned[1]))
     out["oracle"] = orders_from_scores(np.where(np.isfinite(test.score), test.score, -1.0))
     return out
 
