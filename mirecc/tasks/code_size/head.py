@@ -23,6 +23,7 @@ object is smaller than the user's own.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from mirecc.pipeline import Candidate, Decision, HeadError, NoDecision, Ranking, candidates_of
@@ -101,13 +102,43 @@ def within_budget(names: list[str], costs: dict[str, float], k: int,
 
 def installed_library(config, major: int) -> dict[str, str]:
     """name -> passes of LLVM ``major``'s library in the installed code-size
-    head (the build step resolves the decision's names with it)."""
-    from mirecc.pipeline import load_head
+    head (the build step resolves the decision's names with it).  The
+    parsed library is kept as JSON in the cache directory, keyed by the
+    spec's path, size and time: reading the YAML spec costs ~100 ms (the
+    parser's import and kilobytes-long pipelines) on every searched TU, the
+    JSON ~1 ms."""
+    import json
+
     from mirecc.tasks.registry import default_heads_dirs, find_head_specs, spec_task
 
     for found in find_head_specs(default_heads_dirs(config)):
-        if spec_task(found.spec_path) == TASK:
-            return dict(load_head(found, config).library.get(major, []))
+        if spec_task(found.spec_path) != TASK:
+            continue
+        kept = None
+        if config is not None and config.cache:
+            from hashlib import sha256
+            st = os.stat(found.spec_path)
+            stamp = f"{os.path.abspath(found.spec_path)}|{st.st_size}|{st.st_mtime_ns}"
+            kept = os.path.join(config.cache_root(), "code-size", "library-"
+                                + sha256(stamp.encode()).hexdigest()[:24] + ".json")
+            try:
+                with open(kept, encoding="utf-8") as fh:
+                    return json.load(fh).get(str(major), {})
+            except (OSError, ValueError, AttributeError):
+                pass
+        from mirecc.pipeline import load_head
+
+        library = load_head(found, config).library
+        if kept is not None:
+            from pathlib import Path
+
+            from mirecc.fsutil import atomic_write_bytes
+            try:
+                atomic_write_bytes(Path(kept), json.dumps(
+                    {str(m): dict(pairs) for m, pairs in library.items()}).encode())
+            except OSError:
+                pass        # only the shortcut is lost
+        return dict(library.get(major, []))
     raise HeadError("no code-size head is installed")
 
 

@@ -145,3 +145,25 @@ def test_the_shipped_spec_has_a_cost_for_every_entry():
     costs = library_costs(spec)
     for major, entries in parse_library(spec, spec_path).items():
         assert set(costs[major]) == {name for name, _ in entries}
+
+
+def test_the_installed_library_is_kept_as_json_and_follows_the_spec(tmp_path):
+    """The build step's library comes from a JSON copy in the cache (no YAML
+    parse per TU); a changed spec is read again."""
+    import os
+
+    from mirecc.config import Config
+    from mirecc.tasks.code_size.head import installed_library
+
+    heads = _spec_with_costs(tmp_path, [("default<Oz>", 0.6)])
+    config = Config(heads_dir=str(heads), cache_dir=str(tmp_path / "cache"))
+    assert installed_library(config, 14) == {"default<Oz>": "default<Oz>"}
+    kept = list((tmp_path / "cache" / "code-size").glob("library-*.json"))
+    assert len(kept) == 1
+    assert installed_library(config, 14) == {"default<Oz>": "default<Oz>"}   # from the JSON
+    spec = heads / "code-size" / "spec.yaml"
+    spec.write_text(spec.read_text().replace("default<Oz>", "default<Os>"))
+    os.utime(spec, ns=(1, 1))
+    assert installed_library(config, 14) == {"default<Os>": "default<Os>"}
+    assert installed_library(Config(heads_dir=str(heads), cache=False), 14) \
+        == {"default<Os>": "default<Os>"}

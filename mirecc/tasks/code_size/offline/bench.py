@@ -306,7 +306,14 @@ def plot(r: dict, path: Path) -> None:
         return
     ir = r.get("objective") == "ir"
     metric = "ir_mean" if ir else "text_mean"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    budgets = r.get("budgets")
+    if budgets:
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8))
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+    # more rankings than tab10 has colours: the same colour per ranking on both panels
+    for axis in (ax, bx) if budgets else (ax,):
+        axis.set_prop_cycle(color=plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2])
     for name, by_k in r["main"].items():
         ks = [int(k) for k in by_k]
         ax.plot(ks, [100 * by_k[k]["verified"][metric] for k in by_k], marker="o",
@@ -318,4 +325,16 @@ def plot(r: dict, path: Path) -> None:
     ax.set_title(f"held-out packages ({r['test_modules']} modules)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    if budgets:
+        for name, by_b in budgets["rankings"].items():
+            cells = list(by_b.values())
+            bx.plot([c["mean_k"] for c in cells], [100 * c["share"] for c in cells],
+                    marker="o", label=name, linestyle="--" if name == "oracle" else "-")
+        bx.axhline(90, color="grey", linewidth=0.8)
+        bx.axvline(2.5, color="grey", linewidth=0.8)
+        bx.set_xlabel("mean candidates built per module (budgets "
+                      + ", ".join(str(b) for b in by_b) + ")")
+        bx.set_ylabel("share of the first 10's .text bytes saved (%)")
+        bx.set_title("within a budget (size_budget)")
+        bx.grid(alpha=0.3)
     save(fig, path, dpi=120)
