@@ -360,6 +360,8 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
 
         if outcome is not None and not fallback_code:
             counts.update(stats.tu_counts(outcome.reports, split=split))
+        if outcome is not None:
+            counts.update(outcome.counts)
         if fallback_code:
             counts[f"fallback.{fallback_code}"] = 1
         _count(config, counts=counts)

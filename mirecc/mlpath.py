@@ -110,6 +110,7 @@ class Outcome:
         self.manifests: list = []           # direct-mode manifests to write after the compile
         self.verified: dict = {}            # task -> what its build step did (Task.verify)
         self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.objcache)
+        self.counts: dict = {}              # mire stats counters of what happened here
 
 
 class deadline:
@@ -253,6 +254,12 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
                                    private_dep_file=os.path.join(workdir, f"tu{number}.d"))
             # the user's own compile, on another core, while the IR is read
             outcome.own = split.start_own()
+            gated = _gated(inv, config, explain, outcome.own)
+            if gated:
+                # every head's build step said it cannot pay on this object:
+                # the user's own compile is the answer, no IR is read
+                outcome.counts.update(gated)
+                return outcome
             outcome.split = split
             bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
                                  stdin_data)
@@ -326,6 +333,53 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         _add_report(outcome, report, inv, compiler, config)
     outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome
+
+
+def _gated(inv: Invocation, config, explain: bool, own) -> dict:
+    """When every head with a use in this compile belongs to a task with a
+    gate (``Task.gate``), wait for the user's own compile and ask the gates;
+    their counters (``verified.<task>.not-searched``) when each gave a
+    reason, else {} (the IR is read as usual).  Never with --explain, a
+    record, a capture or a decisions profile: they want the IR."""
+    if explain or config.record or config.capture_dir or config.profile:
+        return {}
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import (default_heads_dirs, has_use, heads_for_languages,
+                                       spec_task, task)
+
+    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
+    gates = {}
+    for spec in heads_for_languages(default_heads_dirs(config), languages):
+        if has_use(spec, config, inv.opt_level or "0"):
+            declared = task(spec_task(spec.spec_path) or "")
+            if declared is None or not declared.gate:
+                return {}
+            gates[declared.name] = declared.gate
+    if not gates or not _wait_untimed(own):
+        return {}
+    counts = {}
+    for name, gate in sorted(gates.items()):
+        try:
+            if not load_attribute(gate)(own.temp):
+                return {}
+        except Exception:   # noqa: BLE001 - a gate never breaks the build: read the IR
+            return {}
+        counts[f"verified.{name}"] = counts[f"verified.{name}.not-searched"] = 1
+    return counts
+
+
+def _wait_untimed(own) -> bool:
+    """``own.wait()`` with the ML path's deadline paused: the user's own
+    compile takes what it takes (sqlite3.c: a minute) and is not the ML
+    path's time."""
+    import signal
+
+    left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        return own.wait()
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left)
 
 
 def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None:

@@ -117,6 +117,13 @@ class Task:
     its cache directory); it returns an object with ``winner``, ``own``
     and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
     flags are the whole decision.
+    ``gate``: ``"module:function"``: ``function(object_path) -> str | None``,
+    for a task with ``verify``: asked with the user's own object of a split
+    compile before the IR is read; a reason (a short code) when the build
+    step could not pay on it (code size: too little code), ``None`` when it
+    could.  When every head with a use in the compile belongs to a task
+    whose gate gives a reason, the IR is not read at all: the user's own
+    object is the answer (configure's probes pay one compile).
     ``plugin_entry``: ``"module:function"``: ``function(source, decisions)
     -> {key: value}``, the task's part of the source's module entry in the
     plugin's decisions file (``passes/plugin/FORMAT.md``), for tasks
@@ -145,12 +152,13 @@ class Task:
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
+                 "explain", "verify", "gate", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
 
     def __init__(self, name: str, *, summary: str, languages, head: str | None,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
-                 verify: str | None = None, attribute: str | None = None,
+                 verify: str | None = None, gate: str | None = None,
+                 attribute: str | None = None,
                  plugin_entry: str | None = None, profile: str | None = None,
                  front_end: str | None = None, commands: tuple = (),
                  bench: tuple = (),
@@ -167,6 +175,7 @@ class Task:
         self.inject = inject
         self.explain = explain
         self.verify = verify
+        self.gate = gate
         self.attribute = attribute
         self.plugin_entry = plugin_entry
         self.profile = profile

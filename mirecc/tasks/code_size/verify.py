@@ -54,6 +54,16 @@ class Verified:
         return asdict(self)
 
 
+def worth_searching(object_path: str) -> str | None:
+    """The task's gate (``Task.gate``): ``"too-small"`` when the user's own
+    object has less than :data:`MIN_TEXT_BYTES` of ``.text``, else None."""
+    try:
+        text = object_sizes(object_path)[1]
+    except Exception:   # noqa: BLE001 - unreadable: let the ML path decide as before
+        return None
+    return "too-small" if text < MIN_TEXT_BYTES else None
+
+
 def smallest_object(decision, report, split, extra: list[str], workdir: str,
                     config=None) -> Verified:
     """Build the pipelines ``decision.value["verify"]`` names (the installed

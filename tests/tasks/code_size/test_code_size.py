@@ -174,11 +174,12 @@ def test_never_larger_a_failing_candidate_is_skipped(tmp_path):
     """A pipeline opt rejects and one that makes a larger object: the
     user's own object stays, byte for byte clang's."""
     env = env_for(tmp_path, heads_with(tmp_path, ["no-such-pass", "default<O3>"]), k=2)
-    plain, ours, stderr = compile_both(tmp_path, env, "-Oz")
+    plain, ours, stderr = compile_both(tmp_path, env, "-Os")    # searched: over 1024 bytes
     assert stderr == ""
     assert ours.read_bytes() == plain.read_bytes()
     counts = stats(env)
     assert counts["verified.code-size"] == 1 and counts["verified.code-size.improved"] == 0
+    assert counts.get("verified.code-size.not-searched", 0) == 0
 
 
 def test_off_at_zero_and_only_for_size_levels(tmp_path):
@@ -549,6 +550,7 @@ def test_a_tu_too_small_to_gain_is_not_searched(tmp_path):
     assert (tmp_path / "ours.o").read_bytes() == (tmp_path / "plain.o").read_bytes()
     counted = stats(env)
     assert counted["verified.code-size"] == 1 == counted["verified.code-size.not-searched"]
+    assert "tus.seen" not in counted        # the gate answered: no IR was read
     assert not list(Path(tmp_path / "cache").rglob("code-size/v2/*/*.json"))   # no winner kept
     text = subprocess.run([MIRECC, "--explain", "-Oz", "-c", "probe.c", "-o", "ours.o"],
                           cwd=tmp_path, env=env, capture_output=True, text=True).stdout
