@@ -62,9 +62,9 @@ TASKS = (
         languages=("c", "c++"),
         head="mirecc.tasks.code_size.head:CodeSizeHead",
         applied_when="size_search",
-        # the default, K = 10: on the held-out packages the first 10 of the
-        # library reach 2.81% of the 2.89% smaller total .text that all 20
-        # reach, the first 5 only 0.90% (`mire bench size`; docs/code-size.md)
+        # K = 10 bounds the budget (size_budget, default 1: one candidate,
+        # the one budget whose first build stays near 2x clang's;
+        # docs/code-size.md)
         settings=(Setting("size_search", "MIRECC_SIZE_SEARCH", _as_count, DEFAULT_K,
                           "with -Oz or -Os, build the TU through this many candidate pass "
                           "pipelines besides the user's level and keep the smallest object "
@@ -79,8 +79,9 @@ TASKS = (
         verify="mirecc.tasks.code_size.verify:smallest_object",
         gate="mirecc.tasks.code_size.verify:worth_searching",
         measured="verified: every candidate is built, never more loadable bytes than your "
-                 "level; Debian's zlib, bzip2, lua5.4 and sqlite3 3.9% less .text in total, "
-                 "tests pass (docs/code-size.md)",
+                 "level; at the default budget Debian's zlib, bzip2, lua5.4 and sqlite3 1.5% "
+                 "less .text in total (3.9% with ten candidates each), tests pass "
+                 "(docs/code-size.md)",
         opt_levels=OPT_LEVELS,
         commands=(
             Command("size-data", "mirecc.tasks.code_size.offline.cli",
