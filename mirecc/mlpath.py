@@ -588,30 +588,36 @@ def injection_args(reports, compiler: str, config) -> list[str]:
     return args
 
 
-def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
-    """Append one JSON line for ``report`` to the record file (``record`` in
-    .mirecc.yaml, ``MIRECC_RECORD``): what mirecc decided or predicted for the
-    TU, readable after ``CC=mirecc make``.  Appended under a lock: safe under
-    ``make -j``."""
+def append_record(path: str, fields: dict) -> None:
+    """Append one JSON line to the record file (``record`` in .mirecc.yaml,
+    ``MIRECC_RECORD``): ``fields`` with the time, the working folder and
+    mirecc's version every line carries.  Appended under a lock: safe under
+    ``make -j``.  ``mirecc-nvcc`` writes its CUDA sources' lines through it
+    too (with ``front_end``: a line without one is ``mirecc``'s)."""
     import json
     from pathlib import Path
 
     from mirecc import __version__
     from mirecc.fsutil import append_line_locked
 
-    line = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "cwd": os.getcwd(),
+    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cwd": os.getcwd(),
+            "mirecc_version": __version__, **fields}
+    append_line_locked(Path(path).expanduser(), json.dumps(line, sort_keys=True))
+
+
+def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
+    """Append one line for ``report`` to the record file
+    (:func:`append_record`): what mirecc decided or predicted for the TU,
+    readable after ``CC=mirecc make``."""
+    append_record(path, {
         "source": report.source,
         "output": inv.output,
         "language": report.language,
         "opt_level": report.opt_level,
         "ir_sha256": report.bitcode_sha256,
         "compiler": compiler,
-        "mirecc_version": __version__,
         "cache": report.cache,
         "decisions": [d.to_dict() for d in report.result.decisions],
         "no_decision_reasons": list(report.result.no_decision_reasons),
         "reason_codes": list(report.result.reason_codes),
-    }
-    append_line_locked(Path(path).expanduser(), json.dumps(line, sort_keys=True))
+    })

@@ -13,9 +13,14 @@ kernel with its thread-block shape.  The decisions are the CUDA tasks'
 (the registry's tasks of language ``cuda``; ``Task.front_end`` names the
 module this front end drives): today a kernel's block shape from a
 decisions profile's entries, where the launch is tunable
-(:mod:`mirecc.tasks.cuda_block.launches`); no CUDA head ships.  Calls are
-counted in ``mire stats`` (``cuda.compiles``, ``cuda.applied``).  Any
-failure on mirecc's side is one warning and nvcc's plain build.
+(:mod:`mirecc.tasks.cuda_block.launches`), or the block-shape head's with
+``apply_cuda_block`` (the head reads the device IR only when its shape is
+applied, explained or recorded).  Calls are
+counted in ``mire stats`` (``cuda.compiles``, ``cuda.applied``).  With
+``MIRECC_RECORD`` each CUDA source compiled is a line of the record file,
+its tunable kernels' block shapes and digests the decisions (what ``mire
+tune`` tries, building through this front end).  Any failure on mirecc's
+side is one warning and nvcc's plain build.
 
 nvcc is found as ``$MIRECC_NVCC``, else the one of the pip wheels in this
 Python's environment (``nvidia-cuda-nvcc``, CUDA 13: ``nvidia/cu13/bin``,
@@ -343,10 +348,13 @@ def _say(level: str, message: str) -> None:
     print(f"mirecc-nvcc: {level}: {message}", file=sys.stderr)
 
 
-def device_digests(cmd: NvccCommand, nvcc: str):
-    """``source`` -> {kernel name as written: digest}, from the source's
-    device IR (clang), for a task that checks profile entries' digests."""
-    def digests(source: str) -> dict:
+def device_texts(cmd: NvccCommand, nvcc: str):
+    """``source`` -> its device IR's text (clang, through the TU context):
+    one clang run per source and call, on first use."""
+    import functools
+
+    @functools.cache
+    def text(source: str) -> str:
         from mirecc.compiler import find_compiler
         from mirecc.config import load_config
 
@@ -354,8 +362,22 @@ def device_digests(cmd: NvccCommand, nvcc: str):
         with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
             bc = device_ir(source, cmd, toolkit_of(nvcc), find_compiler(config, cxx=True),
                            Path(tmp) / "device.bc")
-            return kernel_digests(device_context(source, cmd, bc, config).ir_text)
-    return digests
+            return device_context(source, cmd, bc, config).ir_text
+    return text
+
+
+def device_digests(cmd: NvccCommand, nvcc: str, texts=None):
+    """``source`` -> {kernel name as written: digest}, from the source's
+    device IR (``texts``: a :func:`device_texts`, shared with the head), for
+    a task that checks profile entries' digests and for the record."""
+    texts = texts or device_texts(cmd, nvcc)
+    return lambda source: kernel_digests(texts(source))
+
+
+def launch_head(config) -> str | None:
+    """The installed CUDA head's name (the CUDA task's ``head_name``), or None."""
+    launch = _launch_task()
+    return launch.head_name(config) if launch and hasattr(launch, "head_name") else None
 
 
 def _launch_task():
@@ -398,13 +420,28 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
                     k["source_name"] = source_name(k["name"])
                     k["digest"] = digests.get(k["source_name"])
                     if plan:
-                        k["block"] = launch.block_of(plan, k["source_name"]).describe()
+                        block = launch.block_of(plan, k["source_name"])
+                        k["block"] = block.describe()
+                        if block.ranking:      # the head's first shape and its prediction
+                            k["head"] = {"shape": block.ranking[0][0],
+                                         "source": "x".join(block.default),
+                                         "predicted_speedup": block.ranking[0][1],
+                                         "ranking": [r[0] for r in block.ranking[:5]]}
             except Exception as exc:  # noqa: BLE001 - the explanation must not fail a build
                 unit["error"] = str(exc)
             unit["decisions"] = plan.decisions if plan else []
             unit["no_decision_reasons"] = plan.reasons if plan else []
-            unit["no_decision"] = ("no CUDA head installed: block shapes come from a "
-                                   "decisions profile only")
+            try:
+                head = launch_head(config)
+            except Exception as exc:  # noqa: BLE001 - a broken head is explained, not fatal
+                head = f"unreadable ({exc})"
+            unit["head"] = head
+            if head is None:
+                unit["no_decision"] = ("no CUDA head installed: block shapes come from a "
+                                       "decisions profile only")
+            elif not config.apply_cuda_block:
+                unit["no_decision"] = (f"head {head}: shapes shown, not applied (set "
+                                       f"MIRECC_APPLY_CUDA_BLOCK=1 or apply_cuda_block)")
             units.append(unit)
     if fmt == "json":
         for u in units:
@@ -424,9 +461,14 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
                 b = k["block"]
                 print(f"    block {b['shape']} ({k['source_name']}, digest {k['digest']}): "
                       f"{b['origin']}" + (f"; {b['note']}" if b["note"] else ""))
+            if "head" in k:
+                h = k["head"]
+                print(f"    head: {h['shape']} (the source's {h['source']}), predicted "
+                      f"{h['predicted_speedup']:.2f}x; next {', '.join(h['ranking'][1:])}")
         for reason in u["no_decision_reasons"]:
             print(f"  {reason}")
-        print(f"  {u['no_decision']}")
+        if u.get("no_decision"):
+            print(f"  {u['no_decision']}")
 
 
 def _count(counts: dict) -> None:
@@ -438,6 +480,41 @@ def _count(counts: dict) -> None:
         stats.bump(load_config(), counts)
     except Exception:  # noqa: BLE001 - statistics never fail a build
         pass
+
+
+def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of) -> None:
+    """With ``record`` (``MIRECC_RECORD``): one line per CUDA source in the
+    record file, as ``mirecc`` writes one per TU
+    (:func:`mirecc.mlpath.append_record`, ``front_end`` ``mirecc-nvcc``),
+    whose decisions are the tunable kernels' block shapes with their
+    digests (the task's profile kind's ``recorded``): what ``mire tune``
+    makes sites of.  A source with a tunable kernel costs a clang run for
+    its device IR (``digests_of``), only here.  Any failure: no line for
+    any source, one warning."""
+    try:
+        from mirecc.config import load_config
+        from mirecc.mlpath import append_record
+        from mirecc.profile import kinds
+
+        config = load_config()
+        if config.disable or not config.record:
+            return
+        launch = _launch_task()
+        kind = kinds()[launch.TASK]
+        lines = []
+        for source, plan in zip(cmd.sources, plans):
+            tunable = any(b.tunable for b in plan.blocks.values())
+            lines.append({
+                "source": source, "front_end": "mirecc-nvcc", "language": "cuda",
+                "compiler": nvcc, "device_arch": device_arch(cmd),
+                "decisions": kind.recorded(plan, digests_of(source)) if tunable else [],
+                "no_decision_reasons": list(plan.reasons)})
+        for line in lines:
+            append_record(config.record, line)
+    except Exception as exc:  # noqa: BLE001 - a record never fails a build that nvcc made
+        why = getattr(exc, "strerror", None) or exc
+        _say("warning", f"the record file has no line for this compile: "
+                        f"{type(exc).__name__}: {why}")
 
 
 def _profile() -> str | None:
@@ -510,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         _say("error", "no nvcc found: pip install 'mirecc[cuda]' (NVIDIA's nvcc wheels), "
                       "put nvcc on PATH or set MIRECC_NVCC")
         return 127
-    cmd, plans, base = None, [], list(args)
+    cmd, plans, base, digests_of = None, [], list(args), None
     try:
         cmd = parse(args)
         launch = _launch_task()
@@ -520,7 +597,17 @@ def main(argv: list[str] | None = None) -> int:
             base += ["-isystem", str(launch.HEADER_DIR)]
             cmd.preprocessor += ["-isystem", str(launch.HEADER_DIR)]
         if scans and cmd.compiles:
-            plans = launch.plan_sources(cmd, scans, _profile(), device_digests(cmd, nvcc))
+            from mirecc.config import load_config
+
+            config = load_config()
+            texts = device_texts(cmd, nvcc)
+            digests_of = device_digests(cmd, nvcc, texts)    # the plan's and the record's
+            # the head reads the device IR only where its shape is applied,
+            # explained or recorded: else the compile is nvcc's alone
+            wanted = not config.disable and (config.apply_cuda_block or explain
+                                             or config.record)
+            plans = launch.plan_sources(cmd, scans, _profile(), digests_of,
+                                        texts if wanted else None, config)
     except Exception as exc:  # noqa: BLE001 - a decision never breaks a build
         _say("warning", f"launch decisions not applied: {exc}")
         plans = []
@@ -533,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         applied = any(d["applied"] for plan in plans for d in plan.decisions)
         _count({"cuda.compiles": 1, **({"cuda.applied": 1} if applied else {}),
                 **({"fallback.decided-failed": 1} if decided and not applied else {})})
+        if status == 0 and plans:
+            _record(cmd, nvcc, plans, digests_of)
     if explain and status == 0:
         try:
             if cmd and cmd.sources and cmd.compiles:

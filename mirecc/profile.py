@@ -92,8 +92,11 @@ class ProfileKind:
 
     def site(self, decision: dict, source: str, digests: dict[str, str], depths):
         """The ``mire tune`` site of a recorded decision (a dict: task,
-        source, target, function, digest, candidates, score, depth, order),
-        or None.  ``depths()``: loop id -> nesting depth of the TU."""
+        source, target, function, digest, candidates, score, depth, order;
+        ``sampled``: False where the host's perf samples cannot weigh it, a
+        CUDA kernel), or None.  ``digests``: function -> digest of the TU
+        (from its IR, or for a front end that keeps none, the decisions'
+        own ``digest``); ``depths()``: loop id -> nesting depth of the TU."""
         return None
 
 

@@ -5,16 +5,27 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
               [--artifact ./bench] [--budget 20] [--repeats 3]
 
 1. The build runs once with mirecc recording every TU's decisions and
-   candidates (``MIRECC_RECORD``) and keeping its IR (``MIRECC_CAPTURE_DIR``),
-   and the run is timed ``--repeats`` times: the baseline (the heads'
-   decisions only recorded, so the binary is the compiler's own).
-2. Decision sites: every decision a head ranked whose task takes profile
-   entries applied by ``mirecc`` (``Task.profile``; today loops and OpenMP
-   parallel regions), made into a site by the task's profile kind.  Where
-   ``perf`` can sample the run (``--time-profile``), the baseline run is
-   sampled once and each site gets its function's share of the run's time:
-   sites in functions under ``--min-share`` are not tried, the others go
-   hottest first.  Without ``perf`` (or where it finds none of the
+   candidates (``MIRECC_RECORD``) and keeping its IR (``MIRECC_CAPTURE_DIR``;
+   ``mirecc-nvcc`` records its CUDA sources' kernels and keeps no IR), and
+   the run is timed ``--repeats`` times: the baseline (the heads' decisions
+   only recorded, so the binary is the compiler's own).
+2. Decision sites: every recorded decision whose task takes profile
+   entries (``Task.profile``) applied by the front end that recorded it,
+   made into a site by the task's profile kind: through ``mirecc`` the
+   loops and OpenMP parallel regions a head ranked; through ``mirecc-nvcc``
+   (CUDA sources: ``--build "make NVCC=mirecc-nvcc"``) each kernel whose
+   block shape is tunable (``<mirecc/launch.h>`` or PolyBench-ACC's
+   ``DIM_THREAD_BLOCK`` defines), its candidates the head's ranked shapes
+   or the kind's fallback shapes, the source's own left out
+   (:mod:`mirecc.tasks.cuda_block.profile`; the kernel's digest comes in
+   its record, no device IR is kept).  A kernel's time is the GPU's, which
+   neither ``perf`` nor loop depth can weigh: kernels go first, of equal
+   weight, by the head's predicted speedup, then by name, and none is left
+   out for its share.  Where ``perf`` can sample the run
+   (``--time-profile``; not where every site is a kernel), the baseline run
+   is sampled once and each site gets its function's share of the run's
+   time: sites in functions under ``--min-share`` are not tried, the others
+   go hottest first.  Without ``perf`` (or where it finds none of the
    sites' functions, e.g. all inlined away), nesting depth stands for the
    share (the innermost loop of a deep nest runs the most).  At the same
    share a kind's ``order`` goes first (a parallel region before the loops
@@ -47,9 +58,6 @@ decisions profile keeps what won (:mod:`mirecc.profile`).
 5. The result is ``--profile`` (default ``mirecc.profile``), with each kept
    decision's measured speedup as its comment; builds apply it with
    ``MIRECC_PROFILE=mirecc.profile`` (or ``profile:`` in ``.mirecc.yaml``).
-
-Not yet: sites of kinds applied by another front end (``mirecc-nvcc``'s
-block shapes: the tune does not build through it).
 """
 from __future__ import annotations
 
@@ -127,7 +135,8 @@ def _build(command: str, work: Path, profile: Path | None) -> list[dict]:
                         f"{(proc.stderr or proc.stdout)[-500:].strip()}")
     if not record.is_file():
         raise TuneError("the build compiled nothing through mirecc with optimisation "
-                        "(no TU was recorded): use CC=mirecc / CXX=mirecc++ and -O2")
+                        "(no TU was recorded): use CC=mirecc / CXX=mirecc++ and -O2, "
+                        "or mirecc-nvcc for CUDA sources")
     return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
 
 
@@ -268,18 +277,25 @@ def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: f
     profile found any of them, else nesting depth), a parallel region
     before the loops that share its time (its configuration distributes all
     their work), then by the head's score; with shares, those under
-    ``min_share`` are dropped (counted)."""
+    ``min_share`` are dropped (counted).  Sites the host's samples cannot
+    weigh (``sampled`` false: CUDA kernels, whose time is the GPU's) go
+    first, of equal weight, by their kind's order, the head's score and
+    their name, and are never dropped."""
     def region_first(s):
         return s.get("order", 1)
 
+    unseen = sorted((s for s in sites if not s.get("sampled", True)),
+                    key=lambda s: (region_first(s), -s["score"], s["target"], s["source"]))
+    sites = [s for s in sites if s.get("sampled", True)]
     found = shares is not None and any(s["function"] in shares for s in sites)
     if not found:
-        return sorted(sites, key=lambda s: (region_first(s), -s["depth"], -s["score"])), 0
+        return unseen + sorted(sites, key=lambda s: (region_first(s), -s["depth"],
+                                                     -s["score"])), 0
     for s in sites:
         s["share"] = shares.get(s["function"], 0.0)
     kept = [s for s in sites if s["share"] >= min_share]
     kept.sort(key=lambda s: (-s["share"], region_first(s), -s["depth"], -s["score"]))
-    return kept, len(sites) - len(kept)
+    return unseen + kept, len(sites) - len(kept)
 
 
 def _loop_depths(ir: Path) -> dict:
@@ -299,20 +315,31 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
     :func:`order_sites` for the order with a time profile): {task, source
     (absolute), target, function, digest, candidates, score, depth, order},
     each made by its task's profile kind (``Task.profile``) from the head's
-    ranked candidates."""
+    ranked candidates.  A TU's kinds are those its front end applies (a
+    record's ``front_end``: ``mirecc`` where it names none); the digests
+    come from its captured IR, or, for a front end that captures none
+    (``mirecc-nvcc``), from the decisions themselves."""
     from mirecc.ir.text import disassemble
     from mirecc.profile import function_digests, kinds
 
-    tunable = {name: k for name, k in kinds().items() if k.front_end == "mirecc"}
     sites = []
     for rec in records:
+        front_end = rec.get("front_end", "mirecc")
+        tunable = {name: k for name, k in kinds().items() if k.front_end == front_end}
         source = os.path.normpath(os.path.join(rec["cwd"], rec["source"]))
-        ir = work / "ir" / "ir" / rec["ir_sha256"][:2] / f"{rec['ir_sha256']}.bc"
         decisions = [d for d in rec["decisions"] if d["task"] in tunable]
-        if not ir.is_file() or not decisions:
+        if not decisions:
             continue
-        digests = function_digests(disassemble(ir.read_bytes(), str(ir)))
-        loop_depths = functools.cache(functools.partial(_loop_depths, ir))
+        if rec.get("ir_sha256"):
+            ir = work / "ir" / "ir" / rec["ir_sha256"][:2] / f"{rec['ir_sha256']}.bc"
+            if not ir.is_file():
+                continue
+            digests = function_digests(disassemble(ir.read_bytes(), str(ir)))
+            loop_depths = functools.cache(functools.partial(_loop_depths, ir))
+        else:
+            digests = {tunable[d["task"]].function(d["target"]): d["digest"]
+                       for d in decisions if d.get("digest")}
+            loop_depths = dict
         for d in decisions:
             site = tunable[d["task"]].site(d, source, digests, loop_depths)
             if site is not None:
@@ -402,6 +429,7 @@ def _time_profile(args, work: Path, say) -> dict[str, float] | None:
 
 def run(args) -> int:
     from mirecc.fsutil import atomic_write_bytes
+    from mirecc.profile import kinds
 
     if args.repeats < 2 or args.budget < 1:
         print("mire tune: --repeats must be at least 2 (a noise estimate) and --budget "
@@ -433,7 +461,9 @@ def run(args) -> int:
                 artifacts.keep("baseline")
             times, output = _time_runs(args.run, args.repeats, args.pin)
             sites, skipped, how = sites_of(records, work), 0, "loop depth"
-            shares = _time_profile(args, work, say)
+            host = any(s.get("sampled", True) for s in sites)
+            # perf samples the host: with only kernels to try it has nothing to weigh
+            shares = _time_profile(args, work, say) if host else None
             if shares is not None:
                 sites, skipped = order_sites(sites, shares, args.min_share)
                 how = "perf samples" if any("share" in s for s in sites) or skipped else \
@@ -448,7 +478,10 @@ def run(args) -> int:
                 per_task[site["task"]] = per_task.get(site["task"], 0) + 1
             say(f"baseline: median {statistics.median(times):.3f} s over {args.repeats} "
                 f"runs; " + (", ".join(f"{n} {task} site(s)" for task, n in per_task.items())
-                             or "no site") + f" to try, hottest first by {how}"
+                             or "no site") + " to try"
+                + (", kernels first (the GPU's time: the head's score, then the name)"
+                   if any(not s.get("sampled", True) for s in sites) else "")
+                + (f", hottest first by {how}" if host else "")
                 + (f"; {skipped} in functions under {args.min_share:.0%} of the run left out"
                    if skipped else ""))
         else:
@@ -473,7 +506,7 @@ def run(args) -> int:
                 _touch_changed(state.get("built", []), others + [entry])
                 state["built"] = others + [entry]
                 state["spent"] += 1 + runs
-                pairs = ",".join(f"{k}={v}" for k, v in value.items())
+                pairs = kinds()[task].format_value(value)
                 best = state["best"]
                 try:
                     _build(args.build, work, candidate_profile)

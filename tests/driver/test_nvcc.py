@@ -58,7 +58,11 @@ def test_explain_lists_every_kernel_with_its_embedding(tmp_path):
     kernels = {k["name"]: k for k in unit["kernels"]}
     assert set(kernels) == {"_Z5saxpyifPKfPf", "_Z5scaleiPf"}
     assert all(k["instructions"] > 5 and k["embedding"] == 256 for k in kernels.values())
-    assert unit["decisions"] == [] and "no CUDA head" in unit["no_decision"]
+    # the shipped head is shown, never applied without the setting; saxpy's
+    # launches are not tunable, so it ranks nothing here
+    assert unit["decisions"] == [] and unit["head"] == "cuda-block"
+    assert "not applied (set MIRECC_APPLY_CUDA_BLOCK=1" in unit["no_decision"]
+    assert not any("head" in k for k in kernels.values())
     text = run([MIRECC_NVCC, "--explain", "-c", "saxpy.cu", "-o", "s.o"], tmp_path).stdout
     assert "kernel _Z5saxpyifPKfPf:" in text and "kernel _Z5scaleiPf:" in text
 

@@ -1,8 +1,9 @@
 """Where a CUDA kernel's thread-block shape can be set, and the plans that set it.
 
-A kernel's thread-block shape is decided (today from a decisions profile's
-cuda-block entries; no head ships) only where the source makes it a
-compile-time value whose grid follows it:
+A kernel's thread-block shape is decided (from a decisions profile's
+cuda-block entries, else, with ``apply_cuda_block``, the head's first shape:
+:mod:`.head`) only where the source makes it a compile-time value whose
+grid follows it:
 
 * launches marked with mirecc/launch.h (MIRECC_BLOCK_X/Y(kernel, default)):
   the decision is a -DMIRECC_BLOCK_<kernel>_X/Y define;
@@ -220,6 +221,9 @@ class KernelBlock:
     shape: list[str]              # x, y in effect
     origin: str = "source default"
     note: str = ""
+    #: the head's shapes for this kernel, best first ("XxY"), with their
+    #: predicted speedups over the source's shape; empty without a head
+    ranking: list[tuple[str, float]] = field(default_factory=list)
 
     def describe(self) -> dict:
         return {"shape": "x".join(self.shape), "origin": self.origin,
@@ -303,16 +307,39 @@ def _kernel_block(name: str, scan: Scan, settable: dict) -> KernelBlock:
     return KernelBlock(name, "define", default, macros, list(default), note=note)
 
 
+@dataclass
+class HeadChoice:
+    """The head's shape for one kernel, in the form of a profile entry."""
+    function: str
+    value: dict
+    reason: str
+
+    @property
+    def target(self) -> str:
+        return self.function
+
+
 def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None = None,
-                profile: str = "") -> SourcePlan:
+                profile: str = "", rank=None, apply_head: bool = False) -> SourcePlan:
     """The block shape of each kernel of ``scan``'s source (those launched
     or marked there, and those of ``digests``), with the decisions profile's
     cuda-block ``entries`` for the source applied where the launch is
-    tunable and the kernel's digest (in ``digests``) still matches."""
+    tunable and the kernel's digest (in ``digests``) still matches.
+
+    ``rank(plan)``: the head's shapes for the source, best first, with the
+    predicted speedup and whether it clears the head's bar (it fills each
+    tunable kernel's ``ranking``); with ``apply_head`` the first is set on
+    every tunable kernel no profile entry decides."""
     settable = _settable(scan)
     plan = SourcePlan(scan.source, scan)
     names = [*scan.header, *(launch.kernel for launch in scan.launches), *(digests or {})]
     plan.blocks = {n: _kernel_block(n, scan, settable) for n in dict.fromkeys(names)}
+    head: list = []
+    if rank is not None and any(b.tunable for b in plan.blocks.values()):
+        try:
+            head = rank(plan)
+        except Exception as exc:  # noqa: BLE001 - the head never breaks a build
+            plan.reasons.append(f"head {TASK}: no ranking ({type(exc).__name__}: {exc})")
     classes = {flag[2:].partition("=")[0] for flag in cmd.preprocessor if flag.startswith("-D")}
     considered = [e for e in entries if e.size_class in (None, *classes)]
     live = [e for e in considered if (digests or {}).get(e.function) == e.digest]
@@ -325,6 +352,24 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
     for e in live:        # a size class's entry beats a classless one, then the later one
         if not (e.function in chosen and chosen[e.function].size_class and not e.size_class):
             chosen[e.function] = e
+    if head and not head[0][2]:
+        plan.reasons.append(f"head {TASK}: no shape predicted to gain enough "
+                            f"(best {head[0][0][0]}x{head[0][0][1]}, {head[0][1]:.2f}x)")
+    elif head:
+        from mirecc.tasks.cuda_block.head import kernel_value
+        (x, y), gain, _ = head[0]
+        for name, block in plan.blocks.items():
+            value = kernel_value(block, (x, y))
+            if block.tunable and value and name not in chosen:
+                choice = HeadChoice(name, {"x": value[0], "y": value[1]},
+                                    f"head {TASK}: predicted {gain:.2f}x over the source's "
+                                    f"{'x'.join(block.default)}")
+                if apply_head:
+                    chosen[name] = choice
+                else:
+                    plan.reasons.append(f"{name}: {choice.reason[len('head ' + TASK) + 2:]} "
+                                        f"with {value[0]}x{value[1]}; not applied (set "
+                                        f"MIRECC_APPLY_CUDA_BLOCK=1)")
     # a rewritten copy would leave its temporary names in the dependency file
     rewrite_blocked = cmd.writes_dependencies and not cmd.dependency_file
     wanted: dict[str, list] = {}     # DIM_THREAD_BLOCK macro -> [(value, decision, kernel)]
@@ -333,8 +378,9 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
         value = [e.value["x"], e.value["y"]]
         shape = f"{value[0]}x{value[1]}"
         decision = {"task": TASK, "target": e.target, "value": shape, "applied": False,
-                    "reason": f"from the decisions profile {profile}:{e.line}"
-                              + (f" ({e.comment})" if e.comment else "")}
+                    "reason": e.reason if isinstance(e, HeadChoice) else
+                    f"from the decisions profile {profile}:{e.line}"
+                    + (f" ({e.comment})" if e.comment else "")}
         plan.decisions.append(decision)
         fixed = [a for a, m, v, d in zip(AXES, block.macros, value, block.default)
                  if m is None and str(v) != d]
@@ -343,7 +389,8 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
                    f"the launch's {fixed[0]} is not tunable" if fixed else
                    "a dependency file (-MD) without -MF cannot name the rewritten copies")
             decision["advisory"] = why
-            block.note += f"; the profile's {shape} is not applied" + (
+            whose = "the head's" if isinstance(e, HeadChoice) else "the profile's"
+            block.note += f"; {whose} {shape} is not applied" + (
                 "" if block.tunable is None else f": {why}")
             continue
         decision["applied"] = True
@@ -362,7 +409,9 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
                 decision["advisory"] = f"{macro} is shared by kernels whose entries differ"
                 block = plan.blocks[kernel]
                 block.shape, block.origin = list(block.default), "source default"
-                block.note += f"; the profile's {decision['value']} is not applied: " \
+                whose = "the head's" if decision["reason"].startswith("head") else \
+                    "the profile's"
+                block.note += f"; {whose} {decision['value']} is not applied: " \
                               f"{decision['advisory']}"
             continue
         value = asks[0][0]
@@ -385,20 +434,41 @@ def block_of(plan: SourcePlan, name: str) -> KernelBlock:
     return plan.blocks.get(name) or _kernel_block(name, plan.scan, _settable(plan.scan))
 
 
+def head_name(config) -> str | None:
+    """The installed block-shape head's name, or None."""
+    from mirecc.tasks.cuda_block.head import installed_head
+
+    head = installed_head(config)
+    return head.name if head else None
+
+
 def plan_sources(cmd: NvccCommand, scans: list[Scan], profile: str | None,
-                 digests_of) -> list[SourcePlan]:
+                 digests_of, ir_of=None, config=None) -> list[SourcePlan]:
     """Each CUDA source's plan; ``digests_of(source)`` (the front end's:
     kernel name -> digest, from the source's device IR) is called only for a
-    source the profile has entries of this task for."""
+    source the profile has entries of this task for.  With ``ir_of(source)``
+    (its device IR text) and an installed head, the head ranks each source
+    with a tunable launch (:func:`plan_source`'s ``rank``); its first shape
+    is applied where ``config.apply_cuda_block`` says so."""
     from mirecc.profile import read_profile
 
     entries = [e for e in read_profile(profile) if e.task == TASK] if profile else []
+    rank, apply_head = None, bool(config is not None and config.apply_cuda_block)
+    if ir_of is not None and config is not None:
+        from mirecc.tasks.cuda_block.head import installed_head, rank_plan
+
+        head = installed_head(config)
+
+        def head_rank(plan):
+            return rank_plan(plan, ir_of(plan.source), head)
+        rank = head_rank if head is not None else None
     plans = []
     for source, scan in zip(cmd.sources, scans):
         path = os.path.normpath(os.path.abspath(source))
         mine = [e for e in entries if e.source == path]
         digests = digests_of(source) if mine else None
-        plans.append(plan_source(scan, cmd, mine, digests, profile=profile or ""))
+        plans.append(plan_source(scan, cmd, mine, digests, profile=profile or "", rank=rank,
+                                 apply_head=apply_head))
     return plans
 
 

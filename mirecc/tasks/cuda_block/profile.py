@@ -7,6 +7,13 @@ input-size class ``@MACRO``: the entry then applies only to compiles that
 define MACRO (``-DLARGE_DATASET``), and wins over a classless one; digest:
 the kernel's function in the device IR; value: the block shape ``XxY``.
 ``mirecc-nvcc`` applies the entries (:mod:`.launches`).
+
+``mire tune`` tries the shapes of each tunable kernel that ``mirecc-nvcc``
+recorded (:meth:`BlockKind.recorded`, with the kernel's digest: the tune
+keeps no device IR): the head's ranking, else :data:`FALLBACK`, the
+source's own shape left out.  The host's perf samples cannot see a
+kernel's time (it is the GPU's), so kernels are of equal weight, before
+the host's sites, by the head's predicted speedup, then by name.
 """
 from __future__ import annotations
 
@@ -18,6 +25,19 @@ from mirecc.profile import ProfileKind
 MAX_BLOCK_THREADS = 1024
 _KERNEL_TARGET = re.compile(r"[A-Za-z_]\w*(@[A-Za-z_]\w*)?")
 _BLOCK_SHAPE = re.compile(r"([1-9]\d{0,4})x([1-9]\d{0,4})")
+#: the task whose entries these are (:data:`.launches.TASK`)
+TASK = "cuda-block"
+#: shapes ``mire tune`` tries, in this order, at a kernel the head ranked
+#: none for (the source's own shape and shapes on an axis the launch fixes
+#: left out); 8x8 and 16x16 are the best fixed shapes on PolyBench-ACC's
+#: labels (docs/cuda.md)
+FALLBACK = ("32x8", "8x8", "16x16", "32x32", "64x1", "128x1", "256x1", "32x4", "16x8")
+AXES = ("x", "y")
+
+
+def _shape(axes) -> dict:
+    """A block's x and y as written -> {"x": .., "y": ..}, integers where digits."""
+    return {a: int(v) if str(v).isdigit() else str(v) for a, v in zip(AXES, axes)}
 
 
 class BlockKind(ProfileKind):
@@ -47,6 +67,54 @@ class BlockKind(ProfileKind):
 
     def format_value(self, value):
         return f"{value['x']}x{value['y']}"
+
+    def recorded(self, plan, digests: dict[str, str]) -> list[dict]:
+        """The decisions a record line (``MIRECC_RECORD``) carries for one
+        CUDA source's plan (:class:`.launches.SourcePlan`): one per tunable
+        kernel whose device function is in ``digests`` (kernel name ->
+        digest, :func:`mirecc.nvcc.kernel_digests`), with its digest, the
+        source's shape (``default``), the axes no decision can set
+        (``fixed``), the shape in effect and the head's ranking as
+        candidates ([shape, predicted speedup], best first)."""
+        applied = {self.function(d["target"]) for d in plan.decisions if d.get("applied")}
+        out = []
+        for name, block in plan.blocks.items():
+            if block.tunable is None or name not in digests:
+                continue
+            ranked = []
+            for shape, speedup in block.ranking:
+                try:
+                    ranked.append([self.parse_value(shape), float(speedup)])
+                except (TypeError, ValueError):   # a shape no launch may take
+                    continue
+            out.append({"task": TASK, "target": name, "digest": digests[name],
+                        "value": _shape(block.shape), "default": _shape(block.default),
+                        "fixed": [a for a, m in zip(AXES, block.macros) if m is None],
+                        "applied": name in applied, "advisory": False, "confidence": None,
+                        "reason": block.origin, "candidates": ranked})
+        return out
+
+    def site(self, decision, source, digests, depths):
+        function = self.function(decision["target"])
+        if function not in digests:
+            return None
+        default = decision.get("default") or {}
+        fixed = decision.get("fixed") or ()
+
+        def applicable(value):   # another shape than the source's, on its tunable axes
+            return value != default and all(str(value[a]) == str(default.get(a))
+                                            for a in fixed)
+        ranked = [(v, s) for v, s in decision.get("candidates") or [] if applicable(v)]
+        candidates = [v for v, _ in ranked] or [
+            v for v in map(self.parse_value, FALLBACK) if applicable(v)]
+        candidates = [c for i, c in enumerate(candidates) if c not in candidates[:i]]
+        if not candidates:
+            return None
+        # a kernel runs on the GPU: perf's host samples cannot weigh it
+        return {"task": decision["task"], "source": source, "function": function,
+                "target": decision["target"], "digest": digests[function],
+                "candidates": candidates, "score": max((s for _, s in ranked), default=0.0),
+                "depth": 1, "order": self.order, "sampled": False}
 
 
 KIND = BlockKind()

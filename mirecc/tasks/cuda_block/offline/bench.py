@@ -1,0 +1,421 @@
+"""``mire bench cuda``: block-shape rankings, leave one program out, replayed
+on the labels timed on a lent H100 (``heads/cuda-block/labels``).
+
+    mire bench cuda [--out mirecc-bench] [--cuda-write-head heads/cuda-block]
+
+A case is a (program, input size) with its source's shape and at least one
+other timed; every kernel and size of a program is held out together.  The
+rankings, side by side on the same folds:
+
+- the source's shape; the best fixed shape (the best geomean over the
+  training programs, as ``cuda_label_baselines`` picks it);
+- a forest of regression trees over (source, shape) rows predicting the log
+  speedup over the source's shape, on four feature sets: kernel statistics
+  (:mod:`..features`), IR2Vec, a random-init encoder and mirecc's encoder
+  (the device module's embedding, reduced to :data:`PCA` components fitted
+  on the training programs), each with the shape's own features; and the
+  statistics with the encoder's components added.
+
+Each guesses (its first shape, or the source's where no shape is predicted
+to gain) and is verified with K = 1, 2, 3 candidates: the first K shapes
+measured beside the source's, the fastest correct one kept (a wrong output
+is seen by the check, so never kept).  Metrics per ranking: error (1 - best
+time / chosen time, mean over cases), geomean speedup over the source's
+shape, share of the oracle's log gain, cases below 0.95x, wrong outputs
+(a guessed shape that changed an output or failed in the labels).
+
+``--cuda-write-head`` trains the statistics forest on every case and writes
+the head (:mod:`.train`): the driver's head reads no embedding, as the
+table shows none adds to the statistics.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.tasks.cuda_block import features as F
+from mirecc.tasks.cuda_block.head import program_key
+from mirecc.tasks.cuda_block.offline import cuda_labels as cl
+
+ROOT = Path(__file__).resolve().parents[4]
+LABELS = ROOT / "heads" / "cuda-block" / "labels"
+LABEL_FILES = ("h100-polybench.jsonl.gz", "h100-polybench-larger.jsonl.gz",
+               "h100-own-kernels.jsonl.gz")
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder", "statistics+encoder")
+#: principal components of an embedding the forest reads
+PCA = 6
+KS = (1, 2, 3)
+#: the forest (ExtraTrees) and the head's rule: apply a shape only where the
+#: trees' QUANTILE predicts more than MIN_GAIN (log speedup)
+TREES, LEAF, QUANTILE, MIN_GAIN = 100, 3, 0.5, 0.05
+
+
+@dataclass
+class Case:
+    program: str
+    size: str
+    source: tuple[int, int]                 # the source's block (its first kernel's)
+    speed: dict[tuple[int, int], float]     # shape -> speedup over the source's (correct)
+    bad: set = field(default_factory=set)   # shapes that changed an output or failed
+    feats: dict = field(default_factory=dict)
+    ir: str = ""
+    key: str = ""                           # the head's name for the program
+
+    @property
+    def oracle(self) -> float:
+        return max([1.0, *self.speed.values()])
+
+
+def _first_block(text: str) -> tuple[int, int]:
+    """The first kernel's block of a label's ``block`` ("32x8", "1:256x1 2:32x8")."""
+    x, _, y = text.split()[0].rpartition(":")[2].partition("x")
+    return int(x), int(y or 1)
+
+
+def read_labels(paths) -> dict[tuple[str, str], list[dict]]:
+    import gzip
+
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for path in paths:
+        with gzip.open(path, "rt") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+        for r in rows:
+            groups.setdefault((r["program"], r["size"]), []).append(r)
+    return groups
+
+
+def cases_of(groups) -> list[Case]:
+    """The (program, size) groups with the source's shape and another timed;
+    shapes are the paper's (x, y) as the labeller named them (applied with
+    the launch's fixed axis kept)."""
+    out = []
+    for (program, size), runs in sorted(groups.items()):
+        table, src = cl.classify(runs)
+        if src not in table or table[src]["bad"] or not table[src]["median"] or len(table) < 2:
+            continue
+        first = next(r for r in runs if r["shape"] == src and r.get("block"))
+        case = Case(program, size, _first_block(first["block"]), {})
+        names = {r["shape"]: (r["shape_x"], r["shape_y"]) for r in runs
+                 if r.get("shape_x") and r.get("shape_y")}
+        for label, t in table.items():
+            if label == src or label not in names:
+                continue
+            if t["bad"] or not t["median"]:
+                case.bad.add(names[label])
+            else:
+                case.speed[names[label]] = table[src]["median"] / t["median"]
+        if case.speed or case.bad:
+            out.append(case)
+    return out
+
+
+# ------------------------------------------------------------------ device IR
+
+def _device_ir(case: Case, src_root: Path, work: Path) -> tuple[str, object]:
+    """The case's device IR text (cached in ``work``) and its launch plan."""
+    from mirecc import nvcc
+    from mirecc.compiler import find_compiler
+    from mirecc.config import load_config
+    from mirecc.tasks.cuda_block import launches
+
+    where = work / "sources" / f"{case.program}-{case.size}"
+    if case.program in cl.TUNABLE:
+        cu = cl.prepare_build(str(src_root), case.program, case.size, {}, str(where), "define")
+        sized = [] if (case.program, case.size) in cl.CUSTOM_SIZES else \
+            cl.size_defines(case.program, case.size)
+        args = ["-O3", cl.COMPAT_FLAG, *sized, "-I", str(src_root / cl.UTILITIES), cu, "-c"]
+    else:
+        cu = str(KERNEL_DIR / f"{case.program}.cu")
+        args = ["-O3", "-isystem", str(launches.HEADER_DIR), cu, "-c"]
+    cmd = nvcc.parse(args)
+    plan = launches.plan_source(launches.scan_source(cu, cmd), cmd)
+    cached = work / "ir" / f"{case.program}-{case.size}.ll"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="mire-cuda-") as tmp:
+            bc = nvcc.device_ir(cu, cmd, nvcc.toolkit_of(nvcc.find_nvcc()),
+                                find_compiler(load_config(), cxx=True), Path(tmp) / "d.bc")
+            text = nvcc.device_context(cu, cmd, bc).ir_text
+        cached.write_text(text)
+    return cached.read_text(), plan
+
+
+def attach_features(cases: list[Case], src_root: Path, work: Path) -> list[Case]:
+    kept = []
+    for case in cases:
+        case.ir, plan = _device_ir(case, src_root, work)
+        try:
+            case.feats, tunable = F.plan_features(plan, case.ir)
+            case.key = program_key(plan.source, tunable)
+        except ValueError as exc:
+            print(f"mire bench cuda: {case.program} {case.size}: {exc}; left out",
+                  file=sys.stderr)
+            continue
+        kept.append(case)
+    return kept
+
+
+def embeddings(cases: list[Case], kind: str, cache: Path) -> np.ndarray:
+    """One row per case: the device module's vector of ``kind``."""
+    from mirecc.learn.embeddings import (content_key, embed_ir2vec, embed_kernels,
+                                         encoder_model_dirs)
+
+    texts = {content_key("ir", c.ir): ("ir", c.ir) for c in cases}
+    if kind == "ir2vec":
+        vectors, failed = embed_ir2vec(texts, cache_root=cache)
+    else:
+        model = encoder_model_dirs([kind], cache)[kind]
+        vectors, failed = embed_kernels(texts, model, cache_root=cache, progress=kind)
+    dim = len(next(iter(vectors.values())))
+    return np.stack([vectors.get(content_key("ir", c.ir), np.zeros(dim)) for c in cases])
+
+
+# ------------------------------------------------------------------ rankings
+
+def _pca(train: np.ndarray, test: np.ndarray, k: int = PCA):
+    mu, sd = train.mean(0), train.std(0) + 1e-9
+    a, b = (train - mu) / sd, (test - mu) / sd
+    _, _, vt = np.linalg.svd(a, full_matrices=False)
+    return a @ vt[:k].T, b @ vt[:k].T
+
+
+def applied(case: Case, shape: tuple[int, int]) -> tuple[int, int]:
+    """The block ``shape`` gives the case's (first) launch: a y that cannot be
+    set stays the source's."""
+    return shape[0], shape[1] if case.feats["y_settable"] else case.source[1]
+
+
+def _rows(cases, case_vectors, blocks_of):
+    X, owner, blocks = [], [], []
+    for i, c in enumerate(cases):
+        for b in blocks_of(c):
+            X.append([*case_vectors[i], *F.shape_features(*applied(c, b),
+                                                          c.feats["log2_row"])])
+            owner.append(i)
+            blocks.append(b)
+    return np.asarray(X, np.float32), np.asarray(owner), blocks
+
+
+def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx):
+    """Per case, the numbers a ranking of ``kind`` reads (before the shape's)."""
+    stats = np.asarray([[c.feats[f] for f in F.SOURCE_FEATURES] for c in cases])
+    shape = np.asarray([F.source_shape_features(*c.source) for c in cases])
+    if kind == "statistics":
+        return np.hstack([stats, shape])
+    name = "encoder" if kind == "statistics+encoder" else kind
+    tr, te = _pca(emb[name][train_idx], emb[name][test_idx])
+    out = np.zeros((len(cases), tr.shape[1]))
+    out[train_idx], out[test_idx] = tr, te
+    return np.hstack([stats, shape, out]) if kind == "statistics+encoder" else \
+        np.hstack([out, shape])
+
+
+def fit(X, y, seed=0):
+    from mirecc.learn.forest import ForestConfig, fit_forest
+
+    return fit_forest(X, y, ForestConfig(trees=TREES, min_samples_leaf=LEAF,
+                                                         max_features=0.5, seed=seed))
+
+
+def candidates(case: Case) -> list[tuple[int, int]]:
+    """The shapes a held-out case is ranked over: the paper's, each that
+    gives a different block of at most 1024 threads, not the source's."""
+    out, seen = [], {case.source}
+    for shape in cl.paper_shapes():
+        b = applied(case, shape)
+        if b[0] * b[1] <= 1024 and b not in seen:
+            seen.add(b)
+            out.append(shape)
+    return out
+
+
+def rank_forest(cases, kind, emb, held: str):
+    """Per held-out case: the candidate blocks best first with the trees'
+    quantile prediction."""
+    from mirecc.learn.forest import tree_predictions
+
+    train = [i for i, c in enumerate(cases) if c.program != held]
+    test = [i for i, c in enumerate(cases) if c.program == held]
+    V = case_vectors(cases, kind, emb, train, test)
+    Xtr, own, blocks = _rows([cases[i] for i in train], V[train], lambda c: list(c.speed))
+    ytr = np.asarray([math.log(cases[train[o]].speed[b]) for o, b in zip(own, blocks)])
+    model = fit(Xtr, ytr)
+    out = {}
+    for i in test:
+        c = cases[i]
+        cand = candidates(c)
+        X, _, blocks = _rows([c], V[[i]], lambda _c: cand)
+        q = np.quantile(tree_predictions(model, X)[:, :, 0], QUANTILE, axis=1)
+        order = np.argsort(-q, kind="stable")
+        out[i] = [(blocks[j], float(q[j])) for j in order]
+    return out
+
+
+def rank_fixed(cases, held: str):
+    """The shapes by geomean speedup over the training programs' cases (a
+    shape missing or wrong there counts 1.0), the same order for each case."""
+    train = [c for c in cases if c.program != held]
+    shapes = cl.paper_shapes()
+    score = {s: sum(math.log(c.speed.get(s, 1.0)) for c in train) / len(train) for s in shapes}
+    out = {}
+    for i, c in enumerate(cases):
+        if c.program == held:
+            out[i] = sorted(((s, score[s]) for s in candidates(c)), key=lambda t: -t[1])
+    return out
+
+
+def judge(cases, ranked: dict[int, list], k: int | None) -> dict:
+    """``k`` None: the guess (the first shape when its score > MIN_GAIN, else
+    the source's); else the best correct of the first ``k`` and the source's.
+    A shape not timed for the case counts as the source's (the verified
+    build keeps the source; a guess is counted 1.0 and flagged untimed)."""
+    speeds, errors, wrong, untimed = [], [], 0, 0
+    for i, c in enumerate(cases):
+        order = ranked[i]
+        if k is None:
+            b, score = order[0]
+            chosen = [b] if score > MIN_GAIN else []
+        else:
+            chosen = [b for b, _ in order[:k]]
+        best = 1.0
+        for b in chosen:
+            if b in c.bad:
+                wrong += k is None
+                continue
+            if b not in c.speed:
+                untimed += 1
+                continue
+            best = c.speed[b] if k is None else max(best, c.speed[b])
+        speeds.append(best)
+        errors.append(1.0 - best / c.oracle)
+    logs = np.log(speeds)
+    gain = sum(math.log(c.oracle) for c in cases)
+    return {"geomean": float(np.exp(logs.mean())), "share": float(logs.sum() / gain),
+            "error": float(np.mean(errors)), "below": int(sum(s < 0.95 for s in speeds)),
+            "worst": float(min(speeds)), "wrong": wrong, "untimed": untimed,
+            "speeds": speeds}
+
+
+def evaluate(cases, emb) -> dict[str, dict[int, list]]:
+    programs = sorted({c.program for c in cases})
+    rankings = {name: {} for name in ("fixed shape", *FEATURE_SETS)}
+    for n, held in enumerate(programs):
+        print(f"\rmire bench cuda: leave one program out {n + 1}/{len(programs)}",
+              end="", file=sys.stderr, flush=True)
+        rankings["fixed shape"].update(rank_fixed(cases, held))
+        for kind in FEATURE_SETS:
+            if kind in ("statistics",) or (kind.split("+")[-1] in emb):
+                rankings[kind].update(rank_forest(cases, kind, emb, held))
+    print(file=sys.stderr)
+    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+
+
+def table(cases, rankings) -> tuple[str, dict]:
+    src = judge(cases, {i: [(c.source, 0.0)] for i, c in enumerate(cases)}, None)
+    oracle = judge(cases, {i: [(max(c.speed, key=c.speed.get), 1.0) if c.oracle > 1 else
+                               (c.source, 0.0)] for i, c in enumerate(cases)}, None)
+    results = {"source shape": {"guess": src}, "oracle": {"guess": oracle}}
+    for name, ranked in rankings.items():
+        results[name] = {"guess": judge(cases, ranked, None),
+                         **{f"K={k}": judge(cases, ranked, k) for k in KS}}
+    lines = ["| ranking | how | error | geomean | share of oracle | below 0.95x | worst | "
+             "wrong outputs |", "|---|---|---|---|---|---|---|---|"]
+    for name, modes in results.items():
+        for how, r in modes.items():
+            lines.append(f"| {name} | {how} | {r['error']:.3f} | {r['geomean']:.3f} | "
+                         f"{r['share']:.0%} | {r['below']} | {r['worst']:.3f} | {r['wrong']} |")
+    return "\n".join(lines), results
+
+
+def plot(results, path: Path) -> None:
+    from mirecc.plots import pyplot
+
+    plt = pyplot()
+    names = [n for n in results if n not in ("source shape", "oracle")]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.2
+    for j, how in enumerate(("guess", "K=1", "K=2", "K=3")):
+        ax.bar([i + j * width for i in range(len(names))],
+               [results[n][how]["share"] * 100 for n in names], width, label=how)
+    ax.axhline(85, color="grey", ls="--", lw=0.8)
+    ax.axhline(95, color="grey", ls=":", lw=0.8)
+    ax.set_xticks([i + 1.5 * width for i in range(len(names))])
+    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("share of the oracle's log gain (%)")
+    ax.set_title("CUDA block shapes, leave one program out (H100 labels)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def add_arguments(p) -> None:
+    """``mire bench cuda``'s own arguments (the results go to ``--out``)."""
+    p.add_argument("--cuda-labels", type=Path, default=LABELS,
+                   help="cuda: the folder of the timed labels (default: %(default)s)")
+    p.add_argument("--cuda-polybench", type=Path, default=None,
+                   help="cuda: PolyBench-ACC's CUDA folder (default: the shared datasets')")
+    p.add_argument("--cuda-md", type=Path, default=ROOT / "docs" / "results" / "cuda-block.md",
+                   help="cuda: the markdown table written, a plot beside it "
+                        "(default: %(default)s)")
+    p.add_argument("--cuda-features", default=",".join(FEATURE_SETS[1:]),
+                   help="cuda: the rankings besides the statistics (default: %(default)s)")
+    p.add_argument("--cuda-write-head", type=Path, default=None, metavar="DIR",
+                   help="cuda: train the statistics forest on every case and write the head")
+
+
+def run(args) -> int:
+    from mirecc.learn.datasets import default_root
+
+    src_root = args.cuda_polybench or default_root() / "polybench-acc" / "CUDA"
+    labels, out = args.cuda_labels, Path(args.out) / "cuda"
+    groups = read_labels([labels / f for f in LABEL_FILES if (labels / f).is_file()])
+    cases = attach_features(cases_of(groups), src_root, out)
+    wanted = [k for k in args.cuda_features.split(",") if k]
+    emb = {}
+    for kind in dict.fromkeys(k.split("+")[-1] for k in wanted if k != "statistics"):
+        emb[kind] = embeddings(cases, kind, out / "embeddings")
+    text, results = table(cases, evaluate(cases, emb))
+    programs = sorted({c.program for c in cases})
+    md = (f"# CUDA block shapes: rankings, leave one program out\n\n"
+          f"Written by `mire bench cuda`. Labels: {', '.join(LABEL_FILES)} (NVIDIA H100 80GB "
+          f"HBM3, nvcc -O3 -arch=sm_90, median GPU time of 2-3 rounds per shape). "
+          f"{len(cases)} cases (program x input size) of {len(programs)} programs; each "
+          f"program's cases held out together. Guess: the first shape where the trees' "
+          f"{QUANTILE:.2f} quantile predicts more than {MIN_GAIN:.2f} log gain, else the "
+          f"source's. K = k: the first k shapes measured beside the source's, the fastest "
+          f"correct kept (replayed on the labels). Forests: ExtraTrees, {TREES} trees, leaves "
+          f"of at least {LEAF}; embeddings reduced to {PCA} principal components fitted on "
+          f"the training programs.\n\n{text}\n\n![rankings](cuda-block.png)\n")
+    out.mkdir(parents=True, exist_ok=True)
+    from mirecc.fsutil import atomic_write_bytes
+
+    atomic_write_bytes(args.cuda_md, md.encode())
+    plot(results, args.cuda_md.with_suffix(".png"))
+    (out / "results.json").write_text(json.dumps(
+        {n: {h: {k: v for k, v in r.items()} for h, r in m.items()} for n, m in results.items()},
+        indent=1))
+    print(md)
+    if args.cuda_write_head:
+        from mirecc.tasks.cuda_block.offline.train import write_head
+        write_head(cases, results, emb, args.cuda_write_head)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="mirecc-bench")
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

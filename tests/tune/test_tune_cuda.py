@@ -1,0 +1,183 @@
+"""mire tune with CUDA kernels as sites: mirecc-nvcc records each tunable
+kernel's block shape (its digest from the device IR), the tune tries the
+fallback shapes through real nvcc builds, and the kept entry reaches the
+object.  No GPU: only the benchmark is staged (the run reads the block
+shape the object was built with and sleeps less for 8x8), so the outcome is
+deterministic; the builds, the records, the profile and its application
+are the real ones."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs import isolated_env
+from mirecc.profile import read_profile
+from nvcc_helpers import HEADER, MIRECC_NVCC, NVCC, needs_nvcc, normalised, run
+
+MIRE = str(Path(sys.executable).with_name("mire"))
+
+# saxpy's shape is marked tunable; scale's is written as numbers (no site).
+# The shape is also a tag in the host object ("SHAPE008x008"): what the
+# staged run reads.
+KERNEL = """\
+#include <mirecc/launch.h>
+#define BX MIRECC_BLOCK_X(saxpy, 128)
+#define BY MIRECC_BLOCK_Y(saxpy, 1)
+#define DIGIT(v, p) (char)('0' + (v) / (p) % 10)
+__global__ void __launch_bounds__(BX * BY) saxpy(int n, float a, const float *x, float *y) {
+  int i = (blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+__global__ void scale(int n, float *y) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] *= 2.0f;
+}
+extern "C" const char block_shape_tag[] = {
+    'S', 'H', 'A', 'P', 'E', DIGIT(BX, 100), DIGIT(BX, 10), DIGIT(BX, 1),
+    'x', DIGIT(BY, 100), DIGIT(BY, 10), DIGIT(BY, 1), '\\0'};
+void run(int n, const float *x, float *y) {
+  dim3 block(BX, BY);
+  dim3 grid((n + block.x * block.y - 1) / (block.x * block.y));
+  saxpy<<<grid, block>>>(n, 2.0f, x, y);
+  scale<<<4, 256>>>(n, y);
+}
+"""
+# a shell script: its own start-up time is small beside the sleeps
+RUN = """\
+#!/bin/sh
+if grep -q -a SHAPE008x008 k.o; then sleep 0.1; else sleep 0.3; fi
+echo done
+"""
+BUILD = f"{MIRECC_NVCC} -O3 -c k.cu -o k.o"
+
+
+@needs_nvcc
+def test_tune_tries_a_kernels_block_shapes_and_the_profile_applies_the_winner(tmp_path):
+    (tmp_path / "k.cu").write_text(KERNEL)
+    (tmp_path / "run.sh").write_text(RUN)
+    (tmp_path / "run.sh").chmod(0o755)
+    # no heads: the kernel's candidates are the kind's fallback shapes
+    env = isolated_env(tmp_path, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    # baseline (1 build + 2 runs), then 32x8 and 8x8 (1 build + 2 x 2
+    # alternated runs each); the re-check's runs are beyond the budget
+    proc = subprocess.run([MIRE, "tune", "--build", BUILD, "--run", "./run.sh",
+                           "--artifact", "k.o", "--budget", "13", "--repeats", "2",
+                           "--time-profile", "auto"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 cuda-block site(s) to try, kernels first" in proc.stderr, proc.stderr
+    assert "sampling" not in proc.stderr, proc.stderr      # perf cannot weigh a kernel
+    assert "saxpy 32x8: median" in proc.stderr and "saxpy 8x8: kept (" in proc.stderr, \
+        proc.stderr
+    assert "1 decision(s) kept" in proc.stdout and "13 of the budget of 13" in proc.stdout, \
+        proc.stdout
+    state = json.loads((tmp_path / ".mirecc-tune" / "state.json").read_text())
+    [site] = state["sites"]
+    assert (site["task"], site["target"], site["source"]) == (
+        "cuda-block", "saxpy", str(tmp_path / "k.cu"))
+    # the fallback in its order, the source's own 128x1 left out
+    assert [f"{c['x']}x{c['y']}" for c in site["candidates"]] == [
+        "32x8", "8x8", "16x16", "32x32", "64x1", "256x1", "32x4", "16x8"]
+
+    [entry] = read_profile(str(tmp_path / "mirecc.profile"))
+    assert (entry.task, entry.target, entry.value) == ("cuda-block", "saxpy", {"x": 8, "y": 8})
+    assert entry.source == str(tmp_path / "k.cu") and "x the baseline's median" in entry.comment
+    assert re.search(r"^cuda-block  k\.cu  saxpy  [0-9a-f]{16}  8x8  # ",
+                     (tmp_path / "mirecc.profile").read_text(), re.M)
+
+    # a build with the profile is nvcc's with the shape defined by hand
+    tuned = run([MIRECC_NVCC, "-O3", "-c", "k.cu", "-o", "tuned.o"], tmp_path,
+                env={**env, "MIRECC_PROFILE": str(tmp_path / "mirecc.profile")})
+    assert tuned.returncode == 0 and tuned.stderr == "", tuned.stderr
+    by_hand = ["-isystem", HEADER, "-DMIRECC_BLOCK_saxpy_X=8", "-DMIRECC_BLOCK_saxpy_Y=8"]
+    assert run([NVCC, "-O3", *by_hand, "-c", "k.cu", "-o", "hand.o"], tmp_path).returncode == 0
+    baseline = next((tmp_path / ".mirecc-tune" / "baseline").iterdir())
+    assert b"SHAPE128x001" in baseline.read_bytes()      # what the staged run reads
+    assert normalised(tmp_path / "tuned.o") == normalised(tmp_path / "hand.o") \
+        != normalised(baseline)
+    assert b"SHAPE008x008" in (tmp_path / "tuned.o").read_bytes()
+
+
+@needs_nvcc
+def test_mirecc_nvcc_records_tunable_kernels_and_a_record_it_cannot_write_is_one_warning(
+        tmp_path):
+    """One line per CUDA source: the tunable kernel with the digest
+    --explain gives it, the untunable one left out; an unwritable record
+    file is one warning and nvcc's object."""
+    from nvcc_helpers import explained
+
+    (tmp_path / "k.cu").write_text(KERNEL)
+    env = isolated_env(tmp_path, MIRECC_RECORD=str(tmp_path / "r.jsonl"))
+    assert run([MIRECC_NVCC, "-O3", "-c", "k.cu", "-o", "k.o"], tmp_path, env=env).returncode == 0
+    [line] = [json.loads(t) for t in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert (line["cwd"], line["source"], line["front_end"]) == (str(tmp_path), "k.cu",
+                                                                "mirecc-nvcc")
+    [saxpy] = line["decisions"]
+    digests = {k["source_name"]: k["digest"] for k in explained(
+        tmp_path, "-O3", "-c", "k.cu", "-o", "e.o", env=isolated_env(tmp_path))["kernels"]}
+    assert {k: saxpy[k] for k in ("task", "target", "digest", "default", "fixed", "candidates")} \
+        == {"task": "cuda-block", "target": "saxpy", "digest": digests["saxpy"],
+            "default": {"x": 128, "y": 1}, "fixed": [], "candidates": []}
+    (tmp_path / "r.jsonl").unlink()
+    (tmp_path / "r.jsonl").mkdir()           # cannot be appended to
+    proc = run([MIRECC_NVCC, "-O3", "-c", "k.cu", "-o", "k2.o"], tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stderr.count("warning") == 1, proc.stderr
+    assert "the record file has no line for this compile" in proc.stderr
+    assert normalised(tmp_path / "k2.o") == normalised(tmp_path / "k.o")
+
+
+def _record(source: str, *decisions: dict) -> dict:
+    return {"cwd": "/p", "source": source, "front_end": "mirecc-nvcc", "language": "cuda",
+            "decisions": list(decisions)}
+
+
+def _kernel(name: str, default=(128, 1), fixed=(), ranking=()) -> dict:
+    return {"task": "cuda-block", "target": name, "digest": "0123456789abcdef",
+            "default": {"x": default[0], "y": default[1]}, "fixed": list(fixed),
+            "candidates": [[{"x": x, "y": y}, s] for (x, y), s in ranking],
+            "value": {"x": default[0], "y": default[1]}, "applied": False}
+
+
+def test_kernel_sites_come_first_by_score_then_name_and_keep_their_launchs_fixed_axes():
+    """Sites from mirecc-nvcc's records (no IR): the head's ranking without
+    the source's own shape, the fallback where it ranked none, only shapes
+    on the axes the launch lets a decision set; kernels before the host's
+    sites, by score then name, and never dropped for a missing share."""
+    from mirecc.tune import order_sites, sites_of
+
+    records = [
+        _record("b.cu", _kernel("zeta"), _kernel("alpha"),
+                # only x is marked: y stays the source's 1
+                _kernel("rows", default=(256, 1), fixed=("y",))),
+        _record("a.cu", _kernel("mid", ranking=[((128, 1), 1.0), ((16, 16), 1.4),
+                                                ((8, 8), 1.2)])),
+        _record("c.cu")]
+    sites = sites_of(records, Path("/nowhere"))
+    assert [(Path(s["source"]).name, s["target"]) for s in sites] == [
+        ("a.cu", "mid"), ("b.cu", "alpha"), ("b.cu", "rows"), ("b.cu", "zeta")]
+    shapes = {s["target"]: [f"{c['x']}x{c['y']}" for c in s["candidates"]] for s in sites}
+    assert shapes["mid"] == ["16x16", "8x8"] and sites[0]["score"] == 1.4
+    assert shapes["alpha"] == ["32x8", "8x8", "16x16", "32x32", "64x1", "256x1", "32x4",
+                               "16x8"]
+    assert shapes["rows"] == ["64x1", "128x1"]
+    assert all(s["digest"] == "0123456789abcdef" and not s["sampled"] for s in sites)
+    # with perf's shares of the host: kernels first and kept, a cold loop dropped
+    loops = [{"task": "loop-vectorize", "function": f, "target": f"{f}:1", "depth": 1,
+              "score": 0.0, "source": "/p/m.c"} for f in ("hot", "cold")]
+    ordered, dropped = order_sites(sites + loops, {"hot": 0.9, "cold": 0.001}, 0.01)
+    assert [s["target"] for s in ordered] == ["mid", "alpha", "rows", "zeta", "hot:1"]
+    assert dropped == 1
+
+
+@pytest.mark.parametrize("shape", ["?", "BS"])
+def test_a_kernel_whose_fixed_axis_is_not_a_number_makes_no_site(shape):
+    from mirecc.tune import sites_of
+
+    kernel = _kernel("k", fixed=("y",))
+    kernel["default"]["y"] = shape
+    assert sites_of([_record("k.cu", kernel)], Path("/nowhere")) == []
