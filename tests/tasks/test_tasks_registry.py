@@ -116,8 +116,8 @@ def test_mirecc_help_lists_every_setting_and_task():
         assert setting.key in out and (setting.env is None or setting.env in out)
     for name in tasks():
         assert f"Task {name}" in out
-    # a task without a head is applied from profiles, not "advisory"
-    assert "Task cuda-block (cuda; no head: applied from a decisions profile)" in out
+    # mirecc-nvcc's task: its head applied only with its setting
+    assert "Task cuda-block (cuda; applied when apply_cuda_block is true)" in out
 
 
 def test_cache_key_follows_the_task_settings():
