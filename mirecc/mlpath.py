@@ -240,10 +240,9 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
 
     from mirecc import frontend
     from mirecc.cache import CacheError, ResultCache
-    from mirecc.capture import CaptureError, capture
 
     inject_debug_fault("ml")
-    cache = ResultCache(config.resolved_cache_dir()) if config.cache else None
+    cache = None        # made after the gate: pathlib costs ~5 ms a probe need not pay
     for number, source in enumerate(inv.sources):
         if source.language not in TU_LANGUAGES:
             continue
@@ -266,10 +265,13 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         else:
             bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
                                  bc_path, workdir, stdin_data)
+        if cache is None and config.cache:
+            cache = ResultCache(config.resolved_cache_dir())
         sha = sha256(bitcode).hexdigest()
         report = TUReport(source.path, source.language, inv.opt_level or "0",
                           sha, len(bitcode), TUResult(None), "off")
         if config.capture_dir:
+            from mirecc.capture import CaptureError, capture
             try:
                 report.captured = str(capture(
                     config.capture_dir, bitcode, sha, source=source.path,

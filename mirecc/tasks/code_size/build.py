@@ -15,10 +15,10 @@ holds executable code: ``.text``, ``.text.<name>`` with
 """
 from __future__ import annotations
 
+import collections
 import os
 import struct
 import subprocess
-from typing import NamedTuple
 
 SHT_PROGBITS = 1
 SHF_EXECINSTR = 0x4
@@ -35,14 +35,19 @@ VALUED_OPTIONS = {"inline-threshold": ("opt", "-inline-threshold={}")}
 OPTION_MARK = " @"
 
 
+#: below this many .text bytes in the user's own object, no candidate is
+#: built (why: :mod:`.verify`)
+MIN_TEXT_BYTES = 1024
+
+
 class CandidateError(Exception):
     """A candidate could not be built or measured (the message says why)."""
 
 
-class Candidate(NamedTuple):
-    passes: str                     # opt's -passes= text (or OWN: clang's own level)
-    opt_flags: list[str]
-    backend_flags: list[str]
+#: passes: opt's -passes= text (or OWN: clang's own level); opt_flags and
+#: backend_flags: lists of flags (collections' namedtuple: typing's costs
+#: ~4 ms to import, on the gate's path of every -Os/-Oz compile)
+Candidate = collections.namedtuple("Candidate", "passes opt_flags backend_flags")
 
 
 def option_flags(name: str) -> tuple[str, list[str]]:
@@ -129,6 +134,18 @@ def object_sizes(path: str) -> tuple[int, int]:
     except struct.error:
         raise CandidateError(f"{path}: truncated ELF section table") from None
     return loadable, text
+
+
+
+def worth_searching(object_path: str) -> str | None:
+    """The task's gate (``Task.gate``): ``"too-small"`` when the user's own
+    object has less than :data:`MIN_TEXT_BYTES` of ``.text``, else None.
+    Here, not in :mod:`.verify`: what a probe compile imports is its cost."""
+    try:
+        text = object_sizes(object_path)[1]
+    except Exception:   # noqa: BLE001 - unreadable: let the ML path decide as before
+        return None
+    return "too-small" if text < MIN_TEXT_BYTES else None
 
 
 def text_bytes(path: str) -> int:

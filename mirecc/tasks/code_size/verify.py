@@ -12,7 +12,9 @@ once (default 1).  The winner is remembered (:mod:`.winners`): a rebuild of the 
 only the winning candidate, or none when the user's level won.
 
 A TU whose own object has less than :data:`MIN_TEXT_BYTES` of ``.text`` is
-not searched (configure's probe compiles: zlib's have 0 to 173 bytes).
+not searched (configure's probe compiles: zlib's have 0 to 173 bytes); the
+gate that says so, ``build.worth_searching``, lives beside the ELF reader so
+that a probe imports neither this module nor its dataclasses.
 Chosen on the committed labels (``heads/code-size/labels``, clang 14, the
 library's first 10 pipelines): the 165 of 484 training modules under 1024
 bytes gave 2,511 of the 486,520 bytes the search saves there (0.52%) for
@@ -26,10 +28,8 @@ from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes
 
-#: below this many .text bytes in the user's own object, no candidate is built
-MIN_TEXT_BYTES = 1024
-from mirecc.tasks.code_size.build import (CandidateError, build_candidate, object_sizes,
-                                          opt_beside)
+from mirecc.tasks.code_size.build import (MIN_TEXT_BYTES, CandidateError, build_candidate,
+                                          object_sizes, opt_beside)
 
 
 @dataclass
@@ -52,16 +52,6 @@ class Verified:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def worth_searching(object_path: str) -> str | None:
-    """The task's gate (``Task.gate``): ``"too-small"`` when the user's own
-    object has less than :data:`MIN_TEXT_BYTES` of ``.text``, else None."""
-    try:
-        text = object_sizes(object_path)[1]
-    except Exception:   # noqa: BLE001 - unreadable: let the ML path decide as before
-        return None
-    return "too-small" if text < MIN_TEXT_BYTES else None
 
 
 def smallest_object(decision, report, split, extra: list[str], workdir: str,
