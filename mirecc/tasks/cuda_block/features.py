@@ -169,11 +169,6 @@ def source_shape_features(x: int, y: int) -> list[float]:
     return [math.log2(x), math.log2(y)]
 
 
-def row(source: dict[str, float], x: int, y: int) -> list[float]:
-    """One row of the head's input: the source's features, then the shape's."""
-    return [source[f] for f in SOURCE_FEATURES] + shape_features(x, y, source["log2_row"])
-
-
 def plan_features(plan, ir_text: str) -> tuple[dict[str, float], list[str]]:
     """The features of a source (:func:`source_features`) from its launch plan
     (:class:`mirecc.tasks.cuda_block.launches.SourcePlan`) and device IR; also
@@ -188,16 +183,3 @@ def plan_features(plan, ir_text: str) -> tuple[dict[str, float], list[str]]:
                   if launch.kernel in tunable)
     y_settable = any(plan.blocks[name].macros[1] for name in tunable)
     return source_features(ir_text, symbols, grid_2d, y_settable), tunable
-
-
-def candidate_blocks(source: tuple[int, int], y_settable: bool,
-                     shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The blocks ``shapes`` give a launch whose source block is ``source``:
-    a y that cannot be set stays the source's; at most 1024 threads; each
-    once; not the source's own."""
-    out = []
-    for x, y in shapes:
-        block = (x, y if y_settable else source[1])
-        if block[0] * block[1] <= 1024 and block != tuple(source) and block not in out:
-            out.append(block)
-    return out
