@@ -17,26 +17,16 @@ import pytest
 
 from envs import isolated_env
 from mirecc.profile import read_profile
-from nvcc_helpers import HEADER, MIRECC_NVCC, NVCC, needs_nvcc, normalised, run
+from nvcc_helpers import HEADER, MARKED, MIRECC_NVCC, NVCC, needs_nvcc, normalised, run
 
 MIRE = str(Path(sys.executable).with_name("mire"))
 
 # saxpy's shape is marked tunable; scale's is written as numbers (no site).
 # The shape is also a tag in the host object ("SHAPE008x008"): what the
 # staged run reads.
-KERNEL = """\
-#include <mirecc/launch.h>
-#define BX MIRECC_BLOCK_X(saxpy, 128)
-#define BY MIRECC_BLOCK_Y(saxpy, 1)
+# nvcc_helpers' marked kernels (its main left out), and a run entry point
+KERNEL = MARKED[:MARKED.index("int main() {")] + """\
 #define DIGIT(v, p) (char)('0' + (v) / (p) % 10)
-__global__ void __launch_bounds__(BX * BY) saxpy(int n, float a, const float *x, float *y) {
-  int i = (blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-__global__ void scale(int n, float *y) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] *= 2.0f;
-}
 extern "C" const char block_shape_tag[] = {
     'S', 'H', 'A', 'P', 'E', DIGIT(BX, 100), DIGIT(BX, 10), DIGIT(BX, 1),
     'x', DIGIT(BY, 100), DIGIT(BY, 10), DIGIT(BY, 1), '\\0'};
