@@ -66,6 +66,8 @@ SKIP = {
     "no-loops": "no loops",
     "loops-unmatched": "the encoder's IR has other loops than the build's",
     "functions-unmatched": "the encoder's IR has other functions than the build's",
+    "no-nests": "no loop nest of depth 2 or more",
+    "user-schedule": "the source chose its loops' schedule (loop pragmas)",
     "no-kernels": "no OpenCL kernels",
     "no-parallel-regions": "no OpenMP parallel regions",
     "fixed-by-source": "every region's configuration is fixed by the source's clauses",

@@ -34,6 +34,7 @@ TASK_MODULES = (
     "mirecc.tasks.openmp",
     "mirecc.tasks.numa",
     "mirecc.tasks.cuda_block",
+    "mirecc.tasks.loop_nests",
 )
 
 _TASKS: dict | None = None

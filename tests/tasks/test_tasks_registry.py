@@ -32,7 +32,7 @@ def test_every_registered_task_is_declared_whole():
     found = tasks()
     assert set(found) == {"loop-vectorize", "opencl-device-mapping",
                           "opencl-thread-coarsening", "code-size", "openmp", "numa",
-                          "cuda-block"}
+                          "cuda-block", "loop-nests"}
     for name, task in found.items():
         assert isinstance(task, Task) and task.name == name and task.languages
         # no head yet: only a task whose decisions a profile can give

@@ -13,6 +13,7 @@ import yaml
 from nvcc_helpers import COMPAT, MIRECC_NVCC, NVCC, POLYBENCH, needs_nvcc, normalised, run
 
 from mirecc import nvcc as drop_in
+from mirecc.learn.rankbench import judge
 from mirecc.tasks.cuda_block import features as F
 from mirecc.tasks.cuda_block import head as H
 from mirecc.tasks.cuda_block import launches
@@ -146,14 +147,14 @@ def _case(program, speed, bad=(), source=(32, 8)):
 def test_replay_guesses_can_lose_verified_choices_cannot():
     cases = [_case("p", {(8, 8): 1.5, (16, 16): 0.5}), _case("q", {(8, 8): 0.8}, bad=[(16, 16)])]
     ranked = {0: [((16, 16), 0.3), ((8, 8), 0.2)], 1: [((16, 16), 0.3), ((8, 8), 0.1)]}
-    guess = B.judge(cases, ranked, None)
+    guess = judge(cases, ranked, None, B.MIN_GAIN)
     assert guess["speeds"] == [0.5, 1.0] and guess["wrong"] == 1 and guess["below"] == 1
-    k2 = B.judge(cases, ranked, 2)
+    k2 = judge(cases, ranked, 2, B.MIN_GAIN)
     assert k2["speeds"] == [1.5, 1.0] and k2["wrong"] == 0 and k2["worst"] == 1.0
     assert k2["share"] == pytest.approx(1.0)     # q's oracle is its own shape
     # no shape predicted to gain: the source's
-    assert B.judge(cases, {0: [((8, 8), 0.01)], 1: [((8, 8), 0.01)]}, None)["speeds"] == \
-        [1.0, 1.0]
+    assert judge(cases, {0: [((8, 8), 0.01)], 1: [((8, 8), 0.01)]}, None,
+                 B.MIN_GAIN)["speeds"] == [1.0, 1.0]
 
 
 def test_labels_become_cases_with_wrong_shapes_set_apart():

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mirecc.learn import rankbench
+from mirecc.learn.rankbench import pca
 from mirecc.tasks.cuda_block import features as F
 from mirecc.tasks.cuda_block.head import program_key
 from mirecc.tasks.cuda_block.offline import cuda_labels as cl
@@ -180,13 +182,6 @@ def embeddings(cases: list[Case], kind: str, cache: Path) -> np.ndarray:
 
 # ------------------------------------------------------------------ rankings
 
-def _pca(train: np.ndarray, test: np.ndarray, k: int = PCA):
-    mu, sd = train.mean(0), train.std(0) + 1e-9
-    a, b = (train - mu) / sd, (test - mu) / sd
-    _, _, vt = np.linalg.svd(a, full_matrices=False)
-    return a @ vt[:k].T, b @ vt[:k].T
-
-
 def applied(case: Case, shape: tuple[int, int]) -> tuple[int, int]:
     """The block ``shape`` gives the case's (first) launch: a y that cannot be
     set stays the source's."""
@@ -211,7 +206,7 @@ def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx):
     if kind == "statistics":
         return np.hstack([stats, shape])
     name = "encoder" if kind == "statistics+encoder" else kind
-    tr, te = _pca(emb[name][train_idx], emb[name][test_idx])
+    tr, te = pca(emb[name][train_idx], emb[name][test_idx], PCA)
     out = np.zeros((len(cases), tr.shape[1]))
     out[train_idx], out[test_idx] = tr, te
     return np.hstack([stats, shape, out]) if kind == "statistics+encoder" else \
@@ -272,38 +267,6 @@ def rank_fixed(cases, held: str):
     return out
 
 
-def judge(cases, ranked: dict[int, list], k: int | None) -> dict:
-    """``k`` None: the guess (the first shape when its score > MIN_GAIN, else
-    the source's); else the best correct of the first ``k`` and the source's.
-    A shape not timed for the case counts as the source's (the verified
-    build keeps the source; a guess is counted 1.0 and flagged untimed)."""
-    speeds, errors, wrong, untimed = [], [], 0, 0
-    for i, c in enumerate(cases):
-        order = ranked[i]
-        if k is None:
-            b, score = order[0]
-            chosen = [b] if score > MIN_GAIN else []
-        else:
-            chosen = [b for b, _ in order[:k]]
-        best = 1.0
-        for b in chosen:
-            if b in c.bad:
-                wrong += k is None
-                continue
-            if b not in c.speed:
-                untimed += 1
-                continue
-            best = c.speed[b] if k is None else max(best, c.speed[b])
-        speeds.append(best)
-        errors.append(1.0 - best / c.oracle)
-    logs = np.log(speeds)
-    gain = sum(math.log(c.oracle) for c in cases)
-    return {"geomean": float(np.exp(logs.mean())), "share": float(logs.sum() / gain),
-            "error": float(np.mean(errors)), "below": int(sum(s < 0.95 for s in speeds)),
-            "worst": float(min(speeds)), "wrong": wrong, "untimed": untimed,
-            "speeds": speeds}
-
-
 def evaluate(cases, emb) -> dict[str, dict[int, list]]:
     programs = sorted({c.program for c in cases})
     rankings = {name: {} for name in ("fixed shape", *FEATURE_SETS)}
@@ -319,42 +282,11 @@ def evaluate(cases, emb) -> dict[str, dict[int, list]]:
 
 
 def table(cases, rankings) -> tuple[str, dict]:
-    src = judge(cases, {i: [(c.source, 0.0)] for i, c in enumerate(cases)}, None)
-    oracle = judge(cases, {i: [(max(c.speed, key=c.speed.get), 1.0) if c.oracle > 1 else
-                               (c.source, 0.0)] for i, c in enumerate(cases)}, None)
-    results = {"source shape": {"guess": src}, "oracle": {"guess": oracle}}
-    for name, ranked in rankings.items():
-        results[name] = {"guess": judge(cases, ranked, None),
-                         **{f"K={k}": judge(cases, ranked, k) for k in KS}}
-    lines = ["| ranking | how | error | geomean | share of oracle | below 0.95x | worst | "
-             "wrong outputs |", "|---|---|---|---|---|---|---|---|"]
-    for name, modes in results.items():
-        for how, r in modes.items():
-            lines.append(f"| {name} | {how} | {r['error']:.3f} | {r['geomean']:.3f} | "
-                         f"{r['share']:.0%} | {r['below']} | {r['worst']:.3f} | {r['wrong']} |")
-    return "\n".join(lines), results
+    return rankbench.table(cases, rankings, KS, "source shape", MIN_GAIN)
 
 
 def plot(results, path: Path) -> None:
-    from mirecc.plots import pyplot
-
-    plt = pyplot()
-    names = [n for n in results if n not in ("source shape", "oracle")]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    width = 0.2
-    for j, how in enumerate(("guess", "K=1", "K=2", "K=3")):
-        ax.bar([i + j * width for i in range(len(names))],
-               [results[n][how]["share"] * 100 for n in names], width, label=how)
-    ax.axhline(85, color="grey", ls="--", lw=0.8)
-    ax.axhline(95, color="grey", ls=":", lw=0.8)
-    ax.set_xticks([i + 1.5 * width for i in range(len(names))])
-    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("share of the oracle's log gain (%)")
-    ax.set_title("CUDA block shapes, leave one program out (H100 labels)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    rankbench.plot(results, path, KS, "CUDA block shapes, leave one program out (H100 labels)")
 
 
 def add_arguments(p) -> None:

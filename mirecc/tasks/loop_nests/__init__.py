@@ -1,0 +1,46 @@
+"""Loop-nest schedules per function: LLVM's own or Polly with one of a few
+settings (:mod:`.schedules`), ranked by a forest over loop-nest statistics
+of the build's IR (:mod:`.features`, :mod:`.head`) and applied through the
+compile's flags (``-mllvm -polly -polly-only-func=...``).
+Offline: :mod:`.offline` (``mire nests-data``: the timed dataset;
+``mire bench nests``: the leave-one-program-out table and the head).
+Shipped head: ``heads/loop-nests``.
+
+This module is the task's declaration: standard library only.
+"""
+from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
+
+# the -O levels the head decides at (without "-O")
+OPT_LEVELS = ("2", "3", "fast")
+
+TASKS = (
+    Task(
+        "loop-nests",
+        summary="a loop-nest schedule (LLVM's, or Polly with one of a few settings) per "
+                "function with a nest, through -mllvm -polly -polly-only-func",
+        languages=("c", "c++"),
+        head="mirecc.tasks.loop_nests.head:LoopNestHead",
+        # off by default: leave one program out shows programs below 0.95x
+        applied_when="apply_loop_nests",
+        settings=(Setting("apply_loop_nests", "MIRECC_APPLY_LOOP_NESTS", parse_bool, False,
+                          "apply the loop-nests head's schedules (default: shown by "
+                          "--explain and recorded only)"),),
+        inject="mirecc.tasks.loop_nests.head:inject",
+        opt_levels=OPT_LEVELS,
+        commands=(
+            Command("nests-data", "mirecc.tasks.loop_nests.offline.dataset",
+                    "time loop-nest programs under every schedule (the loop-nests dataset)",
+                    "Build PolyBench-ACC's kernels (sequential) and mirecc's own loop-nest "
+                    "families with clang -O3 and each schedule, check outputs against -O3's, "
+                    "time them pinned with repeats, sides rotated, and write labels "
+                    "(resumable)."),
+        ),
+        bench=(BenchSuite("nests", "mirecc.tasks.loop_nests.offline.bench:run",
+                          "loop-nest schedules: the head's rankings against LLVM's, Polly "
+                          "always on, the best single schedule, IR2Vec and encoders, leave "
+                          "one program out on the timed labels (needs "
+                          "pip install 'mirecc[train,bench]')",
+                          arguments="mirecc.tasks.loop_nests.offline.bench:add_arguments"),),
+        measured="leave one program out on the timed labels (docs/results/loop-nests.md)",
+    ),
+)

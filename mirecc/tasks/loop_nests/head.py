@@ -1,0 +1,175 @@
+"""The loop-nest head in the driver: a schedule per function with a loop nest.
+
+A head directory ``<heads_dir>/loop-nests/`` (written by ``mire bench nests
+--nests-write-head``)::
+
+    task: loop-nests
+    languages: [c, c++]
+    head: head.onnx          # "features" (N, d) -> "tree_gains" (N, trees, classes)
+    encoder: none            # reads no embedding (the bench shows none adds)
+    features: [loop_nest_statistics]
+    loop_nest_statistics: [loops, max_depth, ...]   # .features.FEATURES
+    classes: [polly, polly-no-matmul, ...]          # .schedules.SPACE
+    quantile: 0.3            # of the trees' predicted log speedups over LLVM's
+    min_gain: 0.1            # the quantile must promise more, else LLVM's stays
+
+Per function with a nest of depth 2 or more (:mod:`.features`), each tree
+predicts every schedule's log speedup over LLVM's own; the ``quantile`` of
+the trees ranks them.  Polly's settings are per compile, so a TU gets one
+schedule: the one whose predicted gains, summed over the functions where it
+clears ``min_gain``, are largest; those functions (and the callers a static
+one is inlined into, :func:`.features.apply_set`) get it
+(:func:`inject`).  A user's own ``-mllvm -polly...`` or loop pragmas win.
+
+Only the standard library is imported at the top (see mirecc.pipeline).
+"""
+from __future__ import annotations
+
+import math
+
+from mirecc.tasks.loop_nests import OPT_LEVELS
+from mirecc.tasks.onnxhead import OnnxHead
+
+TASK = "loop-nests"
+
+
+class LoopNestHead(OnnxHead):
+    task = TASK
+    FEATURES = ["loop_nest_statistics"]
+
+    def _validate(self) -> None:
+        from mirecc.tasks.loop_nests.features import FEATURES
+        from mirecc.tasks.loop_nests.schedules import SPACE
+
+        if self.spec.get("loop_nest_statistics") != list(FEATURES):
+            raise self._error("'loop_nest_statistics' names other statistics than this "
+                              "mirecc computes (retrain: mire bench nests --nests-write-head)")
+        if any(c not in SPACE for c in self.classes):
+            raise self._error(f"'classes' must be schedules of {list(SPACE)}")
+        self.quantile = self._number("quantile", 0.0, 1.0)
+        self.min_gain = self._number("min_gain", 0.0, 10.0)
+        self.apply = bool(getattr(self.config, "apply_loop_nests", False))
+
+    def _settings(self) -> str:
+        return "|apply" if self.apply else "|record"
+
+    def applies_to(self, request) -> bool:
+        from mirecc.tasks.loop_nests.schedules import user_schedule
+
+        return (super().applies_to(request) and request.opt_level in OPT_LEVELS
+                and user_schedule(request.flags) is None)
+
+    def why_not(self, request) -> str:
+        from mirecc.tasks.loop_nests.schedules import user_schedule
+
+        if not super().applies_to(request):
+            return super().why_not(request)
+        chosen = user_schedule(request.flags)
+        if chosen:
+            return f"the user chose the loop-nest schedule (-mllvm {chosen}): it stays"
+        return f"applies with -O2, -O3 or -Ofast, not -O{request.opt_level}"
+
+    def rank(self, ctx):
+        """Per function with a nest, every schedule by the trees' quantile of
+        its predicted log speedup over LLVM's, best first (LLVM's own, ``{}``,
+        scores 0)."""
+        import numpy as np
+
+        from mirecc.pipeline import Candidate, NoDecision, Ranking
+        from mirecc.tasks.loop_nests import features as F
+
+        text = ctx.ir_text
+        funcs = F.parse_functions(text)
+        feats = F.function_features(text, funcs)
+        if not feats:
+            raise NoDecision("no loop nest of depth 2 or more", code="no-nests")
+        pragmas = F.pragma_functions(text, funcs)
+        names = [f for f in sorted(feats) if f not in pragmas]
+        if not names:
+            raise NoDecision("every loop nest has the source's loop pragmas",
+                             code="user-schedule")
+        G = self._tree_gains([F.row(feats[f]) for f in names])
+        Q = np.quantile(G, self.quantile, axis=1)
+        rankings = []
+        for name, q in zip(names, Q):
+            cands = [Candidate({}, 0.0)] + [Candidate({"schedule": c}, float(s))
+                                            for c, s in zip(self.classes, q.tolist())]
+            cands.sort(key=lambda c: -c.score)
+            rankings.append(Ranking(name, tuple(cands)))
+        ctx.notes[self.name] = (G, funcs, pragmas)
+        return rankings
+
+    def decide(self, ctx, rankings):
+        """One schedule for the TU: the one with the largest sum of quantile
+        gains over the functions where it clears ``min_gain``; those
+        functions get it, the others keep LLVM's."""
+        from mirecc.pipeline import Decision, candidates_of
+        from mirecc.tasks.loop_nests.features import apply_set
+
+        G, funcs, pragmas = ctx.notes[self.name]
+        score = {c: 0.0 for c in self.classes}
+        for r in rankings:
+            for cand in r.candidates:
+                if cand.value and cand.score > self.min_gain:
+                    score[cand.value["schedule"]] += cand.score
+        best = max(self.classes, key=lambda c: (score[c], -self.classes.index(c)))
+        if score[best] <= 0:
+            best = None
+        k = self.classes.index(best) if best else None
+        chosen = [r.target for r in rankings if best and
+                  next(c.score for c in r.candidates if c.value.get("schedule") == best)
+                  > self.min_gain]
+        only = sorted({f for name in chosen for f in apply_set(funcs, name)})
+        share = f"{1 - self.quantile:.0%}"
+        decisions = []
+        for i, r in enumerate(rankings):
+            top = r.candidates[0]
+            if r.target in chosen:
+                gain = next(c.score for c in r.candidates if c.value.get("schedule") == best)
+                agree = float((G[i, :, k] > self.min_gain).mean())
+                value = {"schedule": best, "functions": only}
+                applied, advisory = self.apply, not self.apply
+                why = (f"{best}: {share} of the trees predict >= {math.exp(gain):.2f}x "
+                       f"LLVM's schedule's speed")
+                if len(only) > 1:
+                    why += f" (Polly on {', '.join(only)}: a static function is inlined)"
+                if advisory:
+                    why += (" (recorded only: set apply_loop_nests: true or "
+                            "MIRECC_APPLY_LOOP_NESTS=1 to apply)")
+            else:
+                value, applied, advisory, agree = {}, False, False, None
+                if top.value and best and top.value["schedule"] != best \
+                        and top.score > self.min_gain:
+                    why = (f"{top.value['schedule']} predicted {math.exp(top.score):.2f}x, "
+                           f"but the TU's schedule is {best} (one Polly setting per "
+                           f"compile): LLVM's schedule stays")
+                else:
+                    why = (f"no schedule promises a gain: at best {share} of the trees "
+                           f"predict {math.exp(max(top.score, 0.0)):.2f}x (needed > "
+                           f"{math.exp(self.min_gain):.2f}x): LLVM's schedule stays")
+            decisions.append(Decision(
+                task=TASK, target=r.target, value=value, default="llvm",
+                confidence=agree, reason=f"{why}; loop-nest statistics of the build's IR",
+                applied=applied, advisory=advisory, candidates=candidates_of(r)))
+        return decisions
+
+
+def inject(decisions_by_source: dict, compiler: str, config) -> list[str]:
+    """The flags of the applied loop-nest decisions (:class:`mirecc.tasks.api.Task`
+    ``inject``): Polly with the TU's schedule on its chosen functions.
+    Sources of one command that want different schedules cannot be served
+    by one set of flags: ValueError (the plain compile runs)."""
+    from mirecc.tasks.loop_nests.schedules import flags
+
+    schedules, functions = set(), set()
+    for decisions in decisions_by_source.values():
+        for d in decisions:
+            if d.applied and d.value:
+                schedules.add(d.value["schedule"])
+                functions.update(d.value["functions"])
+    if not schedules:
+        return []
+    if len(schedules) > 1:
+        raise ValueError(f"the sources of one command want different loop-nest schedules "
+                         f"({', '.join(sorted(schedules))})")
+    return flags(schedules.pop(), sorted(functions))

@@ -1,0 +1,323 @@
+"""``mire bench nests``: loop-nest schedule rankings, leave one program out,
+replayed on the labels timed on this machine (``mire nests-data``,
+``heads/loop-nests/labels``).
+
+    mire bench nests [--out mirecc-bench] [--nests-write-head heads/loop-nests]
+
+A case is a (program, input size) with LLVM's time and at least one
+schedule of :data:`..schedules.SPACE` timed; every size of a program is
+held out together.  Its target function is the one whose nest does the most
+(:func:`..features.dominant`: PolyBench's kernel).  Rankings, side by side
+on the same folds:
+
+- LLVM's schedule (the baseline), Polly always on, the best single schedule
+  (the best mean log speedup over the training programs);
+- a forest of regression trees (ExtraTrees) over the case's numbers,
+  predicting every schedule's log speedup over LLVM's (a schedule that
+  changed an output or failed counts :data:`PENALTY`), on five feature sets:
+  loop-nest statistics (:mod:`..features`), IR2Vec, a random-init encoder,
+  mirecc's encoder (module embeddings reduced to :data:`PCA` principal
+  components fitted on the training programs), and the statistics with the
+  encoder's components.
+
+Each guesses (its first schedule where the trees' :data:`QUANTILE` predicts
+more than :data:`MIN_GAIN` log gain, else LLVM's) and is verified with K =
+1, 2, 5 (:mod:`mirecc.learn.rankbench`).  Compile time: the chosen
+schedule's ``-c`` time over LLVM's (the labels' ``compile_s``).
+
+``--nests-write-head`` trains the statistics forest on every case and
+writes the head (``head.onnx``, ``spec.yaml``, ``metrics.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.learn import rankbench
+from mirecc.learn.rankbench import pca
+from mirecc.tasks.loop_nests import features as F
+from mirecc.tasks.loop_nests.schedules import SPACE
+
+ROOT = Path(__file__).resolve().parents[4]
+LABELS = ROOT / "heads" / "loop-nests" / "labels"
+FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder", "statistics+encoder")
+PCA = 6
+KS = (1, 2, 5)
+#: the forest and the head's rule: apply a schedule only where the trees'
+#: QUANTILE predicts more than MIN_GAIN (log speedup over LLVM's)
+TREES, LEAF, QUANTILE, MIN_GAIN = 100, 3, 0.3, 0.1
+#: the training target of a schedule that changed an output or failed
+PENALTY = math.log(0.5)
+
+
+@dataclass
+class Case:
+    program: str
+    suite: str
+    size: str
+    base_s: float                          # LLVM's median seconds
+    speed: dict                            # schedule -> speedup over LLVM's (same output)
+    bad: set = field(default_factory=set)  # schedules that changed an output or failed
+    compile_s: dict = field(default_factory=dict)
+    feats: dict = field(default_factory=dict)
+    function: str = ""
+    ir: str = ""
+
+    @property
+    def oracle(self) -> float:
+        return max([1.0, *self.speed.values()])
+
+    def target(self, schedule: str) -> float:
+        return math.log(self.speed[schedule]) if schedule in self.speed else PENALTY
+
+
+def _median(xs):
+    xs = sorted(x for x in xs if x)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def read_cases(paths) -> tuple[list[Case], list[dict]]:
+    """The cases of label files, and each file's machine line."""
+    cases, metas = [], []
+    for path in paths:
+        rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+        metas += [r["meta"] for r in rows if "meta" in r]
+        by: dict = {}
+        for r in rows:
+            if "meta" not in r:
+                by.setdefault((r["program"], r["suite"], r["size"]), {})[r["config"]] = r
+        for (program, suite, size), configs in sorted(by.items()):
+            base = configs.get("llvm")
+            if not base or not any(base["seconds"]) or not base["check"]:
+                continue
+            b = _median(base["seconds"])
+            case = Case(program, suite, size, b, {},
+                        compile_s={c: r.get("compile_s") for c, r in configs.items()})
+            for c in SPACE:
+                r = configs.get(c)
+                if r is None:
+                    continue
+                if r["check"] != base["check"] or len([s for s in r["seconds"] if s]) \
+                        < len([s for s in base["seconds"] if s]):
+                    case.bad.add(c)
+                else:
+                    case.speed[c] = b / _median(r["seconds"])
+            if case.speed or case.bad:
+                cases.append(case)
+    return cases, metas
+
+
+def source_of(case: Case, out: Path) -> Path:
+    from mirecc.tasks.loop_nests.offline import dataset
+
+    for suite, p in dataset.programs([case.suite], out):
+        if p.stem == case.program:
+            return p
+    raise FileNotFoundError(f"no source for {case.suite} program {case.program}")
+
+
+def attach_features(cases: list[Case], out: Path, cc: str) -> list[Case]:
+    """Each case's IR (the front end's, as the driver reads it; cached in
+    ``out``/ir) and its dominant function's statistics."""
+    from mirecc.tasks.loop_nests.offline.dataset import polybench_root
+
+    kept = []
+    for case in cases:
+        cached = out / "ir" / f"{case.program}-{case.size}.ll"
+        if not cached.is_file():
+            src = source_of(case, out)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([cc, "-O3", f"-D{case.size}_DATASET", "-DPOLYBENCH_TIME", "-w",
+                            "-I", str(polybench_root() / "utilities"), "-I", str(src.parent),
+                            "-S", "-emit-llvm", "-Xclang", "-disable-llvm-passes", str(src),
+                            "-o", str(cached)], check=True)
+        case.ir = cached.read_text()
+        feats = F.function_features(case.ir)
+        case.function = F.dominant(feats) or ""
+        if not case.function:
+            print(f"mire bench nests: {case.program} {case.size}: no loop nest; left out",
+                  file=sys.stderr)
+            continue
+        case.feats = feats[case.function]
+        kept.append(case)
+    return kept
+
+
+def embeddings(cases: list[Case], kind: str, cache: Path) -> np.ndarray:
+    """One row per case: the TU's module vector of ``kind``."""
+    from mirecc.learn.embeddings import (content_key, embed_ir2vec, embed_kernels,
+                                         encoder_model_dirs)
+
+    texts = {content_key("ir", c.ir): ("ir", c.ir) for c in cases}
+    if kind == "ir2vec":
+        vectors, _ = embed_ir2vec(texts, cache_root=cache)
+    else:
+        model = encoder_model_dirs([kind], cache)[kind]
+        vectors, _ = embed_kernels(texts, model, cache_root=cache, progress=kind)
+    dim = len(next(iter(vectors.values())))
+    return np.stack([vectors.get(content_key("ir", c.ir), np.zeros(dim)) for c in cases])
+
+
+def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx) -> np.ndarray:
+    stats = np.asarray([F.row(c.feats) for c in cases])
+    if kind == "statistics":
+        return stats
+    name = "encoder" if kind == "statistics+encoder" else kind
+    tr, te = pca(emb[name][train_idx], emb[name][test_idx], PCA)
+    out = np.zeros((len(cases), tr.shape[1]))
+    out[train_idx], out[test_idx] = tr, te
+    return np.hstack([stats, out]) if kind == "statistics+encoder" else out
+
+
+def fit(X, Y, seed=0):
+    from mirecc.learn.forest import ForestConfig, fit_forest
+
+    return fit_forest(X, Y, ForestConfig(trees=TREES, min_samples_leaf=LEAF,
+                                         max_features=0.5, seed=seed))
+
+
+def targets(cases) -> np.ndarray:
+    return np.asarray([[c.target(s) for s in SPACE] for c in cases])
+
+
+def rank_forest(cases, kind, emb, held: str) -> dict:
+    from mirecc.learn.forest import tree_predictions
+
+    train = [i for i, c in enumerate(cases) if c.program != held]
+    test = [i for i, c in enumerate(cases) if c.program == held]
+    V = case_vectors(cases, kind, emb, train, test)
+    model = fit(V[train], targets([cases[i] for i in train]))
+    Q = np.quantile(tree_predictions(model, V[test]), QUANTILE, axis=1)
+    return {i: sorted(zip(SPACE, map(float, q)), key=lambda t: -t[1]) for i, q in zip(test, Q)}
+
+
+def rank_single(cases, held: str) -> dict:
+    """The schedules by mean training target over the training cases."""
+    train = [c for c in cases if c.program != held]
+    mean = targets(train).mean(0)
+    order = sorted(zip(SPACE, map(float, mean)), key=lambda t: -t[1])
+    return {i: order for i, c in enumerate(cases) if c.program == held}
+
+
+def evaluate(cases, emb) -> dict:
+    programs = sorted({c.program for c in cases})
+    rankings = {"Polly always on": {i: [("polly", math.inf)] for i in range(len(cases))},
+                "best single schedule": {}, **{k: {} for k in FEATURE_SETS}}
+    for n, held in enumerate(programs):
+        print(f"\rmire bench nests: leave one program out {n + 1}/{len(programs)}",
+              end="", file=sys.stderr, flush=True)
+        rankings["best single schedule"].update(rank_single(cases, held))
+        for kind in FEATURE_SETS:
+            if kind == "statistics" or kind.split("+")[-1] in emb:
+                rankings[kind].update(rank_forest(cases, kind, emb, held))
+    print(file=sys.stderr)
+    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+
+
+def compile_ratio(cases, ranked) -> float:
+    """Geomean over cases of the guessed schedule's compile time over LLVM's."""
+    logs = []
+    for i, c in enumerate(cases):
+        s, score = ranked[i][0]
+        chosen = s if score > MIN_GAIN else "llvm"
+        a, b = c.compile_s.get(chosen), c.compile_s.get("llvm")
+        if a and b:
+            logs.append(math.log(a / b))
+    return math.exp(sum(logs) / len(logs)) if logs else float("nan")
+
+
+def per_program(cases, rankings, results) -> str:
+    lines = ["| program | size | -O3 s | Polly always | best single | statistics guess | "
+             "statistics K=5 | oracle |", "|---|---|---:|---:|---:|---|---:|---|"]
+    stats = rankings.get("statistics", {})
+    for i, c in enumerate(cases):
+        def cell(name, how):
+            return f"{results[name][how]['speeds'][i]:.2f}" if name in results else "-"
+        guess = stats.get(i, [("llvm", 0.0)])[0]
+        chosen = guess[0] if guess[1] > MIN_GAIN else "llvm"
+        best = max(c.speed, key=c.speed.get) if c.oracle > 1 else "llvm"
+        lines.append(f"| {c.program} | {c.size} | {c.base_s:.3f} | "
+                     f"{cell('Polly always on', 'guess')} | "
+                     f"{cell('best single schedule', 'guess')} | "
+                     f"{cell('statistics', 'guess')} ({chosen}) | {cell('statistics', 'K=5')} | "
+                     f"{c.oracle:.2f} ({best}) |")
+    return "\n".join(lines)
+
+
+def add_arguments(p) -> None:
+    """``mire bench nests``'s own arguments (the results go to ``--out``)."""
+    p.add_argument("--nests-labels", type=Path, nargs="*", default=None,
+                   help="nests: label files (default: every file in heads/loop-nests/labels)")
+    p.add_argument("--nests-cc", default="clang-14",
+                   help="nests: the clang the IR is read from (default: %(default)s)")
+    p.add_argument("--nests-md", type=Path, default=ROOT / "docs" / "results" / "loop-nests.md",
+                   help="nests: the markdown page written, a plot beside it (default: %(default)s)")
+    p.add_argument("--nests-features", default=",".join(FEATURE_SETS[1:]),
+                   help="nests: the rankings besides the statistics (default: %(default)s)")
+    p.add_argument("--nests-write-head", type=Path, default=None, metavar="DIR",
+                   help="nests: train the statistics forest on every case and write the head")
+
+
+def run(args) -> int:
+    out = Path(args.out) / "nests"
+    paths = args.nests_labels or sorted(LABELS.glob("*.jsonl"))
+    cases, metas = read_cases(paths)
+    cases = attach_features(cases, out, args.nests_cc)
+    wanted = [k for k in args.nests_features.split(",") if k]
+    emb = {}
+    for kind in dict.fromkeys(k.split("+")[-1] for k in wanted if k != "statistics"):
+        emb[kind] = embeddings(cases, kind, out / "embeddings")
+    rankings = evaluate(cases, emb)
+    text, results = rankbench.table(cases, rankings, KS, "LLVM's schedule (-O3)", MIN_GAIN)
+    ratios = "\n".join(f"| {name} | {compile_ratio(cases, ranked):.2f} |"
+                       for name, ranked in rankings.items())
+    programs = sorted({c.program for c in cases})
+    machine = metas[0] if metas else {}
+    md = (f"# Loop-nest schedules: rankings, leave one program out\n\n"
+          f"Written by `mire bench nests`. Labels: {', '.join(Path(p).name for p in paths)} "
+          f"({machine.get('cpu_model', '?')}, {machine.get('cores', '?')} cores, "
+          f"{machine.get('cc_version', '?')}; {machine.get('protocol', '')}). "
+          f"{len(cases)} cases (program x input size) of {len(programs)} programs "
+          f"({sum(c.suite == 'own' for c in cases)} cases of mirecc's own families); each "
+          f"program's sizes held out together. Speedups are over clang -O3 (LLVM's schedule) "
+          f"on unchanged outputs. Guess: the first schedule where the trees' {QUANTILE:.2f} "
+          f"quantile predicts more than {MIN_GAIN:.2f} log gain, else LLVM's. K = k: the first "
+          f"k schedules measured beside LLVM's, the fastest correct kept (replayed on the "
+          f"labels). Forests: ExtraTrees, {TREES} trees, leaves of at least {LEAF}, a schedule "
+          f"that changed an output or failed trained as {math.exp(PENALTY):.2f}x; embeddings "
+          f"(the TU's module vector) reduced to {PCA} principal components fitted on the "
+          f"training programs.\n\n{text}\n\n![rankings](loop-nests.png)\n\n"
+          f"Compile time of the guessed schedule over LLVM's (`-O3 -c`, geomean over cases):\n\n"
+          f"| ranking | compile time |\n|---|---:|\n{ratios}\n\n"
+          f"Per case (speedup over -O3; the statistics forest's guess and its schedule):\n\n"
+          f"{per_program(cases, rankings, results)}\n")
+    out.mkdir(parents=True, exist_ok=True)
+    from mirecc.fsutil import atomic_write_bytes
+
+    atomic_write_bytes(args.nests_md, md.encode())
+    rankbench.plot(results, args.nests_md.with_suffix(".png"), KS,
+                   "Loop-nest schedules, leave one program out", lines=(90,))
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    print(md)
+    if args.nests_write_head:
+        from mirecc.tasks.loop_nests.offline.train import write_head
+        write_head(cases, results, args.nests_write_head)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="mirecc-bench")
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
