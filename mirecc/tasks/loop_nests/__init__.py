@@ -26,6 +26,7 @@ TASKS = (
                           "apply the loop-nests head's schedules (default: shown by "
                           "--explain and recorded only)"),),
         inject="mirecc.tasks.loop_nests.head:inject",
+        profile="mirecc.tasks.loop_nests.profile:KIND",
         opt_levels=OPT_LEVELS,
         commands=(
             Command("nests-data", "mirecc.tasks.loop_nests.offline.dataset",

@@ -92,7 +92,10 @@ class LoopNestHead(OnnxHead):
         Q = np.quantile(G, self.quantile, axis=1)
         rankings = []
         for name, q in zip(names, Q):
-            cands = [Candidate({}, 0.0)] + [Candidate({"schedule": c}, float(s))
+            # the functions Polly runs on for this one (read by profile entries)
+            only = F.apply_set(funcs, name)
+            cands = [Candidate({}, 0.0)] + [Candidate({"schedule": c, "functions": only},
+                                                      float(s))
                                             for c, s in zip(self.classes, q.tolist())]
             cands.sort(key=lambda c: -c.score)
             rankings.append(Ranking(name, tuple(cands)))

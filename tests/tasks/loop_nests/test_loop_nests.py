@@ -222,3 +222,43 @@ def test_no_gain_keeps_llvms_schedule(tmp_path):
     _cc([CLANG, "-O3", "-c", "p.c", "-o", "clang.o"], tmp_path, os.environ)
     _cc([MIRECC, "-O3", "-c", "p.c", "-o", "p.o"], tmp_path, env)
     assert (tmp_path / "p.o").read_bytes() == (tmp_path / "clang.o").read_bytes()
+
+
+# the staged timing of the tune: an object other than the baseline's runs faster
+TUNE_RUN = """#!/bin/sh
+[ -f baseline.o ] || cp p.o baseline.o
+./prog > /dev/null
+if cmp -s p.o baseline.o; then sleep 0.4; else sleep 0.1; fi
+"""
+
+
+@needs_clang
+def test_mire_tune_keeps_a_schedule_and_the_profile_applies_it(tmp_path):
+    """mire tune tries the head's schedules per function (the head's
+    decisions recorded only; the run's timing staged); the profile it writes
+    makes a later build apply the kept schedules without the setting."""
+    from mirecc.profile import read_profile
+
+    (tmp_path / "p.c").write_text(PROGRAM)
+    (tmp_path / "run.sh").write_text(TUNE_RUN)
+    (tmp_path / "run.sh").chmod(0o755)
+    heads = _head(tmp_path / "heads", "polly-tile64", 0.5)
+    env = _env(tmp_path, heads)
+    mire = str(Path(MIRECC).with_name("mire"))
+    build = f"{MIRECC} -O3 -c p.c -o p.o && {CLANG} p.o -o prog"
+    proc = subprocess.run([mire, "tune", "--build", build, "--run", "./run.sh", "--budget", "8",
+                           "--repeats", "2", "--time-profile", "none"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "4 loop-nests site(s) to try" in proc.stderr, proc.stderr
+    entries = read_profile(str(tmp_path / "mirecc.profile"))
+    assert entries and all(e.task == "loop-nests" and e.value == {"schedule": "polly-tile64"}
+                           for e in entries)
+    (tmp_path / "ir").mkdir()
+    funcs = F.parse_functions(_ir(tmp_path / "ir", PROGRAM))
+    only = sorted({f for e in entries for f in F.apply_set(funcs, e.target)})
+    _cc([CLANG, "-O3", *S.flags("polly-tile64", only), "-c", "p.c", "-o", "want.o"], tmp_path,
+        os.environ)
+    with_profile = {**env, "MIRECC_PROFILE": str(tmp_path / "mirecc.profile")}
+    _cc([MIRECC, "-O3", "-c", "p.c", "-o", "got.o"], tmp_path, with_profile)
+    assert (tmp_path / "got.o").read_bytes() == (tmp_path / "want.o").read_bytes()

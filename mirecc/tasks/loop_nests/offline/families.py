@@ -53,7 +53,8 @@ class _Program:
     #: size macro -> (MINI, SMALL, STANDARD)
     sizes: dict[str, tuple[int, int, int]]
     #: array name -> (its dimensions as size macros, separated by spaces,
-    #: the C expression of element [i][j][k] in terms of i, j, k and the sizes)
+    #: the C expression of its element [i][j].. in terms of i, j, k, l and the
+    #: sizes in lower case)
     arrays: dict[str, tuple[str, str]]
     #: the arrays print_array dumps, separated by spaces
     outputs: str
@@ -71,14 +72,14 @@ def _dims(p: _Program, array: str) -> list[str]:
     return p.arrays[array][0].split()
 
 
-def _decl(p: _Program, array: str) -> str:
+def _param(p: _Program, array: str) -> str:
     dims = _dims(p, array)
     return (f"DATA_TYPE POLYBENCH_{len(dims)}D({array}, {', '.join(dims)}, "
             f"{', '.join(d.lower() for d in dims)})")
 
 
 def _loops(dims: list[str], inner: str, indent: str = "  ") -> str:
-    """Nested loops over a whole array (loop variables i, j, k) around ``inner``."""
+    """Nested loops over a whole array (loop variables i, j, k, l) around ``inner``."""
     lines = [f"{indent}{'  ' * n}for ({v} = 0; {v} < {d.lower()}; {v}++)"
              for n, (v, d) in enumerate(zip("ijkl", dims))]
     body = "\n".join(f"{indent}{'  ' * len(dims)}{line}" for line in inner.splitlines())
@@ -109,7 +110,7 @@ def _render(family: str, variant: str, p: _Program) -> str:
     loop_vars = sorted(set(re.findall(r"for \((\w) =", p.body)), key=_LOOP_VARS.index)
 
     def sig(names: list[str]) -> str:
-        return ",\n    ".join([params] + [_decl(p, a) for a in names])
+        return ",\n    ".join([params] + [_param(p, a) for a in names])
 
     def call(names: list[str]) -> str:
         return ", ".join([args] + [f"POLYBENCH_ARRAY({a})" for a in names])
@@ -124,10 +125,12 @@ def _render(family: str, variant: str, p: _Program) -> str:
     sizes += [f"#define {m} {e}" for m, e in p.derived.items()]
     sizes += [f"#define _PB_{m} POLYBENCH_LOOP_BOUND({m}, {m.lower()})" for m in macros]
 
-    inits = "\n".join(_loops(_dims(p, a), f"{a}{''.join(f'[{v}]' for v in 'ijkl'[:len(_dims(p, a))])}"
-                             f" = {p.arrays[a][1]};") for a in arrays)
+    def element(a: str) -> str:
+        return a + "".join(f"[{v}]" for v in "ijkl"[:len(_dims(p, a))])
+
+    inits = "\n".join(_loops(_dims(p, a), f"{element(a)} = {p.arrays[a][1]};") for a in arrays)
     prints = "\n".join(_loops(_dims(p, a), "{\n  fprintf(stderr, DATA_PRINTF_MODIFIER, "
-                              f"{a}{''.join(f'[{v}]' for v in 'ijkl'[:len(_dims(p, a))])});\n"
+                              f"{element(a)});\n"
                               "  if (++cnt % 20 == 0) fprintf(stderr, \"\\n\");\n}")
                        for a in outputs)
     decls = "\n".join(_array_decl(p, a) for a in arrays)
@@ -357,7 +360,7 @@ def _transprod() -> dict[str, _Program]:
         "ata": _Program(
             "C = A^T A (symmetric): rank-1 updates of the lower triangle, k outermost, "
             "then mirrored to the upper triangle.",
-            {"N": (24, 600, 1200), "NK": (20, 600, 1200)},
+            {"N": (24, 500, 1000), "NK": (20, 800, 1600)},
             {"A": ("NK N", unit), "C": ("N N", "0.0")}, "C",
             _nest([("i", "0", "_PB_N"), ("j", "0", "i + 1")], "C[i][j] = 0.0;") + "\n"
             + _nest([("k", "0", "_PB_NK"), ("i", "0", "_PB_N"), ("j", "0", "i + 1")],
@@ -420,7 +423,7 @@ def _triangular() -> dict[str, _Program]:
         "upper-mv": _Program(
             "Iterated upper-triangular mat-vec x = b + (U x) / 2, y = U x computed "
             "column by column (j outer, i <= j inner), TSTEPS times.",
-            {"TSTEPS": (3, 10, 20), "N": (32, 3000, 4000)},
+            {"TSTEPS": (3, 6, 20), "N": (32, 3000, 4000)},
             {"U": ("N N", "j >= i ? (DATA_TYPE)((i + j * 5) % 13) / (13.0 * n) : 0.0"),
              "b": ("N", "(DATA_TYPE)(i % 23) / 2.3"), "x": ("N", "(DATA_TYPE)(i % 7)"),
              "y": ("N", "0.0")}, "x y",
@@ -454,7 +457,7 @@ def _colreduce() -> dict[str, _Program]:
             _time_loop(colwise("s[j] = 0.0;", "s[j] += A[i][j];"))),
         "meanvar": _Program(
             "Column means, then column variances (two passes over the rows, i outer).",
-            {"TSTEPS": (2, 25, 50), "M": (40, 1400, 2000), "N": (24, 1400, 2000)},
+            {"TSTEPS": (2, 50, 50), "M": (40, 1000, 2000), "N": (24, 1000, 2000)},
             {"A": ("M N", signed), "mean": ("N", "0.0"), "var": ("N", "0.0")}, "mean var",
             _time_loop(zero.format("{ mean[j] = 0.0; var[j] = 0.0; }"),
                        _nest(rows, "mean[j] += A[i][j];", ""),
