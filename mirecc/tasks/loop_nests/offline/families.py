@@ -349,7 +349,7 @@ def _transprod() -> dict[str, _Program]:
     return {
         "atb": _Program(
             "C = A^T B, loop order i, j, k (both operands read along columns).",
-            {"NI": (20, 350, 700), "NJ": (24, 350, 700), "NK": (28, 350, 700)},
+            {"NI": (20, 380, 700), "NJ": (24, 380, 700), "NK": (28, 380, 700)},
             {"A": ("NK NI", unit), "B": ("NK NJ", unit2), "C": ("NI NJ", "0.0")}, "C",
             dot("A[k][i] * B[k][j]")),
         "abt": _Program(
@@ -414,7 +414,7 @@ def _triangular() -> dict[str, _Program]:
         "forward-subst": _Program(
             "Forward substitution L X = B with M right-hand sides, X overwrites B, "
             "loop order i, k, j (row-oriented).",
-            {"N": (24, 800, 1200), "M": (20, 800, 1200)},
+            {"N": (24, 1000, 2000), "M": (20, 250, 500)},
             {"L": ("N N", solve), "B": ("N M", rhs)}, "B",
             "  for (i = 0; i < _PB_N; i++) {\n"
             + _nest([("k", "0", "i"), ("j", "0", "_PB_M")], "B[i][j] -= L[i][k] * B[k][j];",
@@ -452,7 +452,7 @@ def _colreduce() -> dict[str, _Program]:
     return {
         "sum": _Program(
             "Column sums of a tall matrix, j outer, i inner (strided).",
-            {"TSTEPS": (2, 10, 20), "M": (40, 4000, 8000), "N": (16, 250, 500)},
+            {"TSTEPS": (2, 12, 20), "M": (40, 4000, 8000), "N": (16, 250, 500)},
             {"A": ("M N", signed), "s": ("N", "0.0")}, "s",
             _time_loop(colwise("s[j] = 0.0;", "s[j] += A[i][j];"))),
         "meanvar": _Program(
