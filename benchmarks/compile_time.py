@@ -34,7 +34,8 @@ passthrough
     reads the IR; mirecc starts Python, classifies the command, execs clang.
 cold
     ``MIRECC_APPLY_LOOPS=1`` (the shipped loop-vectorize head decides and its
-    factors are applied) with a fresh empty ``MIRECC_CACHE_DIR`` for every
+    factors are applied; ``--apply`` names another setting, e.g.
+    ``MIRECC_APPLY_LOOP_NESTS``, and ``--opt -O3`` builds at -O3) with a fresh empty ``MIRECC_CACHE_DIR`` for every
     build: every translation unit misses the result cache.
 warm
     ``MIRECC_APPLY_LOOPS=1`` with one ``MIRECC_CACHE_DIR`` filled by an
@@ -105,6 +106,8 @@ ALL_PROJECTS = ("bzip2", "zlib")
 ALL_MODES = ("passthrough", "cold", "warm")
 BZIP2_CFLAGS = "-O2 -g -D_FILE_OFFSET_BITS=64"
 ZLIB_CFLAGS = "-O2 -g"
+#: the setting cold and warm builds turn on (``--apply``)
+APPLY = {"name": "MIRECC_APPLY_LOOPS"}
 EXPLAIN_RUNS = 5
 TAIL_LINES = 20
 
@@ -250,8 +253,8 @@ def run_series(project: str, src: Path, mode: str, compilers: dict[str, str], re
             return {"MIRECC_HEADS_DIR": str(no_heads)}
         if mode == "cold":
             cache = Path(tempfile.mkdtemp(prefix="cold-cache-", dir=scratch))
-            return {"MIRECC_APPLY_LOOPS": "1", "MIRECC_CACHE_DIR": str(cache)}
-        return {"MIRECC_APPLY_LOOPS": "1", "MIRECC_CACHE_DIR": str(warm_cache)}
+            return {APPLY["name"]: "1", "MIRECC_CACHE_DIR": str(cache)}
+        return {APPLY["name"]: "1", "MIRECC_CACHE_DIR": str(warm_cache)}
 
     def note_messages(output: str) -> None:
         for line in mirecc_messages(output):
@@ -432,7 +435,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="write results here (default: WORK/compile_time.json)")
     parser.add_argument("--fetch-only", action="store_true",
                         help="only fetch the source packages, then stop")
+    parser.add_argument("--opt", default="-O2", choices=("-O2", "-O3"),
+                        help="the projects' optimisation level (default: -O2)")
+    parser.add_argument("--apply", default="MIRECC_APPLY_LOOPS", metavar="VAR",
+                        help="the setting turned on in cold and warm builds "
+                             "(default: MIRECC_APPLY_LOOPS)")
     args = parser.parse_args(argv)
+    global BZIP2_CFLAGS, ZLIB_CFLAGS
+    BZIP2_CFLAGS = BZIP2_CFLAGS.replace("-O2", args.opt)
+    ZLIB_CFLAGS = ZLIB_CFLAGS.replace("-O2", args.opt)
+    APPLY["name"] = args.apply
     projects = parse_list(args.projects, ALL_PROJECTS, "project(s)", parser)
     modes = parse_list(args.modes, ALL_MODES, "mode(s)", parser)
     if args.repeats < 1:

@@ -122,7 +122,6 @@ class LoopNestHead(OnnxHead):
         chosen = [r.target for r in rankings if best and
                   next(c.score for c in r.candidates if c.value.get("schedule") == best)
                   > self.min_gain]
-        only = sorted({f for name in chosen for f in apply_set(funcs, name)})
         share = f"{1 - self.quantile:.0%}"
         decisions = []
         for i, r in enumerate(rankings):
@@ -130,12 +129,14 @@ class LoopNestHead(OnnxHead):
             if r.target in chosen:
                 gain = next(c.score for c in r.candidates if c.value.get("schedule") == best)
                 agree = float((G[i, :, k] > self.min_gain).mean())
+                only = apply_set(funcs, r.target)
                 value = {"schedule": best, "functions": only}
                 applied, advisory = self.apply, not self.apply
                 why = (f"{best}: {share} of the trees predict >= {math.exp(gain):.2f}x "
                        f"LLVM's schedule's speed")
                 if len(only) > 1:
-                    why += f" (Polly on {', '.join(only)}: a static function is inlined)"
+                    why += (f" (Polly also on {', '.join(only[1:])}: a static function is "
+                            f"inlined before Polly runs)")
                 if advisory:
                     why += (" (recorded only: set apply_loop_nests: true or "
                             "MIRECC_APPLY_LOOP_NESTS=1 to apply)")

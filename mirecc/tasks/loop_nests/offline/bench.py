@@ -20,6 +20,7 @@ on the same folds:
   components fitted on the training programs), and the statistics with the
   encoder's components.
 
+Cases whose ``-O3`` run takes less than :data:`MIN_SECONDS` are left out.
 Each guesses (its first schedule where the trees' :data:`QUANTILE` predicts
 more than :data:`MIN_GAIN` log gain, else LLVM's) and is verified with K =
 1, 2, 5 (:mod:`mirecc.learn.rankbench`).  Compile time: the chosen
@@ -55,6 +56,8 @@ KS = (1, 2, 5)
 TREES, LEAF, QUANTILE, MIN_GAIN = 100, 3, 0.3, 0.1
 #: the training target of a schedule that changed an output or failed
 PENALTY = math.log(0.5)
+#: cases whose -O3 run is shorter are left out: their speedups are noise
+MIN_SECONDS = 0.002
 
 
 @dataclass
@@ -98,6 +101,8 @@ def read_cases(paths) -> tuple[list[Case], list[dict]]:
             if not base or not any(base["seconds"]) or not base["check"]:
                 continue
             b = _median(base["seconds"])
+            if b < MIN_SECONDS:
+                continue
             case = Case(program, suite, size, b, {},
                         compile_s={c: r.get("compile_s") for c, r in configs.items()})
             for c in SPACE:
@@ -251,6 +256,99 @@ def per_program(cases, rankings, results) -> str:
     return "\n".join(lines)
 
 
+#: the apply thresholds (log gain of the trees' quantile) the gate sweep tries
+THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)
+
+
+def gate_sweep(cases, ranked: dict) -> tuple[list, object, str | None]:
+    """The apply gate (:mod:`mirecc.gates`) of a ranking: for each threshold
+    of :data:`THRESHOLDS`, each held-out program's speedup with the guesses
+    it lets through (the slowest of the program's sizes; a changed output
+    counts :data:`PENALTY`); the admissible threshold with the best geomean,
+    or the reason none is."""
+    from mirecc.gates import calibrate, gate_row, refusal_reason
+
+    rows = []
+    for t in THRESHOLDS:
+        per: dict = {}
+        for i, c in enumerate(cases):
+            s, score = ranked[i][0]
+            if score <= t:
+                continue
+            x = math.exp(PENALTY) if s in c.bad else c.speed.get(s, 1.0)
+            per[c.program] = min(per.get(c.program, x), x)
+        rows.append(gate_row(t, {p: per.get(p) for p in sorted({c.program for c in cases})}))
+    chosen = calibrate(rows)
+    return rows, chosen, None if chosen else refusal_reason(rows, "program")
+
+
+def gate_markdown(rows, chosen) -> str:
+    from mirecc.gates import FLOOR
+
+    lines = ["| threshold | programs with a schedule applied | geomean | slowest | "
+             f"below {FLOOR}x |", "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        mark = " (chosen)" if chosen is not None and r.threshold == chosen.threshold else ""
+        lines.append(f"| {r.threshold:g}{mark} | {r.applied} of {r.applications} | "
+                     f"{r.geomean:.3f} | {r.slowest:.3f} | {r.below} |")
+    return "\n".join(lines)
+
+
+def knob_table(paths) -> str:
+    """Every timed configuration (:data:`..schedules.TIMED`, the two LLVM
+    knobs too) per program and size, over LLVM's: the survey of which knobs
+    move run time here.  ``!``: the output changed; ``-``: no time."""
+    from mirecc.tasks.loop_nests.schedules import TIMED
+
+    def gm(xs):
+        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+    names = [c for c in TIMED if c != "llvm"]
+    out = []
+    for path in paths:
+        rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+        by: dict = {}
+        for r in rows:
+            if "meta" not in r:
+                by.setdefault((r["suite"], r["program"]), {})[r["config"]] = r
+        size = next((r["size"] for r in rows if "size" in r), "?")
+        lines = [f"### {size} ({Path(path).name})", "",
+                 "| program | -O3 s | " + " | ".join(names) + " |",
+                 "|---|---:|" + "---:|" * len(names)]
+        per: dict = {c: [] for c in names}
+        best = []
+        for (suite, program), cfg in sorted(by.items()):
+            base = cfg.get("llvm")
+            if not base or not any(base["seconds"]):
+                lines.append(f"| {program} | - |" + " - |" * len(names))
+                continue
+            b = _median(base["seconds"])
+            cells, speeds = [], [1.0]
+            for c in names:
+                r = cfg.get(c)
+                if not r or not any(r["seconds"]):
+                    cells.append("-")
+                    continue
+                x = b / _median(r["seconds"])
+                changed = r["check"] != base["check"]
+                if not changed and b >= MIN_SECONDS:
+                    per[c].append(x)
+                    speeds.append(x)
+                cells.append(f"{x:.2f}" + ("!" if changed else ""))
+            if b >= MIN_SECONDS:
+                best.append(max(speeds))
+            lines.append(f"| {program} | {b:.3f} | " + " | ".join(cells) + " |")
+        lines += ["", f"Over the {len(best)} programs whose -O3 run takes at least "
+                      f"{MIN_SECONDS} s, outputs unchanged:", "",
+                  "| configuration | geomean over -O3 | below 0.95x | above 1.05x |",
+                  "|---|---:|---:|---:|"]
+        for c, xs in per.items():
+            lines.append(f"| {c} | {gm(xs):.3f} | {sum(x < 0.95 for x in xs)} | "
+                         f"{sum(x > 1.05 for x in xs)} |")
+        lines += ["", f"The best configuration per program: geomean {gm(best):.3f}x.", ""]
+        out += lines
+    return "\n".join(out)
+
+
 def add_arguments(p) -> None:
     """``mire bench nests``'s own arguments (the results go to ``--out``)."""
     p.add_argument("--nests-labels", type=Path, nargs="*", default=None,
@@ -259,6 +357,10 @@ def add_arguments(p) -> None:
                    help="nests: the clang the IR is read from (default: %(default)s)")
     p.add_argument("--nests-md", type=Path, default=ROOT / "docs" / "results" / "loop-nests.md",
                    help="nests: the markdown page written, a plot beside it (default: %(default)s)")
+    p.add_argument("--nests-knobs-md", type=Path,
+                   default=ROOT / "docs" / "results" / "nest-knobs.md",
+                   help="nests: the page of every timed configuration per program "
+                        "(default: %(default)s)")
     p.add_argument("--nests-features", default=",".join(FEATURE_SETS[1:]),
                    help="nests: the rankings besides the statistics (default: %(default)s)")
     p.add_argument("--nests-write-head", type=Path, default=None, metavar="DIR",
@@ -275,6 +377,7 @@ def run(args) -> int:
     for kind in dict.fromkeys(k.split("+")[-1] for k in wanted if k != "statistics"):
         emb[kind] = embeddings(cases, kind, out / "embeddings")
     rankings = evaluate(cases, emb)
+    gate = gate_sweep(cases, rankings["statistics"])
     text, results = rankbench.table(cases, rankings, KS, "LLVM's schedule (-O3)", MIN_GAIN)
     ratios = "\n".join(f"| {name} | {compile_ratio(cases, ranked):.2f} |"
                        for name, ranked in rankings.items())
@@ -285,7 +388,8 @@ def run(args) -> int:
           f"({machine.get('cpu_model', '?')}, {machine.get('cores', '?')} cores, "
           f"{machine.get('cc_version', '?')}; {machine.get('protocol', '')}). "
           f"{len(cases)} cases (program x input size) of {len(programs)} programs "
-          f"({sum(c.suite == 'own' for c in cases)} cases of mirecc's own families); each "
+          f"({sum(c.suite == 'own' for c in cases)} cases of mirecc's own families; cases "
+          f"whose -O3 run takes under {MIN_SECONDS} s are left out); each "
           f"program's sizes held out together. Speedups are over clang -O3 (LLVM's schedule) "
           f"on unchanged outputs. Guess: the first schedule where the trees' {QUANTILE:.2f} "
           f"quantile predicts more than {MIN_GAIN:.2f} log gain, else LLVM's. K = k: the first "
@@ -294,6 +398,13 @@ def run(args) -> int:
           f"that changed an output or failed trained as {math.exp(PENALTY):.2f}x; embeddings "
           f"(the TU's module vector) reduced to {PCA} principal components fitted on the "
           f"training programs.\n\n{text}\n\n![rankings](loop-nests.png)\n\n"
+          f"The statistics forest's apply gate (`mirecc.gates`): per threshold on the "
+          f"trees' {QUANTILE:.2f} quantile (log gain), each program held out with the "
+          f"guesses it lets through, its slowest size counted (a changed output as "
+          f"{math.exp(PENALTY):.2f}x); the head ships the admissible threshold with the best "
+          f"geomean (none below 0.95x), else refuses forcing. Chosen on these same folds, so "
+          f"its row is optimistic.\n\n{gate_markdown(gate[0], gate[1])}\n\n"
+          + (f"No threshold is admissible: {gate[2]}.\n\n" if gate[2] else "") +
           f"Compile time of the guessed schedule over LLVM's (`-O3 -c`, geomean over cases):\n\n"
           f"| ranking | compile time |\n|---|---:|\n{ratios}\n\n"
           f"Per case (speedup over -O3; the statistics forest's guess and its schedule):\n\n"
@@ -302,13 +413,20 @@ def run(args) -> int:
     from mirecc.fsutil import atomic_write_bytes
 
     atomic_write_bytes(args.nests_md, md.encode())
+    knobs = (f"# Loop-nest knobs on this machine\n\nWritten by `mire bench nests` from the "
+             f"labels of `mire nests-data` ({machine.get('cpu_model', '?')}, "
+             f"{machine.get('cc_version', '?')}; {machine.get('protocol', '')}; median of the "
+             f"rounds). Speedup of each configuration over clang -O3 (`llvm`); `!`: the output "
+             f"differs from -O3's at the check size (arrays dumped); `-`: no time (failed or "
+             f"over the time limit).\n\n{knob_table(paths)}")
+    atomic_write_bytes(args.nests_knobs_md, knobs.encode())
     rankbench.plot(results, args.nests_md.with_suffix(".png"), KS,
                    "Loop-nest schedules, leave one program out", lines=(90,))
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(md)
     if args.nests_write_head:
         from mirecc.tasks.loop_nests.offline.train import write_head
-        write_head(cases, results, args.nests_write_head)
+        write_head(cases, results, gate, args.nests_write_head)
     return 0
 
 

@@ -23,7 +23,8 @@ head: head.onnx
 encoder: none
 features: [loop_nest_statistics]
 # the trees' quantile of each schedule's predicted log speedup over LLVM's ranks
-# them; the first is applied (apply_loop_nests) only where it exceeds min_gain
+# them; the first is applied (apply_loop_nests) only where it exceeds min_gain,
+# the apply gate calibrated leave one program out (metrics.json "gate")
 quantile: {quantile}
 min_gain: {min_gain}
 classes: {classes}
@@ -32,9 +33,14 @@ loop_nest_statistics:
 """
 
 
-def write_head(cases, results: dict, out: Path) -> None:
+def write_head(cases, results: dict, gate, out: Path) -> None:
+    """``gate``: :func:`.bench.gate_sweep`'s (rows, chosen row, refusal): the
+    chosen threshold is the spec's ``min_gain``; with none, ``refuse_forcing``."""
     from mirecc.fsutil import atomic_write_bytes
+    from mirecc.gates import gate_document
     from mirecc.learn.forest import onnx_bytes
+
+    rows, chosen, refusal = gate
 
     idx = list(range(len(cases)))
     X = B.case_vectors(cases, "statistics", {}, idx, [])
@@ -42,14 +48,20 @@ def write_head(cases, results: dict, out: Path) -> None:
     model = B.fit(X, Y)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "head.onnx", onnx_bytes(model, X.shape[1]))
-    spec = SPEC.format(task=TASK, quantile=B.QUANTILE, min_gain=B.MIN_GAIN,
+    spec = SPEC.format(task=TASK, quantile=B.QUANTILE,
+                       min_gain=chosen.threshold if chosen else B.MIN_GAIN,
                        classes=json.dumps(list(SPACE)),
                        features="\n".join(f"- {f}" for f in FEATURES))
+    if refusal:
+        spec += f"refuse_forcing: {json.dumps(refusal)}\n"
     atomic_write_bytes(out / "spec.yaml", spec.encode())
     metrics = {"trained_on": {"cases": len(cases), "programs": sorted({c.program for c in cases}),
                               "mean_target": np.round(Y.mean(0), 4).tolist()},
                "forest": {"trees": B.TREES, "min_samples_leaf": B.LEAF, "max_features": 0.5,
                           "seed": 0},
+               "gate": gate_document(f"leave one program out over {len(cases)} cases of "
+                                     f"{len({c.program for c in cases})} programs", "program",
+                                     B.MIN_GAIN, rows, chosen, refusal),
                "leave_one_program_out": {
                    name: {how: {k: v for k, v in r.items() if k != "speeds"}
                           for how, r in modes.items()}
