@@ -46,7 +46,8 @@ def pipeline_key(config, languages) -> str:
     the encoder model (manifest); the installed heads that apply to
     ``languages`` (every file's name, size and time, as code_stamp: hashing
     a 1.5 MB head.onnx would cost ~5 ms on every compile; heads are
-    installed by replacing their directory); every task's settings."""
+    installed by replacing their directory); every task's settings; whether
+    the build records or reads a profile (which heads run)."""
     from mirecc.tasks.registry import default_heads_dirs, heads_for_languages, tasks
 
     h = sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp()}".encode())
@@ -65,6 +66,9 @@ def pipeline_key(config, languages) -> str:
     for task in tasks().values():
         for setting in task.settings:
             h.update(f"{setting.key}={getattr(config, setting.key)!r}\n".encode())
+    # a build that records or reads a decisions profile runs every head, one
+    # that does neither only those it applies (mirecc.pipeline)
+    h.update(f"every-head={bool(config.record or config.profile)}\n".encode())
     return h.hexdigest()
 
 

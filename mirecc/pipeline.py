@@ -16,7 +16,8 @@ This module imports no task by name.
 from __future__ import annotations
 
 from mirecc.tasks.api import HeadError, NoDecision, load_attribute
-from mirecc.tasks.registry import HeadSpec, applies_to_any, default_heads_dirs, find_head_specs
+from mirecc.tasks.registry import (HeadSpec, applies_to_any, default_heads_dirs,
+                                   find_head_specs, has_use)
 
 __all__ = ["Candidate", "Decision", "HeadError", "NoDecision", "Pipeline", "Ranking",
            "TURequest", "TUResult", "load_head"]
@@ -235,8 +236,10 @@ class Pipeline:
     """Runs the installed heads over one translation unit at a time."""
 
     def __init__(self, heads: list, model, searched: list[str],
-                 other_languages: list[str] | None = None):
+                 other_languages: list[str] | None = None, specs: list | None = None):
         self.heads = heads
+        # each head's HeadSpec (None: run it whatever the build's settings)
+        self.specs = specs or [None] * len(heads)
         self.model = model          # a configured encoder, verified on load (else None)
         self.searched = searched
         # installed heads left unloaded because they apply to other languages
@@ -258,7 +261,7 @@ class Pipeline:
             specs = [s for s in specs if applies_to_any(s, languages)]
         heads = [load_head(spec, config) for spec in specs]
         model = load_model(config.model) if config.model else None
-        return cls(heads, model, dirs, others)
+        return cls(heads, model, dirs, others, specs)
 
     def run(self, ctx) -> TUResult:
         """Decisions for the TU of ``ctx`` (a :class:`mirecc.context.TUContext`)."""
@@ -271,7 +274,14 @@ class Pipeline:
             result.add_reason("no-heads", f"no task heads are installed for "
                               f"{request.language} (searched: {where}{other})")
             return result
-        for head in self.heads:
+        for head, spec in zip(self.heads, self.specs):
+            # a head whose decisions this build neither applies nor records
+            # nor explains, and no decisions profile reads, is not run
+            # (registry.has_use; the result cache's key tells these apart)
+            if spec is not None and not ctx.want_summary and ctx.config is not None \
+                    and not ctx.config.profile \
+                    and not has_use(spec, ctx.config, request.opt_level):
+                continue
             if not head.applies_to(request):
                 result.add_reason("not-applicable", f"{head.name}: {head.why_not(request)}")
                 continue

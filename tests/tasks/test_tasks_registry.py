@@ -127,6 +127,52 @@ def test_cache_key_follows_the_task_settings():
     assert pipeline_key(Config(), {"c"}) == pipeline_key(Config(), {"c"})
     assert pipeline_key(Config(), {"c"}) != pipeline_key(Config(apply_loop_decisions=True),
                                                          {"c"})
+    # a record runs every head (below): its results are kept apart
+    assert pipeline_key(Config(), {"c"}) != pipeline_key(Config(record="r.jsonl"), {"c"})
+
+
+def test_only_heads_with_a_use_run(tmp_path):
+    """A head whose task this build neither applies nor records nor explains,
+    and that no decisions profile reads, is not run: its decisions would
+    change nothing (an unused loop-vectorize head once cost an encoder run
+    per TU when only another task was on)."""
+    from types import SimpleNamespace
+
+    from mirecc.config import Config
+    from mirecc.pipeline import Pipeline
+    from mirecc.tasks.registry import HeadSpec
+
+    ran = []
+
+    class Head:
+        name = "probe"
+
+        def applies_to(self, request):
+            return True
+
+        def rank(self, ctx):
+            ran.append(ctx.want_summary)
+            return []
+
+        def decide(self, ctx, rankings):
+            return []
+
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "spec.yaml").write_text("task: loop-vectorize\nlanguages: [c]\n")
+    pipeline = Pipeline([Head()], None, [str(tmp_path)], specs=[
+        HeadSpec("probe", str(tmp_path / "probe"))])
+    request = SimpleNamespace(opt_level="3", language="c")
+
+    def run(config, explain=False):
+        pipeline.run(SimpleNamespace(request=request, config=config, want_summary=explain,
+                                     summary=None))
+    run(Config())
+    assert ran == []
+    run(Config(), explain=True)
+    run(Config(record=str(tmp_path / "r.jsonl")))
+    run(Config(profile=str(tmp_path / "p.profile")))
+    run(Config(apply_loop_decisions=True))
+    assert ran == [True, False, False, False]
 
 
 @needs_clang
