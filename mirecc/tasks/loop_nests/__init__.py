@@ -20,7 +20,8 @@ TASKS = (
                 "function with a nest, through -mllvm -polly -polly-only-func",
         languages=("c", "c++"),
         head="mirecc.tasks.loop_nests.head:LoopNestHead",
-        # off by default: leave one program out shows programs below 0.95x
+        # off by default: leave one program out shows programs below 0.95x, and
+        # the shipped head's gate refuses forcing (its spec's refuse_forcing)
         applied_when="apply_loop_nests",
         settings=(Setting("apply_loop_nests", "MIRECC_APPLY_LOOP_NESTS", parse_bool, False,
                           "apply the loop-nests head's schedules (default: shown by "
@@ -42,6 +43,9 @@ TASKS = (
                           "one program out on the timed labels (needs "
                           "pip install 'mirecc[train,bench]')",
                           arguments="mirecc.tasks.loop_nests.offline.bench:add_arguments"),),
-        measured="leave one program out on the timed labels (docs/results/loop-nests.md)",
+        measured="leave one program out on 81 timed cases of 47 programs (docs/results/"
+                 "loop-nests.md): guessing 1.26x geomean over -O3 with 2 programs below "
+                 "0.95x (so the gate refuses forcing); the first 2 schedules measured reach "
+                 "92% of the oracle's log gain",
     ),
 )
