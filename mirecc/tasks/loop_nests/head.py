@@ -99,7 +99,7 @@ class LoopNestHead(OnnxHead):
                                             for c, s in zip(self.classes, q.tolist())]
             cands.sort(key=lambda c: -c.score)
             rankings.append(Ranking(name, tuple(cands)))
-        ctx.notes[self.name] = (G, funcs, pragmas)
+        ctx.notes[self.name] = G
         return rankings
 
     def decide(self, ctx, rankings):
@@ -107,9 +107,8 @@ class LoopNestHead(OnnxHead):
         gains over the functions where it clears ``min_gain``; those
         functions get it, the others keep LLVM's."""
         from mirecc.pipeline import Decision, candidates_of
-        from mirecc.tasks.loop_nests.features import apply_set
 
-        G, funcs, pragmas = ctx.notes[self.name]
+        G = ctx.notes[self.name]
         score = {c: 0.0 for c in self.classes}
         for r in rankings:
             for cand in r.candidates:
@@ -129,7 +128,7 @@ class LoopNestHead(OnnxHead):
             if r.target in chosen:
                 gain = next(c.score for c in r.candidates if c.value.get("schedule") == best)
                 agree = float((G[i, :, k] > self.min_gain).mean())
-                only = apply_set(funcs, r.target)
+                only = next(c.value["functions"] for c in r.candidates if c.value)
                 value = {"schedule": best, "functions": only}
                 applied, advisory = self.apply, not self.apply
                 why = (f"{best}: {share} of the trees predict >= {math.exp(gain):.2f}x "
