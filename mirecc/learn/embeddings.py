@@ -155,6 +155,20 @@ def embed_kernels(kernels: dict[str, tuple[str, str]], model_dir: Path,
     return table.lookup(kernels)
 
 
+def module_vectors(texts: list[str], kind: str, cache: Path) -> np.ndarray:
+    """One row per IR text: its module vector of ``kind`` (``ir2vec``, or an
+    encoder of :func:`encoder_model_dirs`: ``encoder``, ``random-init``),
+    cached under ``cache``; zeros for a text that could not be embedded."""
+    keyed = {content_key("ir", t): ("ir", t) for t in texts}
+    if kind == "ir2vec":
+        vectors, _ = embed_ir2vec(keyed, cache_root=cache)
+    else:
+        model = encoder_model_dirs([kind], cache)[kind]
+        vectors, _ = embed_kernels(keyed, model, cache_root=cache, progress=kind)
+    dim = len(next(iter(vectors.values())))
+    return np.stack([vectors.get(content_key("ir", t), np.zeros(dim)) for t in texts])
+
+
 def kernel_texts(rows: list[dict], kind: str) -> dict[str, tuple[str, str]]:
     """``content key -> (kind, text)`` of the rows' kernels; also sets
     ``row[kind + '_key']`` so rows can find their vector."""

@@ -231,6 +231,9 @@ def _features(fn: Function, succ, loops) -> dict:
                  if not any(h2 != h and h2 in body for h2, _, _ in loops)]
     inner = [t for t in innermost if t[2] >= 2]
     in_loop = set().union(*(body for _, body, _ in loops))
+    # each loop block's array accesses, read once: (access, is a store)
+    accesses_of = {b: [a for a in (_line_access(fn, slots, x) for x in fn.lines[b])
+                       if a[0] is not None] for b in in_loop}
     counts = {"unit": 0, "strided": 0, "invariant": 0}
     strided_stores = stores = reductions = flops = 0
     row = 0
@@ -244,10 +247,7 @@ def _features(fn: Function, succ, loops) -> dict:
                 d = _op(line)
                 if _FLOP.match(d) or "@llvm.fmuladd" in d or "@llvm.fma." in d:
                     flops += 1
-                acc, is_store = _line_access(fn, slots, line)
-                if acc is None:
-                    continue
-                last, other, r = acc
+            for (last, other, r), is_store in accesses_of[b]:
                 row = max(row, r)
                 kind = ("unit" if s in last else "strided" if s in other else "invariant") \
                     if s else "invariant"
@@ -271,12 +271,7 @@ def _features(fn: Function, succ, loops) -> dict:
     for h, body, d in loops:
         if d != 1 or not any(h2 != h and h2 in body for h2, _, _ in loops) or ind[h] is None:
             continue
-        used = False
-        for b in body:
-            for line in fn.lines[b]:
-                acc, _ = _line_access(fn, slots, line)
-                if acc and ind[h] in (acc[0] | acc[1]):
-                    used = True
+        used = any(ind[h] in (acc[0] | acc[1]) for b in body for acc, _ in accesses_of[b])
         time_loop |= not used
     # nests with no array access outside their innermost loops
     tops = [(h, body) for h, body, d in loops if d == 1
@@ -284,8 +279,7 @@ def _features(fn: Function, succ, loops) -> dict:
     perfect = 0
     for h, body in tops:
         outside = [b for b in body if b not in inner_blocks]
-        perfect += not any(_line_access(fn, slots, x)[0] is not None
-                           for b in outside for x in fn.lines[b])
+        perfect += not any(accesses_of[b] for b in outside)
     divs = calls = 0
     for b in in_loop:
         for line in fn.lines[b]:

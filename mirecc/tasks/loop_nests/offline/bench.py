@@ -157,17 +157,9 @@ def attach_features(cases: list[Case], out: Path, cc: str) -> list[Case]:
 
 def embeddings(cases: list[Case], kind: str, cache: Path) -> np.ndarray:
     """One row per case: the TU's module vector of ``kind``."""
-    from mirecc.learn.embeddings import (content_key, embed_ir2vec, embed_kernels,
-                                         encoder_model_dirs)
+    from mirecc.learn.embeddings import module_vectors
 
-    texts = {content_key("ir", c.ir): ("ir", c.ir) for c in cases}
-    if kind == "ir2vec":
-        vectors, _ = embed_ir2vec(texts, cache_root=cache)
-    else:
-        model = encoder_model_dirs([kind], cache)[kind]
-        vectors, _ = embed_kernels(texts, model, cache_root=cache, progress=kind)
-    dim = len(next(iter(vectors.values())))
-    return np.stack([vectors.get(content_key("ir", c.ir), np.zeros(dim)) for c in cases])
+    return module_vectors([c.ir for c in cases], kind, cache)
 
 
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx) -> np.ndarray:
