@@ -140,7 +140,8 @@ LUA_TESTS = HERE / "lua_tests"
 SQLITE_TESTS = HERE / "sqlite_tests"
 ALL_PROJECTS = ("zlib", "bzip2", "lua5.4", "sqlite3")
 COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object",
-            "verified.code-size.not-searched")
+            "verified.code-size.not-searched", "verified.code-size.too-small",
+            "verified.code-size.predicted-no-gain")
 
 BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
 LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
@@ -657,9 +658,11 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None,
         lines.append(f"{r.project} {r.version or ''}: {r.flags}")
         mirecc = r.sides.get("mirecc")
         if mirecc and mirecc.counters:
-            small = mirecc.counters.get(COUNTERS[3], 0)
-            lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]] - small} "
-                         f"TUs (and none for {small} too small to gain); one was "
+            none = mirecc.counters.get(COUNTERS[3], 0)
+            small, gated = (mirecc.counters.get(c, 0) for c in COUNTERS[4:6])
+            lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]] - none} "
+                         f"TUs (and none for {small} too small to gain and {gated} where the "
+                         f"object gate expected no gain); one was "
                          f"smaller than clang's -Oz in "
                          f"{mirecc.counters[COUNTERS[1]]}")
         mirecc, clang = r.sides.get("mirecc"), r.sides.get("clang")

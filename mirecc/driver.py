@@ -269,8 +269,10 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
         return _exec(final)
 
     inject_debug_fault("driver-heads")
+    from mirecc.frontend import why_not
     if not (explain or config.capture_dir or config.profile
-            or _heads_installed(config, {s.language for s in tus}, inv.opt_level or "0")):
+            or _heads_installed(config, {s.language for s in tus}, inv.opt_level or "0",
+                                why_not(inv, expanded, config) is None)):
         # Nothing would read the IR: skip the side run, pay only start-up.
         _count(config, "no-use")
         return _exec(final)
@@ -533,18 +535,30 @@ def _verify(outcome, extra, config) -> None:
                                     int(getattr(verified, "from_cache", False)),
                                 f"verified.{decision.task}.not-searched":
                                     int(getattr(verified, "built", 1) == 0
-                                        and not getattr(verified, "from_cache", False))})
+                                        and not getattr(verified, "from_cache", False)),
+                                **({f"verified.{decision.task}.{verified.reason}": 1}
+                                   if getattr(verified, "reason", "") else {})})
 
 
-def _heads_installed(config, languages, opt_level: str) -> bool:
+def _heads_installed(config, languages, opt_level: str, splittable: bool = True) -> bool:
     """Is a head installed that applies to one of ``languages`` and has a use
     in this build?  A line scan of each spec.yaml (registry.spec_languages,
     registry.has_use), no YAML parser: heads for OpenCL alone do not make a C
     compile run the side run, nor does a loop-vectorize head whose decisions
-    would neither be applied nor recorded."""
-    from mirecc.tasks.registry import default_heads_dirs, has_use, heads_for_languages
-    return any(has_use(spec, config, opt_level)
-               for spec in heads_for_languages(default_heads_dirs(config), languages))
+    would neither be applied nor recorded, nor, in a compile that cannot be
+    split (``cc conftest.c -o conftest``, several sources), a head whose
+    task acts only through its build step (code size: ``Task.verify``
+    builds candidates from a split compile's bitcode), unless recorded."""
+    from mirecc.tasks.registry import (default_heads_dirs, has_use, heads_for_languages,
+                                       spec_task, task)
+
+    for spec in heads_for_languages(default_heads_dirs(config), languages):
+        if not has_use(spec, config, opt_level):
+            continue
+        declared = task(spec_task(spec.spec_path) or "")
+        if splittable or config.record or declared is None or declared.verify is None:
+            return True
+    return False
 
 
 def _compiler_writes_stdout(inv) -> bool:

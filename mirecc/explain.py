@@ -141,7 +141,10 @@ def _verified_lines(task: str, v: dict) -> list[str]:
         code = f"{text[name]:>10,}" if name in text else f"{'-':>10}"
         lines.append(f"   {mark} {size:>10,} {change:>7} {code}  {label}")
     for name, why in v["skipped"].items():
-        lines.append(f"     {'failed':>10} {'':>7}  {name}: {why}")
+        # the build step's reasons: "not built: <why>" (chosen not to), else a failure
+        status, _, rest = why.partition(": ")
+        status, why = (status, rest) if status == "not built" else ("failed", why)
+        lines.append(f"     {status:>10} {'':>7}  {name}: {why}")
     return lines
 
 

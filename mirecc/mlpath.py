@@ -362,11 +362,13 @@ def _gated(inv: Invocation, config, explain: bool, own) -> dict:
     counts = {}
     for name, gate in sorted(gates.items()):
         try:
-            if not load_attribute(gate)(own.temp):
-                return {}
+            reason = load_attribute(gate)(own.temp, config, own.split.compiler)
         except Exception:   # noqa: BLE001 - a gate never breaks the build: read the IR
             return {}
+        if not reason:
+            return {}
         counts[f"verified.{name}"] = counts[f"verified.{name}.not-searched"] = 1
+        counts[f"verified.{name}.{reason}"] = 1
     return counts
 
 

@@ -31,7 +31,9 @@ Counters:
   by building candidates (code size), those where a candidate beat the
   user's level, and those where the winner was known from an earlier build
   (only it was built); ``verified.<task>.not-searched``: those where the
-  step built nothing (code size: an object too small to gain);
+  step built nothing, and why: ``verified.<task>.too-small`` (an object
+  too small to gain) or ``verified.<task>.predicted-no-gain`` (the object
+  gate expects no candidate within the budget to gain);
 - ``cuda.compiles`` / ``cuda.applied``: ``mirecc-nvcc`` calls that compiled
   CUDA sources, and those whose build got a block shape (a decision that
   fails to build is withdrawn: ``fallback.decided-failed``);
@@ -228,7 +230,9 @@ def render(data: dict, path: str) -> str:
         task = name[len("verified."):]
         lines += [row(f"{task}: searched (candidates built)",
                       n(name) - n(f"{name}.from-cache") - n(f"{name}.not-searched"), 4),
-                  row("nothing to build (too small to gain)", n(f"{name}.not-searched"), 6),
+                  row("nothing built", n(f"{name}.not-searched"), 6),
+                  row("too small to gain", n(f"{name}.too-small"), 8),
+                  row("no candidate predicted to gain", n(f"{name}.predicted-no-gain"), 8),
                   row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
                   row("winner known from an earlier build", n(f"{name}.from-cache"), 6)]
     if n("cuda.compiles"):

@@ -117,11 +117,12 @@ class Task:
     its cache directory); it returns an object with ``winner``, ``own``
     and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
     flags are the whole decision.
-    ``gate``: ``"module:function"``: ``function(object_path) -> str | None``,
-    for a task with ``verify``: asked with the user's own object of a split
-    compile before the IR is read; a reason (a short code) when the build
-    step could not pay on it (code size: too little code), ``None`` when it
-    could.  When every head with a use in the compile belongs to a task
+    ``gate``: ``"module:function"``: ``function(object_path, config,
+    compiler) -> str | None``, for a task with ``verify``: asked with the
+    user's own object of a split compile before the IR is read; a reason (a
+    short code) when the build step could not pay on it (code size: too
+    little code, or no candidate its object gate expects to gain), ``None``
+    when it could.  When every head with a use in the compile belongs to a task
     whose gate gives a reason, the IR is not read at all: the user's own
     object is the answer (configure's probes pay one compile).
     ``plugin_entry``: ``"module:function"``: ``function(source, decisions)

@@ -17,7 +17,7 @@ Offline: :mod:`.offline` (``mire size-search``, ``size-check``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Command, Setting, Task
+from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
 def _as_positive(value):
@@ -73,6 +73,10 @@ TASKS = (
                           "candidates built per TU cost at most this many of its own compiles "
                           "together (each pipeline's cost measured by mire size-order); the "
                           "first K that fit are built"),
+                  Setting("size_gate", "MIRECC_SIZE_GATE", parse_bool, True,
+                          "skip the candidates the object gate (statistics of your own "
+                          "object) expects not to gain; off: build every candidate the "
+                          "budget allows"),
                   Setting("size_jobs", "MIRECC_SIZE_JOBS", _as_positive, 1,
                           "candidates built at once where make's jobserver is not reachable "
                           "(with one, its free slots decide)")),
@@ -110,6 +114,14 @@ TASKS = (
                     "pipeline's build time over -Oz's (its cost, what size_budget is spent in) "
                     "and a greedy order by .text bytes saved per unit of cost on the training "
                     "modules; --write-spec puts both into heads/code-size/spec.yaml."),
+            Command("size-gate", "mirecc.tasks.code_size.offline.gate",
+                    "fit the code-size object gate on the training packages' labels and judge "
+                    "it on the held-out ones (needs scikit-learn)",
+                    "Build the labelled corpus modules' -Oz objects, fit per library pipeline a "
+                    "logistic regression from statistics of the object to whether the pipeline "
+                    "makes it smaller, choose the threshold by leave-one-package-out cross-"
+                    "validation on the training packages, and report the held-out packages; "
+                    "--write-spec puts the gate into heads/code-size/spec.yaml."),
             Command("size-train", "mirecc.tasks.code_size.offline.train",
                     "train the code-size ranker on the training packages' labels (needs scikit-"
                     "learn)",

@@ -137,15 +137,126 @@ def object_sizes(path: str) -> tuple[int, int]:
 
 
 
-def worth_searching(object_path: str) -> str | None:
+def worth_searching(object_path: str, config=None, compiler: str = "") -> str | None:
     """The task's gate (``Task.gate``): ``"too-small"`` when the user's own
-    object has less than :data:`MIN_TEXT_BYTES` of ``.text``, else None.
-    Here, not in :mod:`.verify`: what a probe compile imports is its cost."""
+    object has less than :data:`MIN_TEXT_BYTES` of ``.text``;
+    ``"predicted-no-gain"`` when the installed object gate (:func:`gate_keeps`)
+    keeps none of the candidates the budget would build; else None.
+    Here, not in :mod:`.verify`: what a probe compile imports is its cost
+    (the too-small test reads the section table and nothing else)."""
     try:
         text = object_sizes(object_path)[1]
     except Exception:   # noqa: BLE001 - unreadable: let the ML path decide as before
         return None
-    return "too-small" if text < MIN_TEXT_BYTES else None
+    if text < MIN_TEXT_BYTES:
+        return "too-small"
+    if config is None or not compiler or not getattr(config, "size_gate", True):
+        return None
+    try:
+        from mirecc.compiler import clang_major
+        from mirecc.tasks.code_size.head import budget_names, installed
+
+        spec = installed(config)
+        major = clang_major(compiler)
+        names = budget_names(spec, major, int(getattr(config, "size_search", 0) or 0),
+                             float(getattr(config, "size_budget", 1.0)))
+        if spec.get("ranker", {}).get(str(major)) or not names:
+            return None     # a ranker orders them after the IR is read: the build step gates
+        with open(object_path, "rb") as fh:
+            kept = gate_keeps(spec.get("gate", {}).get(str(major)), fh.read(), names)
+    except Exception:   # noqa: BLE001 - a gate never breaks the build: read the IR
+        return None
+    return None if kept is None or kept[0] else "predicted-no-gain"
+
+
+# The object gate: from the user's own object alone (no IR is read), the
+# chance that each candidate makes it smaller, by a logistic regression per
+# candidate over these statistics of the object (mire size-gate fits them).
+# ELF64 little-endian x86-64 objects only; the relocation types are x86-64's.
+GATE_FEATURES = ("log text", "log loadable", "rodata/text", "data/text", "eh_frame/text",
+                 "log local functions", "log global functions", "local share of functions",
+                 "log text per function", "PLT32 relocations per 100 B",
+                 "PC32 relocations per 100 B", "GOT relocations per 100 B",
+                 "E8 bytes per 100 B", "zlib ratio of text", "largest function/text",
+                 "log undefined symbols")
+EM_X86_64 = 62
+SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_X86_64_UNWIND = 2, 4, 8, 0x70000001
+SHF_WRITE = 0x1
+
+
+def object_features(data: bytes) -> list[float] | None:
+    """:data:`GATE_FEATURES` of an ELF object's bytes; None unless it is an
+    ELF64 little-endian x86-64 object (the gate's models know no other)."""
+    import math
+    import zlib
+
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 \
+            or struct.unpack_from("<H", data, 0x12)[0] != EM_X86_64:
+        return None
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                for i in range(shnum)]
+    n = collections.Counter()
+    texts, largest = [], 0
+    for _, sh_type, flags, _, offset, size, _, info, _, _ in sections:
+        if flags & SHF_ALLOC:
+            n["loadable"] += size
+            if sh_type == SHT_PROGBITS and flags & SHF_EXECINSTR:
+                texts.append(data[offset:offset + size])
+            elif sh_type == SHT_X86_64_UNWIND:
+                n["eh_frame"] += size
+            elif sh_type == SHT_PROGBITS:
+                n["data" if flags & SHF_WRITE else "rodata"] += size
+        if sh_type == SHT_SYMTAB:
+            for at in range(offset, offset + size - 23, 24):
+                _, st_info, _, st_shndx, _, st_size = struct.unpack_from("<IBBHQQ", data, at)
+                kind, bind = st_info & 0xF, st_info >> 4
+                if kind == 2:       # STT_FUNC
+                    n["global" if bind else "local"] += 1
+                    largest = max(largest, st_size)
+                elif kind == 0 and bind and st_shndx == 0:
+                    n["undefined"] += 1
+        elif sh_type == SHT_RELA and info < shnum and sections[info][2] & SHF_EXECINSTR:
+            for at in range(offset + 8, offset + size - 15, 24):
+                kind = struct.unpack_from("<I", data, at)[0]
+                n[{4: "plt", 2: "pc", 9: "got", 41: "got", 42: "got"}.get(kind, "other")] += 1
+    text = b"".join(texts)
+    size = max(len(text), 1)
+    functions = max(n["local"] + n["global"], 1)
+    per100 = 100.0 / size
+    return [math.log(size), math.log1p(n["loadable"]), n["rodata"] / size, n["data"] / size,
+            n["eh_frame"] / size, math.log1p(n["local"]), math.log1p(n["global"]),
+            n["local"] / functions, math.log(size / functions), n["plt"] * per100,
+            n["pc"] * per100, n["got"] * per100, text.count(b"\xe8") * per100,
+            len(zlib.compress(text, 1)) / size, largest / size, math.log1p(n["undefined"])]
+
+
+def gate_chances(model: dict, features: list[float]) -> dict[str, float]:
+    """candidate name -> the model's chance that it makes the object smaller."""
+    import math
+
+    z = [(x - m) / s for x, m, s in zip(features, model["mean"], model["scale"])]
+    out = {}
+    for name, (intercept, *coefficients) in model["pipelines"].items():
+        t = intercept + sum(c * x for c, x in zip(coefficients, z))
+        out[name] = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, t))))
+    return out
+
+
+def gate_keeps(model: dict | None, data: bytes, names: list[str]):
+    """(the names the object gate keeps, in order; their chances) for an
+    object's bytes, or None where no gate applies (no model, an object it
+    does not know): every name is built then.  A name the model does not
+    know is kept."""
+    if not model:
+        return None
+    features = object_features(data)
+    if features is None:
+        return None
+    chances = gate_chances(model, features)
+    kept = [name for name in names if chances.get(name, 1.0) >= model["threshold"]]
+    return kept, chances
 
 
 def text_bytes(path: str) -> int:

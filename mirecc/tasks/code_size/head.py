@@ -102,11 +102,25 @@ def within_budget(names: list[str], costs: dict[str, float], k: int,
 
 def installed_library(config, major: int) -> dict[str, str]:
     """name -> passes of LLVM ``major``'s library in the installed code-size
-    head (the build step resolves the decision's names with it).  The
-    parsed library is kept as JSON in the cache directory, keyed by the
-    spec's path, size and time: reading the YAML spec costs ~100 ms (the
-    parser's import and kilobytes-long pipelines) on every searched TU, the
-    JSON ~1 ms."""
+    head (the build step resolves the decision's names with it)."""
+    return installed(config)["library"].get(str(major), {})
+
+
+def budget_names(spec: dict, major: int, k: int, budget: float) -> list[str]:
+    """The names the budget builds in the library's order, from
+    :func:`installed`'s ``spec``."""
+    library = spec["library"].get(str(major), {})
+    return within_budget(list(library), spec["costs"].get(str(major), {}), k, budget)
+
+
+def installed(config) -> dict:
+    """The installed code-size head's spec as the driver's build step and
+    gate use it, per LLVM major (as text): ``library`` (name -> candidate
+    text, in the library's order), ``costs``, ``gate`` (the object gate's
+    model, :func:`parse_gate`) and ``ranker`` (majors a ranker orders).
+    Kept as JSON in the cache directory, keyed by the spec's path, size and
+    time: reading the YAML spec costs ~100 ms (the parser's import and
+    kilobytes-long pipelines) on every searched TU, the JSON ~1 ms."""
     import json
 
     from mirecc.tasks.registry import default_heads_dirs, find_head_specs, spec_task
@@ -118,28 +132,64 @@ def installed_library(config, major: int) -> dict[str, str]:
         if config is not None and config.cache:
             from hashlib import sha256
             st = os.stat(found.spec_path)
-            stamp = f"{os.path.abspath(found.spec_path)}|{st.st_size}|{st.st_mtime_ns}"
+            stamp = f"v2|{os.path.abspath(found.spec_path)}|{st.st_size}|{st.st_mtime_ns}"
             kept = os.path.join(config.cache_root(), "code-size", "library-"
                                 + sha256(stamp.encode()).hexdigest()[:24] + ".json")
             try:
                 with open(kept, encoding="utf-8") as fh:
-                    return json.load(fh).get(str(major), {})
-            except (OSError, ValueError, AttributeError):
+                    return json.load(fh)
+            except (OSError, ValueError):
                 pass
         from mirecc.pipeline import load_head
 
-        library = load_head(found, config).library
+        head = load_head(found, config)
+        spec = {"library": {str(m): dict(pairs) for m, pairs in head.library.items()},
+                "costs": {str(m): costs for m, costs in head.costs.items()},
+                "gate": {str(m): model for m, model in head.gate.items()},
+                "ranker": {str(head.ranker["llvm"]): True} if head.ranker else {}}
         if kept is not None:
             from pathlib import Path
 
             from mirecc.fsutil import atomic_write_bytes
             try:
-                atomic_write_bytes(Path(kept), json.dumps(
-                    {str(m): dict(pairs) for m, pairs in library.items()}).encode())
+                atomic_write_bytes(Path(kept), json.dumps(spec).encode())
             except OSError:
                 pass        # only the shortcut is lost
-        return dict(library.get(major, []))
+        return spec
     raise HeadError("no code-size head is installed")
+
+
+def parse_gate(spec: dict, library: dict, where) -> dict[int, dict]:
+    """The spec's ``object_gate``: LLVM major -> ``{threshold, mean, scale,
+    pipelines: {name: [intercept, coefficient per feature]}}`` (``mire
+    size-gate``; features: :data:`~mirecc.tasks.code_size.build.GATE_FEATURES`
+    of the user's own object).  A candidate whose chance is below the
+    threshold is not built."""
+    from mirecc.tasks.code_size.build import GATE_FEATURES
+
+    gate = spec.get("object_gate")
+    if gate is None:
+        return {}
+    n = len(GATE_FEATURES)
+    out = {}
+    for major, model in gate.items() if isinstance(gate, dict) else [(None, None)]:
+        names = {name for name, _ in library.get(major, [])}
+        ok = (isinstance(model, dict) and isinstance(model.get("threshold"), (int, float))
+              and all(isinstance(model.get(k), list) and len(model[k]) == n
+                      and all(isinstance(x, (int, float)) for x in model[k])
+                      and (k == "mean" or all(x > 0 for x in model[k]))
+                      for k in ("mean", "scale"))
+              and isinstance(model.get("pipelines"), dict) and set(model["pipelines"]) <= names
+              and all(isinstance(c, list) and len(c) == n + 1
+                      and all(isinstance(x, (int, float)) for x in c)
+                      for c in model["pipelines"].values()))
+        if not ok:
+            raise HeadError(f"{where}: 'object_gate' must map LLVM majors of the library to "
+                            f"{{threshold, mean and scale ({n} numbers each), pipelines: "
+                            f"{{library name: [intercept and {n} coefficients]}}}}")
+        out[major] = {"threshold": float(model["threshold"]), "mean": model["mean"],
+                      "scale": model["scale"], "pipelines": model["pipelines"]}
+    return out
 
 
 class CodeSizeHead:
@@ -156,6 +206,7 @@ class CodeSizeHead:
         except HeadError as exc:
             raise HeadError(f"{self.directory / 'spec.yaml'}: {exc}") from None
         self.ranker = self._ranker(spec.get("ranker"))
+        self.gate = parse_gate(spec, self.library, self.directory / "spec.yaml")
 
     def _ranker(self, ranker) -> dict | None:
         if ranker is None:

@@ -49,6 +49,7 @@ class Verified:
     from_cache: bool = False
     text: dict = field(default_factory=dict)
     note: str = ""          # why nothing was built, when that is the reason
+    reason: str = ""        # its code, as the gate gives it (too-small, predicted-no-gain)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -67,13 +68,32 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         # before anything is loaded: configure's probes pay only this
         return Verified({own: own_sizes[0]}, own, {}, own, built=0, text={own: own_sizes[1]},
                         note=f"not searched: the object has {own_sizes[1]} bytes of .text, "
-                             f"under {MIN_TEXT_BYTES} (too small to gain)")
+                             f"under {MIN_TEXT_BYTES} (too small to gain)", reason="too-small")
     from mirecc.compiler import clang_major
-    from mirecc.tasks.code_size.head import installed_library
+    from mirecc.tasks.code_size.build import gate_keeps
+    from mirecc.tasks.code_size.head import installed
     from mirecc.tasks.code_size.winners import WinnerCache, winner_key
 
-    library = installed_library(config, clang_major(split.compiler))
+    spec, major = installed(config), str(clang_major(split.compiler))
+    library = spec["library"].get(major, {})
     names = list(decision.value["verify"])
+    gated = None
+    if getattr(config, "size_gate", True):
+        with open(split.output, "rb") as fh:
+            gated = gate_keeps(spec["gate"].get(major), fh.read(), names)
+    gate_skipped = {}
+    if gated is not None:
+        threshold = spec["gate"][major]["threshold"]
+        gate_skipped = {name: f"not built: the object gate gives it a {gated[1][name]:.2f} "
+                              f"chance to gain (threshold {threshold:g})"
+                        for name in names if name not in gated[0]}
+        names = gated[0]
+        if not names:
+            return Verified({own: own_sizes[0]}, own, gate_skipped, own, built=0,
+                            text={own: own_sizes[1]},
+                            note="not searched: the object gate predicts that no candidate "
+                                 "within the budget makes this object smaller",
+                            reason="predicted-no-gain")
     passes = {name: library[name] for name in names if name in library}
     cache = key = None
     if config is not None and config.cache:
@@ -84,7 +104,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         known = cache.get(key)
         if known is not None:
             return _rebuild_winner(known, split, extra, workdir, own, passes, own_sizes)
-    sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, {}, {}
+    sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, dict(gate_skipped), {}
     def build(item):
         number, name = item
         try:

@@ -555,3 +555,123 @@ def test_a_tu_too_small_to_gain_is_not_searched(tmp_path):
     text = subprocess.run([MIRECC, "--explain", "-Oz", "-c", "probe.c", "-o", "ours.o"],
                           cwd=tmp_path, env=env, capture_output=True, text=True).stdout
     assert f"under {MIN_TEXT_BYTES} (too small to gain)" in text and "failed" not in text
+
+
+def _gate_spec(tmp_path: Path, intercepts: dict[str, float], threshold: float = 0.5) -> Path:
+    """A test head whose object gate gives each named pipeline a fixed chance
+    (its intercept; the coefficients 0)."""
+    import yaml
+
+    from mirecc.tasks.code_size.build import GATE_FEATURES
+
+    n = len(GATE_FEATURES)
+    root = tmp_path / "heads"
+    (root / "code-size").mkdir(parents=True)
+    (root / "code-size" / "spec.yaml").write_text(yaml.safe_dump({
+        "task": "code-size", "languages": ["c", "c++"],
+        "pipelines": {14: list(intercepts)},
+        "object_gate": {14: {"threshold": threshold, "mean": [0.0] * n, "scale": [1.0] * n,
+                             "pipelines": {p: [b] + [0.0] * n
+                                           for p, b in intercepts.items()}}}}))
+    return root
+
+
+def test_object_features_read_a_real_object(tmp_path):
+    """The gate's statistics of a clang object: one per name, the code size
+    as the section table gives it; an object of another machine has none."""
+    import math
+
+    from mirecc.tasks.code_size.build import GATE_FEATURES, object_features, object_sizes
+
+    (tmp_path / "p.c").write_text(SOURCE)
+    subprocess.run([CLANG, "-Oz", "-c", "p.c", "-o", "p.o"], cwd=tmp_path, check=True)
+    data = (tmp_path / "p.o").read_bytes()
+    features = object_features(data)
+    assert len(features) == len(GATE_FEATURES)
+    assert round(math.exp(features[0])) == object_sizes(str(tmp_path / "p.o"))[1]
+    assert features[5] + features[6] > 0            # it has functions
+    assert 0 < features[13] < 1                     # code compresses
+    other = bytearray(data)
+    other[0x12:0x14] = (183).to_bytes(2, "little")   # EM_AARCH64
+    assert object_features(bytes(other)) is None
+
+
+def test_the_object_gate_keeps_only_candidates_likely_to_gain(tmp_path):
+    from mirecc.tasks.code_size.build import GATE_FEATURES, gate_keeps
+
+    (tmp_path / "p.c").write_text(SOURCE)
+    subprocess.run([CLANG, "-Oz", "-c", "p.c", "-o", "p.o"], cwd=tmp_path, check=True)
+    data = (tmp_path / "p.o").read_bytes()
+    n = len(GATE_FEATURES)
+    model = {"threshold": 0.5, "mean": [0.0] * n, "scale": [1.0] * n,
+             "pipelines": {"likely": [5.0] + [0.0] * n, "unlikely": [-5.0] + [0.0] * n}}
+    kept, chances = gate_keeps(model, data, ["unlikely", "unknown", "likely"])
+    assert kept == ["unknown", "likely"]             # order kept; unknown names are built
+    assert chances["unlikely"] < 0.01 < 0.99 < chances["likely"]
+    assert gate_keeps(None, data, ["likely"]) is None
+
+
+def test_a_bad_object_gate_is_a_clear_error(tmp_path):
+    import yaml
+
+    from mirecc.pipeline import HeadError
+    from mirecc.tasks.code_size.head import CodeSizeHead
+
+    spec = yaml.safe_load((_gate_spec(tmp_path, {"default<Oz>": 1.0}) / "code-size"
+                           / "spec.yaml").read_text())
+    CodeSizeHead(tmp_path, spec)                     # well formed
+    model = spec["object_gate"][14]
+    model["pipelines"]["default<O3>"] = model["pipelines"].pop("default<Oz>")
+    with pytest.raises(HeadError, match="'object_gate' must map LLVM majors of the library"):
+        CodeSizeHead(tmp_path, spec)                 # a pipeline the library lacks
+    model["pipelines"] = {"default<Oz>": [1.0]}
+    with pytest.raises(HeadError, match="'object_gate'"):
+        CodeSizeHead(tmp_path, spec)                 # too few coefficients
+
+
+def test_a_tu_the_object_gate_rejects_is_clangs_and_reads_no_ir(tmp_path):
+    """With no candidate likely to gain, the object is clang's byte for byte,
+    counted as predicted no gain, and no IR is read; a likely one is built."""
+    env = env_for(tmp_path, _gate_spec(tmp_path, {"default<Oz>": -8.0, "default<O1>": -8.0}),
+                  k=2)
+    plain, ours, _ = compile_both(tmp_path, env, "-Os")
+    assert ours.read_bytes() == plain.read_bytes()
+    counted = stats(env)
+    assert counted["verified.code-size.predicted-no-gain"] == 1
+    assert counted["verified.code-size.not-searched"] == 1
+    assert "tus.seen" not in counted                 # the gate answered before the IR
+    text = subprocess.run([MIRECC, "--explain", "-Os", "-c", "p.c", "-o", "ours.o"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True).stdout
+    assert "the object gate predicts that no candidate" in text
+    assert text.count("not built") == 2 and "failed" not in text
+
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    env = env_for(keep, _gate_spec(keep, {"default<Oz>": -8.0, "default<O1>": 8.0}), k=2)
+    compile_both(keep, env, "-Os")
+    verified = explain_json(keep, env, "-Os")
+    assert set(verified["sizes"]) == {"-Os", "default<O1>"}      # only the likely one built
+    assert "default<Oz>" in verified["skipped"]
+
+    off = tmp_path / "off"
+    off.mkdir()
+    env = {**env_for(off, _gate_spec(off, {"default<Oz>": -8.0, "default<O1>": -8.0}), k=2),
+           "MIRECC_SIZE_GATE": "0"}
+    compile_both(off, env, "-Os")
+    assert set(explain_json(off, env, "-Os")["sizes"]) == {"-Os", "default<Oz>", "default<O1>"}
+
+
+def test_a_compile_and_link_reads_no_ir_for_code_size_alone(tmp_path):
+    """``cc -Oz conftest.c -o conftest`` (configure's link probes) cannot be
+    split, so the build step could not build a candidate: no IR is read,
+    clang runs once, as asked."""
+    env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>"]), k=1)
+    (tmp_path / "p.c").write_text(SOURCE)
+    proc = subprocess.run([MIRECC, "-Oz", "p.c", "-o", "p"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    counted = stats(env)
+    assert counted["passthrough.no-use"] == 1 and "tus.seen" not in counted
+    subprocess.run([CLANG, "-Oz", "p.c", "-o", "q"], cwd=tmp_path, check=True)
+    assert subprocess.run(["./p"], cwd=tmp_path, capture_output=True).stdout \
+        == subprocess.run(["./q"], cwd=tmp_path, capture_output=True).stdout

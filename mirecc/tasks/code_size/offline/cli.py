@@ -268,12 +268,13 @@ SPEC_HEADER = """\
 
 def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None = None,
                ranker: dict | None = None, drop_ranker: bool = False,
-               costs: dict[str, float] | None = None) -> None:
+               costs: dict[str, float] | None = None, gate: dict | None = None) -> None:
     """Rewrite heads/code-size/spec.yaml with LLVM ``major``'s library
     (``[(name, candidate text)]``) and/or the ``ranker`` section (a new library
     drops a ranker of that major: it ranked other pipelines).  ``costs``
     (name -> cost, ``mire size-order``) are written with the entries; an
-    entry kept from the old library keeps its cost."""
+    entry kept from the old library keeps its cost; ``gate``: the object gate
+    of ``major`` (``mire size-gate``; a new library drops its old one)."""
     import yaml
 
     from mirecc.fsutil import atomic_write_bytes
@@ -296,10 +297,16 @@ def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None
         spec["pipelines"][major] = [entry(name, candidate) for name, candidate in pipelines]
         if (spec.get("ranker") or {}).get("llvm") == major:
             drop_ranker = True
+        if major in (spec.get("object_gate") or {}):
+            del spec["object_gate"][major]
+            if not spec["object_gate"]:
+                del spec["object_gate"]
     if drop_ranker:
         spec.pop("ranker", None)
     if ranker is not None:
         spec["ranker"] = ranker
+    if gate is not None:
+        spec.setdefault("object_gate", {})[major] = gate
     text = SPEC_HEADER + yaml.safe_dump(spec, sort_keys=False, width=1 << 30)
     atomic_write_bytes(SPEC, text.encode())
 
