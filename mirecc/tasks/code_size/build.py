@@ -180,19 +180,27 @@ GATE_FEATURES = ("log text", "log loadable", "rodata/text", "data/text", "eh_fra
                  "E8 bytes per 100 B", "zlib ratio of text", "largest function/text",
                  "log undefined symbols")
 EM_X86_64 = 62
-SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_X86_64_UNWIND = 2, 4, 8, 0x70000001
+SHT_SYMTAB, SHT_RELA, SHT_X86_64_UNWIND = 2, 4, 0x70000001
 SHF_WRITE = 0x1
 
 
 def object_features(data: bytes) -> list[float] | None:
-    """:data:`GATE_FEATURES` of an ELF object's bytes; None unless it is an
-    ELF64 little-endian x86-64 object (the gate's models know no other)."""
+    """:data:`GATE_FEATURES` of an ELF object's bytes; None unless it is a
+    whole ELF64 little-endian x86-64 object (the gate's models know no
+    other)."""
+    try:
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 \
+                or struct.unpack_from("<H", data, 0x12)[0] != EM_X86_64:
+            return None
+        return _x86_64_features(data)
+    except (struct.error, IndexError):
+        return None         # truncated
+
+
+def _x86_64_features(data: bytes) -> list[float]:
     import math
     import zlib
 
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 \
-            or struct.unpack_from("<H", data, 0x12)[0] != EM_X86_64:
-        return None
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)

@@ -594,6 +594,7 @@ def test_object_features_read_a_real_object(tmp_path):
     other = bytearray(data)
     other[0x12:0x14] = (183).to_bytes(2, "little")   # EM_AARCH64
     assert object_features(bytes(other)) is None
+    assert object_features(data[:200]) is None       # truncated: no gate, no error
 
 
 def test_the_object_gate_keeps_only_candidates_likely_to_gain(tmp_path):
