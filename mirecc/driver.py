@@ -412,9 +412,13 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
             _remove_workdir(workdir)   # exec runs no finally
             return _exec(final)
     if started.own is not None and not split:
-        # the ML path gave up after the user's own compile started: it is the answer
+        # the ML path gave up after the user's own compile started, or its
+        # gates answered: it is the answer
         finish()
         rc = _finish_own(started.own, final, stdin_data)
+        if rc == 0 and not fallback and outcome is not None \
+                and outcome.gated_manifest is not None:
+            mlpath.record_gated(outcome, config)
         if rc == 0 and warning:
             _say("warning", warning)
         return rc

@@ -110,6 +110,9 @@ class Outcome:
         self.manifests: list = []           # direct-mode manifests to write after the compile
         self.verified: dict = {}            # task -> what its build step did (Task.verify)
         self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.objcache)
+        # a TU whose gates answered: (Manifests, key), its own compile's
+        # dependency file, source, start, compiler, object: its object is kept
+        self.gated_manifest: tuple | None = None
         self.counts: dict = {}              # mire stats counters of what happened here
 
 
@@ -251,13 +254,22 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         if split_blocked is None:
             split = frontend.Split(compiler, args, inv, bc_path, color=sys.stderr.isatty(),
                                    private_dep_file=os.path.join(workdir, f"tu{number}.d"))
+            gates = _gates(inv, config, explain)
+            # where a gate may answer in direct mode, the own compile lists
+            # the files it reads, for the manifest that keeps its object
+            own_dep = (os.path.join(workdir, f"own{number}.d")
+                       if gates and manifest is not None and not split.writes_dep_file
+                       else None)
             # the user's own compile, on another core, while the IR is read
-            outcome.own = split.start_own()
-            gated = _gated(inv, config, explain, outcome.own)
+            outcome.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
+            gated = _gated(gates, outcome.own, config)
             if gated:
                 # every head's build step said it cannot pay on this object:
                 # the user's own compile is the answer, no IR is read
                 outcome.counts.update(gated)
+                if own_dep:
+                    outcome.gated_manifest = (manifest, own_dep, source.path, frontend_started,
+                                              compiler, split.output)
                 return outcome
             outcome.split = split
             bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
@@ -337,15 +349,13 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
     return outcome
 
 
-def _gated(inv: Invocation, config, explain: bool, own) -> dict:
-    """When every head with a use in this compile belongs to a task with a
-    gate (``Task.gate``), wait for the user's own compile and ask the gates;
-    their counters (``verified.<task>.not-searched``) when each gave a
-    reason, else {} (the IR is read as usual).  Never with --explain, a
-    record, a capture or a decisions profile: they want the IR."""
+def _gates(inv: Invocation, config, explain: bool) -> dict:
+    """task -> its gate (``Task.gate``), when every head with a use in this
+    compile belongs to a task with one; else {} (the IR is read as usual).
+    Never with --explain, a record, a capture or a decisions profile: they
+    want the IR."""
     if explain or config.record or config.capture_dir or config.profile:
         return {}
-    from mirecc.tasks.api import load_attribute
     from mirecc.tasks.registry import (default_heads_dirs, has_use, heads_for_languages,
                                        spec_task, task)
 
@@ -357,6 +367,15 @@ def _gated(inv: Invocation, config, explain: bool, own) -> dict:
             if declared is None or not declared.gate:
                 return {}
             gates[declared.name] = declared.gate
+    return gates
+
+
+def _gated(gates: dict, own, config) -> dict:
+    """Wait for the user's own compile and ask the ``gates``
+    (:func:`_gates`); their counters (``verified.<task>.not-searched`` and
+    the reason) when each gave a reason, else {} (the IR is read)."""
+    from mirecc.tasks.api import load_attribute
+
     if not gates or not _wait_untimed(own):
         return {}
     counts = {}
@@ -432,7 +451,8 @@ def record_manifests(outcome: Outcome, config) -> None:
     """Write the direct-mode manifests of the call's TUs, with their results
     as the compile left them (decisions that changed nothing not applied).
     A TU whose object a build step chose gets one only when every such step
-    succeeded and its object is kept (:mod:`mirecc.objcache`)."""
+    succeeded and its object is kept (:mod:`mirecc.objcache`); a TU whose
+    gates answered gets one from :func:`record_gated`."""
     for (manifests, key), dep_file, source, started, report, sha, size, compiler, output \
             in outcome.manifests:
         object_key = None
@@ -450,6 +470,26 @@ def record_manifests(outcome: Outcome, config) -> None:
                 continue
         manifests.record(key, dep_file, source, started, report.result, sha, size,
                          object_key=object_key)
+
+
+def record_gated(outcome: Outcome, config) -> None:
+    """Keep the object of a TU whose gates answered (:func:`_gated`), once
+    the user's own compile has put it in place, and write its manifest: a
+    rebuild of the unchanged TU copies it.  It has no decision and no
+    bitcode: the manifest's ``bitcode`` line holds the object's digest."""
+    from mirecc.objcache import ObjectCache, object_key
+
+    (manifests, key), dep_file, source, started, compiler, output = outcome.gated_manifest
+    try:
+        with open(output, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return
+    sha = sha256(data).hexdigest()
+    kept = object_key(key, sha, compiler)
+    if ObjectCache(config.cache_root(), config.object_cache_mb).put(kept, output):
+        manifests.record(key, dep_file, source, started, TUResult(None), sha, len(data),
+                         object_key=kept)
 
 
 def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:

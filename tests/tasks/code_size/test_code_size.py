@@ -641,6 +641,21 @@ def test_a_tu_the_object_gate_rejects_is_clangs_and_reads_no_ir(tmp_path):
     assert counted["verified.code-size.predicted-no-gain"] == 1
     assert counted["verified.code-size.not-searched"] == 1
     assert "tus.seen" not in counted                 # the gate answered before the IR
+    # its object is kept (a source older than the compile): a rebuild of the
+    # unchanged TU copies it and compiles nothing
+    _aged(tmp_path / "p.c")
+    compile_again = [MIRECC, "-Os", "-c", "p.c", "-o", "ours.o"]
+    subprocess.run(compile_again, cwd=tmp_path, env=env, check=True)
+    ours.unlink()
+    subprocess.run(compile_again, cwd=tmp_path, env=env, check=True)
+    assert ours.read_bytes() == plain.read_bytes()
+    counted = stats(env)
+    assert counted["tus.object"] == 1 and counted["verified.code-size.predicted-no-gain"] == 2
+    # a changed source is compiled and asked again
+    (tmp_path / "p.c").write_text(SOURCE + "\n/* changed */\n")
+    _aged(tmp_path / "p.c")
+    subprocess.run(compile_again, cwd=tmp_path, env=env, check=True)
+    assert stats(env)["verified.code-size.predicted-no-gain"] == 3
     text = subprocess.run([MIRECC, "--explain", "-Os", "-c", "p.c", "-o", "ours.o"],
                           cwd=tmp_path, env=env, capture_output=True, text=True).stdout
     assert "the object gate predicts that no candidate" in text
