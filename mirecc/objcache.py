@@ -1,7 +1,8 @@
 """Kept objects of TUs whose object a task's build step chose (code size:
-the smallest of the candidates), so that a rebuild of an unchanged TU
-copies the object and runs nothing else: ccache's rule, the same inputs give
-the same object.
+the smallest of the candidates), or whose task gates said before any IR was
+read that the step could not pay (the user's own object), so that a rebuild
+of an unchanged TU copies the object and runs nothing else: ccache's rule,
+the same inputs give the same object.
 
 A kept object is found through direct mode (:mod:`mirecc.direct`): the
 TU's manifest lists the files its front end read with their content, and its
@@ -14,7 +15,10 @@ decisions:
   variables clang reads (:data:`mirecc.direct.CLANG_ENVIRONMENT`);
 - mirecc's pipeline key: its version, the installed heads' files and the
   settings the tasks read (for code size: the candidate library and K);
-- the front end's bitcode (its SHA-256, recorded in the manifest);
+- the front end's bitcode (its SHA-256, recorded in the manifest); for a
+  TU the gates answered, which has none, the object's own SHA-256 (its
+  manifest lists the files the user's compile read, from a dependency
+  file that compile writes beside it);
 - the LLVM tools beside the compiler that build candidates (``opt``,
   ``llc``: real path, size and modification time).
 
