@@ -26,7 +26,8 @@ is a TU whose object a task's build step chose (code size): its manifest
 names the kept object (:mod:`mirecc.objcache`), which a hit copies, and
 nothing is compiled.  A file
 modified while the front end ran (mtime less than 1 s older than its start)
-makes no manifest.  Damaged manifests are misses.
+makes no manifest.  Damaged manifests are misses (so they are written
+without waiting for the disk).
 """
 from __future__ import annotations
 
@@ -97,8 +98,9 @@ def _file_sha(path: str) -> str:
 class Entry:
     """A manifest whose files are unchanged: ``bitcode_sha256``,
     ``bitcode_bytes``, ``decided``, ``applied``, ``reason_codes`` and
-    ``result_json`` (the TUResult's JSON, unparsed); ``object_key``: the
-    kept object's key (:mod:`mirecc.objcache`), or None."""
+    ``result_json`` (the TUResult's JSON, unparsed); ``object_key`` and
+    ``object_sha256``: the kept object's key and digest
+    (:mod:`mirecc.objcache`), or None."""
 
     def __init__(self, fields: dict):
         self.bitcode_sha256 = fields["bitcode"][0]
@@ -107,7 +109,7 @@ class Entry:
         self.applied = fields["applied"] == ["1"]
         self.reason_codes = fields["reasons"]
         self.result_json = fields["result"]
-        self.object_key = (fields.get("object") or [None])[0]
+        self.object_key, self.object_sha256 = (fields.get("object") or [None, None])[:2]
 
 
 class Manifests:
@@ -145,15 +147,13 @@ class Manifests:
             return None
 
     def record(self, key: str, dep_file: str, source: str, started_ns: int, result,
-               bitcode_sha256: str, bitcode_bytes: int, object_key: str | None = None) -> bool:
+               bitcode_sha256: str, bitcode_bytes: int, object_key: str | None = None,
+               object_sha256: str | None = None) -> bool:
         """Write the manifest of a TU whose front end started at
         ``started_ns`` and wrote ``dep_file``, with its ``result`` (a
         TUResult) and, for a TU whose object a build step chose, the kept
-        object's ``object_key``.  False (nothing written) when a file it read changed
+        object's ``object_key`` and ``object_sha256``.  False (nothing written) when a file it read changed
         while it ran, or cannot be read."""
-        import json
-        from pathlib import Path
-
         from mirecc.fsutil import atomic_write_bytes
 
         try:
@@ -179,11 +179,28 @@ class Manifests:
                   f"decided {int(result.decided)}",
                   f"applied {int(result.applied)}",
                   "reasons " + " ".join(result.reason_codes),
-                  *([f"object {object_key}"] if object_key else []),
-                  "result " + json.dumps(result.to_dict(), sort_keys=True), ""]
+                  *([f"object {object_key} {object_sha256}"] if object_key else []),
+                  "result " + result_json(result), ""]
         try:
-            atomic_write_bytes(Path(self._path(key)),
-                               "\n".join(lines).encode("utf-8", "surrogateescape"))
+            # not durable: a damaged manifest is a miss (module docstring)
+            atomic_write_bytes(self._path(key),
+                               "\n".join(lines).encode("utf-8", "surrogateescape"),
+                               durable=False)
         except OSError:
             return False        # only the shortcut is lost
         return True
+
+
+def result_json(result) -> str:
+    """A TUResult's JSON (sorted keys) for a manifest's ``result`` line.
+    An empty result (a TU the gates answered, no head with a use) is
+    written without the json module, which costs ~6 ms of such a compile."""
+    from mirecc.pipeline import PIPELINE_SCHEMA
+
+    if not (result.summary or result.decisions or result.no_decision_reasons
+            or result.reason_codes):
+        return ('{"decisions": [], "no_decision_reasons": [], "reason_codes": [], '
+                f'"schema": {PIPELINE_SCHEMA}, "summary": null}}')
+    import json
+
+    return json.dumps(result.to_dict(), sort_keys=True)

@@ -72,6 +72,7 @@ class TUReport:
         self.captured = captured        # path of the stored IR in capture mode
         self.where = where              # "server", "in process", "cache" or "direct"
         self.object_key = None          # direct: the kept object's key (mirecc.objcache)
+        self.object_sha256 = None       # and its digest
 
     @property
     def result(self) -> TUResult:
@@ -118,15 +119,15 @@ class Outcome:
 
 class deadline:
     """``with deadline(seconds):`` raises MLTimeout in the main thread after
-    ``seconds`` (wall clock).  (signal is imported here: with what it
-    imports, ~8 ms that a direct-mode hit does not pay.)"""
+    ``seconds`` (wall clock).  (``_signal``, the C module under signal:
+    signal builds its enums at import, ~10 ms of every compile.)"""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.previous = None
 
     def __enter__(self):
-        import signal
+        import _signal as signal
 
         def on_alarm(signum, frame):
             raise MLTimeout()
@@ -136,7 +137,7 @@ class deadline:
         return self
 
     def __exit__(self, *exc_info):
-        import signal
+        import _signal as signal
 
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self.previous)
@@ -395,7 +396,7 @@ def _wait_untimed(own) -> bool:
     """``own.wait()`` with the ML path's deadline paused: the user's own
     compile takes what it takes (sqlite3.c: a minute) and is not the ML
     path's time."""
-    import signal
+    import _signal as signal   # as deadline does
 
     left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
     try:
@@ -415,7 +416,7 @@ def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None
     report = TUReport(source.path, source.language, inv.opt_level or "0",
                       entry.bitcode_sha256, entry.bitcode_bytes, entry, "hit",
                       where="direct")
-    report.object_key = entry.object_key
+    report.object_key, report.object_sha256 = entry.object_key, entry.object_sha256
     if report.applied or config.record:   # the result is read now: damaged is a miss
         try:
             report.result
@@ -428,7 +429,8 @@ def _kept_object(report: TUReport, config) -> bytes | None:
     """The object a direct hit's manifest names, when it is still kept."""
     from mirecc.objcache import ObjectCache
 
-    return ObjectCache(config.cache_root(), config.object_cache_mb).get(report.object_key)
+    return ObjectCache(config.cache_root(), config.object_cache_mb).get(
+        report.object_key, report.object_sha256)
 
 
 def verifies(report: TUReport) -> bool:
@@ -455,7 +457,7 @@ def record_manifests(outcome: Outcome, config) -> None:
     gates answered gets one from :func:`record_gated`."""
     for (manifests, key), dep_file, source, started, report, sha, size, compiler, output \
             in outcome.manifests:
-        object_key = None
+        object_key = object_sha256 = None
         if verifies(report):
             from mirecc.objcache import ObjectCache, object_key as make_key
             from mirecc.tasks.registry import task
@@ -465,11 +467,12 @@ def record_manifests(outcome: Outcome, config) -> None:
             if not steps <= set(outcome.verified):
                 continue            # a build step failed: the object is not its choice
             object_key = make_key(key, sha, compiler)
-            if not ObjectCache(config.cache_root(), config.object_cache_mb).put(
-                    object_key, output):
+            object_sha256 = ObjectCache(config.cache_root(), config.object_cache_mb).put(
+                object_key, output)
+            if object_sha256 is None:
                 continue
         manifests.record(key, dep_file, source, started, report.result, sha, size,
-                         object_key=object_key)
+                         object_key=object_key, object_sha256=object_sha256)
 
 
 def record_gated(outcome: Outcome, config) -> None:
@@ -487,9 +490,10 @@ def record_gated(outcome: Outcome, config) -> None:
         return
     sha = sha256(data).hexdigest()
     kept = object_key(key, sha, compiler)
-    if ObjectCache(config.cache_root(), config.object_cache_mb).put(kept, output):
+    digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(kept, output)
+    if digest is not None:
         manifests.record(key, dep_file, source, started, TUResult(None), sha, len(data),
-                         object_key=kept)
+                         object_key=kept, object_sha256=digest)
 
 
 def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:

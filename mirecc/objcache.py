@@ -22,14 +22,21 @@ decisions:
 - the LLVM tools beside the compiler that build candidates (``opt``,
   ``llc``: real path, size and modification time).
 
+The manifest also records the kept object's SHA-256, and a hit copies the
+object only when its bytes still have it: objects are written without
+waiting for the disk (as ccache writes its own), and a file a crash left
+damaged is a miss.
+
 The object key (:func:`object_key`) is made of the manifest key, the
 bitcode's hash and those tools.  An object is kept only for a command whose
 object is all it writes: a split compile (:func:`mirecc.frontend.why_not`:
 one source, ``-c`` into a file, no flag that writes another file) without
 ``-MD``/``-MMD``, after every build step of the TU succeeded.  Objects live in ``<cache dir>/objects/v1/<aa>/<key>.o``, written
 atomically (safe under ``make -j``); a hit refreshes the file's time, and
-the folder is kept under ``object_cache_mb`` (default 1024) by removing the
-least recently used objects after each write.
+the folder is kept under ``object_cache_mb`` (default 1024) as ccache keeps
+its own: each of the 256 subfolders under a 256th of it, by removing its
+least recently used objects after a write into it (a write scans one
+subfolder, not the whole cache).
 """
 from __future__ import annotations
 
@@ -42,6 +49,8 @@ SCHEMA = 1
 TOOLS = ("opt", "llc")
 #: once over the bound, objects are removed down to this share of it
 TRIM_TO = 0.9
+#: subfolders, by the key's first two hex digits; each holds a share of the bound
+FOLDERS = 256
 
 
 def object_key(manifest_key: str, bitcode_sha256: str, compiler: str) -> str:
@@ -63,57 +72,58 @@ class ObjectCache:
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key[:2], key + ".o")
 
-    def get(self, key: str) -> bytes | None:
-        """The object's bytes, or None (none kept, or removed meanwhile)."""
+    def get(self, key: str, digest: str | None) -> bytes | None:
+        """The object's bytes when they have the SHA-256 ``digest`` (from
+        :meth:`put`), else None (none kept, removed meanwhile, damaged)."""
         path = self._path(key)
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
         except OSError:
             return None
+        if not data or digest is None or sha256(data).hexdigest() != digest:
+            return None
         try:
             os.utime(path)          # recently used: trimmed last
         except OSError:
             pass
-        return data or None
+        return data
 
-    def put(self, key: str, source_path: str) -> bool:
-        """Keep the object at ``source_path``; False when it cannot be."""
-        from pathlib import Path
-
+    def put(self, key: str, source_path: str) -> str | None:
+        """Keep the object at ``source_path``; its SHA-256 (for :meth:`get`),
+        or None when it cannot be kept."""
         from mirecc.fsutil import atomic_write_bytes
 
         try:
             with open(source_path, "rb") as fh:
                 data = fh.read()
             if not data:
-                return False
-            atomic_write_bytes(Path(self._path(key)), data)
+                return None
+            atomic_write_bytes(self._path(key), data, durable=False)
         except OSError:
-            return False
-        self.trim()
-        return True
+            return None
+        self.trim(key[:2])
+        return sha256(data).hexdigest()
 
-    def trim(self) -> int:
-        """Remove the least recently used objects while the folder is over
-        its bound (down to :data:`TRIM_TO` of it); the bytes removed."""
+    def trim(self, folder: str) -> int:
+        """Remove the least recently used objects of the subfolder
+        ``folder`` while it is over its share of the bound (down to
+        :data:`TRIM_TO` of it); the bytes removed."""
+        bound = self.max_bytes / FOLDERS
         entries, total = [], 0
         try:
-            for sub in os.scandir(self.root):
-                if not sub.is_dir():
-                    continue
-                for f in os.scandir(sub.path):
-                    if f.name.endswith(".o"):
-                        st = f.stat()
-                        entries.append((st.st_mtime_ns, st.st_size, f.path))
-                        total += st.st_size
+            for f in os.scandir(os.path.join(self.root, folder)):
+                if f.name.endswith(".o"):
+                    st = f.stat()
+                    entries.append((st.st_mtime_ns, st.st_size, f.path))
+                    total += st.st_size
         except OSError:
             return 0
-        if total <= self.max_bytes:
+        if total <= bound:
             return 0
         removed = 0
         for _, size, path in sorted(entries):
-            if total - removed <= self.max_bytes * TRIM_TO:
+            if total - removed <= bound * TRIM_TO:
                 break
             try:
                 os.unlink(path)

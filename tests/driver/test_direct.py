@@ -156,3 +156,15 @@ def test_mmd_users_get_their_file_and_direct_mode(tmp_path, heads_8x1):
     subprocess.run([CLANG, "-O2", "-MMD", "-c", "scale.c", "-o", "scale.o"], cwd=work,
                    check=True)
     assert ours == (work / "scale.d").read_text() and "stddef.h" not in ours
+
+
+def test_an_empty_results_line_is_the_json_modules():
+    """The manifest writes an empty result without json: the same text."""
+    from mirecc.direct import result_json
+    from mirecc.pipeline import TUResult
+
+    empty = TUResult(None)
+    assert result_json(empty) == json.dumps(empty.to_dict(), sort_keys=True)
+    empty.add_reason("no-use", "no head has a use")
+    assert result_json(empty) == json.dumps(empty.to_dict(), sort_keys=True)
+    assert json.loads(result_json(empty))["reason_codes"] == ["no-use"]

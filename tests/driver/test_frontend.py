@@ -204,3 +204,20 @@ def test_an_output_that_is_not_a_file_is_written_in_place(tmp_path):
         assert proc.returncode == 0, proc.stderr
         mode = os.stat(output).st_mode
         assert (stat.S_ISCHR(mode) if output == "/dev/null" else stat.S_ISFIFO(mode)), output
+
+
+def test_a_spawned_child_reports_its_output_and_how_it_ended(tmp_path):
+    """frontend.spawn (posix_spawn, no subprocess): stdout and stderr come
+    back once it ends, its files are removed, a kill is a negative code."""
+    from mirecc.frontend import spawn
+
+    child = spawn(["sh", "-c", "echo out; echo err >&2; exit 3"], str(tmp_path / "s"))
+    assert child.wait() == 3
+    assert (child.stdout, child.stderr) == (b"out\n", b"err\n")
+    assert not list(tmp_path.iterdir())
+    sleeper = spawn(["sleep", "30"], str(tmp_path / "k"))
+    assert sleeper.poll() is None
+    sleeper.kill()
+    assert sleeper.returncode == -9
+    with pytest.raises(OSError):
+        spawn(["/nonexistent/clang"], str(tmp_path / "n"))

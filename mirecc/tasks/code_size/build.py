@@ -15,10 +15,8 @@ holds executable code: ``.text``, ``.text.<name>`` with
 """
 from __future__ import annotations
 
-import collections
 import os
 import struct
-import subprocess
 
 SHT_PROGBITS = 1
 SHF_EXECINSTR = 0x4
@@ -44,10 +42,19 @@ class CandidateError(Exception):
     """A candidate could not be built or measured (the message says why)."""
 
 
-#: passes: opt's -passes= text (or OWN: clang's own level); opt_flags and
-#: backend_flags: lists of flags (collections' namedtuple: typing's costs
-#: ~4 ms to import, on the gate's path of every -Os/-Oz compile)
-Candidate = collections.namedtuple("Candidate", "passes opt_flags backend_flags")
+class Candidate(tuple):
+    """(passes, opt_flags, backend_flags): opt's -passes= text (or OWN:
+    clang's own level) and lists of flags.  (A plain tuple class: typing's
+    NamedTuple and collections' namedtuple cost 4-5 ms to import, on the
+    gate's path of every -Os/-Oz compile.)"""
+    __slots__ = ()
+
+    def __new__(cls, passes, opt_flags, backend_flags):
+        return tuple.__new__(cls, (passes, opt_flags, backend_flags))
+
+    passes = property(lambda self: self[0])
+    opt_flags = property(lambda self: self[1])
+    backend_flags = property(lambda self: self[2])
 
 
 def option_flags(name: str) -> tuple[str, list[str]]:
@@ -205,7 +212,7 @@ def _x86_64_features(data: bytes) -> list[float]:
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
                 for i in range(shnum)]
-    n = collections.Counter()
+    n = _Counts()
     texts, largest = [], 0
     for _, sh_type, flags, _, offset, size, _, info, _, _ in sections:
         if flags & SHF_ALLOC:
@@ -238,6 +245,14 @@ def _x86_64_features(data: bytes) -> list[float]:
             n["local"] / functions, math.log(size / functions), n["plt"] * per100,
             n["pc"] * per100, n["got"] * per100, text.count(b"\xe8") * per100,
             len(zlib.compress(text, 1)) / size, largest / size, math.log1p(n["undefined"])]
+
+
+class _Counts(dict):
+    """A dict whose missing counts are 0 (collections.Counter without
+    collections' import)."""
+
+    def __missing__(self, key):
+        return 0
 
 
 def gate_chances(model: dict, features: list[float]) -> dict[str, float]:
@@ -276,6 +291,8 @@ def run_step(cmd: list[str], what: str, timeout: float = STEP_TIMEOUT_S) -> byte
     """Run one tool of a candidate's build; its stdout.  CandidateError
     (naming the tool, ``what`` and its first line of stderr) when it cannot
     run, fails or runs over ``timeout`` seconds."""
+    import subprocess   # here: a TU the gate answers builds nothing
+
     tool = os.path.basename(cmd[0])
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,

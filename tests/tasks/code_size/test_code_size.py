@@ -515,23 +515,48 @@ def test_an_unchanged_tu_gets_its_kept_object_and_nothing_is_compiled(tmp_path):
 
 
 def test_kept_objects_stay_under_their_bound_least_recently_used_first(tmp_path):
+    """Each of the 256 subfolders holds at most a 256th of the bound (1 MiB:
+    4 KiB); a write trims its own subfolder, least recently used first."""
     import time
 
     from mirecc.objcache import ObjectCache
 
     cache = ObjectCache(str(tmp_path / "cache"), max_mb=1)
-    for n, key in enumerate(("aa" * 32, "bb" * 32, "cc" * 32)):
+    other = "bb" * 32
+    src = tmp_path / "other.o"
+    src.write_bytes(b"\7" * 4000)
+    digests = {other: cache.put(other, str(src))}
+    keys = ["aa" + c * 62 for c in "012"]
+    for n, key in enumerate(keys):
         src = tmp_path / f"{n}.o"
-        src.write_bytes(bytes([n + 1]) * 400_000)
-        assert cache.put(key, str(src))
+        src.write_bytes(bytes([n + 1]) * 1500)
+        digests[key] = cache.put(key, str(src))
         os.utime(cache._path(key), (time.time() - 100 + n, time.time() - 100 + n))
         if n == 1:
-            assert cache.get("aa" * 32) is not None   # used: now the newest
-    # three objects of 400 KB over a bound of 1 MiB: the least recently used went
-    assert cache.get("bb" * 32) is None
-    assert cache.get("aa" * 32) == bytes([1]) * 400_000
-    assert cache.get("cc" * 32) == bytes([3]) * 400_000
-    assert cache.get("dd" * 32) is None
+            assert cache.get(keys[0], digests[keys[0]]) is not None   # used: now the newest
+    # three objects of 1500 B over a subfolder's 4096: the least recently used went
+    assert cache.get(keys[1], digests[keys[1]]) is None
+    assert cache.get(keys[0], digests[keys[0]]) == bytes([1]) * 1500
+    assert cache.get(keys[2], digests[keys[2]]) == bytes([3]) * 1500
+    assert cache.get(other, digests[other]) == b"\7" * 4000    # another subfolder: untouched
+    assert cache.get("dd" * 32, digests[other]) is None
+
+
+def test_a_damaged_kept_object_is_a_miss(tmp_path):
+    """Objects are written without fsync: a read checks the digest put gave."""
+    from mirecc.fsutil import sha256
+    from mirecc.objcache import ObjectCache
+
+    cache = ObjectCache(str(tmp_path / "cache"))
+    src = tmp_path / "a.o"
+    src.write_bytes(b"\x7fELF" + bytes(200))
+    key = "ab" * 32
+    digest = cache.put(key, str(src))
+    assert digest == sha256(src.read_bytes()).hexdigest()
+    assert cache.get(key, digest) == src.read_bytes()
+    assert cache.get(key, None) is None                 # a manifest without a digest
+    Path(cache._path(key)).write_bytes(b"\x7fELF" + bytes(100))   # a crash cut it short
+    assert cache.get(key, digest) is None
 
 
 def test_a_tu_too_small_to_gain_is_not_searched(tmp_path):
