@@ -254,6 +254,11 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
                                to_stderr=True)
         return _exec(final)
 
+    if inv.kind == "link" and inv.optimised:
+        steps = _link_steps(inv, expanded, config)
+        if steps:
+            return _link(final, steps, inv, compiler, chosen, config, explain)
+
     tus = [s for s in inv.sources if s.language in TU_LANGUAGES]
     skipped = [f"{s.path}: {s.language} is not C, C++ or OpenCL" for s in inv.sources
                if s.language not in TU_LANGUAGES]
@@ -288,6 +293,56 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
                             skipped, stdin_data, workdir)
     finally:
         _remove_workdir(workdir)
+
+
+def _link_steps(inv, args, config) -> list:
+    """The tasks' steps (``Task.link``) that want this link-only call:
+    [(task name, step)]."""
+    from mirecc.tasks.api import load_attribute
+    from mirecc.tasks.registry import tasks
+
+    steps = []
+    for task in tasks().values():
+        if task.link and task.applies(config) and (
+                task.opt_levels is None or inv.opt_level in task.opt_levels):
+            step = load_attribute(task.link)
+            if step.wants(args, config):
+                steps.append((task.name, step))
+    return steps
+
+
+def _link(final, steps, inv, compiler, chosen, config, explain) -> int:
+    """The user's link, run by the task's link step (which may build
+    candidates beside it and replace the output by a smaller one); a step
+    that fails leaves the user's output, with one warning.  (One step: the
+    first task's that wants the link.)"""
+    name, step = steps[0]
+    ran = []
+
+    def own_link() -> int:
+        if not ran:
+            ran.append(_run(final, None))
+        return ran[0]
+
+    counts, verified = {"calls": 1}, {}
+    try:
+        rc, step_counts, done = step.link(final, inv.output or "a.out", config, own_link)
+        counts.update(step_counts)
+        if done is not None:
+            verified[name] = done
+    except Exception as exc:  # noqa: BLE001 - the build must survive any bug here
+        rc = own_link()         # the user's link, if the step had not run it
+        if rc == 0:
+            counts[f"links.{name}"] = counts[f"links.{name}.failed"] = 1
+            if config.warnings:
+                _say("warning", f"{name}: the link step failed ({type(exc).__name__}: {exc}); "
+                                f"the link is clang's")
+    from mirecc import stats
+    stats.bump(config, counts)
+    if explain:
+        _print_explanation(explain, compiler, chosen, inv.kind, inv.reason, [], None, [],
+                           to_stderr=False, verified=verified)
+    return rc
 
 
 def _make_workdir() -> str:

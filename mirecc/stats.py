@@ -34,6 +34,10 @@ Counters:
   step built nothing, and why: ``verified.<task>.too-small`` (an object
   too small to gain) or ``verified.<task>.predicted-no-gain`` (the object
   gate expects no candidate within the budget to gain);
+- ``links.<task>`` / ``links.<task>.improved`` / ``links.<task>.failed``:
+  link-only calls a task's link step took (``Task.link``: code size at an
+  LTO link), those where its output replaced the user's, those where a
+  candidate link failed (the user's output stands);
 - ``cuda.compiles`` / ``cuda.applied``: ``mirecc-nvcc`` calls that compiled
   CUDA sources, and those whose build got a block shape (a decision that
   fails to build is withdrawn: ``fallback.decided-failed``);
@@ -235,6 +239,11 @@ def render(data: dict, path: str) -> str:
                   row("no candidate predicted to gain", n(f"{name}.predicted-no-gain"), 8),
                   row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
                   row("winner known from an earlier build", n(f"{name}.from-cache"), 6)]
+    for name in sorted(k for k in data if k.startswith("links.") and k.count(".") == 1):
+        task = name[len("links."):]
+        lines += [row(f"{task}: links linked again (LTO)", n(name), 4),
+                  row("a smaller output kept", n(f"{name}.improved"), 6),
+                  row("a candidate link failed", n(f"{name}.failed"), 6)]
     if n("cuda.compiles"):
         lines += [row("CUDA compiles (mirecc-nvcc)", n("cuda.compiles")),
                   row("with a block shape applied", n("cuda.applied"), 4)]

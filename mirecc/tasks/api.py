@@ -125,6 +125,15 @@ class Task:
     when it could.  When every head with a use in the compile belongs to a task
     whose gate gives a reason, the IR is not read at all: the user's own
     object is the answer (configure's probes pay one compile).
+    ``link``: ``"module:NAME"``: the task's step at a link-only call (no
+    source; the -O level the task names, its decisions on): an object with
+    ``wants(args, config) -> bool``, asked before the user's link (cheap:
+    nothing is run when no task wants the link), and ``link(command,
+    output, config, own_link) -> (exit status, counters, verified or
+    None)``, which runs the user's link through ``own_link()`` (once; it
+    may build candidates beside it) and may replace ``output`` by a better
+    one it measured (code size: links with ``-flto``); ``verified`` is shown
+    by ``--explain`` as a build step's is.
     ``plugin_entry``: ``"module:function"``: ``function(source, decisions)
     -> {key: value}``, the task's part of the source's module entry in the
     plugin's decisions file (``passes/plugin/FORMAT.md``), for tasks
@@ -153,12 +162,13 @@ class Task:
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "gate", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
+                 "explain", "verify", "gate", "link", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
 
     def __init__(self, name: str, *, summary: str, languages, head: str | None,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
                  verify: str | None = None, gate: str | None = None,
+                 link: str | None = None,
                  attribute: str | None = None,
                  plugin_entry: str | None = None, profile: str | None = None,
                  front_end: str | None = None, commands: tuple = (),
@@ -177,6 +187,7 @@ class Task:
         self.explain = explain
         self.verify = verify
         self.gate = gate
+        self.link = link
         self.attribute = attribute
         self.plugin_entry = plugin_entry
         self.profile = profile

@@ -7,7 +7,7 @@ the result), its ``.text`` bytes are counted, and the user's own object is
 one of the candidates (it wins ties), so the result is never larger than
 the user's level, and the same input always gives the same object.
 
-Driver side: :mod:`.head` (ranks the library of ``heads/code-size/spec.yaml``:
+Driver side (and :mod:`.link`, the step at an LTO link): :mod:`.head` (ranks the library of ``heads/code-size/spec.yaml``:
 in its own order, or by a forest on :mod:`.features` when the spec ships
 one), :mod:`.build` (a candidate's object and its ``.text`` size),
 :mod:`.verify` (the build step the driver calls after the user's own object
@@ -79,9 +79,13 @@ TASKS = (
                           "budget allows"),
                   Setting("size_jobs", "MIRECC_SIZE_JOBS", _as_positive, 1,
                           "candidates built at once where make's jobserver is not reachable "
-                          "(with one, its free slots decide)")),
+                          "(with one, its free slots decide)"),
+                  Setting("size_link", "MIRECC_SIZE_LINK", parse_bool, True,
+                          "at an -Oz/-Os link with -flto: link again with the machine "
+                          "outliner in the LTO back end and keep the smaller output")),
         verify="mirecc.tasks.code_size.verify:smallest_object",
         gate="mirecc.tasks.code_size.build:worth_searching",
+        link="mirecc.tasks.code_size.link:LINK",
         measured="verified: every candidate is built, never more loadable bytes than your "
                  "level; at the default budget Debian's zlib, bzip2, lua5.4 and sqlite3 1.5% "
                  "less .text in total (3.9% with ten candidates each), tests pass "
