@@ -450,13 +450,14 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
 
     if outcome is not None and not fallback and outcome.kept_object is not None:
         # an unchanged TU whose object a build step chose: the kept object is
-        # the compile's (mirecc.objcache); nothing runs
-        from pathlib import Path
-
-        from mirecc.frontend import object_path
+        # the compile's (mirecc.objcache), and its dependency file; nothing runs
+        from mirecc.frontend import object_path, user_dep_file
         from mirecc.fsutil import atomic_write_bytes
         try:
-            atomic_write_bytes(Path(object_path(inv)), outcome.kept_object)
+            if outcome.kept_dep_file is not None:
+                atomic_write_bytes(user_dep_file(args, object_path(inv)), outcome.kept_dep_file,
+                                   durable=False)
+            atomic_write_bytes(object_path(inv), outcome.kept_object)
             counts["tus.object"] = 1
             finish()
             return 0

@@ -103,7 +103,7 @@ class Split:
         # manifest is made from it); without one, no list is written
         self.private_dep_file = private_dep_file
         self.output = object_path(inv)
-        self.writes_dep_file = any(a in ("-MD", "-MMD") for a in args)
+        self.writes_dep_file = writes_dep_file(args)
         self.color = color and not any(a.startswith(("-fcolor-diagnostics",
                                                       "-fno-color-diagnostics",
                                                       "-fdiagnostics-color"))
@@ -160,14 +160,7 @@ class Split:
         return self.private_dep_file
 
     def _user_dep_file(self) -> str:
-        """The user's -MF value, else clang's default: the output with ``.d``."""
-        args, value = self.args, None
-        for i, a in enumerate(args):
-            if a == "-MF" and i + 1 < len(args):
-                value = args[i + 1]
-            elif a.startswith("-MF") and len(a) > 3:
-                value = a[3:]
-        return value if value is not None else os.path.splitext(self.output)[0] + ".d"
+        return user_dep_file(self.args, self.output)
 
     def backend_command(self, extra: list[str], output: str | None = None,
                         bitcode: str | None = None) -> list[str]:
@@ -213,6 +206,23 @@ class Split:
         streams = os.path.join(os.path.dirname(os.path.abspath(self.bitcode_path)), tag)
         return Compile(spawn(self.own_command(temp, dep_temp, extra), streams),
                        temp, dep_temp, self)
+
+
+def user_dep_file(args: list[str], output: str) -> str:
+    """Where a command that writes a dependency file writes it: the -MF
+    value, else clang's default, the output with ``.d``."""
+    value = None
+    for i, a in enumerate(args):
+        if a == "-MF" and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("-MF") and len(a) > 3:
+            value = a[3:]
+    return value if value is not None else os.path.splitext(output)[0] + ".d"
+
+
+def writes_dep_file(args: list[str]) -> bool:
+    """Does the command write a dependency file beside its object?"""
+    return any(a in ("-MD", "-MMD") for a in args)
 
 
 def spawn(cmd: list[str], streams: str) -> "Child":

@@ -111,6 +111,7 @@ class Outcome:
         self.manifests: list = []           # direct-mode manifests to write after the compile
         self.verified: dict = {}            # task -> what its build step did (Task.verify)
         self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.objcache)
+        self.kept_dep_file: bytes | None = None  # and the dependency file kept with it
         # a TU whose gates answered: (Manifests, key), its own compile's
         # dependency file, source, start, compiler, object: its object is kept
         self.gated_manifest: tuple | None = None
@@ -220,7 +221,7 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
         if report is not None and report.object_key:
             # its object was a build step's choice: only the kept object will do
             # (a manifest names one only then: no result to parse here)
-            outcome.kept_object = _kept_object(report, config)
+            outcome.kept_object, outcome.kept_dep_file = _kept_object(report, args, config)
             if outcome.kept_object is None:
                 report = None
         if report is not None:
@@ -257,10 +258,15 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
                                    private_dep_file=os.path.join(workdir, f"tu{number}.d"))
             gates = _gates(inv, config, explain)
             # where a gate may answer in direct mode, the own compile lists
-            # the files it reads, for the manifest that keeps its object
-            own_dep = (os.path.join(workdir, f"own{number}.d")
-                       if gates and manifest is not None and not split.writes_dep_file
-                       else None)
+            # the files it reads, for the manifest that keeps its object:
+            # into a private file, or the user's own -MD file (every header;
+            # -MMD's leaves out the system ones: no object kept then)
+            own_dep = user_dep = None
+            if gates and manifest is not None:
+                if not split.writes_dep_file:
+                    own_dep = os.path.join(workdir, f"own{number}.d")
+                elif "-MMD" not in args:
+                    user_dep = split._user_dep_file()
             # the user's own compile, on another core, while the IR is read
             outcome.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
             gated = _gated(gates, outcome.own, config)
@@ -268,9 +274,10 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
                 # every head's build step said it cannot pay on this object:
                 # the user's own compile is the answer, no IR is read
                 outcome.counts.update(gated)
-                if own_dep:
-                    outcome.gated_manifest = (manifest, own_dep, source.path, frontend_started,
-                                              compiler, split.output)
+                if own_dep or user_dep:
+                    outcome.gated_manifest = (manifest, own_dep or user_dep, source.path,
+                                              frontend_started, compiler, split.output,
+                                              user_dep)
                 return outcome
             outcome.split = split
             bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
@@ -337,14 +344,14 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
         dep_file = outcome.split.dependency_file() if outcome.split else None
         # written after the compile (record_manifests), which finds out
         # whether the applied decisions change the object
-        # a TU whose object a build step chooses gets one only where that
-        # object is all the compile writes (a split compile without -MD:
-        # mirecc.objcache)
-        if manifest is not None and dep_file and report.cache in ("hit", "miss") \
-                and (not verifies(report) or not outcome.split.writes_dep_file):
+        # a TU whose object a build step chooses gets its object kept, and
+        # the user's dependency file with it (mirecc.objcache)
+        if manifest is not None and dep_file and report.cache in ("hit", "miss"):
             outcome.manifests.append((manifest, dep_file, source.path, frontend_started,
                                       report, sha, len(bitcode), compiler,
-                                      outcome.split.output))
+                                      outcome.split.output,
+                                      outcome.split._user_dep_file()
+                                      if outcome.split.writes_dep_file else None))
         _add_report(outcome, report, inv, compiler, config)
     outcome.extra_args = injection_args(outcome.reports, compiler, config)
     return outcome
@@ -425,12 +432,19 @@ def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None
     return report
 
 
-def _kept_object(report: TUReport, config) -> bytes | None:
-    """The object a direct hit's manifest names, when it is still kept."""
+def _kept_object(report: TUReport, args: list[str], config):
+    """(object, dependency file or None) a direct hit's manifest names, when
+    still kept; (None, None) when not, or when the command writes a
+    dependency file and none was kept with the object."""
+    from mirecc.frontend import writes_dep_file
     from mirecc.objcache import ObjectCache
 
-    return ObjectCache(config.cache_root(), config.object_cache_mb).get(
-        report.object_key, report.object_sha256)
+    kept = ObjectCache(config.cache_root(), config.object_cache_mb)
+    data = kept.get(report.object_key, report.object_sha256)
+    if data is None or not writes_dep_file(args):
+        return data, None
+    dep = kept.dependency_file(report.object_key, report.object_sha256)
+    return (data, dep) if dep is not None else (None, None)
 
 
 def verifies(report: TUReport) -> bool:
@@ -455,8 +469,8 @@ def record_manifests(outcome: Outcome, config) -> None:
     A TU whose object a build step chose gets one only when every such step
     succeeded and its object is kept (:mod:`mirecc.objcache`); a TU whose
     gates answered gets one from :func:`record_gated`."""
-    for (manifests, key), dep_file, source, started, report, sha, size, compiler, output \
-            in outcome.manifests:
+    for (manifests, key), dep_file, source, started, report, sha, size, compiler, output, \
+            user_dep in outcome.manifests:
         object_key = object_sha256 = None
         if verifies(report):
             from mirecc.objcache import ObjectCache, object_key as make_key
@@ -468,7 +482,7 @@ def record_manifests(outcome: Outcome, config) -> None:
                 continue            # a build step failed: the object is not its choice
             object_key = make_key(key, sha, compiler)
             object_sha256 = ObjectCache(config.cache_root(), config.object_cache_mb).put(
-                object_key, output)
+                object_key, output, user_dep)
             if object_sha256 is None:
                 continue
         manifests.record(key, dep_file, source, started, report.result, sha, size,
@@ -482,7 +496,8 @@ def record_gated(outcome: Outcome, config) -> None:
     bitcode: the manifest's ``bitcode`` line holds the object's digest."""
     from mirecc.objcache import ObjectCache, object_key
 
-    (manifests, key), dep_file, source, started, compiler, output = outcome.gated_manifest
+    (manifests, key), dep_file, source, started, compiler, output, user_dep = \
+        outcome.gated_manifest
     try:
         with open(output, "rb") as fh:
             data = fh.read()
@@ -490,7 +505,8 @@ def record_gated(outcome: Outcome, config) -> None:
         return
     sha = sha256(data).hexdigest()
     kept = object_key(key, sha, compiler)
-    digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(kept, output)
+    digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(kept, output,
+                                                                          user_dep)
     if digest is not None:
         manifests.record(key, dep_file, source, started, TUResult(None), sha, len(data),
                          object_key=kept, object_sha256=digest)

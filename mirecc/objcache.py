@@ -28,10 +28,15 @@ waiting for the disk (as ccache writes its own), and a file a crash left
 damaged is a miss.
 
 The object key (:func:`object_key`) is made of the manifest key, the
-bitcode's hash and those tools.  An object is kept only for a command whose
-object is all it writes: a split compile (:func:`mirecc.frontend.why_not`:
-one source, ``-c`` into a file, no flag that writes another file) without
-``-MD``/``-MMD``, after every build step of the TU succeeded.  Objects live in ``<cache dir>/objects/v1/<aa>/<key>.o``, written
+bitcode's hash and those tools.  An object is kept for a split compile
+(:func:`mirecc.frontend.why_not`: one source, ``-c`` into a file, no flag
+that writes another file but a dependency file), after every build step of
+the TU succeeded.  A command that writes a dependency file (``-MD``,
+``-MMD``) gets it kept beside the object (``<key>.d``, the bytes the user's
+compile wrote: its target and names come from the command and the working
+directory, both in the key), and a hit writes both; a TU the gates
+answered is kept only with ``-MD``, whose file lists every header its
+manifest must check (``-MMD`` leaves out the system headers).  Objects live in ``<cache dir>/objects/v1/<aa>/<key>.o``, written
 atomically (safe under ``make -j``); a hit refreshes the file's time, and
 the folder is kept under ``object_cache_mb`` (default 1024) as ccache keeps
 its own: each of the 256 subfolders under a 256th of it, by removing its
@@ -73,15 +78,15 @@ class ObjectCache:
         return os.path.join(self.root, key[:2], key + ".o")
 
     def get(self, key: str, digest: str | None) -> bytes | None:
-        """The object's bytes when they have the SHA-256 ``digest`` (from
-        :meth:`put`), else None (none kept, removed meanwhile, damaged)."""
+        """The object's bytes when they have the digest :meth:`put` gave,
+        else None (none kept, removed meanwhile, damaged)."""
         path = self._path(key)
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
         except OSError:
             return None
-        if not data or digest is None or sha256(data).hexdigest() != digest:
+        if not data or digest is None or sha256(data).hexdigest() != digest.split(":")[0]:
             return None
         try:
             os.utime(path)          # recently used: trimmed last
@@ -89,9 +94,23 @@ class ObjectCache:
             pass
         return data
 
-    def put(self, key: str, source_path: str) -> str | None:
-        """Keep the object at ``source_path``; its SHA-256 (for :meth:`get`),
-        or None when it cannot be kept."""
+    def dependency_file(self, key: str, digest: str | None) -> bytes | None:
+        """The dependency file kept with the object (:meth:`put`'s
+        ``dep_path``) when it has its digest, else None."""
+        if not digest or ":" not in digest:
+            return None
+        try:
+            with open(self._path(key)[:-2] + ".d", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        return data if sha256(data).hexdigest() == digest.split(":")[1] else None
+
+    def put(self, key: str, source_path: str, dep_path: str | None = None) -> str | None:
+        """Keep the object at ``source_path`` (and the dependency file at
+        ``dep_path``); their digest for :meth:`get` (the object's SHA-256,
+        then ``:`` and the dependency file's), or None when they cannot be
+        kept."""
         from mirecc.fsutil import atomic_write_bytes
 
         try:
@@ -99,11 +118,17 @@ class ObjectCache:
                 data = fh.read()
             if not data:
                 return None
+            digest = sha256(data).hexdigest()
+            if dep_path is not None:
+                with open(dep_path, "rb") as fh:
+                    dep = fh.read()
+                atomic_write_bytes(self._path(key)[:-2] + ".d", dep, durable=False)
+                digest += ":" + sha256(dep).hexdigest()
             atomic_write_bytes(self._path(key), data, durable=False)
         except OSError:
             return None
         self.trim(key[:2])
-        return sha256(data).hexdigest()
+        return digest
 
     def trim(self, folder: str) -> int:
         """Remove the least recently used objects of the subfolder
@@ -130,4 +155,8 @@ class ObjectCache:
                 removed += size
             except OSError:
                 pass            # another build removed it first
+            try:
+                os.unlink(path[:-2] + ".d")
+            except OSError:
+                pass            # none kept with it
         return removed

@@ -481,7 +481,7 @@ def _aged(*paths: Path) -> None:
 def test_an_unchanged_tu_gets_its_kept_object_and_nothing_is_compiled(tmp_path):
     """A rebuild of an unchanged TU copies the object the candidates chose
     (ccache's rule); a changed header is a miss; a command that writes a
-    dependency file keeps no object."""
+    dependency file gets it back with the object."""
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
     (tmp_path / "p.h").write_text("#define SCALE 3.0f\n")
     (tmp_path / "p.c").write_text('#include "p.h"\n' + SOURCE.replace("3.0f", "SCALE"))
@@ -507,11 +507,21 @@ def test_an_unchanged_tu_gets_its_kept_object_and_nothing_is_compiled(tmp_path):
     assert changed != first and stats(env)["tus.object"] == 1
     assert run_program(tmp_path, tmp_path / "ours.o") != run_program(tmp_path,
                                                                      tmp_path / "plain.o")
-    # -MD writes a second file: no object is kept for such a command
-    md = [MIRECC, "-Os", "-MD", "-c", "p.c", "-o", "md.o"]
-    for _ in range(2):
+    # -MD and -MMD write a second file: it is kept with the object, and a
+    # hit writes both, the dependency file byte for byte the compile's
+    for flag in ("-MD", "-MMD"):
+        md = [MIRECC, "-Os", flag, "-MF", f"md{flag}.d", "-c", "p.c", "-o", f"md{flag}.o"]
         subprocess.run(md, cwd=tmp_path, env=env, check=True, timeout=300)
-    assert stats(env)["tus.object"] == 1 and (tmp_path / "md.d").is_file()
+        dep, obj = tmp_path / f"md{flag}.d", tmp_path / f"md{flag}.o"
+        first_dep, first_obj = dep.read_bytes(), obj.read_bytes()
+        assert b"p.h" in first_dep and (flag == "-MMD") != (b"stdio" in first_dep or
+                                                             b"/usr/" in first_dep)
+        dep.unlink()
+        obj.unlink()
+        before = stats(env)["tus.object"]
+        subprocess.run(md, cwd=tmp_path, env=env, check=True, timeout=300)
+        assert stats(env)["tus.object"] == before + 1
+        assert (dep.read_bytes(), obj.read_bytes()) == (first_dep, first_obj)
 
 
 def test_kept_objects_stay_under_their_bound_least_recently_used_first(tmp_path):
@@ -676,11 +686,26 @@ def test_a_tu_the_object_gate_rejects_is_clangs_and_reads_no_ir(tmp_path):
     assert ours.read_bytes() == plain.read_bytes()
     counted = stats(env)
     assert counted["tus.object"] == 1 and counted["verified.code-size.predicted-no-gain"] == 2
+    # with -MD the user's dependency file lists every header: it is the
+    # manifest's list and is kept with the object; -MMD's is not (no system
+    # headers): compiled again
+    for flag, kept in (("-MD", True), ("-MMD", False)):
+        md = [MIRECC, "-Os", flag, "-c", "p.c", "-o", f"g{flag}.o"]
+        subprocess.run(md, cwd=tmp_path, env=env, check=True)
+        first = (tmp_path / f"g{flag}.d").read_bytes()
+        (tmp_path / f"g{flag}.d").unlink()
+        (tmp_path / f"g{flag}.o").unlink()
+        before = stats(env)["tus.object"]
+        subprocess.run(md, cwd=tmp_path, env=env, check=True)
+        assert stats(env)["tus.object"] == before + kept
+        assert (tmp_path / f"g{flag}.d").read_bytes() == first
+        assert (tmp_path / f"g{flag}.o").read_bytes() == plain.read_bytes()
     # a changed source is compiled and asked again
+    asked = stats(env)["verified.code-size.predicted-no-gain"]
     (tmp_path / "p.c").write_text(SOURCE + "\n/* changed */\n")
     _aged(tmp_path / "p.c")
     subprocess.run(compile_again, cwd=tmp_path, env=env, check=True)
-    assert stats(env)["verified.code-size.predicted-no-gain"] == 3
+    assert stats(env)["verified.code-size.predicted-no-gain"] == asked + 1
     text = subprocess.run([MIRECC, "--explain", "-Os", "-c", "p.c", "-o", "ours.o"],
                           cwd=tmp_path, env=env, capture_output=True, text=True).stdout
     assert "the object gate predicts that no candidate" in text
