@@ -97,18 +97,13 @@ def main() -> int:
              "| step | clang | mirecc | mirecc / clang |", "|---|---:|---:|---:|"]
     for s in steps:
         c, mm = times["clang", s], times["mirecc", s]
-        lines.append(f"| {s} | {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f}) | "
-                     f"{statistics.median(mm):.2f} ({min(mm):.2f}-{max(mm):.2f}) | "
+        lines.append(f"| {s} | {rp.spread(c)} | {rp.spread(mm)} | "
                      f"{statistics.median(mm) / statistics.median(c):.2f}x |")
     shown = ("verified.code-size", "verified.code-size.not-searched", "tus.object")
     lines += ["", "mirecc's counters in the last round (first build and rebuild): "
               + ", ".join(f"{k} {counters.get(k, 0)}" for k in shown)
               + "; the rebuild's objects are its first build's, byte for byte.", ""]
-    text = "\n".join(lines)
-    print(text)
-    if args.md:
-        args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(text)
+    rp.publish("\n".join(lines), args.md)
     return 0
 
 

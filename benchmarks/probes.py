@@ -26,7 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from mirecc.bench import machine_description
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_projects as rp  # noqa: E402  (spread, publish)
+
+from mirecc.bench import machine_description  # noqa: E402
 
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
 KINDS = {"-E": ["-E"], "-c": ["-c"], "link": []}
@@ -70,18 +73,14 @@ def main() -> int:
     for kind in KINDS:
         c, mm = times[kind, "clang"], times[kind, "mirecc"]
         mc, mmed = statistics.median(c), statistics.median(mm)
-        lines.append(f"| `{kind}` | {mc:.0f} ({min(c):.0f}-{max(c):.0f}) | {mmed:.0f} "
-                     f"({min(mm):.0f}-{max(mm):.0f}) | {mmed - mc:+.0f} | {mmed / mc:.2f}x |")
+        lines.append(f"| `{kind}` | {rp.spread(c, 0)} | {rp.spread(mm, 0)} | {mmed - mc:+.0f} | "
+                     f"{mmed / mc:.2f}x |")
     started = time.perf_counter()
     for _ in range(10):
         subprocess.run([sys.executable, "-c", "pass"], check=True)
     lines += ["", f"The Python interpreter alone (`{Path(sys.executable).name} -c pass`, 10 "
                   f"runs): {100 * (time.perf_counter() - started):.0f} ms a call.", ""]
-    text = "\n".join(lines)
-    print(text)
-    if args.md:
-        args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(text)
+    rp.publish("\n".join(lines), args.md)
     return 0
 
 

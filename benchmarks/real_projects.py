@@ -124,6 +124,21 @@ def log(message: str) -> None:
     print(f"[{time.monotonic() - _T0:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
+def spread(values: list[float], digits: int = 2) -> str:
+    """``median (min-max)`` of timed runs."""
+    import statistics
+    return (f"{statistics.median(values):.{digits}f} "
+            f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+
+def publish(text: str, md: Path | None) -> None:
+    """Print a benchmark's page, and write it to ``md`` when asked."""
+    print(text)
+    if md:
+        md.parent.mkdir(parents=True, exist_ok=True)
+        md.write_text(text)
+
+
 # --------------------------------------------------------------------------
 # running commands
 

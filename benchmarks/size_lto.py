@@ -211,9 +211,8 @@ def report(rows: list[dict], cc: str, rounds: int, jobs: int, command: str) -> s
         build_m = r["compile_s"]["mirecc"] + statistics.median(mm)
         lines.append(
             f"| {r['name']} ({PROJECTS[r['name']][4]}) | {lc:,} / {lm:,} | {change(lc, lm)} | "
-            f"{tc:,} / {tm:,} | {change(tc, tm)} | {statistics.median(c):.2f} "
-            f"({min(c):.2f}-{max(c):.2f}) | {statistics.median(mm):.2f} "
-            f"({min(mm):.2f}-{max(mm):.2f}) | {statistics.median(mm) / statistics.median(c):.2f}x"
+            f"{tc:,} / {tm:,} | {change(tc, tm)} | {rp.spread(c)} | {rp.spread(mm)} | "
+            f"{statistics.median(mm) / statistics.median(c):.2f}x"
             f" | {build_c:.1f} / {build_m:.1f}: {build_m / build_c:.2f}x"
             f" | {'same output' if r['tests_same'] else 'OUTPUTS DIFFER'} |")
     lines.append(f"| **total** | {tot[0]:,} / {tot[1]:,} | {change(tot[0], tot[1])} | "
@@ -240,11 +239,7 @@ def main() -> int:
             log(f"{name}: FAILED: {exc}")
             return 1
     command = "benchmarks/size_lto.py " + " ".join(sys.argv[1:])
-    text = report(rows, args.cc, args.rounds, args.jobs, command)
-    print(text)
-    if args.md:
-        args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(text)
+    rp.publish(report(rows, args.cc, args.rounds, args.jobs, command), args.md)
     return 0
 
 

@@ -254,10 +254,10 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
                                to_stderr=True)
         return _exec(final)
 
-    if inv.kind == "link" and inv.optimised:
-        steps = _link_steps(inv, expanded, config)
-        if steps:
-            return _link(final, steps, inv, compiler, chosen, config, explain)
+    if inv.kind == "link" and inv.optimised and inv.output != "-":
+        step = _link_step(inv, expanded, config)
+        if step is not None:
+            return _link(final, step, inv, compiler, chosen, config, explain)
 
     tus = [s for s in inv.sources if s.language in TU_LANGUAGES]
     skipped = [f"{s.path}: {s.language} is not C, C++ or OpenCL" for s in inv.sources
@@ -295,28 +295,26 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
         _remove_workdir(workdir)
 
 
-def _link_steps(inv, args, config) -> list:
-    """The tasks' steps (``Task.link``) that want this link-only call:
-    [(task name, step)]."""
+def _link_step(inv, args, config):
+    """(task name, step) of the first task whose step (``Task.link``) wants
+    this link-only call into a file, else None."""
     from mirecc.tasks.api import load_attribute
     from mirecc.tasks.registry import tasks
 
-    steps = []
     for task in tasks().values():
         if task.link and task.applies(config) and (
                 task.opt_levels is None or inv.opt_level in task.opt_levels):
             step = load_attribute(task.link)
             if step.wants(args, config):
-                steps.append((task.name, step))
-    return steps
+                return task.name, step
+    return None
 
 
-def _link(final, steps, inv, compiler, chosen, config, explain) -> int:
+def _link(final, named_step, inv, compiler, chosen, config, explain) -> int:
     """The user's link, run by the task's link step (which may build
     candidates beside it and replace the output by a smaller one); a step
-    that fails leaves the user's output, with one warning.  (One step: the
-    first task's that wants the link.)"""
-    name, step = steps[0]
+    that fails leaves the user's output, with one warning."""
+    name, step = named_step
     ran = []
 
     def own_link() -> int:

@@ -125,8 +125,9 @@ class Task:
     when it could.  When every head with a use in the compile belongs to a task
     whose gate gives a reason, the IR is not read at all: the user's own
     object is the answer (configure's probes pay one compile).
-    ``link``: ``"module:NAME"``: the task's step at a link-only call (no
-    source; the -O level the task names, its decisions on): an object with
+    ``link``: ``"module:NAME"``: the task's step at a link-only call into a
+    file (no source; the -O level the task names, its decisions on; the
+    first task whose step wants the link takes it): an object with
     ``wants(args, config) -> bool``, asked before the user's link (cheap:
     nothing is run when no task wants the link), and ``link(command,
     output, config, own_link) -> (exit status, counters, verified or

@@ -52,9 +52,9 @@ class LinkStep:
 
     @staticmethod
     def wants(args: list[str], config) -> bool:
-        """An LTO link into a file, with the step on (``size_link``)."""
-        return bool(config.size_link) and lto_link(args) and "-r" not in args \
-            and "-" not in _outputs(args)
+        """An LTO link (the driver asks only for a link into a file), with
+        the step on (``size_link``)."""
+        return bool(config.size_link) and lto_link(args) and "-r" not in args
 
     @staticmethod
     def link(command: list[str], output: str, config, own_link):
@@ -135,17 +135,6 @@ def _keep_smallest(output: str, temps: list[str], procs: dict, start):
     return counts, Verified(sizes=sizes, winner=best, skipped=skipped, own=own,
                             built=len(sizes) - 1, text=texts,
                             note=f"linked again with {len(LINK_OPTIONS)} LTO option(s)")
-
-
-def _outputs(args: list[str]) -> list[str]:
-    """The command's -o values."""
-    out = []
-    for i, a in enumerate(args):
-        if a == "-o" and i + 1 < len(args):
-            out.append(args[i + 1])
-        elif a.startswith("-o") and len(a) > 2 and not a.startswith(("-objcmt", "-object")):
-            out.append(a[2:])
-    return out
 
 
 def _remove(path: str) -> None:
