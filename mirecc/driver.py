@@ -591,6 +591,8 @@ def _verify(outcome, extra, config) -> None:
                                     int(verified.winner != f"-O{report.opt_level}"),
                                 f"verified.{decision.task}.from-cache":
                                     int(getattr(verified, "from_cache", False)),
+                                f"verified.{decision.task}.from-twin":
+                                    int(getattr(verified, "from_twin", False)),
                                 f"verified.{decision.task}.not-searched":
                                     int(getattr(verified, "built", 1) == 0
                                         and not getattr(verified, "from_cache", False)),

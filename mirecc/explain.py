@@ -125,8 +125,9 @@ def render_text(data: dict, verbose: bool = False) -> str:
 def _verified_lines(task: str, v: dict) -> list[str]:
     """A verifying task's candidates with their sizes, the kept one marked."""
     how = v.get("note") or (
-        "the winner cache knew the winner: " + ("nothing built" if not v["built"]
-                                                else "built it alone")
+        ("a compile of the same code (its static or shared copy) knew the winner: "
+         if v.get("from_twin") else "the winner cache knew the winner: ")
+        + ("nothing built" if not v["built"] else "built it alone")
         if v.get("from_cache") else f"built {_plural(v['built'], 'candidate')}")
     # sizes first: pipeline names can be long
     lines = [f"  {task}: {how}; loadable bytes (every allocated section; decides), "

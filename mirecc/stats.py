@@ -30,7 +30,9 @@ Counters:
   ``verified.<task>.from-cache``: TUs whose object a task's build step chose
   by building candidates (code size), those where a candidate beat the
   user's level, and those where the winner was known from an earlier build
-  (only it was built); ``verified.<task>.not-searched``: those where the
+  (only it was built), ``verified.<task>.from-twin`` among them those
+  where it came from a compile of the same code (a static and a shared
+  copy of one source); ``verified.<task>.not-searched``: those where the
   step built nothing, and why: ``verified.<task>.too-small`` (an object
   too small to gain) or ``verified.<task>.predicted-no-gain`` (the object
   gate expects no candidate within the budget to gain);
@@ -238,7 +240,8 @@ def render(data: dict, path: str) -> str:
                   row("too small to gain", n(f"{name}.too-small"), 8),
                   row("no candidate predicted to gain", n(f"{name}.predicted-no-gain"), 8),
                   row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
-                  row("winner known from an earlier build", n(f"{name}.from-cache"), 6)]
+                  row("winner known from an earlier build", n(f"{name}.from-cache"), 6),
+                  row("from its static/shared twin", n(f"{name}.from-twin"), 8)]
     for name in sorted(k for k in data if k.startswith("links.") and k.count(".") == 1):
         task = name[len("links."):]
         lines += [row(f"{task}: links linked again (LTO)", n(name), 4),

@@ -92,16 +92,21 @@ def parse_candidate(candidate: str) -> Candidate:
 
 
 def opt_beside(compiler: str) -> str:
-    """The ``opt`` of the clang ``compiler`` (same LLVM): beside its real
-    path, as Debian installs ``/usr/lib/llvm-<N>/bin``; a bare name
+    """The ``opt`` of the clang ``compiler`` (same LLVM)."""
+    return tool_beside(compiler, "opt")
+
+
+def tool_beside(compiler: str, tool: str) -> str:
+    """An LLVM ``tool`` of the clang ``compiler`` (same LLVM): beside its
+    real path, as Debian installs ``/usr/lib/llvm-<N>/bin``; a bare name
     (``clang-19``) is looked up on PATH first."""
     import shutil
 
     if os.sep not in compiler:
         compiler = shutil.which(compiler) or compiler
-    path = os.path.join(os.path.dirname(os.path.realpath(compiler)), "opt")
+    path = os.path.join(os.path.dirname(os.path.realpath(compiler)), tool)
     if not os.access(path, os.X_OK):
-        raise CandidateError(f"no opt beside {compiler} ({path})")
+        raise CandidateError(f"no {tool} beside {compiler} ({path})")
     return path
 
 

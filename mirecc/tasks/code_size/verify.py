@@ -47,6 +47,7 @@ class Verified:
     own: str = ""
     built: int = 0
     from_cache: bool = False
+    from_twin: bool = False     # the winner came from a twin compile (winners.twin_key)
     text: dict = field(default_factory=dict)
     note: str = ""          # why nothing was built, when that is the reason
     reason: str = ""        # its code, as the gate gives it (too-small, predicted-no-gain)
@@ -95,15 +96,25 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
                                  "within the budget makes this object smaller",
                             reason="predicted-no-gain")
     passes = {name: library[name] for name in names if name in library}
-    cache = key = None
+    cache = key = twin = None
     if config is not None and config.cache:
         cache = WinnerCache(config.cache_root())
+        candidates = [passes.get(n, n) for n in names]
         key = winner_key(report.bitcode_sha256,
                          split.backend_command(extra, output="-", bitcode="-"),
-                         opt_beside(split.compiler), [passes.get(n, n) for n in names])
+                         opt_beside(split.compiler), candidates)
         known = cache.get(key)
         if known is not None:
             return _rebuild_winner(known, split, extra, workdir, own, passes, own_sizes)
+        twin = _twin_key(split, candidates)
+        known = cache.get(twin) if twin is not None else None
+        if known is not None:
+            verified = _rebuild_winner(_as_twin(known, own), split, extra, workdir, own,
+                                       passes, own_sizes)
+            verified.from_twin = True
+            # this TU's own record: its rebuild knows its winner
+            cache.put(key, verified.winner, verified.sizes, verified.skipped, verified.text)
+            return verified
     sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, dict(gate_skipped), {}
     def build(item):
         number, name = item
@@ -137,7 +148,37 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         _replace_output(split, paths[winner])
     if cache is not None:
         cache.put(key, winner, sizes, skipped, text)
+        if twin is not None:
+            cache.put(twin, winner, sizes, skipped, text)
     return Verified(sizes, winner, skipped, own, built=len(names), text=text)
+
+
+def _twin_key(split, candidates: list[str]) -> str | None:
+    """The TU's twin key (:func:`.winners.twin_key`), from its bitcode's IR
+    text; None when the IR cannot be read (then there is no twin)."""
+    from mirecc.tasks.code_size.build import run_step, tool_beside
+    from mirecc.tasks.code_size.winners import code_digest, twin_key
+
+    try:
+        text = run_step([tool_beside(split.compiler, "llvm-dis"), "-o", "-",
+                         split.bitcode_path], "the bitcode")
+    except CandidateError:
+        return None
+    return twin_key(code_digest(text), opt_beside(split.compiler), split.compiler, candidates)
+
+
+def _as_twin(known: dict, own: str) -> dict:
+    """A twin's record as this TU's: only its verdict (the winner, or the
+    user's level) carries over; the candidates it measured are not built
+    here, and their sizes, the twin's, are not shown as this TU's."""
+    winner = own if known["winner"].startswith("-O") else known["winner"]
+    note = (f"not built: a compile of the same code (its static or shared copy) "
+            f"kept {'its own level' if winner == own else winner}")
+    skipped = dict(known.get("skipped", {}))
+    skipped.update({name: note for name in known["sizes"]
+                    if name != winner and not name.startswith("-O")})
+    return {"winner": winner, "skipped": skipped, "text": {},
+            "sizes": {winner: known["sizes"][winner]} if winner != own else {}}
 
 
 def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str,

@@ -8,12 +8,23 @@ generation flags, the other tasks' flags), the compiler's and opt's files
 candidate list.  It holds the winner and every candidate's loadable and
 ``.text`` bytes, as ``<cache>/code-size/v2/<aa>/<key>.json``, written atomically (safe
 under ``make -j``).  A damaged record is a miss, and rebuilt.
+
+The same record is also kept under a looser key, the TU's *twin key*
+(:func:`twin_key`): the code of the module (:func:`code_digest`), the
+tools and the candidates.  Builds compile many sources twice, once for a
+static and once for a shared library (bzip2's ``.o`` and ``-fPIC``
+``.sho``, libtool's ``-fPIC -DPIC`` copies, CMake's ``-fPIC
+-D<target>_EXPORTS`` ones): the two modules differ only in what position
+independence changes in the IR, and the second compile takes the first
+one's verdict: it builds the winner alone, or nothing when the user's level
+won, and the winner is still measured against this compile's own object.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from mirecc.fsutil import atomic_write_bytes, file_identity
@@ -29,6 +40,32 @@ def winner_key(bitcode_sha256: str, backend_command: list[str], opt: str,
                           file_identity(opt), "\1".join(backend_command),
                           "\1".join(candidates)))
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+def twin_key(code: str, opt: str, compiler: str, candidates: list[str]) -> str:
+    """The record's twin key: ``code`` (:func:`code_digest`), the tools'
+    files and the candidates, without the back-end command (a static and a
+    shared compile of one source differ in it)."""
+    material = "\0".join((VERSION, "twin", code, file_identity(compiler), file_identity(opt),
+                          "\1".join(candidates)))
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+# what the digest leaves out of the IR text: comments (``; ModuleID``), metadata
+# (numbered in order, so one more module flag renumbers every debug location),
+# source_filename, and dso_local (what -fPIC takes from a definition)
+_NOT_CODE = re.compile(rb"^(?:[;!]|source_filename ).*\n", re.MULTILINE)
+_METADATA_REF = re.compile(rb"!\d+")
+
+
+def code_digest(ir_text: bytes) -> str:
+    """SHA-256 of the module's code: its IR text (``llvm-dis``) without
+    comments, metadata, ``source_filename`` and ``dso_local``.  Two compiles
+    of one source with and without ``-fPIC`` (and defines the code never
+    reads) give the same digest; any change to a type, global, function or
+    instruction, or to the target, gives another."""
+    code = _METADATA_REF.sub(b"!", _NOT_CODE.sub(b"", ir_text).replace(b" dso_local", b""))
+    return hashlib.sha256(code).hexdigest()
 
 
 class WinnerCache:

@@ -741,3 +741,74 @@ def test_a_compile_and_link_reads_no_ir_for_code_size_alone(tmp_path):
     subprocess.run([CLANG, "-Oz", "p.c", "-o", "q"], cwd=tmp_path, check=True)
     assert subprocess.run(["./p"], cwd=tmp_path, capture_output=True).stdout \
         == subprocess.run(["./q"], cwd=tmp_path, capture_output=True).stdout
+
+
+def test_the_shared_copy_of_a_source_takes_the_static_copys_verdict(tmp_path):
+    """A source compiled twice, as the static copy and with -fPIC -DPIC for a
+    shared library, is searched once: the second compile's IR differs only
+    in what position independence changes, so it builds the first one's
+    winner alone (nothing when the user's level won), still measured
+    against its own object.  Other code is searched in full."""
+    from mirecc.tasks.code_size.build import object_sizes
+
+    env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
+    (tmp_path / "p.c").write_text(SOURCE)
+
+    def explain(*flags: str, source: str = "p.c", out: str = "ours.o") -> dict:
+        import json
+        proc = subprocess.run([MIRECC, "--explain=json", *flags, "-c", source, "-o", out],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300, check=True)
+        return json.loads(proc.stdout)["verified"]["code-size"]
+
+    static = explain("-Os", out="static.o")
+    assert static["built"] == 2 and static["winner"] == "default<Oz>"
+    shared = explain("-Os", "-fPIC", "-DPIC", out="shared.o")
+    assert shared["from_twin"] and shared["from_cache"] and shared["built"] == 1
+    assert shared["winner"] == "default<Oz>" and set(shared["sizes"]) == {"-Os", "default<Oz>"}
+    assert "same code" in shared["skipped"]["default<O3>"]
+    subprocess.run([CLANG, "-Os", "-fPIC", "-DPIC", "-c", "p.c", "-o", "plain.o"],
+                   cwd=tmp_path, check=True)
+    assert object_sizes(str(tmp_path / "shared.o"))[0] == shared["sizes"]["default<Oz>"] \
+        < object_sizes(str(tmp_path / "plain.o"))[0]
+    assert run_program(tmp_path, tmp_path / "shared.o") == \
+        run_program(tmp_path, tmp_path / "plain.o")
+    # a define the code reads makes other code: searched in full
+    (tmp_path / "q.c").write_text(SOURCE + "#ifdef PIC\nint pic_only(int x) { return x * 7; }"
+                                           "\n#endif\n")
+    # (without PIC defined it is p.c's code, whatever the file: a twin)
+    assert explain("-Os", source="q.c", out="q.o")["from_twin"]
+    other = explain("-Os", "-fPIC", "-DPIC", source="q.c", out="q-shared.o")
+    assert not other["from_twin"] and other["built"] == 2
+    # where the user's level won (default<O3> is larger at -Os), the shared
+    # copy builds nothing and is clang's
+    env = env_for(tmp_path, heads_with(tmp_path / "o3", ["default<O3>"]), k=1)
+    assert explain("-Os", out="static-3.o")["winner"] == "-Os"
+    twin = explain("-Os", "-fPIC", out="shared-3.o")
+    assert twin["from_twin"] and twin["built"] == 0 and twin["winner"] == "-Os"
+    subprocess.run([CLANG, "-Os", "-fPIC", "-c", "p.c", "-o", "plain-3.o"], cwd=tmp_path,
+                   check=True)
+    assert (tmp_path / "shared-3.o").read_bytes() == (tmp_path / "plain-3.o").read_bytes()
+    counts = stats(env)
+    assert counts["verified.code-size.from-twin"] == 3
+
+
+def test_the_code_digest_ignores_position_independence_and_metadata_only(tmp_path):
+    from mirecc.tasks.code_size.winners import code_digest
+
+    (tmp_path / "p.c").write_text(SOURCE)
+    texts = {}
+    for name, flags in (("pie", []), ("pic", ["-fPIC"]), ("nopic", ["-fno-pic"]),
+                        ("other", ["-DN=3"]), ("pie-g", ["-g"]), ("pic-g", ["-fPIC", "-g"])):
+        subprocess.run([CLANG, "-Oz", *flags, "-S", "-emit-llvm", "-Xclang",
+                        "-disable-llvm-passes", "p.c", "-o", f"{name}.ll"], cwd=tmp_path,
+                       check=True)
+        texts[name] = (tmp_path / f"{name}.ll").read_bytes()
+    assert texts["pie"] != texts["pic"]
+    assert code_digest(texts["pie"]) == code_digest(texts["pic"]) == code_digest(texts["nopic"]) \
+        == code_digest(texts["other"])      # a define the code never reads
+    # debug information renumbers every metadata node: the same code still
+    assert texts["pie-g"] != texts["pic-g"]
+    assert code_digest(texts["pie-g"]) == code_digest(texts["pic-g"])
+    changed = texts["pie"].replace(b"i32 100", b"i32 101", 1)
+    assert changed != texts["pie"] and code_digest(changed) != code_digest(texts["pie"])
