@@ -116,3 +116,36 @@ class slots:
 
     def __exit__(self, *exc_info) -> None:
         self.server.close()
+
+
+_PARALLEL = re.compile(r"(?:^|\s)-[A-Za-z]*j(\d*)")
+
+
+class _Idle:
+    """The core a make running one job at a time leaves idle: nothing to give back."""
+    def close(self) -> None:
+        pass
+
+
+def spare_slot(makeflags: str | None = None):
+    """A job slot free now beside the caller's own, for work that may be
+    thrown away: a free jobserver slot (taken: ``close()`` gives it back),
+    or, under a make that runs one job at a time (``MAKEFLAGS`` without
+    ``-jN``, N > 1), the core it leaves idle; None when no slot is known to
+    be free (a parallel make with none free or none reachable, and no make:
+    ninja, a shell, a script)."""
+    if makeflags is None:
+        makeflags = os.environ.get("MAKEFLAGS")
+    if makeflags is None or (os.cpu_count() or 1) < 2:
+        return None
+    server = Jobserver(makeflags)
+    if server.ok:
+        if server.acquire(1):
+            return server
+        server.close()
+        return None
+    options = makeflags.split(" -- ")[0]
+    jobs = _PARALLEL.search(options)
+    if jobs is not None and jobs.group(1) != "1":
+        return None                  # parallel, no slot to take: its cores are busy
+    return _Idle()

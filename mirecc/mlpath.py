@@ -151,15 +151,21 @@ def ir_command(compiler: str, inv: Invocation, source: Source, out: str) -> list
     return [compiler, *inv.ir_flags, *lang, source.path, *IR_EMIT_FLAGS, "-o", out]
 
 
-def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
-    import subprocess
-
+def _short(cmd: list[str], workdir: str) -> list[str]:
+    """``cmd``, through a response file when it is too long for exec."""
     if sum(len(a) for a in cmd) > 100_000:  # stay under ARG_MAX: use a response file
         rsp = os.path.join(workdir, "args.rsp")
         with open(rsp, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write("\n".join('"' + a.replace("\\", "\\\\").replace('"', '\\"') + '"'
                                for a in cmd[1:]))
         cmd = [cmd[0], "@" + rsp]
+    return cmd
+
+
+def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
+    import subprocess
+
+    cmd = _short(cmd, workdir)
     try:
         return subprocess.run(cmd, input=stdin_data if source.is_stdin else None,
                               stdin=None if source.is_stdin else subprocess.DEVNULL,
@@ -168,11 +174,52 @@ def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
         raise MLFailure(f"cannot run {cmd[0]} to emit IR: {exc}") from None
 
 
+class EarlyFrontEnd:
+    """A split compile's front end started beside the user's own compile
+    before the gates have read its object (:func:`_start_early`), in a job
+    slot known to be free; stopped when a gate says the IR is not needed.
+    ``close()`` stops it if still running and gives the slot back."""
+
+    def __init__(self, child, slot):
+        self.child, self.slot = child, slot
+
+    def close(self) -> None:
+        try:
+            self.child.kill()
+        except OSError:
+            pass
+        self.slot.close()
+
+
+def _start_early(split, workdir: str) -> EarlyFrontEnd | None:
+    """The front end of ``split`` started now, when a job slot is free
+    beside this one (:func:`mirecc.jobserver.spare_slot`); else None (it
+    runs after the gates, if they want the IR)."""
+    from mirecc.frontend import spawn
+    from mirecc.jobserver import spare_slot
+
+    slot = spare_slot()
+    if slot is None:
+        return None
+    try:
+        child = spawn(_short(split.frontend_command(), workdir),
+                      os.path.join(workdir, "front-end"))
+    except OSError:
+        slot.close()
+        return None
+    return EarlyFrontEnd(child, slot)
+
+
 def emit_ir(cmd: list[str], source: Source, out: str, workdir: str,
-            stdin_data: bytes | None):
+            stdin_data: bytes | None, started: EarlyFrontEnd | None = None):
     """Run ``cmd`` (clang's front end writing ``source``'s bitcode to
-    ``out``); return (bitcode, the front end's stderr)."""
-    proc = _run_ir_command(cmd, source, workdir, stdin_data)
+    ``out``), or wait for it when ``started`` runs it; return (bitcode, the
+    front end's stderr)."""
+    if started is not None:
+        started.child.wait()
+        proc = started.child
+    else:
+        proc = _run_ir_command(cmd, source, workdir, stdin_data)
     if proc.returncode != 0:
         first = next((ln for ln in proc.stderr.decode(errors="replace").splitlines()
                       if "error" in ln), "no error message")
@@ -269,19 +316,27 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
                     user_dep = split._user_dep_file()
             # the user's own compile, on another core, while the IR is read
             outcome.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
-            gated = _gated(gates, outcome.own, config)
-            if gated:
-                # every head's build step said it cannot pay on this object:
-                # the user's own compile is the answer, no IR is read
-                outcome.counts.update(gated)
-                if own_dep or user_dep:
-                    outcome.gated_manifest = (manifest, own_dep or user_dep, source.path,
-                                              frontend_started, compiler, split.output,
-                                              user_dep)
-                return outcome
-            outcome.split = split
-            bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
-                                 stdin_data)
+            # with gates the IR is read after they have seen the object, unless
+            # a job slot is free now: then it is read meanwhile, and thrown
+            # away if they say no
+            early = _start_early(split, workdir) if gates else None
+            try:
+                gated = _gated(gates, outcome.own, config)
+                if gated:
+                    # every head's build step said it cannot pay on this object:
+                    # the user's own compile is the answer, no IR is read
+                    outcome.counts.update(gated)
+                    if own_dep or user_dep:
+                        outcome.gated_manifest = (manifest, own_dep or user_dep, source.path,
+                                                  frontend_started, compiler, split.output,
+                                                  user_dep)
+                    return outcome
+                outcome.split = split
+                bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
+                                     stdin_data, started=early)
+            finally:
+                if early is not None:
+                    early.close()
         else:
             bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
                                  bc_path, workdir, stdin_data)

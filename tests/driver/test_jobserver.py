@@ -110,3 +110,68 @@ def test_candidates_in_the_jobservers_slots_give_the_same_object(tmp_path):
             os.close(w)
         objects[mode] = (tmp_path / f"{mode[0]}.o").read_bytes()
     assert objects["one at a time"] == objects["jobserver"]
+
+
+def test_a_spare_slot_is_a_free_jobserver_slot_or_a_serial_makes_idle_core(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert jobserver.spare_slot(None) is None          # no make: ninja, a shell
+    for serial in ("", " -j1", " -k", " -- CC=cc CFLAGS=-j4", "k -- X=-j2"):
+        slot = jobserver.spare_slot(serial)
+        assert slot is not None, serial
+        slot.close()
+    for parallel in (" -j2 --jobserver-auth=987,988", " -j", "-kj3", " -j2"):
+        assert jobserver.spare_slot(parallel) is None, parallel
+    r, w = os.pipe()
+    try:
+        os.write(w, b"+")
+        slot = jobserver.spare_slot(f" -j2 --jobserver-auth={r},{w}")
+        assert slot is not None
+        assert jobserver.spare_slot(f" -j2 --jobserver-auth={r},{w}") is None   # none left
+        slot.close()
+        os.set_blocking(r, False)
+        assert os.read(r, 10) == b"+"                    # given back
+    finally:
+        os.close(r)
+        os.close(w)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert jobserver.spare_slot("") is None             # one core: nothing is idle
+
+
+def test_the_front_end_in_a_spare_slot_gives_the_same_objects(tmp_path):
+    """The IR is read beside the user's own compile when a job slot is free
+    (here make's jobserver holds one), and thrown away when the object gate
+    says no: the same objects as without, and the slot given back."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tasks" / "code_size"))
+    from test_code_size import _gate_spec, heads_with
+    from size_helpers import SOURCE
+
+    (tmp_path / "p.c").write_text(SOURCE)
+    objects = {}
+    for heads in ("searched", "gated"):
+        root = tmp_path / heads
+        spec = heads_with(root, ["default<Oz>"]) if heads == "searched" else \
+            _gate_spec(root, {"default<Oz>": -8.0})
+        for how in ("no make", "slot"):
+            env = isolated_env(tmp_path / heads, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(spec),
+                               MIRECC_CACHE="0", MIRECC_SIZE_SEARCH="1",
+                               MIRECC_SIZE_BUDGET="1")
+            env.pop("MAKEFLAGS", None)
+            r, w = os.pipe()
+            try:
+                os.write(w, b"+")
+                if how == "slot":
+                    env["MAKEFLAGS"] = f" -j2 --jobserver-auth={r},{w}"
+                out = tmp_path / f"{heads}-{how.replace(' ', '-')}.o"
+                subprocess.run([MIRECC, "-Os", "-c", "p.c", "-o", str(out)], cwd=tmp_path,
+                               env=env, check=True, pass_fds=(r, w), timeout=300)
+                os.set_blocking(r, False)
+                assert os.read(r, 10) == b"+", (heads, how)      # the slot is back
+            finally:
+                os.close(r)
+                os.close(w)
+            objects[heads, how] = out.read_bytes()
+        assert objects[heads, "no make"] == objects[heads, "slot"], heads
+    subprocess.run([CLANG, "-Os", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path, check=True)
+    plain = (tmp_path / "plain.o").read_bytes()
+    assert objects["gated", "slot"] == plain != objects["searched", "slot"]
+    assert not [p.name for p in tmp_path.iterdir() if ".mirecc-" in p.name]
