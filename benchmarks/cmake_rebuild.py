@@ -99,7 +99,8 @@ def main() -> int:
         c, mm = times["clang", s], times["mirecc", s]
         lines.append(f"| {s} | {rp.spread(c)} | {rp.spread(mm)} | "
                      f"{statistics.median(mm) / statistics.median(c):.2f}x |")
-    shown = ("verified.code-size", "verified.code-size.not-searched", "tus.object")
+    shown = ("verified.code-size", "verified.code-size.not-searched",
+             "verified.code-size.from-twin", "tus.object")
     lines += ["", "mirecc's counters in the last round (first build and rebuild): "
               + ", ".join(f"{k} {counters.get(k, 0)}" for k in shown)
               + "; the rebuild's objects are its first build's, byte for byte.", ""]

@@ -141,7 +141,10 @@ SQLITE_TESTS = HERE / "sqlite_tests"
 ALL_PROJECTS = ("zlib", "bzip2", "lua5.4", "sqlite3")
 COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object",
             "verified.code-size.not-searched", "verified.code-size.too-small",
-            "verified.code-size.predicted-no-gain")
+            "verified.code-size.predicted-no-gain", "verified.code-size.from-twin")
+
+# how many jobs each project's make runs (bzip2's Makefile is built one job at a time)
+MAKE_JOBS = {"zlib": 2, "bzip2": 1, "lua5.4": 2, "sqlite3": 2}
 
 BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
 LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
@@ -257,7 +260,7 @@ def configure_zlib(tree: Path, side: Side, lp: Path) -> None:
 
 def make_zlib(tree: Path, side: Side, lp: Path) -> None:
     flags = {"CC": side.cc, "CFLAGS": "-Oz"}
-    out = sh(["make", "-j2"], tree, side, lp, "zlib make", **flags)
+    out = sh(["make", f"-j{MAKE_JOBS['zlib']}"], tree, side, lp, "zlib make", **flags)
     check_opt_level(out, side, "zlib make")
 
 
@@ -272,7 +275,7 @@ def test_zlib(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
 
 
 def make_bzip2(tree: Path, side: Side, lp: Path) -> None:
-    out = sh(["make", "-j1", f"CC={side.cc}", f"CFLAGS={BZIP2_CFLAGS}",
+    out = sh(["make", f"-j{MAKE_JOBS['bzip2']}", f"CC={side.cc}", f"CFLAGS={BZIP2_CFLAGS}",
               "libbz2.a", "bzip2", "bzip2recover"], tree, side, lp, "bzip2 make")
     check_opt_level(out, side, "bzip2 make")
 
@@ -306,7 +309,8 @@ def configure_lua(tree: Path, side: Side, lp: Path) -> None:
 
 def make_lua(tree: Path, side: Side, lp: Path) -> None:
     make = ["make", "-C", "src", f"CC={side.cc} -std=gnu99", f"CXX={side.cxx}", *LUA_MAKE_VARS]
-    out = sh([*make, "-j2", "o"], tree, side, lp, "lua5.4 make o (objects)")
+    out = sh([*make, f"-j{MAKE_JOBS['lua5.4']}", "o"], tree, side, lp,
+             "lua5.4 make o (objects)")
     check_opt_level(out, side, "lua5.4 make o")
     sh([*make, "-j1", "a", "lua"], tree, side, lp, "lua5.4 make a lua (link)")
 
@@ -333,7 +337,8 @@ def configure_sqlite(tree: Path, side: Side, lp: Path) -> None:
 
 
 def make_sqlite(tree: Path, side: Side, lp: Path) -> None:
-    out = sh(["make", "-j2", "sqlite3"], tree, side, lp, "sqlite3 make sqlite3")
+    out = sh(["make", f"-j{MAKE_JOBS['sqlite3']}", "sqlite3"], tree, side, lp,
+             "sqlite3 make sqlite3")
     check_opt_level(out, side, "sqlite3 make")
 
 
@@ -659,9 +664,10 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None,
         mirecc = r.sides.get("mirecc")
         if mirecc and mirecc.counters:
             none = mirecc.counters.get(COUNTERS[3], 0)
-            small, gated = (mirecc.counters.get(c, 0) for c in COUNTERS[4:6])
+            small, gated, twins = (mirecc.counters.get(c, 0) for c in COUNTERS[4:7])
             lines.append(f"  mirecc built candidates for {mirecc.counters[COUNTERS[0]] - none} "
-                         f"TUs (and none for {small} too small to gain and {gated} where the "
+                         f"TUs ({twins} of them with the verdict of their static/shared twin; "
+                         f"none for {small} too small to gain and {gated} where the "
                          f"object gate expected no gain); one was "
                          f"smaller than clang's -Oz in "
                          f"{mirecc.counters[COUNTERS[1]]}")
@@ -678,7 +684,8 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None,
                 f"{len(mirecc.objects)}; kept objects copied per round "
                 f"{', '.join(map(str, mirecc.rebuild_objects))}")
         if mirecc and clang and mirecc.first_s and clang.first_s:
-            lines.append(f"  make -j2 wall time, {len(mirecc.first_s)} rounds, sides "
+            lines.append(f"  make -j{MAKE_JOBS.get(r.project, 2)} wall time, "
+                         f"{len(mirecc.first_s)} rounds, sides "
                          f"alternating, median (min-max), mirecc over clang:")
             for what, field_ in (("first build, configure included", "first_s"),
                                  ("configure alone", "configure_s"),
