@@ -377,6 +377,8 @@ def _compile_tus(inv, args, final, compiler, chosen, config, explain, skipped, s
     finally:
         if started.own is not None:   # whatever happened: stop it, clean up
             started.own.discard()
+        if started.early is not None:
+            started.early.close()
 
 
 def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, stdin_data,
@@ -593,6 +595,8 @@ def _verify(outcome, extra, config) -> None:
                                     int(getattr(verified, "from_cache", False)),
                                 f"verified.{decision.task}.from-twin":
                                     int(getattr(verified, "from_twin", False)),
+                                f"verified.{decision.task}.early":
+                                    int(getattr(outcome.split.early, "taken", False)),
                                 f"verified.{decision.task}.not-searched":
                                     int(getattr(verified, "built", 1) == 0
                                         and not getattr(verified, "from_cache", False)),

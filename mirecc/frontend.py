@@ -102,6 +102,8 @@ class Split:
         # where the front end lists every file it reads (direct mode's
         # manifest is made from it); without one, no list is written
         self.private_dep_file = private_dep_file
+        # work started early in a free job slot (mlpath.EarlyFrontEnd), if any
+        self.early = None
         self.output = object_path(inv)
         self.writes_dep_file = writes_dep_file(args)
         self.color = color and not any(a.startswith(("-fcolor-diagnostics",
@@ -225,7 +227,7 @@ def writes_dep_file(args: list[str]) -> bool:
     return any(a in ("-MD", "-MMD") for a in args)
 
 
-def spawn(cmd: list[str], streams: str) -> "Child":
+def spawn(cmd: list[str], streams: str, group: bool = False) -> "Child":
     """Start ``cmd`` (searched on PATH) with stdin from /dev/null and its
     stdout and stderr into ``streams``.out and ``streams``.err.
     (os.posix_spawnp rather than subprocess: subprocess, with the signal,
@@ -235,7 +237,9 @@ def spawn(cmd: list[str], streams: str) -> "Child":
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, streams + ".out", flags, 0o600),
                (os.POSIX_SPAWN_OPEN, 2, streams + ".err", flags, 0o600)]
-    return Child(os.posix_spawnp(cmd[0], cmd, os.environ, file_actions=actions), streams)
+    # group: a process group of its own, so that kill() stops what it started
+    return Child(os.posix_spawnp(cmd[0], cmd, os.environ, file_actions=actions,
+                                 **({"setpgroup": 0} if group else {})), streams, group)
 
 
 class Child:
@@ -243,8 +247,8 @@ class Child:
     that signal, as subprocess says), ``stdout`` and ``stderr`` once it
     has ended."""
 
-    def __init__(self, pid: int, streams: str):
-        self.pid, self.streams = pid, streams
+    def __init__(self, pid: int, streams: str, group: bool = False):
+        self.pid, self.streams, self.group = pid, streams, group
         self.returncode: int | None = None
         self.stdout = self.stderr = b""
 
@@ -272,7 +276,7 @@ class Child:
 
     def kill(self) -> None:
         if self.poll() is None:
-            os.kill(self.pid, 9)     # SIGKILL
+            (os.killpg if self.group else os.kill)(self.pid, 9)     # SIGKILL
             self.wait()
 
 

@@ -108,6 +108,7 @@ class Outcome:
         self.warnings: list[str] = []       # non-fatal problems
         self.split = None                   # a frontend.Split whose front end ran
         self.own = None                     # the user's own compile (frontend.Compile), if started
+        self.early = None                   # work started in a free job slot (EarlyFrontEnd)
         self.manifests: list = []           # direct-mode manifests to write after the compile
         self.verified: dict = {}            # task -> what its build step did (Task.verify)
         self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.objcache)
@@ -175,19 +176,70 @@ def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
 
 
 class EarlyFrontEnd:
-    """A split compile's front end started beside the user's own compile
-    before the gates have read its object (:func:`_start_early`), in a job
-    slot known to be free; stopped when a gate says the IR is not needed.
-    ``close()`` stops it if still running and gives the slot back."""
+    """Work started beside the user's own compile, before the gates have
+    read its object, in a job slot known to be free (:func:`_start_early`):
+    the split compile's front end, then the first step of the gated task's
+    build step (``Task.early``: code size's first candidate).  What a gate
+    or the build step does not take is stopped: ``close()`` stops what
+    still runs and gives the slot back."""
 
     def __init__(self, child, slot):
         self.child, self.slot = child, slot
+        self.step = None            # (key, Child, output) of the task's early step
+        self.taken = False          # the build step took its output
 
-    def close(self) -> None:
+    def start_step(self, early: str, split, config, workdir: str, own) -> None:
+        """Once the front end has written the bitcode, while the user's own
+        compile (``own``, a Child) still runs: start ``early``
+        (``Task.early``) in the slot, its commands one after the other."""
+        import shlex
+
+        from mirecc.frontend import spawn
+        from mirecc.tasks.api import load_attribute
+
+        while self.child.poll() is None:
+            if own.poll() is not None:
+                return      # the user's compile ended first: nothing left to overlap
+            time.sleep(0.002)
+        if self.child.returncode != 0 or own.poll() is not None:
+            return
         try:
-            self.child.kill()
+            planned = load_attribute(early)(split, config, workdir)
+        except Exception:   # noqa: BLE001 - nothing early: the build step builds it
+            return
+        if planned is None:
+            return
+        key, commands, output = planned
+        script = " && ".join(" ".join(map(shlex.quote, cmd)) for cmd in commands)
+        try:
+            self.step = (key, spawn(["/bin/sh", "-c", script],
+                                    os.path.join(workdir, "early"), group=True), output)
         except OSError:
             pass
+
+    def take(self, key: str, timeout: float) -> str | None:
+        """The early step's output for ``key`` once it has ended well (waited
+        for, at most ``timeout`` seconds); None when it built something else,
+        failed or ran over."""
+        if self.step is None or self.step[0] != key:
+            return None
+        _, child, output = self.step
+        until = time.monotonic() + timeout
+        while child.poll() is None:
+            if time.monotonic() > until:
+                child.kill()
+                return None
+            time.sleep(0.005)
+        self.taken = child.returncode == 0 and os.path.isfile(output)
+        return output if self.taken else None
+
+    def close(self) -> None:
+        for child in (self.child, self.step and self.step[1]):
+            try:
+                if child:
+                    child.kill()
+            except OSError:
+                pass
         self.slot.close()
 
 
@@ -208,6 +260,17 @@ def _start_early(split, workdir: str) -> EarlyFrontEnd | None:
         slot.close()
         return None
     return EarlyFrontEnd(child, slot)
+
+
+def _early_step(gates: dict) -> str | None:
+    """The early step (``Task.early``) of the first gated task with one."""
+    from mirecc.tasks.registry import task
+
+    for name in sorted(gates):
+        declared = task(name)
+        if declared is not None and getattr(declared, "early", None):
+            return declared.early
+    return None
 
 
 def emit_ir(cmd: list[str], source: Source, out: str, workdir: str,
@@ -319,24 +382,28 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
             # with gates the IR is read after they have seen the object, unless
             # a job slot is free now: then it is read meanwhile, and thrown
             # away if they say no
-            early = _start_early(split, workdir) if gates else None
-            try:
-                gated = _gated(gates, outcome.own, config)
-                if gated:
-                    # every head's build step said it cannot pay on this object:
-                    # the user's own compile is the answer, no IR is read
-                    outcome.counts.update(gated)
-                    if own_dep or user_dep:
-                        outcome.gated_manifest = (manifest, own_dep or user_dep, source.path,
-                                                  frontend_started, compiler, split.output,
-                                                  user_dep)
-                    return outcome
-                outcome.split = split
-                bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
-                                     stdin_data, started=early)
-            finally:
+            # (the build step's first candidate after it); the caller closes it
+            early = outcome.early = _start_early(split, workdir) if gates else None
+            if early is not None:
+                step = _early_step(gates)
+                if step:
+                    early.start_step(step, split, config, workdir, outcome.own.child)
+            gated = _gated(gates, outcome.own, config)
+            if gated:
+                # every head's build step said it cannot pay on this object:
+                # the user's own compile is the answer, no IR is read
                 if early is not None:
                     early.close()
+                outcome.counts.update(gated)
+                if own_dep or user_dep:
+                    outcome.gated_manifest = (manifest, own_dep or user_dep, source.path,
+                                              frontend_started, compiler, split.output,
+                                              user_dep)
+                return outcome
+            outcome.split = split
+            split.early = early
+            bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
+                                 stdin_data, started=early)
         else:
             bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
                                  bc_path, workdir, stdin_data)

@@ -32,7 +32,9 @@ Counters:
   user's level, and those where the winner was known from an earlier build
   (only it was built), ``verified.<task>.from-twin`` among them those
   where it came from a compile of the same code (a static and a shared
-  copy of one source); ``verified.<task>.not-searched``: those where the
+  copy of one source), ``verified.<task>.early`` those where a candidate
+  was built in a free job slot while the user's own compile ran
+  (``Task.early``); ``verified.<task>.not-searched``: those where the
   step built nothing, and why: ``verified.<task>.too-small`` (an object
   too small to gain) or ``verified.<task>.predicted-no-gain`` (the object
   gate expects no candidate within the budget to gain);
@@ -241,7 +243,8 @@ def render(data: dict, path: str) -> str:
                   row("no candidate predicted to gain", n(f"{name}.predicted-no-gain"), 8),
                   row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
                   row("winner known from an earlier build", n(f"{name}.from-cache"), 6),
-                  row("from its static/shared twin", n(f"{name}.from-twin"), 8)]
+                  row("from its static/shared twin", n(f"{name}.from-twin"), 8),
+                  row("a candidate built beside your compile", n(f"{name}.early"), 6)]
     for name in sorted(k for k in data if k.startswith("links.") and k.count(".") == 1):
         task = name[len("links."):]
         lines += [row(f"{task}: links linked again (LTO)", n(name), 4),

@@ -125,6 +125,14 @@ class Task:
     when it could.  When every head with a use in the compile belongs to a task
     whose gate gives a reason, the IR is not read at all: the user's own
     object is the answer (configure's probes pay one compile).
+    ``early``: ``"module:function"``: ``function(split, config, workdir)
+    -> (key, commands, output) | None``, for a task with ``gate``: the
+    first thing its build step would build from the front end's bitcode
+    (code size: the first candidate), run one command after the other in
+    a job slot that is free (a serial make's idle core, a free jobserver
+    slot) while the user's own compile and the gate run; the build step
+    takes ``output`` through ``split.early.take(key)`` instead of building
+    it, and whatever it does not take is stopped.  ``None``: nothing early.
     ``link``: ``"module:NAME"``: the task's step at a link-only call into a
     file (no source; the -O level the task names, its decisions on; the
     first task whose step wants the link takes it): an object with
@@ -163,13 +171,13 @@ class Task:
     """
 
     __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "gate", "link", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
+                 "explain", "verify", "gate", "early", "link", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
 
     def __init__(self, name: str, *, summary: str, languages, head: str | None,
                  settings: tuple = (), applied_when: str | None = None,
                  inject: str | None = None, explain: str | None = None,
                  verify: str | None = None, gate: str | None = None,
-                 link: str | None = None,
+                 early: str | None = None, link: str | None = None,
                  attribute: str | None = None,
                  plugin_entry: str | None = None, profile: str | None = None,
                  front_end: str | None = None, commands: tuple = (),
@@ -188,6 +196,7 @@ class Task:
         self.explain = explain
         self.verify = verify
         self.gate = gate
+        self.early = early
         self.link = link
         self.attribute = attribute
         self.plugin_entry = plugin_entry

@@ -85,6 +85,7 @@ TASKS = (
                           "outliner in the LTO back end and keep the smaller output")),
         verify="mirecc.tasks.code_size.verify:smallest_object",
         gate="mirecc.tasks.code_size.build:worth_searching",
+        early="mirecc.tasks.code_size.build:first_candidate",
         link="mirecc.tasks.code_size.link:LINK",
         measured="verified: every candidate is built, never more loadable bytes than your "
                  "level; at the default budget Debian's zlib, bzip2, lua5.4 and sqlite3 1.5% "

@@ -312,20 +312,54 @@ def run_step(cmd: list[str], what: str, timeout: float = STEP_TIMEOUT_S) -> byte
     return proc.stdout
 
 
-def build_candidate(split, candidate: str, extra: list[str], workdir: str, name: str) -> str:
-    """The object of ``split``'s TU through ``candidate`` (an opt
-    ``-passes=`` string and its back-end options), into ``workdir``; its
-    path.  ``extra``: the decision flags of the other tasks, as in the
-    user's object."""
+def candidate_steps(split, candidate: str, extra: list[str], workdir: str,
+                    name: str) -> tuple[list[list[str]], str]:
+    """The commands that build ``split``'s TU through ``candidate`` (an opt
+    ``-passes=`` string and its back-end options) into ``workdir``: opt,
+    then clang's back end; and the object's path.  ``extra``: the decision
+    flags of the other tasks, as in the user's object."""
     try:
         parsed = parse_candidate(candidate)
     except ValueError as exc:
         raise CandidateError(str(exc)) from None
     optimised = os.path.join(workdir, f"{name}.bc")
     obj = os.path.join(workdir, f"{name}.o")
-    run_step([opt_beside(split.compiler), f"-passes={parsed.passes}", *parsed.opt_flags,
-              split.bitcode_path, "-o", optimised], candidate)
-    run_step(split.backend_command([*extra, *parsed.backend_flags, "-Xclang",
-                                    "-disable-llvm-passes"],
-                                   output=obj, bitcode=optimised), candidate)
+    return ([[opt_beside(split.compiler), f"-passes={parsed.passes}", *parsed.opt_flags,
+              split.bitcode_path, "-o", optimised],
+             split.backend_command([*extra, *parsed.backend_flags, "-Xclang",
+                                    "-disable-llvm-passes"], output=obj, bitcode=optimised)],
+            obj)
+
+
+def build_candidate(split, candidate: str, extra: list[str], workdir: str, name: str) -> str:
+    """The object of ``split``'s TU through ``candidate`` (:func:`candidate_steps`),
+    into ``workdir``; its path.  The object the early step built
+    (:func:`first_candidate`) when it is this one."""
+    early = getattr(split, "early", None)
+    if early is not None and not extra:
+        built = early.take(candidate, 2 * STEP_TIMEOUT_S)
+        if built is not None:
+            return built
+    steps, obj = candidate_steps(split, candidate, extra, workdir, name)
+    for cmd in steps:
+        run_step(cmd, candidate)
     return obj
+
+
+def first_candidate(split, config, workdir: str):
+    """The task's early step (``Task.early``): the candidate the build step
+    builds first at this budget, in the library's order (``(candidate,
+    commands, object)``); None when a ranker orders them after the IR is
+    read, or the budget builds none."""
+    from mirecc.compiler import clang_major
+    from mirecc.tasks.code_size.head import budget_names, installed
+
+    spec = installed(config)
+    major = str(clang_major(split.compiler))
+    names = budget_names(spec, int(major), int(getattr(config, "size_search", 0) or 0),
+                         float(getattr(config, "size_budget", 1.0)))
+    if not names or spec.get("ranker", {}).get(major):
+        return None
+    candidate = spec["library"][major][names[0]]
+    steps, obj = candidate_steps(split, candidate, [], workdir, "early")
+    return candidate, steps, obj

@@ -812,3 +812,35 @@ def test_the_code_digest_ignores_position_independence_and_metadata_only(tmp_pat
     assert code_digest(texts["pie-g"]) == code_digest(texts["pic-g"])
     changed = texts["pie"].replace(b"i32 100", b"i32 101", 1)
     assert changed != texts["pie"] and code_digest(changed) != code_digest(texts["pie"])
+
+
+def test_under_a_serial_make_the_first_candidate_is_built_beside_the_users_compile(tmp_path):
+    """A serial make leaves a core idle: the IR is read and the first
+    candidate built there while the user's own compile runs, and the build
+    step takes that object: the same objects as without make; a TU the
+    gate answers, or whose early candidate fails, is clang's."""
+    (tmp_path / "p.c").write_text(SOURCE)
+    subprocess.run([CLANG, "-Os", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path, check=True)
+    plain = (tmp_path / "plain.o").read_bytes()
+    cases = {"searched": heads_with(tmp_path / "searched", ["default<Oz>", "default<O1>"]),
+             "gated": _gate_spec(tmp_path / "gated", {"default<Oz>": -8.0}),
+             "failing": heads_with(tmp_path / "failing", ["no-such-pass"])}
+    for case, heads in cases.items():
+        objects = {}
+        for make in (None, ""):
+            where = tmp_path / case / ("shell" if make is None else "make")
+            where.mkdir(parents=True)
+            env = env_for(where, heads, k=2, budget=1)
+            env.pop("MAKEFLAGS", None)
+            if make is not None:
+                env["MAKEFLAGS"] = make            # make -j1: one job at a time
+            out = f"{case}-{'make' if make is not None else 'shell'}.o"
+            proc = subprocess.run([MIRECC, "-Os", "-c", "p.c", "-o", out], cwd=tmp_path,
+                                  env=env, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0 and proc.stderr == "", (case, proc.stderr)
+            objects[make] = (tmp_path / out).read_bytes()
+            early = stats(env).get("verified.code-size.early", 0)
+            assert early == (case == "searched" and make is not None), (case, make)
+        assert objects[None] == objects[""], case
+        assert (objects[""] != plain) if case == "searched" else (objects[""] == plain), case
+    assert not [p.name for p in tmp_path.iterdir() if ".mirecc-" in p.name]
