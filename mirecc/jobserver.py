@@ -16,20 +16,39 @@ recipe make did not pass it to), the caller's own setting decides.
 from __future__ import annotations
 
 import os
-import re
 import stat
 
-_AUTH = re.compile(r"--jobserver-(?:auth|fds)=(?:fifo:(\S+)|(\d+),(\d+))")
+# (no re: under make every compile imports this module, and re with the
+# enum module it imports costs ~17 ms)
 
 
 def parse(makeflags: str):
     """``("fifo", path)``, ``("fds", r, w)`` or None: the last jobserver
     named in ``makeflags`` (make puts the one in effect last)."""
-    found = _AUTH.findall(makeflags or "")
-    if not found:
-        return None
-    fifo, r, w = found[-1]
-    return ("fifo", fifo) if fifo else ("fds", int(r), int(w))
+    found = None
+    for word in (makeflags or "").split():
+        for prefix in ("--jobserver-auth=", "--jobserver-fds="):
+            if not word.startswith(prefix):
+                continue
+            value = word[len(prefix):]
+            if value.startswith("fifo:"):
+                found = ("fifo", value[5:]) if value[5:] else found
+            else:
+                r, comma, w = value.partition(",")
+                if comma and r.isdigit() and w.isdigit():
+                    found = ("fds", int(r), int(w))
+    return found
+
+
+def _parallel(makeflags: str) -> bool:
+    """Does ``makeflags`` run several jobs at once (``-jN``, N > 1, or
+    ``-j``)?  Variables after ``--`` are not options."""
+    for word in makeflags.split(" -- ")[0].split():
+        if word[:1] == "-" and word[1:2] != "-" and "j" in word:
+            jobs = word[word.index("j") + 1:]
+            if jobs != "1" and (jobs == "" or jobs.isdigit()):
+                return True
+    return False
 
 
 class Jobserver:
@@ -118,9 +137,6 @@ class slots:
         self.server.close()
 
 
-_PARALLEL = re.compile(r"(?:^|\s)-[A-Za-z]*j(\d*)")
-
-
 class _Idle:
     """The core a make running one job at a time leaves idle: nothing to give back."""
     def close(self) -> None:
@@ -144,8 +160,6 @@ def spare_slot(makeflags: str | None = None):
             return server
         server.close()
         return None
-    options = makeflags.split(" -- ")[0]
-    jobs = _PARALLEL.search(options)
-    if jobs is not None and jobs.group(1) != "1":
+    if _parallel(makeflags):
         return None                  # parallel, no slot to take: its cores are busy
     return _Idle()

@@ -592,6 +592,28 @@ def test_a_tu_too_small_to_gain_is_not_searched(tmp_path):
     assert f"under {MIN_TEXT_BYTES} (too small to gain)" in text and "failed" not in text
 
 
+def test_a_probe_imports_no_regular_expressions_inside_make_or_out(tmp_path):
+    """configure's probe compiles pay every import: a probe too small to
+    gain loads neither re (with enum, ~17 ms) nor subprocess, outside make
+    and under a serial make, where the front end and the first candidate
+    start beside it and are stopped."""
+    env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>"]), k=1)
+    (tmp_path / "probe.c").write_text("int main(void) { return 0; }\n")
+    for makeflags in (None, "", " -j2 --jobserver-auth=987,988"):
+        run_env = {k: v for k, v in env.items() if k != "MAKEFLAGS"}
+        if makeflags is not None:
+            run_env["MAKEFLAGS"] = makeflags
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "mirecc", "-Oz", "-c",
+                               "probe.c", "-o", "ours.o"], cwd=tmp_path, env=run_env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+                    if line.startswith("import time:")}
+        assert "mirecc.driver" in imported
+        assert not imported & {"re", "enum", "shlex", "subprocess"}, (makeflags, imported)
+    assert stats(env)["verified.code-size.too-small"] == 3
+
+
 def _gate_spec(tmp_path: Path, intercepts: dict[str, float], threshold: float = 0.5) -> Path:
     """A test head whose object gate gives each named pipeline a fixed chance
     (its intercept; the coefficients 0)."""
