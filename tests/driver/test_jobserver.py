@@ -24,6 +24,10 @@ def test_makeflags_name_the_jobserver_make_uses():
     assert jobserver.parse("-j8 --jobserver-auth=fifo:/tmp/GMfifo12") == ("fifo", "/tmp/GMfifo12")
     assert jobserver.parse("--jobserver-auth=3,4 --jobserver-auth=fifo:/x") == ("fifo", "/x")
     assert jobserver.parse("-k") is None and jobserver.parse("") is None
+    for broken in ("--jobserver-auth=fifo:", "--jobserver-auth=x,4", "--jobserver-auth=3",
+                   "--jobserver-fds=3,", "-j2 --jobserver-authx=3,4"):
+        assert jobserver.parse(broken) is None, broken
+    assert jobserver.parse("--jobserver-auth=3,4 --jobserver-auth=x,y") == ("fds", 3, 4)
 
 
 def test_free_slots_are_taken_without_waiting_and_all_given_back():
