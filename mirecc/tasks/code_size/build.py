@@ -100,9 +100,9 @@ def tool_beside(compiler: str, tool: str) -> str:
     """An LLVM ``tool`` of the clang ``compiler`` (same LLVM): beside its
     real path, as Debian installs ``/usr/lib/llvm-<N>/bin``; a bare name
     (``clang-19``) is looked up on PATH first."""
-    import shutil
-
     if os.sep not in compiler:
+        import shutil       # here: it imports re (~12 ms), which a path does not need
+
         compiler = shutil.which(compiler) or compiler
     path = os.path.join(os.path.dirname(os.path.realpath(compiler)), tool)
     if not os.access(path, os.X_OK):

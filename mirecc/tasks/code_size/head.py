@@ -24,7 +24,6 @@ object is smaller than the user's own.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from mirecc.pipeline import Candidate, Decision, HeadError, NoDecision, Ranking, candidates_of
 from mirecc.tasks.code_size import OPT_LEVELS
@@ -118,10 +117,11 @@ def installed(config) -> dict:
     gate use it, per LLVM major (as text): ``library`` (name -> candidate
     text, in the library's order), ``costs``, ``gate`` (the object gate's
     model, :func:`parse_gate`) and ``ranker`` (majors a ranker orders).
-    Kept as JSON in the cache directory, keyed by the spec's path, size and
+    Kept in the cache directory (``marshal``: no module to import; json's
+    would import re, ~17 ms of a probe), keyed by the spec's path, size and
     time: reading the YAML spec costs ~100 ms (the parser's import and
-    kilobytes-long pipelines) on every searched TU, the JSON ~1 ms."""
-    import json
+    kilobytes-long pipelines) on every searched TU, the kept copy ~1 ms."""
+    import marshal
 
     from mirecc.tasks.registry import default_heads_dirs, find_head_specs, spec_task
 
@@ -132,14 +132,16 @@ def installed(config) -> dict:
         if config is not None and config.cache:
             from hashlib import sha256
             st = os.stat(found.spec_path)
-            stamp = f"v2|{os.path.abspath(found.spec_path)}|{st.st_size}|{st.st_mtime_ns}"
+            stamp = f"v3|{os.path.abspath(found.spec_path)}|{st.st_size}|{st.st_mtime_ns}"
             kept = os.path.join(config.cache_root(), "code-size", "library-"
-                                + sha256(stamp.encode()).hexdigest()[:24] + ".json")
+                                + sha256(stamp.encode()).hexdigest()[:24] + ".marshal")
             try:
-                with open(kept, encoding="utf-8") as fh:
-                    return json.load(fh)
-            except (OSError, ValueError):
-                pass
+                with open(kept, "rb") as fh:
+                    spec = marshal.loads(fh.read())
+                if isinstance(spec, dict) and isinstance(spec.get("library"), dict):
+                    return spec
+            except (OSError, ValueError, EOFError, TypeError):
+                pass        # missing or damaged: read the spec again
         from mirecc.pipeline import load_head
 
         head = load_head(found, config)
@@ -148,12 +150,10 @@ def installed(config) -> dict:
                 "gate": {str(m): model for m, model in head.gate.items()},
                 "ranker": {str(head.ranker["llvm"]): True} if head.ranker else {}}
         if kept is not None:
-            from pathlib import Path
-
             from mirecc.fsutil import atomic_write_bytes
             try:
-                atomic_write_bytes(Path(kept), json.dumps(spec).encode())
-            except OSError:
+                atomic_write_bytes(kept, marshal.dumps(spec))
+            except (OSError, ValueError):
                 pass        # only the shortcut is lost
         return spec
     raise HeadError("no code-size head is installed")
@@ -195,7 +195,9 @@ def parse_gate(spec: dict, library: dict, where) -> dict[int, dict]:
 class CodeSizeHead:
     name = TASK
 
-    def __init__(self, directory: Path, spec: dict, config=None):
+    def __init__(self, directory, spec: dict, config=None):
+        from pathlib import Path    # here: the driver's gate and early step import this module
+
         self.directory = Path(directory)
         self.config = config
         self.k = int(getattr(config, "size_search", 0) or 0)

@@ -147,9 +147,10 @@ def test_the_shipped_spec_has_a_cost_for_every_entry():
         assert set(costs[major]) == {name for name, _ in entries}
 
 
-def test_the_installed_library_is_kept_as_json_and_follows_the_spec(tmp_path):
-    """The build step's library comes from a JSON copy in the cache (no YAML
-    parse per TU); a changed spec is read again."""
+def test_the_installed_library_is_kept_and_follows_the_spec(tmp_path):
+    """The build step's library comes from a marshal copy in the cache (no
+    YAML parse, no json import per TU); a changed spec is read again, a
+    damaged copy too."""
     import os
 
     from mirecc.config import Config
@@ -158,9 +159,11 @@ def test_the_installed_library_is_kept_as_json_and_follows_the_spec(tmp_path):
     heads = _spec_with_costs(tmp_path, [("default<Oz>", 0.6)])
     config = Config(heads_dir=str(heads), cache_dir=str(tmp_path / "cache"))
     assert installed_library(config, 14) == {"default<Oz>": "default<Oz>"}
-    kept = list((tmp_path / "cache" / "code-size").glob("library-*.json"))
+    kept = list((tmp_path / "cache" / "code-size").glob("library-*.marshal"))
     assert len(kept) == 1
-    assert installed_library(config, 14) == {"default<Oz>": "default<Oz>"}   # from the JSON
+    assert installed_library(config, 14) == {"default<Oz>": "default<Oz>"}   # from the copy
+    kept[0].write_bytes(b"\x00damaged")
+    assert installed_library(config, 14) == {"default<Oz>": "default<Oz>"}
     spec = heads / "code-size" / "spec.yaml"
     spec.write_text(spec.read_text().replace("default<Oz>", "default<Os>"))
     os.utime(spec, ns=(1, 1))

@@ -599,6 +599,11 @@ def test_a_probe_imports_no_regular_expressions_inside_make_or_out(tmp_path):
     start beside it and are stopped."""
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>"]), k=1)
     (tmp_path / "probe.c").write_text("int main(void) { return 0; }\n")
+    # the head's spec already read once (the YAML parser imports re), as
+    # after a build's first searched TU
+    from mirecc.config import Config
+    from mirecc.tasks.code_size.head import installed
+    installed(Config(heads_dir=env["MIRECC_HEADS_DIR"], cache_dir=env["MIRECC_CACHE_DIR"]))
     for makeflags in (None, "", " -j2 --jobserver-auth=987,988"):
         run_env = {k: v for k, v in env.items() if k != "MAKEFLAGS"}
         if makeflags is not None:
@@ -612,6 +617,23 @@ def test_a_probe_imports_no_regular_expressions_inside_make_or_out(tmp_path):
         assert "mirecc.driver" in imported
         assert not imported & {"re", "enum", "shlex", "subprocess"}, (makeflags, imported)
     assert stats(env)["verified.code-size.too-small"] == 3
+    # whether a probe's early step is planned depends on which compile ends
+    # first; planned alone, it imports none of them either
+    code = ("from mirecc.config import Config\n"
+            "from mirecc.tasks.code_size.build import first_candidate\n"
+            "class Split:\n"
+            f"    compiler, bitcode_path = {CLANG!r}, 'probe.bc'\n"
+            "    def backend_command(self, extra, output, bitcode):\n"
+            "        return ['clang', *extra, '-o', output, bitcode]\n"
+            f"config = Config(heads_dir={env['MIRECC_HEADS_DIR']!r}, "
+            f"cache_dir={env['MIRECC_CACHE_DIR']!r})\n"
+            "print(first_candidate(Split(), config, '.')[0])\n")
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout.strip() == "default<Oz>"
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert not imported & {"re", "enum", "shlex", "subprocess", "shutil", "json"}, imported
 
 
 def _gate_spec(tmp_path: Path, intercepts: dict[str, float], threshold: float = 0.5) -> Path:
