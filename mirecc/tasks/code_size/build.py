@@ -165,17 +165,11 @@ def worth_searching(object_path: str, config=None, compiler: str = "") -> str | 
     if config is None or not compiler or not getattr(config, "size_gate", True):
         return None
     try:
-        from mirecc.compiler import clang_major
-        from mirecc.tasks.code_size.head import budget_names, installed
-
-        spec = installed(config)
-        major = clang_major(compiler)
-        names = budget_names(spec, major, int(getattr(config, "size_search", 0) or 0),
-                             float(getattr(config, "size_budget", 1.0)))
-        if spec.get("ranker", {}).get(str(major)) or not names:
+        spec, major, names = _in_library_order(config, compiler)
+        if not names:
             return None     # a ranker orders them after the IR is read: the build step gates
         with open(object_path, "rb") as fh:
-            kept = gate_keeps(spec.get("gate", {}).get(str(major)), fh.read(), names)
+            kept = gate_keeps(spec.get("gate", {}).get(major), fh.read(), names)
     except Exception:   # noqa: BLE001 - a gate never breaks the build: read the IR
         return None
     return None if kept is None or kept[0] else "predicted-no-gain"
@@ -351,15 +345,25 @@ def first_candidate(split, config, workdir: str):
     builds first at this budget, in the library's order (``(candidate,
     commands, object)``); None when a ranker orders them after the IR is
     read, or the budget builds none."""
-    from mirecc.compiler import clang_major
-    from mirecc.tasks.code_size.head import budget_names, installed
-
-    spec = installed(config)
-    major = str(clang_major(split.compiler))
-    names = budget_names(spec, int(major), int(getattr(config, "size_search", 0) or 0),
-                         float(getattr(config, "size_budget", 1.0)))
-    if not names or spec.get("ranker", {}).get(major):
+    spec, major, names = _in_library_order(config, split.compiler)
+    if not names:
         return None
     candidate = spec["library"][major][names[0]]
     steps, obj = candidate_steps(split, candidate, [], workdir, "early")
     return candidate, steps, obj
+
+
+def _in_library_order(config, compiler: str) -> tuple[dict, str, list[str]]:
+    """(the installed spec, ``compiler``'s LLVM major as text, the names the
+    budget builds in the library's order), for the gate and the early step,
+    which run before the IR is read; no names when a ranker orders them
+    after it."""
+    from mirecc.compiler import clang_major
+    from mirecc.tasks.code_size.head import budget_names, installed
+
+    spec = installed(config)
+    major = clang_major(compiler)
+    if spec.get("ranker", {}).get(str(major)):
+        return spec, str(major), []
+    return spec, str(major), budget_names(spec, major, int(getattr(config, "size_search", 0) or 0),
+                                          float(getattr(config, "size_budget", 1.0)))
