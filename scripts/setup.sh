@@ -72,7 +72,7 @@ elif [ "$mode" = "--corpus" ]; then
     .venv/bin/pip install -q -e . --config-settings editable_mode=compat
     .venv/bin/python -m compileall -q mirecc
 else
-    .venv/bin/pip install -q ".[cuda]"
+    .venv/bin/pip install -q ".[cuda,plot]"
 fi
 
 # The compilers this installation drives: the clang setup installed with its
