@@ -1,4 +1,4 @@
-"""A C program big enough for the code-size search (shared by its tests)."""
+"""C programs big enough for the code-size search (shared by its tests)."""
 
 # -Os vectorizes these loops (wide code plus a scalar tail); -Oz does not.
 # Over 1024 bytes of .text at -Os: big enough to be searched (verify.MIN_TEXT_BYTES)
@@ -40,6 +40,34 @@ int main(void) {
   double s = 0;
   for (int i = 0; i < 100; i++) s += y[i] + x[i] + u[i] + v[i] + q[i];
   printf("%.3f\\n", s);
+  return 0;
+}
+"""
+
+
+# 96 functions that return their number for their token and otherwise
+# tail-call common(): LLVM 14's x86 machine outliner moves the compare and
+# the conditional tail call of each group into a shared function that ends
+# in the conditional jump, so that a call with another token runs off its
+# end (into the next function).  main counts the wrong answers.  Over 1024
+# bytes of .text at -Oz.
+OUTLINER_MISCOMPILES = r"""
+#include <stdio.h>
+__attribute__((noinline)) int common(int tok) { return -tok; }
+#define F(n, t) __attribute__((noinline)) int f##n(int tok) { \
+  if (tok == t) return n; return common(tok); }
+#define F8(a, t) F(a##0, t) F(a##1, t) F(a##2, t) F(a##3, t) F(a##4, t) F(a##5, t) \
+  F(a##6, t) F(a##7, t)
+F8(1, 27) F8(2, 18) F8(3, 27) F8(4, 18) F8(5, 27) F8(6, 18) F8(7, 27) F8(8, 18)
+F8(9, 27) F8(10, 18) F8(11, 27) F8(12, 18)
+#define C(n, t) bad += f##n(t - 1 + argc) != n;
+#define C8(a, t) C(a##0, t) C(a##1, t) C(a##2, t) C(a##3, t) C(a##4, t) C(a##5, t) \
+  C(a##6, t) C(a##7, t)
+int main(int argc, char **argv) {
+  int bad = 0;
+  C8(1, 27) C8(2, 18) C8(3, 27) C8(4, 18) C8(5, 27) C8(6, 18) C8(7, 27) C8(8, 18)
+  C8(9, 27) C8(10, 18) C8(11, 27) C8(12, 18)
+  printf("%d wrong\n", bad);
   return 0;
 }
 """

@@ -246,6 +246,80 @@ def _x86_64_features(data: bytes) -> list[float]:
             len(zlib.compress(text, 1)) / size, largest / size, math.log1p(n["undefined"])]
 
 
+#: the machine outliner's functions are named so (LLVM's MachineOutliner)
+OUTLINED_PREFIX = b"OUTLINED_FUNCTION_"
+
+
+def outlined_run_off(data: bytes) -> list[str] | None:
+    """The machine outliner's functions in an x86-64 ELF file (object or
+    linked output) whose last instruction is not a return or an
+    unconditional jump, so that control can run off their end; None when
+    the file has no symbol table to find them in ([] for other machines:
+    their outliners are not checked).
+
+    LLVM 14's x86 outliner can end an outlined function with a conditional
+    tail call (``cmp $27, %edi; jne callee``): where the branch is not
+    taken, control runs into whatever follows.  A function that the
+    outliner finished itself ends in ``ret``; one that ends a tail call,
+    in ``jmp``."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 \
+            or struct.unpack_from("<H", data, 0x12)[0] != EM_X86_64:
+        return []
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                for i in range(shnum)]
+    symtabs = [s for s in sections if s[1] == SHT_SYMTAB]
+    if not symtabs:
+        return None
+    if OUTLINED_PREFIX not in data:
+        return []           # (most objects: no symbol to read)
+    bad = []
+    for _, _, _, _, offset, size, link, _, _, _ in symtabs:
+        strtab = sections[link][4]
+        for at in range(offset, offset + size - 23, 24):
+            st_name, st_info, _, st_shndx, st_value, st_size = \
+                struct.unpack_from("<IBBHQQ", data, at)
+            if st_info & 0xF != 2 or not st_size or not 0 < st_shndx < shnum \
+                    or not data.startswith(OUTLINED_PREFIX, strtab + st_name):
+                continue
+            _, _, _, addr, sec_offset, _, _, _, _, _ = sections[st_shndx]
+            end = sec_offset + st_value - addr + st_size
+            if not _ends_in_a_jump(data[max(end - 6, end - st_size):end]):
+                bad.append(data[strtab + st_name:data.index(b"\0", strtab + st_name)]
+                           .decode(errors="replace"))
+    return bad
+
+
+def _ends_in_a_jump(code: bytes) -> bool:
+    """Do the last bytes of a function's x86-64 code end in ``ret``, ``ud2``
+    or an unconditional ``jmp`` (rel8, rel32, a register, ``*x(%rip)``)?  A
+    conditional jump (``0f 8x rel32``, ``7x rel8``) does not."""
+    return (code[-1:] == b"\xc3" or code[-2:] == b"\x0f\x0b"
+            or code[-5:-4] == b"\xe9" or code[-2:-1] == b"\xeb"
+            or (code[-2:-1] == b"\xff" and 0xE0 <= code[-1] <= 0xE7)
+            or code[-6:-4] == b"\xff\x25")
+
+
+def check_outlined(path: str) -> None:
+    """CandidateError when the ELF file at ``path`` has a machine-outlined
+    function that control can run off (:func:`outlined_run_off`), or no
+    symbol table to check them in."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        bad = outlined_run_off(data)
+    except (struct.error, IndexError, ValueError):
+        raise CandidateError(f"{path}: cannot read its symbol table") from None
+    if bad is None:
+        raise CandidateError("no symbol table to check its outlined functions in")
+    if bad:
+        raise CandidateError(
+            f"miscompiled: the machine outliner ended {', '.join(bad[:3])}"
+            f"{' and more' if len(bad) > 3 else ''} with a conditional jump, so that "
+            f"control runs off its end (a bug of LLVM's x86 outliner); not kept")
+
+
 class _Counts(dict):
     """A dict whose missing counts are 0 (collections.Counter without
     collections' import)."""
@@ -328,16 +402,18 @@ def candidate_steps(split, candidate: str, extra: list[str], workdir: str,
 def build_candidate(split, candidate: str, extra: list[str], workdir: str, name: str) -> str:
     """The object of ``split``'s TU through ``candidate`` (:func:`candidate_steps`),
     into ``workdir``; its path.  The object the early step built
-    (:func:`first_candidate`) when it is this one."""
+    (:func:`first_candidate`) when it is this one.  CandidateError when it
+    cannot be built, or when the machine outliner miscompiled it
+    (:func:`check_outlined`)."""
     early = getattr(split, "early", None)
-    if early is not None and not extra:
-        built = early.take(candidate, 2 * STEP_TIMEOUT_S)
-        if built is not None:
-            return built
-    steps, obj = candidate_steps(split, candidate, extra, workdir, name)
-    for cmd in steps:
-        run_step(cmd, candidate)
-    return obj
+    built = early.take(candidate, 2 * STEP_TIMEOUT_S) \
+        if early is not None and not extra else None
+    if built is None:
+        steps, built = candidate_steps(split, candidate, extra, workdir, name)
+        for cmd in steps:
+            run_step(cmd, candidate)
+    check_outlined(built)
+    return built
 
 
 def first_candidate(split, config, workdir: str):

@@ -7,7 +7,8 @@ back end (beside the user's link where make's jobserver has a free slot,
 else ``size_jobs`` at once), and keeps the output with the fewest loadable bytes (every
 allocated section); the user's own link wins ties, so the output is never
 larger than clang's and, when no candidate is smaller, it is clang's byte for
-byte.
+byte.  An output the outliner miscompiled, or one without a symbol table to
+check that in, is not kept (:func:`.build.check_outlined`).
 
 The options are the library's back-end options (:data:`.build.CANDIDATE_OPTIONS`,
 each with its correctness record from ``mire size-check``), handed to the
@@ -99,7 +100,7 @@ def _keep_smallest(output: str, temps: list[str], procs: dict, start):
     ``output`` when it has fewer loadable bytes.  (counters, Verified)."""
     import subprocess
 
-    from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, object_sizes
+    from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, check_outlined, object_sizes
     from mirecc.tasks.code_size.verify import Verified
 
     own = "your link"
@@ -119,6 +120,7 @@ def _keep_smallest(output: str, temps: list[str], procs: dict, start):
             skipped[option] = f"the link failed: {first}"
             continue
         try:
+            check_outlined(temps[n])
             sizes[option], texts[option] = object_sizes(temps[n])
         except Exception as exc:  # noqa: BLE001 - an output it cannot read is not kept
             skipped[option] = str(exc)

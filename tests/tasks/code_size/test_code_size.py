@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
-from size_helpers import SOURCE   # over 1024 bytes of .text at -Os: searched
+from size_helpers import OUTLINER_MISCOMPILES, SOURCE   # over 1024 bytes of .text: searched
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
@@ -342,6 +342,62 @@ def test_a_candidate_with_the_machine_outliner_is_built_with_it(tmp_path):
     assert text_bytes(str(tmp_path / "ours.o")) < text_bytes(str(tmp_path / "plain.o"))
     assert run_program(tmp_path, tmp_path / "ours.o") == \
         run_program(tmp_path, tmp_path / "plain.o")
+
+
+def test_outlined_functions_must_end_in_a_return_or_a_jump(tmp_path):
+    """The outliner's own functions end in ret or jmp; LLVM 14's bug ends
+    them in a conditional jump (the program then gives wrong answers), and
+    the check names them; a stripped file cannot be checked."""
+    from mirecc.tasks.code_size.build import CandidateError, check_outlined, outlined_run_off
+
+    (tmp_path / "good.c").write_text(OUTLINABLE)
+    (tmp_path / "bad.c").write_text(OUTLINER_MISCOMPILES)
+    for name in ("good", "bad"):
+        subprocess.run([CLANG, "-Oz", "-mllvm", "-enable-machine-outliner", f"{name}.c",
+                        "-o", name], cwd=tmp_path, check=True)
+        subprocess.run([CLANG, "-Oz", "-mllvm", "-enable-machine-outliner", "-c", f"{name}.c",
+                        "-o", f"{name}.o"], cwd=tmp_path, check=True)
+    good, bad = ((tmp_path / n).read_bytes() for n in ("good.o", "bad.o"))
+    assert b"OUTLINED_FUNCTION_0" in good and outlined_run_off(good) == []
+    assert sorted(outlined_run_off(bad)) == ["OUTLINED_FUNCTION_0", "OUTLINED_FUNCTION_1"]
+    # the same in the linked programs, whose jumps are resolved
+    assert outlined_run_off((tmp_path / "good").read_bytes()) == []
+    assert len(outlined_run_off((tmp_path / "bad").read_bytes())) == 2
+    assert subprocess.run([str(tmp_path / "bad")], capture_output=True, text=True,
+                          check=True).stdout != "0 wrong\n"
+    with pytest.raises(CandidateError, match="miscompiled: the machine outliner ended "
+                                             "OUTLINED_FUNCTION_"):
+        check_outlined(str(tmp_path / "bad.o"))
+    check_outlined(str(tmp_path / "good.o"))
+    subprocess.run(["/usr/lib/llvm-14/bin/llvm-strip", "good", "-o", "stripped"], cwd=tmp_path,
+                   check=True)
+    assert outlined_run_off((tmp_path / "stripped").read_bytes()) is None
+    with pytest.raises(CandidateError, match="no symbol table"):
+        check_outlined(str(tmp_path / "stripped"))
+
+
+def test_a_candidate_the_outliner_miscompiles_is_not_kept(tmp_path):
+    """The outliner's candidate is smaller but miscompiled: it is not kept,
+    the object is clang's and the program's answers are right."""
+    import json
+
+    root = tmp_path / "heads"
+    (root / "code-size").mkdir(parents=True)
+    (root / "code-size" / "spec.yaml").write_text(
+        "task: code-size\nlanguages: [c]\npipelines:\n  14:\n"
+        "  - {name: outlined, passes: 'default<Oz>', options: [machine-outliner]}\n")
+    env = env_for(tmp_path, root, k=1)
+    (tmp_path / "p.c").write_text(OUTLINER_MISCOMPILES)
+    subprocess.run([CLANG, "-Oz", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path, check=True)
+    data = json.loads(subprocess.run(
+        [MIRECC, "--explain=json", "-Oz", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300, check=True).stdout)
+    verified = data["verified"]["code-size"]
+    assert verified["winner"] == "-Oz" and "outlined" not in verified["sizes"]
+    assert "miscompiled: the machine outliner ended OUTLINED_FUNCTION_" in \
+        verified["skipped"]["outlined"]
+    assert (tmp_path / "ours.o").read_bytes() == (tmp_path / "plain.o").read_bytes()
+    assert run_program(tmp_path, tmp_path / "ours.o") == "0 wrong\n"
 
 
 def test_candidate_texts_name_their_options(tmp_path):

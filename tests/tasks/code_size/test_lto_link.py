@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
+from size_helpers import OUTLINER_MISCOMPILES
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
@@ -99,6 +100,37 @@ def test_an_lto_link_the_outliner_would_grow_is_clangs(tmp_path, lto_objects):
     assert ours.read_bytes() == plain.read_bytes()
     counted = _stats(env)
     assert counted["links.code-size"] == 1 and "links.code-size.improved" not in counted
+
+
+def test_an_lto_link_the_outliner_miscompiles_or_that_is_stripped_is_clangs(tmp_path):
+    """The outliner's program is smaller but miscompiled (LLVM 14's x86
+    outliner): the user's link stands, byte for byte, counted as failed.
+    A stripped program has no symbols to check: the user's link stands."""
+    (tmp_path / "p.c").write_text(OUTLINER_MISCOMPILES)
+    subprocess.run([CLANG, "-Oz", "-flto", "-c", "p.c", "-o", "p.o"], cwd=tmp_path, check=True)
+    (tmp_path / "r.c").write_text(REPEATED + "\n" + MAIN.replace("struct S { int v[16]; };\n",
+                                                                 "", 1))
+    subprocess.run([CLANG, "-Oz", "-flto", "-c", "r.c", "-o", "r.o"], cwd=tmp_path, check=True)
+    for obj, flags, why in (("p.o", (), "miscompiled: the machine outliner ended "),
+                            ("r.o", ("-s",), "no symbol table")):
+        (tmp_path / f"env-{obj}").mkdir()
+        env = _env(tmp_path / f"env-{obj}")
+        links = [subprocess.run([cc, "-Oz", "-flto", *flags, obj, "-o", f"{obj}-{name}"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=300)
+                 for cc, name in ((CLANG, "clang"), (MIRECC, "mirecc"))]
+        assert [p.returncode for p in links] == [0, 0], links[1].stderr
+        ours = tmp_path / f"{obj}-mirecc"
+        assert ours.read_bytes() == (tmp_path / f"{obj}-clang").read_bytes()
+        counted = _stats(env)
+        assert counted["links.code-size"] == 1 == counted["links.code-size.failed"]
+        assert "links.code-size.improved" not in counted
+        text = subprocess.run([MIRECC, "--explain", "-Oz", "-flto", *flags, obj, "-o", "again"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300).stdout
+        assert why in text
+    assert subprocess.run([str(tmp_path / "p.o-mirecc")], capture_output=True, text=True,
+                          check=True).stdout == "0 wrong\n"
 
 
 @pytest.mark.parametrize("flags, setting", [
