@@ -316,26 +316,32 @@ int main(void) {
 """
 
 
-def test_a_candidate_with_the_machine_outliner_is_built_with_it(tmp_path):
-    """A library entry's ``options: [machine-outliner]`` reaches clang's back
-    end: the winning object has outlined functions, is smaller than -Oz's
-    and the program prints the same."""
+def _with_the_outliner(tmp_path: Path, source: str) -> dict:
+    """``source`` as p.c, compiled by clang -Oz into plain.o and by mirecc
+    into ours.o with one candidate, -Oz with the machine outliner
+    ("outlined"); what --explain=json says code size did."""
     import json
-
-    from mirecc.tasks.code_size.build import text_bytes
 
     root = tmp_path / "heads"
     (root / "code-size").mkdir(parents=True)
     (root / "code-size" / "spec.yaml").write_text(
         "task: code-size\nlanguages: [c]\npipelines:\n  14:\n"
         "  - {name: outlined, passes: 'default<Oz>', options: [machine-outliner]}\n")
-    env = env_for(tmp_path, root, k=1)
-    (tmp_path / "p.c").write_text(OUTLINABLE)
+    (tmp_path / "p.c").write_text(source)
     subprocess.run([CLANG, "-Oz", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path, check=True)
-    data = json.loads(subprocess.run(
-        [MIRECC, "--explain=json", "-Oz", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=300, check=True).stdout)
-    assert data["verified"]["code-size"]["winner"] == "outlined"
+    return json.loads(subprocess.run(
+        [MIRECC, "--explain=json", "-Oz", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path,
+        env=env_for(tmp_path, root, k=1), capture_output=True, text=True, timeout=300,
+        check=True).stdout)["verified"]["code-size"]
+
+
+def test_a_candidate_with_the_machine_outliner_is_built_with_it(tmp_path):
+    """A library entry's ``options: [machine-outliner]`` reaches clang's back
+    end: the winning object has outlined functions, is smaller than -Oz's
+    and the program prints the same."""
+    from mirecc.tasks.code_size.build import text_bytes
+
+    assert _with_the_outliner(tmp_path, OUTLINABLE)["winner"] == "outlined"
     symbols = subprocess.run(["/usr/lib/llvm-14/bin/llvm-nm", str(tmp_path / "ours.o")],
                              capture_output=True, text=True, check=True).stdout
     assert "OUTLINED_FUNCTION_0" in symbols
@@ -379,20 +385,7 @@ def test_outlined_functions_must_end_in_a_return_or_a_jump(tmp_path):
 def test_a_candidate_the_outliner_miscompiles_is_not_kept(tmp_path):
     """The outliner's candidate is smaller but miscompiled: it is not kept,
     the object is clang's and the program's answers are right."""
-    import json
-
-    root = tmp_path / "heads"
-    (root / "code-size").mkdir(parents=True)
-    (root / "code-size" / "spec.yaml").write_text(
-        "task: code-size\nlanguages: [c]\npipelines:\n  14:\n"
-        "  - {name: outlined, passes: 'default<Oz>', options: [machine-outliner]}\n")
-    env = env_for(tmp_path, root, k=1)
-    (tmp_path / "p.c").write_text(OUTLINER_MISCOMPILES)
-    subprocess.run([CLANG, "-Oz", "-c", "p.c", "-o", "plain.o"], cwd=tmp_path, check=True)
-    data = json.loads(subprocess.run(
-        [MIRECC, "--explain=json", "-Oz", "-c", "p.c", "-o", "ours.o"], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=300, check=True).stdout)
-    verified = data["verified"]["code-size"]
+    verified = _with_the_outliner(tmp_path, OUTLINER_MISCOMPILES)
     assert verified["winner"] == "-Oz" and "outlined" not in verified["sizes"]
     assert "miscompiled: the machine outliner ended OUTLINED_FUNCTION_" in \
         verified["skipped"]["outlined"]
