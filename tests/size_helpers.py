@@ -49,10 +49,10 @@ int main(void) {
 # tail-call common(): LLVM 14's x86 machine outliner moves the compare and
 # the conditional tail call of each group into a shared function that ends
 # in the conditional jump, so that a call with another token runs off its
-# end (into the next function).  main counts the wrong answers.  Over 1024
-# bytes of .text at -Oz.
+# end (into the next function), on x86-64 and x32 alike.  main counts the
+# wrong answers.  Over 1024 bytes of .text at -Oz.
 OUTLINER_MISCOMPILES = r"""
-#include <stdio.h>
+int printf(const char *, ...);   /* (no header: it compiles for -m32 and -mx32 too) */
 __attribute__((noinline)) int common(int tok) { return -tok; }
 #define F(n, t) __attribute__((noinline)) int f##n(int tok) { \
   if (tok == t) return n; return common(tok); }

@@ -185,7 +185,7 @@ GATE_FEATURES = ("log text", "log loadable", "rodata/text", "data/text", "eh_fra
                  "PC32 relocations per 100 B", "GOT relocations per 100 B",
                  "E8 bytes per 100 B", "zlib ratio of text", "largest function/text",
                  "log undefined symbols")
-EM_X86_64 = 62
+EM_X86_64, EM_386 = 62, 3
 SHT_SYMTAB, SHT_RELA, SHT_X86_64_UNWIND = 2, 4, 0x70000001
 SHF_WRITE = 0x1
 
@@ -251,8 +251,8 @@ OUTLINED_PREFIX = b"OUTLINED_FUNCTION_"
 
 
 def outlined_run_off(data: bytes) -> list[str] | None:
-    """The machine outliner's functions in an x86-64 ELF file (object or
-    linked output) whose last instruction is not a return or an
+    """The machine outliner's functions in an x86 ELF file (x86-64, i386 or
+    x32; an object or a linked output) whose last instruction is not a return or an
     unconditional jump, so that control can run off their end; None when
     the file has no symbol table to find them in ([] for other machines:
     their outliners are not checked).
@@ -262,24 +262,31 @@ def outlined_run_off(data: bytes) -> list[str] | None:
     taken, control runs into whatever follows.  A function that the
     outliner finished itself ends in ``ret``; one that ends a tail call,
     in ``jmp``."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 \
-            or struct.unpack_from("<H", data, 0x12)[0] != EM_X86_64:
+    if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] != 1 \
+            or struct.unpack_from("<H", data, 0x12)[0] not in (EM_X86_64, EM_386):
         return []
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
-                for i in range(shnum)]
+    wide = data[4] == 2         # ELF64 (x86-64), else ELF32 (i386, x32)
+    (shoff,) = struct.unpack_from("<Q" if wide else "<I", data, 0x28 if wide else 0x20)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A if wide else 0x2E)
+    # (name, type, flags, addr, offset, size, link, ...) either way
+    sections = [struct.unpack_from("<IIQQQQIIQQ" if wide else "<IIIIIIIIII", data,
+                                   shoff + i * shentsize) for i in range(shnum)]
     symtabs = [s for s in sections if s[1] == SHT_SYMTAB]
     if not symtabs:
         return None
     if OUTLINED_PREFIX not in data:
         return []           # (most objects: no symbol to read)
     bad = []
+    entry = 24 if wide else 16
     for _, _, _, _, offset, size, link, _, _, _ in symtabs:
         strtab = sections[link][4]
-        for at in range(offset, offset + size - 23, 24):
-            st_name, st_info, _, st_shndx, st_value, st_size = \
-                struct.unpack_from("<IBBHQQ", data, at)
+        for at in range(offset, offset + size - entry + 1, entry):
+            if wide:
+                st_name, st_info, _, st_shndx, st_value, st_size = \
+                    struct.unpack_from("<IBBHQQ", data, at)
+            else:
+                st_name, st_value, st_size, st_info, _, st_shndx = \
+                    struct.unpack_from("<IIIBBH", data, at)
             if st_info & 0xF != 2 or not st_size or not 0 < st_shndx < shnum \
                     or not data.startswith(OUTLINED_PREFIX, strtab + st_name):
                 continue

@@ -371,6 +371,12 @@ def test_outlined_functions_must_end_in_a_return_or_a_jump(tmp_path):
     assert len(outlined_run_off((tmp_path / "bad").read_bytes())) == 2
     assert subprocess.run([str(tmp_path / "bad")], capture_output=True, text=True,
                           check=True).stdout != "0 wrong\n"
+    # ELF32: x32 has the bug too, i386 outlines without it
+    for target, flagged in (("-mx32", 2), ("-m32", 0)):
+        subprocess.run([CLANG, target, "-Oz", "-mllvm", "-enable-machine-outliner", "-c",
+                        "bad.c", "-o", "elf32.o"], cwd=tmp_path, check=True)
+        elf32 = (tmp_path / "elf32.o").read_bytes()
+        assert b"OUTLINED_FUNCTION_0" in elf32 and len(outlined_run_off(elf32)) == flagged
     with pytest.raises(CandidateError, match="miscompiled: the machine outliner ended "
                                              "OUTLINED_FUNCTION_"):
         check_outlined(str(tmp_path / "bad.o"))
