@@ -113,6 +113,17 @@ def tool_beside(compiler: str, tool: str) -> str:
 SHF_ALLOC = 0x2
 
 
+def elf_sections(data: bytes) -> list[tuple]:
+    """The section headers of an ELF file's bytes (ELF64 or ELF32, either
+    byte order), each ``(name, type, flags, addr, offset, size, link,
+    info, addralign, entsize)``; struct.error when the table is cut short."""
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    (shoff,) = struct.unpack_from(order + ("Q" if wide else "I"), data, 0x28 if wide else 0x20)
+    shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A if wide else 0x2E)
+    header = order + ("IIQQQQIIQQ" if wide else "IIIIIIIIII")
+    return [struct.unpack_from(header, data, shoff + i * shentsize) for i in range(shnum)]
+
+
 def object_sizes(path: str) -> tuple[int, int]:
     """(loadable bytes, .text bytes) of the ELF object at ``path``: the sizes
     of every allocated section (code, read-only data, data, bss, unwind
@@ -122,29 +133,16 @@ def object_sizes(path: str) -> tuple[int, int]:
         data = fh.read()
     if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
         raise CandidateError(f"{path}: not an ELF object")
-    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
     try:
-        if wide:
-            (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
-            shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A)
-        else:
-            (shoff,) = struct.unpack_from(order + "I", data, 0x20)
-            shentsize, shnum = struct.unpack_from(order + "HH", data, 0x2E)
-        loadable = text = 0
-        for i in range(shnum):
-            base = shoff + i * shentsize
-            if wide:
-                sh_type, sh_flags = struct.unpack_from(order + "IQ", data, base + 4)
-                (size,) = struct.unpack_from(order + "Q", data, base + 0x20)
-            else:
-                sh_type, sh_flags = struct.unpack_from(order + "II", data, base + 4)
-                (size,) = struct.unpack_from(order + "I", data, base + 0x14)
-            if sh_flags & SHF_ALLOC:
-                loadable += size
-            if sh_type == SHT_PROGBITS and sh_flags & SHF_EXECINSTR:
-                text += size
+        sections = elf_sections(data)
     except struct.error:
         raise CandidateError(f"{path}: truncated ELF section table") from None
+    loadable = text = 0
+    for _, sh_type, sh_flags, _, _, size, _, _, _, _ in sections:
+        if sh_flags & SHF_ALLOC:
+            loadable += size
+        if sh_type == SHT_PROGBITS and sh_flags & SHF_EXECINSTR:
+            text += size
     return loadable, text
 
 
@@ -207,10 +205,8 @@ def _x86_64_features(data: bytes) -> list[float]:
     import math
     import zlib
 
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
-                for i in range(shnum)]
+    sections = elf_sections(data)
+    shnum = len(sections)
     n = _Counts()
     texts, largest = [], 0
     for _, sh_type, flags, _, offset, size, _, info, _, _ in sections:
@@ -266,11 +262,8 @@ def outlined_run_off(data: bytes) -> list[str] | None:
             or struct.unpack_from("<H", data, 0x12)[0] not in (EM_X86_64, EM_386):
         return []
     wide = data[4] == 2         # ELF64 (x86-64), else ELF32 (i386, x32)
-    (shoff,) = struct.unpack_from("<Q" if wide else "<I", data, 0x28 if wide else 0x20)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A if wide else 0x2E)
-    # (name, type, flags, addr, offset, size, link, ...) either way
-    sections = [struct.unpack_from("<IIQQQQIIQQ" if wide else "<IIIIIIIIII", data,
-                                   shoff + i * shentsize) for i in range(shnum)]
+    sections = elf_sections(data)
+    shnum = len(sections)
     symtabs = [s for s in sections if s[1] == SHT_SYMTAB]
     if not symtabs:
         return None
