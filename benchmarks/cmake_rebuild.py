@@ -27,9 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402
 
-from mirecc import stats  # noqa: E402
-from mirecc.bench import machine_description  # noqa: E402
-from mirecc.config import Config  # noqa: E402
+from mirecc.driver import stats  # noqa: E402
+from mirecc.cli.bench import machine_description  # noqa: E402
+from mirecc.taskapi.config import Config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRECC = str(Path(sys.executable).with_name("mirecc"))

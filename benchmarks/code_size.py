@@ -148,9 +148,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402  (fetching sources, running logged commands)
 from real_projects import BenchError, log  # noqa: E402
 
-from mirecc import stats  # noqa: E402
-from mirecc.bench import machine_description  # noqa: E402
-from mirecc.config import Config  # noqa: E402
+from mirecc.driver import stats  # noqa: E402
+from mirecc.cli.bench import machine_description  # noqa: E402
+from mirecc.taskapi.config import Config  # noqa: E402
 from mirecc.corpus.util import neutral_build_env  # noqa: E402
 from mirecc.tasks.code_size.build import object_sizes  # noqa: E402
 
@@ -885,7 +885,7 @@ def main() -> int:
     text = report(results, machine, k, rev, budget)
     print(text)
     if args.md:
-        from mirecc.fsutil import atomic_write_bytes
+        from mirecc.util.fsutil import atomic_write_bytes
         command = "benchmarks/code_size.py " + " ".join(sys.argv[1:])
         atomic_write_bytes(args.md.absolute(), (
             f"# Code size on packages, written by `{command}`\n\n{text}\n").encode())

@@ -360,7 +360,7 @@ def git_facts() -> dict:
 
 def embedding_server_running() -> bool | None:
     try:
-        from mirecc.server import ping
+        from mirecc.tu.server import ping
         return ping() is not None
     except Exception:  # noqa: BLE001  (a fact for the JSON, never a reason to stop)
         return None

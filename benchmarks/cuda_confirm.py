@@ -49,7 +49,7 @@ def _normalised(path: Path) -> bytes:
 def build(args) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from mirecc.learn.datasets import default_root
-    from mirecc.nvcc import find_nvcc
+    from mirecc.driver.nvcc import find_nvcc
     from mirecc.tasks.cuda_block.offline import cuda_labels as cl
 
     src = args.polybench or default_root() / "polybench-acc" / "CUDA"

@@ -42,7 +42,7 @@ Protocol
   client starts the server, which loads the model: what the first compile
   of a build pays) and three timed later calls (server up, cache warm).
 * Start-up alone (fresh processes, ``--repeats`` each, interleaved): ``python
-  -c pass``; ``import numpy, onnxruntime``; ``mirecc.mire.build_parser()``
+  -c pass``; ``import numpy, onnxruntime``; ``mirecc.cli.mire.build_parser()``
   (what every ``mire`` start does before it runs a subcommand); ``import`` of
   ``mirecc.encoder.runtime`` and ``Encoder(DIR, cache=False)`` (model load
   and hash check, no IR).
@@ -87,8 +87,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from mirecc.bench import cpu_model  # noqa: E402
-from mirecc.fsutil import atomic_write_bytes  # noqa: E402
+from mirecc.util.machine import cpu_model  # noqa: E402
+from mirecc.util.fsutil import atomic_write_bytes  # noqa: E402
 
 CLANG = os.environ.get("MIRECC_BENCH_CLANG", "/usr/bin/clang-14")
 LLVM_DIS = os.environ.get("MIRECC_BENCH_LLVM_DIS", "/usr/bin/llvm-dis-14")
@@ -258,8 +258,8 @@ def bench_startup(model: str, rounds: int) -> dict:
     cmds = {
         "python -c pass": [py, "-c", "pass"],
         "import numpy, onnxruntime": [py, "-c", "import numpy, onnxruntime"],
-        "mire's parser (mirecc.mire.build_parser())": [
-            py, "-c", "import mirecc.mire; mirecc.mire.build_parser()"],
+        "mire's parser (mirecc.cli.mire.build_parser())": [
+            py, "-c", "import mirecc.cli.mire; mirecc.cli.mire.build_parser()"],
         "import runtime + Encoder(model, cache=False)": [
             py, "-c", "import sys; from mirecc.encoder.runtime import Encoder; "
             "Encoder(sys.argv[1], cache=False)", model],
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     mire = str(mire) if mire.is_file() else shutil.which("mire")
     if not mire:
         raise SystemExit("embed_speed: no mire console script beside this Python or on PATH")
-    from mirecc.model import ModelError, load_model
+    from mirecc.util.modelfiles import ModelError, load_model
     try:
         info = load_model(model)
     except ModelError as exc:

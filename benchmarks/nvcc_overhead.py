@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mirecc.nvcc import find_nvcc  # noqa: E402
+from mirecc.driver.nvcc import find_nvcc  # noqa: E402
 
 COMPAT = "-DcudaThreadSynchronize=cudaDeviceSynchronize"
 

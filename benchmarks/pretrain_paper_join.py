@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 
 def main() -> int:

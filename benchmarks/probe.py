@@ -46,7 +46,7 @@ Protocol
   (1 / number of classes); the same for every probe column.
 * Output: a table (rows: trained / random-init / log-size only / majority /
   uniform; columns: task x probe), and JSON with every figure, the module
-  and class counts and the machine (``mirecc.bench.cpu_model()``).
+  and class counts and the machine (``mirecc.util.machine.cpu_model()``).
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from mirecc.bench import cpu_model  # noqa: E402
-from mirecc.fsutil import atomic_write_bytes  # noqa: E402
-from mirecc.model import manifest_digest  # noqa: E402
+from mirecc.util.machine import cpu_model  # noqa: E402
+from mirecc.util.fsutil import atomic_write_bytes  # noqa: E402
+from mirecc.util.modelfiles import manifest_digest  # noqa: E402
 
 PROTOCOL = __doc__.split("Protocol\n--------\n", 1)[1].strip()
 PROBES = ("1-NN", "5-NN", "logreg")

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402  (spread, publish)
 
-from mirecc.bench import machine_description  # noqa: E402
+from mirecc.cli.bench import machine_description  # noqa: E402
 
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
 KINDS = {"-E": ["-E"], "-c": ["-c"], "link": []}

@@ -94,8 +94,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirecc.bench import cpu_model
-from mirecc.capture import compiler_version
+from mirecc.util.machine import cpu_model
+from mirecc.frontend.compiler import compiler_version
 from mirecc.corpus.util import neutral_build_env, run_logged, tail
 
 REPO = Path(__file__).resolve().parent.parent

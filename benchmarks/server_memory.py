@@ -36,7 +36,7 @@ def rss_mb(pid: int) -> float:
 
 
 def server_pid(runtime: Path) -> int | None:
-    out = subprocess.run(["pgrep", "-f", f"mirecc.server --socket {runtime}"],
+    out = subprocess.run(["pgrep", "-f", f"mirecc.tu.server --socket {runtime}"],
                          capture_output=True, text=True).stdout.split()
     return int(out[0]) if out else None
 

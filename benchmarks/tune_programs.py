@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from mirecc.bench import cpu_model
+from mirecc.util.machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -2,6 +2,6 @@
 
 import sys
 
-from mirecc.driver import main_c
+from mirecc.driver.clang import main_c
 
 sys.exit(main_c())

@@ -93,8 +93,8 @@ else
     # an installed (not editable) mirecc does not look in build/: it builds the
     # plugin for the clang it drives into its per-user cache, now rather than
     # in the first compile
-    (cd / && "$repo/.venv/bin/python" -c "from mirecc.compiler import find_compiler; \
-from mirecc.config import load_config; from mirecc.plugin.build import clang_major, \
+    (cd / && "$repo/.venv/bin/python" -c "from mirecc.frontend.compiler import find_compiler; \
+from mirecc.taskapi.config import load_config; from mirecc.plugin.build import clang_major, \
 ensure_plugin; ensure_plugin(clang_major(find_compiler(load_config(), cxx=False)))") \
         || echo "setup: could not build the loop-hints plugin; mirecc builds it on first use" >&2
 fi

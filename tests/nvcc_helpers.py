@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mirecc import nvcc as drop_in
+from mirecc.driver import nvcc as drop_in
 from mirecc.tasks.cuda_block import launches
 
 MIRECC_NVCC = str(Path(sys.executable).with_name("mirecc-nvcc"))
@@ -129,7 +129,7 @@ def explained(cwd: Path, *flags: str, env=None) -> dict:
 
 def profiled(path: Path, *entries: tuple) -> dict:
     """MIRECC_PROFILE set to a profile at ``path`` with cuda-block ``entries``."""
-    from mirecc.profile import FORMAT_LINE, format_entry
+    from mirecc.taskapi.profile import FORMAT_LINE, format_entry
 
     path.write_text("\n".join([FORMAT_LINE] + [format_entry("cuda-block", *e)
                                                for e in entries]) + "\n")

@@ -19,7 +19,7 @@ def make_head(root: Path, answer: str, min_gain: float = 0.0,
     pytest.importorskip("onnx")
     import yaml
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.model import load_model
+    from mirecc.util.modelfiles import load_model
     from mirecc.tasks.loop_vectorize.features import NAMES
     from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.tasks.loop_vectorize.offline.train import CLASSES

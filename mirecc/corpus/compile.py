@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mirecc.corpus.store import Corpus, State
 from mirecc.corpus.util import clean_env, say
-from mirecc.toolchain import installed_driver
+from mirecc.frontend.toolchain import installed_driver
 
 
 def compile_captured(sources: list[Path], capture: Path, flags: list[str], *, jobs: int,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mirecc.corpus.store import Corpus, State
 from mirecc.corpus.util import clean_env, run_logged, say, tail
-from mirecc.toolchain import installed_driver
+from mirecc.frontend.toolchain import installed_driver
 
 # name -> recipe.  build: auto|configure|cmake|make; args: configure/cmake
 # arguments; configure_env: CC/CFLAGS only in the environment; make: make

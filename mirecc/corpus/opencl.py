@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mirecc.capture import compiler_version
+from mirecc.frontend.compiler import compiler_version
 from mirecc.corpus.debian import fetch
 from mirecc.corpus.store import Corpus, State
 from mirecc.corpus.util import say

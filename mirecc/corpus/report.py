@@ -11,7 +11,7 @@ from pathlib import Path
 from mirecc.corpus.irtext import normalised_hashes
 from mirecc.ir.text import IRTextError, disassemble
 from mirecc.corpus.store import atomic_write_json
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 COUNT_KEYS = ("functions", "statements", "graph_nodes", "graph_edges")
 

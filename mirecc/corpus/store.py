@@ -29,7 +29,7 @@ from pathlib import Path
 from mirecc.corpus.evalfilter import EvalFilter
 from mirecc.corpus.irtext import module_stats
 from mirecc.ir.text import IRTextError, disassemble
-from mirecc.fsutil import append_line_locked, atomic_write_bytes
+from mirecc.util.fsutil import append_line_locked, atomic_write_bytes
 
 # build-system probes compiled at -O2 (autoconf, zlib's configure, CMake): not corpus material
 CONFIG_TEST = re.compile(r"(^|/)(conftest|ztest)[^/]*\.(c|cc|cpp)$|(^|/)CMakeFiles/")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 #: modules whose sha256 hex prefix (first 4 digits, as an integer) is below
 #: HELDOUT_FRACTION * 65536 are held out: stable as the corpus grows

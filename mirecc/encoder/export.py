@@ -16,7 +16,7 @@ Both come from the dynamo exporter at opset 18; after export each is run in
 onnxruntime against torch and refused if any output differs by more than
 :data:`PARITY_TOLERANCE`. The output directory also gets the tokenizer and
 ``manifest.json`` (config, sha256 of every file, the corpus summary and the
-training metrics), which :func:`mirecc.model.load_model` verifies.
+training metrics), which :func:`mirecc.util.modelfiles.load_model` verifies.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 
 from mirecc.encoder.model import EncoderConfig, MIREncoder
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 OPSET = 18
 PARITY_TOLERANCE = 1e-4
@@ -175,7 +175,7 @@ def write_model_dir(model_pt: Path, out_dir: Path, name: str, corpus: Path | Non
     """Export, copy the tokenizer, write the manifest (last, atomically: a
     directory without a manifest is not a model)."""
     from mirecc.ir import tokenizer as tokmod
-    from mirecc.model import MANIFEST_NAME, sha256_file
+    from mirecc.util.modelfiles import MANIFEST_NAME, sha256_file
     state = torch.load(model_pt, map_location="cpu", weights_only=True)
     model = MIREncoder.from_state(state)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.encoder.data import ENCODING_VERSION, EncodedModule, is_heldout
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 PACK_VERSION = 1
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.encoder import SHIPPED_MODEL_DIR as DEFAULT_MODEL_DIR
-from mirecc.model import ModelError, load_model
+from mirecc.util.modelfiles import ModelError, load_model
 #: intra-op threads of the graph session. onnxruntime 1.31's ScatterND with
 #: reduction="add" (what index_add_ exports to) races on repeated indices
 #: when it runs on several threads: 2 threads gave differences of ~1e-2 from
@@ -67,7 +67,7 @@ class Encoder:
     """The frozen encoder: two ONNX Runtime sessions and the tokenizer.
 
     ``model_dir`` defaults to the shipped model; every file is checked
-    against the manifest's sha256 (:class:`mirecc.model.ModelError` if one
+    against the manifest's sha256 (:class:`mirecc.util.modelfiles.ModelError` if one
     differs). ``cache``: a :class:`~mirecc.encoder.stmtcache.StatementCache`
     path, ``None`` for the default path, or ``False`` for no cache.
     """
@@ -267,7 +267,7 @@ def default_clang() -> str:
     """The clang whose LLVM major has a native graph builder (its IR is what
     the encoder was pretrained on), else the newest clang on PATH."""
     import shutil
-    from mirecc.compiler import newest_clang_on_path
+    from mirecc.frontend.compiler import newest_clang_on_path
     from mirecc.graph.native import BuilderNotFound, find_builders
     try:
         builders = find_builders()

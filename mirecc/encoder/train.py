@@ -42,7 +42,7 @@ import torch
 from mirecc.encoder.data import (CorpusIndex, EncodedModule, collate, encode_corpus,
                                  encode_module, pack_batches, tokenizer_sha256)
 from mirecc.encoder.model import (NUM_FLOWS, EncoderConfig, MIREncoder, mask_tokens)
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 CONFIGS = {"small": EncoderConfig.small, "paper": EncoderConfig.paper}
 FLOW_NAMES = ("control", "data", "call")

@@ -74,7 +74,7 @@ import numpy as np
 
 from . import schema
 from .format import ProgramGraph
-from ..irinfo import loop_bodies
+from .irinfo import loop_bodies
 from .native import GraphBuildError
 
 _lib = None

@@ -1,12 +1,13 @@
 """The one reader of a module's text: the disassembler and the function bodies.
 
 Everything in mirecc that reads IR as text reads it here: the per-TU
-context (:class:`mirecc.context.TUContext`, once per TU), the decisions
+context (:class:`mirecc.taskapi.context.TUContext`, once per TU), the decisions
 profile, ``mire tune``, the corpus statistics.  ``llvm-dis-14`` first (clang
 14's printing), then newer ones for newer bitcode, then llvmlite.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -74,3 +75,25 @@ def functions(ir_text: str):
 def function_bodies(ir_text: str) -> dict[str, list[str]]:
     """Function name (unquoted) -> its body lines, in module order."""
     return {name: body for name, _, body in functions(ir_text)}
+
+
+# the digests of function bodies that decisions profiles carry
+_METADATA = re.compile(r"!\d+\b")
+# debug locations and variable records: present or not with -g, -Rpass...
+_DEBUG_LOCATION = re.compile(r", !dbg !\d+")
+_ATTRIBUTES = re.compile(r"#\d+\b")
+_NUMBERED_GLOBAL = re.compile(r"(@\.?[\w.$]*?)\.\d+\b")
+
+
+def function_digests(ir_text: str) -> dict[str, str]:
+    """Function name -> digest of its body, with debug information (which
+    ``-g`` or ``-Rpass`` adds) and the numbers that shift when code
+    elsewhere in the module changes (metadata, attribute groups, ``.str.N``
+    constants) left out."""
+    out = {}
+    for name, body in function_bodies(ir_text).items():
+        text = "\n".join(_DEBUG_LOCATION.sub("", line) for line in body
+                         if "@llvm.dbg." not in line and not line.lstrip().startswith("#dbg_"))
+        text = _NUMBERED_GLOBAL.sub(r"\1", _ATTRIBUTES.sub("#", _METADATA.sub("!", text)))
+        out[name] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return out

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 IR_KINDS = ("ir", "src")
 
@@ -84,7 +84,7 @@ class EmbeddingTable:
 
 
 def default_cache_root() -> Path:
-    from mirecc.config import default_cache_dir
+    from mirecc.util.fsutil import default_cache_dir
     return Path(default_cache_dir()) / "task-embeddings"
 
 
@@ -129,7 +129,7 @@ def embed_kernels(kernels: dict[str, tuple[str, str]], model_dir: Path,
     from tqdm import tqdm
 
     model_dir = Path(model_dir)
-    from mirecc.model import manifest_digest
+    from mirecc.util.modelfiles import manifest_digest
     table = EmbeddingTable((cache_root or default_cache_root()) / f"{manifest_digest(model_dir)}.npz")
     todo = table.missing(kernels)
     if todo:

@@ -147,7 +147,7 @@ def _forest_nodes(model, prefix: str):
 
 
 def _check(data: bytes, models: list, n_features: int) -> None:
-    from mirecc.tasks.onnxhead import run_onnx
+    from mirecc.taskapi.onnxhead import run_onnx
 
     rng = np.random.default_rng(0)
     # thresholds are where the inputs matter: sample around them

@@ -6,7 +6,7 @@ import json
 import random
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 
 def pick_families(table: dict, family_seed, seed: int, per_family: int,

@@ -22,7 +22,7 @@ def cc_version(cc: str) -> str:
 
 
 def append_row(path: Path, row: dict) -> None:
-    from mirecc.fsutil import append_line_locked
+    from mirecc.util.fsutil import append_line_locked
     append_line_locked(path, json.dumps(row, separators=(",", ":")), fsync=True)
 
 

@@ -92,7 +92,7 @@ def table(cases, rankings: dict, ks, baseline_name: str, min_gain: float,
 def plot(results: dict, path: Path, ks, title: str, skip=(), lines=(85, 95)) -> None:
     """Bars: each ranking's share of the oracle's log gain, guessing and
     verified with each of ``ks``."""
-    from mirecc.plots import pyplot
+    from mirecc.util.plots import pyplot
 
     plt = pyplot()
     names = [n for n in results if n not in skip and "K=%d" % ks[0] in results[n]]

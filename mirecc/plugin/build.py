@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mirecc.config import default_cache_dir
+from mirecc.util.fsutil import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
 # the plugin's source: passes/plugin in a checkout; an installed mirecc
@@ -59,7 +59,7 @@ def cache_dir(base: str | os.PathLike | None = None) -> Path:
 def clang_major(compiler: str) -> int:
     """The LLVM major of ``compiler``: from its name or where it links to
     (``clang-19``, ``/usr/lib/llvm-19/bin/clang``), else ``--version``."""
-    from mirecc.compiler import clang_major as major_of
+    from mirecc.frontend.compiler import clang_major as major_of
 
     major = major_of(compiler)
     if not major:

@@ -50,7 +50,7 @@ def decisions_document(loops_by_source: dict[str, dict[str, dict]],
 
 
 def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
 
     data = (json.dumps(document, sort_keys=True, indent=1) + "\n").encode()
     path = Path(directory) / "loop-decisions" / f"{hashlib.sha256(data).hexdigest()[:24]}.json"
@@ -80,8 +80,8 @@ def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
     decisions are there contributes (``Task.plugin_entry``:
     ``function(source, decisions) -> {key: value}`` for its keys of the
     entry: ``loops``, ``openmp``, ``record``)."""
-    from mirecc.tasks.api import load_attribute
-    from mirecc.tasks.registry import task
+    from mirecc.taskapi.api import load_attribute
+    from mirecc.taskapi.registry import task
 
     out: dict[str, dict] = {}
     for src, decisions in decisions_by_source.items():
@@ -102,7 +102,7 @@ def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
 
 def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[str]:
     """The injection of every task applied through the plugin
-    (:class:`mirecc.tasks.api.Task` ``inject``): applied decisions per
+    (:class:`mirecc.taskapi.api.Task` ``inject``): applied decisions per
     source -> the compile flags (one plugin, one decisions file).
     ``plugin`` in the configuration names the plugin to load instead of
     the found or built one."""

@@ -119,7 +119,7 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
 
 
 def test_a_larger_object_or_another_output_is_flagged():
-    from mirecc.bench import LevelRow, SizeRow, level_table, size_table
+    from mirecc.cli.bench import LevelRow, SizeRow, level_table, size_table
 
     larger = SizeRow("p", [0.1], [1.0], 100, 120, 80, 90, False, False, True, 100)
     lines = "\n".join(size_table([larger], ["-Oz"], 10, 20, 1))
@@ -132,7 +132,7 @@ def test_a_larger_object_or_another_output_is_flagged():
 
 
 def test_defaults_at_each_level_come_from_the_task_registry():
-    from mirecc.bench import defaults_text, uses_openmp
+    from mirecc.cli.bench import defaults_text, uses_openmp
 
     on, sentence = defaults_text(["-O3"])
     assert on == [] and "MIRECC_APPLY_LOOPS=1" in sentence and "MIRECC_APPLY_OPENMP=1" in sentence

@@ -67,8 +67,8 @@ def assert_no_partial_files(root: Path) -> None:
 
 
 def pipeline_version(tmp_path: Path) -> str:
-    from mirecc.cache import pipeline_key
-    from mirecc.config import Config
+    from mirecc.tu.cache import pipeline_key
+    from mirecc.taskapi.config import Config
 
     # as the driver computes it for dot.c, with base_env's (empty) heads directory
     config = Config(heads_dir=isolated_env(tmp_path)["MIRECC_HEADS_DIR"])
@@ -94,8 +94,8 @@ def test_second_identical_compile_is_a_cache_hit(tmp_path):
 
 @needs_clang
 def test_entries_are_content_addressed_json(tmp_path):
-    from mirecc.cache import ResultCache
-    from mirecc.pipeline import TUResult
+    from mirecc.tu.cache import ResultCache
+    from mirecc.taskapi.records import TUResult
 
     (tmp_path / "dot.c").write_text(SOURCE)
     env = base_env(tmp_path)
@@ -191,8 +191,8 @@ def test_unwritable_cache_is_reported_in_explain(tmp_path):
 def _writer(root: str, worker: int, rounds: int) -> int:
     """Write the shared key and a key of our own many times; read the shared
     entry's file directly in between: it must always be absent or whole."""
-    from mirecc.cache import ResultCache
-    from mirecc.pipeline import TUResult
+    from mirecc.tu.cache import ResultCache
+    from mirecc.taskapi.records import TUResult
 
     cache = ResultCache(Path(root))
     shared = ResultCache.key("0" * 64, "v", "2")
@@ -214,7 +214,7 @@ def _writer(root: str, worker: int, rounds: int) -> int:
 
 
 def test_concurrent_result_cache_writers(tmp_path):
-    from mirecc.cache import ResultCache
+    from mirecc.tu.cache import ResultCache
 
     workers, rounds = 10, 40
     ctx = multiprocessing.get_context("fork")
@@ -231,8 +231,8 @@ def test_concurrent_result_cache_writers(tmp_path):
 
 
 def test_put_into_unwritable_root_raises_cache_error(tmp_path):
-    from mirecc.cache import CacheError, ResultCache
-    from mirecc.pipeline import TUResult
+    from mirecc.tu.cache import CacheError, ResultCache
+    from mirecc.taskapi.records import TUResult
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -376,7 +376,7 @@ def test_make_j4_same_and_different_keys_leave_whole_files(tmp_path):
     assert len(list((capture / "ir").rglob("*.bc"))) == 9
     entries = cache_entries(tmp_path / "cache")
     assert len(entries) == 9
-    from mirecc.cache import ResultCache
+    from mirecc.tu.cache import ResultCache
     cache = ResultCache(tmp_path / "cache")
     for entry in entries:
         json.loads(entry.read_text())

@@ -1,4 +1,4 @@
-"""Table-driven tests of mirecc.cmdline: ``classify()`` and response files.
+"""Table-driven tests of mirecc.frontend.cmdline: ``classify()`` and response files.
 
 One row per command line: what kind of call it is, which sources (language,
 and whether -x named it), the optimisation level, the output, and the flags
@@ -15,7 +15,7 @@ import shlex
 
 import pytest
 
-from mirecc.cmdline import (ResponseFileError, classify, expand_response_files,
+from mirecc.frontend.cmdline import (ResponseFileError, classify, expand_response_files,
                             language_of, tokenize_gnu)
 
 UNSET = object()

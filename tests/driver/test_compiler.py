@@ -228,7 +228,7 @@ def test_configured_compiler_that_is_mirecc_is_an_error(mirecc_first_on_path):
 def test_empty_path_entry_means_the_working_directory(mirecc_first_on_path, monkeypatch):
     """PATH=bin0::  -- the cwd's clang-99 must be run as ./clang-99, not looked
     up on PATH again (where clang-99 is mirecc)."""
-    from mirecc.compiler import newest_clang_on_path
+    from mirecc.frontend.compiler import newest_clang_on_path
 
     tmp_path, bin0, _ = mirecc_first_on_path
     work = tmp_path / "work"

@@ -257,7 +257,7 @@ def test_prefix_as_string_and_list(tmp_path):
 
 
 def test_load_config_precedence_in_process(tmp_path, monkeypatch):
-    from mirecc.config import Config, load_config
+    from mirecc.taskapi.config import Config, load_config
 
     monkeypatch.delenv("MIRECC_CONFIG", raising=False)
     write(tmp_path / ".mirecc.yaml", "timeout: 5\ncache: off\nheads_dir: heads\n")

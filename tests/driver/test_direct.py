@@ -1,4 +1,4 @@
-"""Direct mode (:mod:`mirecc.direct`): a TU compiled again with the same
+"""Direct mode (:mod:`mirecc.tu.direct`): a TU compiled again with the same
 command, source and headers gets its decisions from the manifest without a
 front end run, applies them the same way, and any change to a file the
 front end read (or a damaged manifest) sends it back through the bitcode."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
-from mirecc.direct import Manifests, dependency_files
+from mirecc.tu.direct import Manifests, dependency_files
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
@@ -39,7 +39,7 @@ def test_dependency_file_parsing():
 
 
 def test_manifest_misses_on_changed_or_damaged_files(tmp_path):
-    from mirecc.pipeline import TUResult
+    from mirecc.taskapi.records import TUResult
 
     source, header, dep = tmp_path / "a.c", tmp_path / "a.h", tmp_path / "a.d"
     source.write_text('#include "a.h"\n')
@@ -80,8 +80,8 @@ def _compile(work: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
 
 
 def _stats(env: dict) -> dict:
-    from mirecc import stats
-    from mirecc.config import Config
+    from mirecc.driver import stats
+    from mirecc.taskapi.config import Config
     return stats.read(Config(cache_dir=env["MIRECC_CACHE_DIR"]))
 
 
@@ -160,8 +160,8 @@ def test_mmd_users_get_their_file_and_direct_mode(tmp_path, heads_8x1):
 
 def test_an_empty_results_line_is_the_json_modules():
     """The manifest writes an empty result without json: the same text."""
-    from mirecc.direct import result_json
-    from mirecc.pipeline import TUResult
+    from mirecc.tu.direct import result_json
+    from mirecc.taskapi.records import TUResult
 
     empty = TUResult(None)
     assert result_json(empty) == json.dumps(empty.to_dict(), sort_keys=True)

@@ -192,7 +192,7 @@ def test_bogus_explain_format_is_an_error(src):
 
 def test_explain_render_in_process():
     """The renderer on its own: pluralisation and the empty case."""
-    from mirecc.explain import explanation, render
+    from mirecc.tu.explain import explanation, render
 
     data = explanation(compiler="cc", invocation_kind="empty", reason="no input files",
                        reports=[], fallback=None, skipped=[])

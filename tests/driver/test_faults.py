@@ -205,7 +205,7 @@ FAULTS = {f.__name__[len("fault_"):]: f for f in (
     fault_head_spec_unparseable)}
 
 
-# Known bug (mirecc/pipeline.py load_head, driver.py _say): a YAML error in a
+# Known bug (mirecc/tu/pipeline.py load_head, driver.py _say): a YAML error in a
 # head's spec.yaml is put into the warning verbatim, and PyYAML's messages span
 # several lines, so the "one warning line" promise breaks.
 @pytest.mark.parametrize("fault", sorted(FAULTS))

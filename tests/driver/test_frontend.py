@@ -1,4 +1,4 @@
-"""A split compile (:mod:`mirecc.frontend`): the front end once, the object
+"""A split compile (:mod:`mirecc.frontend.clang`): the front end once, the object
 from its bitcode.  Whatever the flags, the result must be clang's own:
 object bytes, dependency file, diagnostics and exit code; and it must really
 be split (two compiler calls, not three)."""
@@ -103,8 +103,8 @@ def test_split_compile_is_clangs_compile(tmp_path, args):
 
 
 def _stats(tmp_path: Path) -> dict:
-    from mirecc import stats
-    from mirecc.config import Config
+    from mirecc.driver import stats
+    from mirecc.taskapi.config import Config
     return stats.read(Config(cache_dir=str(tmp_path / "cache")))
 
 
@@ -166,18 +166,18 @@ def test_the_call_runs_the_front_end_beside_the_users_compile(tmp_path):
     (["-O2", "kern.c", "-o", "prog"], "not -c"),
 ])
 def test_calls_that_are_not_split(args, why):
-    from mirecc import frontend
-    from mirecc.cmdline import classify
-    from mirecc.config import Config
+    from mirecc.frontend import clang as frontend
+    from mirecc.frontend.cmdline import classify
+    from mirecc.taskapi.config import Config
 
     reason = frontend.why_not(classify(args), args, Config())
     assert reason is not None and why in reason
 
 
 def test_a_launcher_is_not_split():
-    from mirecc import frontend
-    from mirecc.cmdline import classify
-    from mirecc.config import Config
+    from mirecc.frontend import clang as frontend
+    from mirecc.frontend.cmdline import classify
+    from mirecc.taskapi.config import Config
 
     args = ["-O2", "-c", "kern.c"]
     assert frontend.why_not(classify(args), args, Config()) is None
@@ -209,7 +209,7 @@ def test_an_output_that_is_not_a_file_is_written_in_place(tmp_path):
 def test_a_spawned_child_reports_its_output_and_how_it_ended(tmp_path):
     """frontend.spawn (posix_spawn, no subprocess): stdout and stderr come
     back once it ends, its files are removed, a kill is a negative code."""
-    from mirecc.frontend import spawn
+    from mirecc.frontend.clang import spawn
 
     child = spawn(["sh", "-c", "echo out; echo err >&2; exit 3"], str(tmp_path / "s"))
     assert child.wait() == 3

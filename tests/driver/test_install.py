@@ -218,7 +218,7 @@ def test_cmake_project_builds_with_the_toolchain_file(installed):
 
 
 def test_toolchain_paths_are_escaped_for_cmake():
-    from mirecc.toolchain import _cmake_escape
+    from mirecc.frontend.toolchain import _cmake_escape
 
     assert _cmake_escape("/opt/venv/bin/mirecc") == "/opt/venv/bin/mirecc"
     assert _cmake_escape('/a "b"/${HOME}\\x') == '/a \\"b\\"/\\${HOME}\\\\x'

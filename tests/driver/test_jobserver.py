@@ -1,4 +1,4 @@
-"""make's jobserver as mirecc's client (mirecc/jobserver.py) and code
+"""make's jobserver as mirecc's client (mirecc/util/jobserver.py) and code
 size's candidates built in parallel within it: never more slots than make
 has free, every slot given back, the same object as one at a time."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
-from mirecc import jobserver
+from mirecc.util import jobserver
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))

@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from mirecc.frontend import nvcc as front
+
 from nvcc_helpers import (CLANGXX, COMPAT, MIRECC_NVCC, NVCC, POLYBENCH, SAXPY, drop_in, needs_nvcc,
                           normalised, run)
 
@@ -24,7 +26,7 @@ def test_parse_finds_sources_preprocessor_flags_and_architecture():
     assert drop_in.device_arch(cmd) == "sm_80"
     gencode = drop_in.parse(["-gencode", "arch=compute_70,code=sm_70", "k.cu"])
     assert drop_in.device_arch(gencode) == "sm_70"
-    assert drop_in.device_arch(drop_in.parse(["k.cu"])) == drop_in.DEFAULT_ARCH
+    assert drop_in.device_arch(drop_in.parse(["k.cu"])) == front.DEFAULT_ARCH
     assert not drop_in.parse(["-M", "k.cu"]).compiles
     assert drop_in.split_own(["--explain=json", "-c", "k.cu"]) == (["-c", "k.cu"], "json")
     with pytest.raises(ValueError, match="unknown --explain format"):

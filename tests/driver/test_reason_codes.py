@@ -1,11 +1,11 @@
 """Every reason code the package raises or counts is in the one table
-(``mirecc.stats.REASONS``), as ccache keeps its statistics in one place."""
+(``mirecc.driver.stats.REASONS``), as ccache keeps its statistics in one place."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from mirecc.stats import FALLBACK, PASSTHROUGH, REASONS, SKIP, render
+from mirecc.driver.stats import FALLBACK, PASSTHROUGH, REASONS, SKIP, render
 
 PACKAGE = Path(__import__("mirecc").__file__).resolve().parent
 

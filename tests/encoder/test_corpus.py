@@ -238,7 +238,7 @@ def test_debian_style_make_build_is_captured(env, tmp_path):
 
 
 def test_mire_corpus_cli_parses():
-    from mirecc.mire import build_parser
+    from mirecc.cli.mire import build_parser
     args = build_parser().parse_args(["corpus", "build", "--out", "x", "--sources",
                                       "kernels", "--jobs", "1"])
     assert args.sources == "kernels" and args.jobs == 1

@@ -158,7 +158,7 @@ def test_a_bad_pack_is_refused_naming_the_file(tmp_path):
 def test_pretrain_on_a_pack(corpus, tmp_path):
     pytest.importorskip("torch")
     pack = tmp_path / "c.pack.npz"
-    subprocess.run([sys.executable, "-m", "mirecc.mire", "corpus", "pack", "--corpus", str(corpus),
+    subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "corpus", "pack", "--corpus", str(corpus),
                     "--out", str(pack), "--max-nodes", "160", "--max-statements", "60",
                     "--jobs", "1"], check=True, capture_output=True)
     out = tmp_path / "run"

@@ -17,9 +17,9 @@ pytest.importorskip("onnxscript", reason="the dynamo ONNX exporter needs onnxscr
 from mirecc.encoder import export  # noqa: E402
 from mirecc.encoder.model import EncoderConfig, MIREncoder  # noqa: E402
 from mirecc.encoder.runtime import Encoder, EmbedError  # noqa: E402
-from mirecc.server import socket_name  # noqa: E402
+from mirecc.tu.server import socket_name  # noqa: E402
 from mirecc.encoder.stmtcache import StatementCache  # noqa: E402
-from mirecc.model import ModelError  # noqa: E402
+from mirecc.util.modelfiles import ModelError  # noqa: E402
 
 CLANG = "/usr/bin/clang-14"
 SOURCE = """
@@ -195,7 +195,7 @@ def test_statement_cache_opens_when_many_processes_create_it_at_once(tmp_path):
 
 def test_mire_embed_cli(tiny, source, tmp_path):
     _, model_dir, _ = tiny
-    cmd = [sys.executable, "-m", "mirecc.mire", "embed", "--model", str(model_dir),
+    cmd = [sys.executable, "-m", "mirecc.cli.mire", "embed", "--model", str(model_dir),
            "--cache", str(tmp_path / "c.sqlite"), "--clang", CLANG]
     out = subprocess.run(cmd + ["--granularity", "all", str(source)], capture_output=True,
                          text=True, check=True)
@@ -218,7 +218,7 @@ def test_embedding_server_round_trip(tiny, source, tmp_path):
     from tests.envs import isolated_env
     _, model_dir, _ = tiny
     env = isolated_env(tmp_path, XDG_RUNTIME_DIR=str(tmp_path / "run"))
-    base = [sys.executable, "-m", "mirecc.mire"]
+    base = [sys.executable, "-m", "mirecc.cli.mire"]
     embed = base + ["embed", "--model", str(model_dir), "--clang", CLANG, "--granularity", "all"]
     local = json.loads(subprocess.run(embed + [str(source)], env=env, capture_output=True,
                                       text=True, check=True).stdout)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mirecc.encoder.runtime import DEFAULT_MODEL_DIR, Encoder
-from mirecc.model import load_model
+from mirecc.util.modelfiles import load_model
 
 CLANG = "/usr/bin/clang-14"
 

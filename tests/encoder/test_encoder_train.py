@@ -120,7 +120,7 @@ def test_evaluate_reports_each_metric_with_its_chance_level(corpus):
 
 
 def test_mire_pretrain_help_lists_the_arguments():
-    out = subprocess.run([sys.executable, "-m", "mirecc.mire", "pretrain", "--help"],
+    out = subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "pretrain", "--help"],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "--time-budget" in out.stdout and "--stop-at" in out.stdout
 

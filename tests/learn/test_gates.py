@@ -1,4 +1,4 @@
-"""Apply gates calibrated by leave-one-application-out (mirecc.gates), and
+"""Apply gates calibrated by leave-one-application-out (mirecc.learn.gates), and
 the tasks' sweeps that feed them.
 
 * ``test_gates_*``: the shared module's rows, choice, refusal and document;
@@ -12,10 +12,10 @@ import math
 
 import pytest
 
-from mirecc.gates import FLOOR, calibrate, gate_document, gate_row, refusal_reason
+from mirecc.learn.gates import FLOOR, calibrate, gate_document, gate_row, refusal_reason
 
 
-# ------------------------------------------------------------------ mirecc.gates
+# ------------------------------------------------------------------ mirecc.learn.gates
 
 def test_gates_row_counts_applied_and_below():
     row = gate_row(0.1, {"a": 1.2, "b": None, "c": 0.9})

@@ -69,7 +69,7 @@ def test_loop_statistics_do_not_depend_on_the_clang_version(tmp_path):
 def test_forest_onnx_matches_scikit_learn_tree_by_tree():
     pytest.importorskip("sklearn")
     pytest.importorskip("onnx")
-    from mirecc.tasks.onnxhead import run_onnx
+    from mirecc.taskapi.onnxhead import run_onnx
     from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes, tree_predictions
 
     rng = np.random.default_rng(1)

@@ -26,8 +26,8 @@ needs_clang = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs cl
 
 
 def test_every_registered_task_is_declared_whole():
-    from mirecc.tasks.api import Task, load_attribute
-    from mirecc.tasks.registry import TASK_MODULES, tasks
+    from mirecc.taskapi.api import Task, load_attribute
+    from mirecc.taskapi.registry import TASK_MODULES, tasks
 
     found = tasks()
     assert set(found) == {"loop-vectorize", "opencl-device-mapping",
@@ -57,7 +57,7 @@ def test_every_registered_task_is_declared_whole():
 def test_task_declarations_import_nothing_heavy():
     """The driver reads declarations on every compile: a fresh interpreter
     importing the registry loads no numpy, yaml, onnxruntime or llvmlite."""
-    code = ("import sys; from mirecc.tasks.registry import tasks; tasks(); "
+    code = ("import sys; from mirecc.taskapi.registry import tasks; tasks(); "
             "print(sorted(m for m in ('numpy', 'yaml', 'onnxruntime', 'llvmlite') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -69,7 +69,7 @@ def test_the_shared_layers_name_no_task():
     """The driver, the ML step, mire, the profile, the tune, the statistics
     and the CUDA front end import no task and name none in their code (a
     task reaches them through its declaration); no task imports another."""
-    from mirecc.tasks.registry import TASK_MODULES, tasks
+    from mirecc.taskapi.registry import TASK_MODULES, tasks
 
     names = set(tasks())
     for module in ("mlpath", "pipeline", "context", "server", "driver", "cache", "explain",
@@ -95,7 +95,7 @@ def test_the_shared_layers_name_no_task():
 
 
 def test_task_settings_reach_the_configuration(tmp_path):
-    from mirecc.config import ConfigError, load_config
+    from mirecc.taskapi.config import ConfigError, load_config
 
     (tmp_path / ".mirecc.yaml").write_text("apply_loop_decisions: true\nopencl_gpu: Tahiti\n")
     config = load_config(str(tmp_path), environ={"MIRECC_OPENCL_WGSIZE": "64"})
@@ -107,8 +107,8 @@ def test_task_settings_reach_the_configuration(tmp_path):
 
 
 def test_mirecc_help_lists_every_setting_and_task():
-    from mirecc.config import all_settings
-    from mirecc.tasks.registry import tasks
+    from mirecc.taskapi.config import all_settings
+    from mirecc.taskapi.registry import tasks
 
     out = subprocess.run([MIRECC, "--mirecc-help"], capture_output=True, text=True,
                          check=True).stdout
@@ -121,8 +121,8 @@ def test_mirecc_help_lists_every_setting_and_task():
 
 
 def test_cache_key_follows_the_task_settings():
-    from mirecc.cache import pipeline_key
-    from mirecc.config import Config
+    from mirecc.tu.cache import pipeline_key
+    from mirecc.taskapi.config import Config
 
     assert pipeline_key(Config(), {"c"}) == pipeline_key(Config(), {"c"})
     assert pipeline_key(Config(), {"c"}) != pipeline_key(Config(apply_loop_decisions=True),
@@ -138,9 +138,9 @@ def test_only_heads_with_a_use_run(tmp_path):
     per TU when only another task was on)."""
     from types import SimpleNamespace
 
-    from mirecc.config import Config
-    from mirecc.pipeline import Pipeline
-    from mirecc.tasks.registry import HeadSpec
+    from mirecc.taskapi.config import Config
+    from mirecc.tu.pipeline import Pipeline
+    from mirecc.taskapi.registry import HeadSpec
 
     ran = []
 
@@ -224,7 +224,7 @@ def test_stats_count_calls_tus_and_reasons(tmp_path):
 
 
 def test_explain_prints_reason_codes(tmp_path):
-    from mirecc.explain import render_text
+    from mirecc.tu.explain import render_text
 
     data = {"mirecc_version": "x", "compiler": "clang", "compiler_chosen": "configured",
             "fallback": None, "reason": "", "skipped": [],

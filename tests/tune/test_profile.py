@@ -1,4 +1,4 @@
-"""Decisions profiles (mirecc/profile.py): a measured loop decision in
+"""Decisions profiles (mirecc/taskapi/profile.py): a measured loop decision in
 MIRECC_PROFILE reaches the real vectorizer through the plugin, stays with
 its function when code elsewhere changes, is dropped (and counted) when its
 function changes, and a malformed profile names its file and line and

@@ -162,7 +162,7 @@ def test_a_missing_artifact_is_a_clear_error(project):
 
 
 def test_perf_report_parsing_and_site_order():
-    from mirecc.tune import order_sites, parse_perf_report
+    from mirecc.cli.tune import order_sites, parse_perf_report
 
     report = """# Samples: 1K of event 'cpu-clock'
 #
@@ -216,7 +216,7 @@ int main(void) {
 
 
 def test_perf_samples_put_the_hot_loop_first_and_leave_the_cold_one_out(tmp_path, llvm_plugin):
-    from mirecc.tune import perf_works
+    from mirecc.cli.tune import perf_works
     if not perf_works():
         pytest.skip("perf cannot sample here")
     _, _, plugin = llvm_plugin(14)
@@ -345,7 +345,7 @@ def test_the_kept_decisions_are_rechecked_against_the_baseline(project):
 
 
 def test_the_keep_rule_needs_the_slowest_run_to_beat_the_median():
-    from mirecc.tune import beats
+    from mirecc.learn.keep import beats
 
     best = [1.00, 1.01, 1.02]
     assert beats([0.80, 0.81, 0.82], best, 0.02)

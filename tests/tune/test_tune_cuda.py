@@ -138,7 +138,7 @@ def test_kernel_sites_come_first_by_score_then_name_and_keep_their_launchs_fixed
     the source's own shape, the fallback where it ranked none, only shapes
     on the axes the launch lets a decision set; kernels before the host's
     sites, by score then name, and never dropped for a missing share."""
-    from mirecc.tune import order_sites, sites_of
+    from mirecc.cli.tune import order_sites, sites_of
 
     records = [
         _record("b.cu", _kernel("zeta"), _kernel("alpha"),
@@ -166,7 +166,7 @@ def test_kernel_sites_come_first_by_score_then_name_and_keep_their_launchs_fixed
 
 @pytest.mark.parametrize("shape", ["?", "BS"])
 def test_a_kernel_whose_fixed_axis_is_not_a_number_makes_no_site(shape):
-    from mirecc.tune import sites_of
+    from mirecc.cli.tune import sites_of
 
     kernel = _kernel("k", fixed=("y",))
     kernel["default"]["y"] = shape

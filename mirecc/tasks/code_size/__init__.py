@@ -19,7 +19,7 @@ Offline: :mod:`.offline` (``mire size-search``, ``size-check``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
 def _as_positive(value):

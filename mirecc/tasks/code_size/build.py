@@ -434,7 +434,7 @@ def _in_library_order(config, compiler: str) -> tuple[dict, str, list[str]]:
     budget builds in the library's order), for the gate and the early step,
     which run before the IR is read; no names when a ranker orders them
     after it."""
-    from mirecc.compiler import clang_major
+    from mirecc.frontend.compiler import clang_major
     from mirecc.tasks.code_size.head import budget_names, installed
 
     spec = installed(config)

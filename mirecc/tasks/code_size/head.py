@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 
-from mirecc.pipeline import Candidate, Decision, HeadError, NoDecision, Ranking, candidates_of
+from mirecc.taskapi.api import HeadError, NoDecision
+
+from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.tasks.code_size import OPT_LEVELS
 
 TASK = "code-size"
@@ -123,7 +125,7 @@ def installed(config) -> dict:
     kilobytes-long pipelines) on every searched TU, the kept copy ~1 ms."""
     import marshal
 
-    from mirecc.tasks.registry import default_heads_dirs, find_head_specs, spec_task
+    from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, spec_task
 
     for found in find_head_specs(default_heads_dirs(config)):
         if spec_task(found.spec_path) != TASK:
@@ -142,7 +144,7 @@ def installed(config) -> dict:
                     return spec
             except (OSError, ValueError, EOFError, TypeError):
                 pass        # missing or damaged: read the spec again
-        from mirecc.pipeline import load_head
+        from mirecc.taskapi.registry import load_head
 
         head = load_head(found, config)
         spec = {"library": {str(m): dict(pairs) for m, pairs in head.library.items()},
@@ -150,7 +152,7 @@ def installed(config) -> dict:
                 "gate": {str(m): model for m, model in head.gate.items()},
                 "ranker": {str(head.ranker["llvm"]): True} if head.ranker else {}}
         if kept is not None:
-            from mirecc.fsutil import atomic_write_bytes
+            from mirecc.util.fsutil import atomic_write_bytes
             try:
                 atomic_write_bytes(kept, marshal.dumps(spec))
             except (OSError, ValueError):
@@ -235,7 +237,7 @@ class CodeSizeHead:
         return f"applies with -Oz or -Os, not -O{request.opt_level}"
 
     def rank(self, ctx) -> list[Ranking]:
-        from mirecc.compiler import clang_major
+        from mirecc.frontend.compiler import clang_major
 
         major = clang_major(ctx.request.compiler) if ctx.request.compiler else 0
         pipelines = self.library.get(major)
@@ -260,8 +262,8 @@ class CodeSizeHead:
         over its trees)."""
         import numpy as np
 
-        from mirecc.context import encoder_model
-        from mirecc.tasks.onnxhead import run_onnx
+        from mirecc.taskapi.context import encoder_model
+        from mirecc.taskapi.onnxhead import run_onnx
 
         if self.ranker["features"] == "encoder":
             info = encoder_model(self.config)
@@ -283,7 +285,7 @@ class CodeSizeHead:
         return gains[0].mean(axis=0).tolist()
 
     def decide(self, ctx, rankings: list[Ranking]) -> list[Decision]:
-        from mirecc.compiler import clang_major
+        from mirecc.frontend.compiler import clang_major
 
         [ranking] = rankings
         if not self.k:

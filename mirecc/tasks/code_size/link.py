@@ -49,7 +49,7 @@ def link_flags(name: str) -> list[str]:
 
 
 class LinkStep:
-    """The task's ``link`` (:class:`mirecc.tasks.api.Task`)."""
+    """The task's ``link`` (:class:`mirecc.taskapi.api.Task`)."""
 
     @staticmethod
     def wants(args: list[str], config) -> bool:
@@ -66,7 +66,7 @@ class LinkStep:
         (exit status, counters, a Verified for --explain or None)."""
         import subprocess
 
-        from mirecc.jobserver import slots
+        from mirecc.util.jobserver import slots
 
         directory, name = os.path.split(output)
         temps = [os.path.join(directory, f".{name}.mirecc-{os.getpid()}-link{n}.tmp")

@@ -7,7 +7,7 @@ are skipped; the user's object wins ties, so the output is never larger
 than the user's level and the choice is the same for the same input.
 
 Candidates are built several at once where make's jobserver has free slots
-(:mod:`mirecc.jobserver`: never more than it allows), else ``size_jobs`` at
+(:mod:`mirecc.util.jobserver`: never more than it allows), else ``size_jobs`` at
 once (default 1).  The winner is remembered (:mod:`.winners`): a rebuild of the same TU builds
 only the winning candidate, or none when the user's level won.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 
 from mirecc.tasks.code_size.build import (MIN_TEXT_BYTES, CandidateError, build_candidate,
                                           object_sizes, opt_beside)
@@ -70,7 +70,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         return Verified({own: own_sizes[0]}, own, {}, own, built=0, text={own: own_sizes[1]},
                         note=f"not searched: the object has {own_sizes[1]} bytes of .text, "
                              f"under {MIN_TEXT_BYTES} (too small to gain)", reason="too-small")
-    from mirecc.compiler import clang_major
+    from mirecc.frontend.compiler import clang_major
     from mirecc.tasks.code_size.build import gate_keeps
     from mirecc.tasks.code_size.head import installed
     from mirecc.tasks.code_size.winners import WinnerCache, winner_key
@@ -125,7 +125,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             return name, path, object_sizes(path), None
         except CandidateError as exc:
             return name, None, None, str(exc)
-    from mirecc.jobserver import slots
+    from mirecc.util.jobserver import slots
 
     # at once: make's free jobserver slots, else size_jobs (each candidate's
     # files have their own names; the results go in library order)

@@ -27,7 +27,7 @@ import os
 import re
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes, file_identity
+from mirecc.util.fsutil import atomic_write_bytes, file_identity
 
 VERSION = "2"   # 2: sizes are loadable bytes, .text beside
 

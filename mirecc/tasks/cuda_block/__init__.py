@@ -8,12 +8,12 @@ trying shapes through mirecc-nvcc's builds) or, with ``apply_cuda_block``,
 the head's (:mod:`.head`: a forest over kernel statistics of the device IR,
 :mod:`.features`, trained on the labels timed on a lent H100 in
 ``heads/cuda-block/labels/``; ``mire bench cuda``, :mod:`.offline.bench`).
-The front end is ``mirecc-nvcc`` (:mod:`mirecc.nvcc`), which drives
+The front end is ``mirecc-nvcc`` (:mod:`mirecc.driver.nvcc`), which drives
 :mod:`.launches`.
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Setting, Task, parse_bool
+from mirecc.taskapi.api import BenchSuite, Setting, Task, parse_bool
 
 TASKS = (
     Task(

@@ -173,12 +173,12 @@ def plan_features(plan, ir_text: str) -> tuple[dict[str, float], list[str]]:
     """The features of a source (:func:`source_features`) from its launch plan
     (:class:`mirecc.tasks.cuda_block.launches.SourcePlan`) and device IR; also
     the tunable kernels' names as written.  ValueError when none is tunable."""
-    from mirecc.nvcc import _kernel_names, source_name
+    from mirecc.frontend.nvcc import kernel_names, source_name
 
     tunable = [name for name, block in plan.blocks.items() if block.tunable]
     if not tunable:
         raise ValueError("no tunable launch")
-    symbols = [s for s in _kernel_names(ir_text) if source_name(s) in tunable]
+    symbols = [s for s in kernel_names(ir_text) if source_name(s) in tunable]
     grid_2d = any(launch.grid[1].strip() != "1" for launch in plan.scan.launches
                   if launch.kernel in tunable)
     y_settable = any(plan.blocks[name].macros[1] for name in tunable)

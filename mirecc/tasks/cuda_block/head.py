@@ -61,7 +61,7 @@ class BlockHead:
         predicted speedup over the source's (the trees' quantile)."""
         import numpy as np
 
-        from mirecc.tasks.onnxhead import run_onnx
+        from mirecc.taskapi.onnxhead import run_onnx
 
         shapes = [s for s in self.shapes if allowed(s)]
         if not shapes:
@@ -83,7 +83,7 @@ def installed_head(config) -> BlockHead | None:
     """The installed cuda-block head (the configured heads folders), or None."""
     import yaml
 
-    from mirecc.tasks.registry import default_heads_dirs, find_head_specs, spec_task
+    from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, spec_task
 
     for spec in find_head_specs(default_heads_dirs(config)):
         if spec_task(spec.spec_path) == TASK:

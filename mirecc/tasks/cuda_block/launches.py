@@ -15,7 +15,7 @@ grid follows it:
   ``#line`` naming the originals, so that everything else is the same.
 
 Elsewhere the shape is reported, and a profile entry is advisory.  The
-front end (:mod:`mirecc.nvcc`) calls :data:`FRONT_END`.
+front end (:mod:`mirecc.driver.nvcc`) calls :data:`FRONT_END`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mirecc.nvcc import NvccCommand
+from mirecc.frontend.nvcc import NvccCommand
 
 TASK = "cuda-block"
 
@@ -450,7 +450,7 @@ def plan_sources(cmd: NvccCommand, scans: list[Scan], profile: str | None,
     (its device IR text) and an installed head, the head ranks each source
     with a tunable launch (:func:`plan_source`'s ``rank``); its first shape
     is applied where ``config.apply_cuda_block`` says so."""
-    from mirecc.profile import read_profile
+    from mirecc.taskapi.profile import read_profile
 
     entries = [e for e in read_profile(profile) if e.task == TASK] if profile else []
     rank, apply_head = None, bool(config is not None and config.apply_cuda_block)

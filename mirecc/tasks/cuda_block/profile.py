@@ -1,4 +1,4 @@
-"""CUDA block-shape decisions in a decisions profile (:mod:`mirecc.profile`):
+"""CUDA block-shape decisions in a decisions profile (:mod:`mirecc.taskapi.profile`):
 
     cuda-block  src/gemm.cu  gemm_kernel@LARGE_DATASET  0b1c2d3e4f5a6b7c  64x4  # 1.10x
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from mirecc.profile import ProfileKind
+from mirecc.taskapi.profile import ProfileKind
 
 #: threads per block every CUDA GPU since compute capability 2.0 allows
 MAX_BLOCK_THREADS = 1024
@@ -72,7 +72,7 @@ class BlockKind(ProfileKind):
         """The decisions a record line (``MIRECC_RECORD``) carries for one
         CUDA source's plan (:class:`.launches.SourcePlan`): one per tunable
         kernel whose device function is in ``digests`` (kernel name ->
-        digest, :func:`mirecc.nvcc.kernel_digests`), with its digest, the
+        digest, :func:`mirecc.frontend.nvcc.kernel_digests`), with its digest, the
         source's shape (``default``), the axes no decision can set
         (``fixed``), the shape in effect and the head's ranking as
         candidates ([shape, predicted speedup], best first)."""

@@ -8,7 +8,7 @@ Shipped head: ``heads/loop-nests``.
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 # the -O levels the head decides at (without "-O")
 OPT_LEVELS = ("2", "3", "fast")

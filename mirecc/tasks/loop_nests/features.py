@@ -5,7 +5,7 @@ pointers or clang 15+'s ``ptr``.
 
 Per function, one pass:
 
-* the control-flow graph and its natural loops (:func:`mirecc.irinfo.natural_loops`),
+* the control-flow graph and its natural loops (:func:`mirecc.graph.irinfo.natural_loops`),
   each loop's **induction slot** (the stack slot its latch increments);
 * the stack slots every value derives from (through loads of slots and
   arithmetic), so each array access of an innermost loop is classed by its
@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 
-from mirecc.irinfo import natural_loops
+from mirecc.graph.irinfo import natural_loops
 
 #: the statistics of one function, in the order the head's rows hold them
 FEATURES = (

@@ -21,14 +21,14 @@ clears ``min_gain``, are largest; those functions (and the callers a static
 one is inlined into, :func:`.features.apply_set`) get it
 (:func:`inject`).  A user's own ``-mllvm -polly...`` or loop pragmas win.
 
-Only the standard library is imported at the top (see mirecc.pipeline).
+Only the standard library is imported at the top (see mirecc.taskapi.records).
 """
 from __future__ import annotations
 
 import math
 
 from mirecc.tasks.loop_nests import OPT_LEVELS
-from mirecc.tasks.onnxhead import OnnxHead
+from mirecc.taskapi.onnxhead import OnnxHead
 
 TASK = "loop-nests"
 
@@ -75,7 +75,9 @@ class LoopNestHead(OnnxHead):
         scores 0)."""
         import numpy as np
 
-        from mirecc.pipeline import Candidate, NoDecision, Ranking
+        from mirecc.taskapi.api import NoDecision
+
+        from mirecc.taskapi.records import Candidate, Ranking
         from mirecc.tasks.loop_nests import features as F
 
         text = ctx.ir_text
@@ -106,7 +108,7 @@ class LoopNestHead(OnnxHead):
         """One schedule for the TU: the one with the largest sum of quantile
         gains over the functions where it clears ``min_gain``; those
         functions get it, the others keep LLVM's."""
-        from mirecc.pipeline import Decision, candidates_of
+        from mirecc.taskapi.records import Decision, candidates_of
 
         G = ctx.notes[self.name]
         score = {c: 0.0 for c in self.classes}
@@ -158,7 +160,7 @@ class LoopNestHead(OnnxHead):
 
 
 def inject(decisions_by_source: dict, compiler: str, config) -> list[str]:
-    """The flags of the applied loop-nest decisions (:class:`mirecc.tasks.api.Task`
+    """The flags of the applied loop-nest decisions (:class:`mirecc.taskapi.api.Task`
     ``inject``): Polly with the TU's schedule on its chosen functions.
     Sources of one command that want different schedules cannot be served
     by one set of flags: ValueError (the plain compile runs)."""

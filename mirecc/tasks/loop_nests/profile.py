@@ -1,4 +1,4 @@
-"""Loop-nest schedules in a decisions profile (:mod:`mirecc.profile`):
+"""Loop-nest schedules in a decisions profile (:mod:`mirecc.taskapi.profile`):
 
     loop-nests  src/kernel.c  kernel_gemm  5e1f0c9a2b7d3e48  schedule=polly-tile64
 
@@ -11,7 +11,7 @@ function's schedules in the head's order.
 """
 from __future__ import annotations
 
-from mirecc.profile import ProfileKind, key_values
+from mirecc.taskapi.profile import ProfileKind, key_values
 
 
 def functions_of(candidates) -> list[str] | None:

@@ -10,7 +10,7 @@ Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
 
@@ -35,7 +35,7 @@ TASKS = (
         opt_levels=OPT_LEVELS,
         explain="mirecc.tasks.loop_vectorize.head:explain_loop_decisions",
         attribute="mirecc.tasks.loop_vectorize.head:attribute_loop_decisions",
-        # --mirecc-help prints the head's calibrated gate (mirecc.gates) instead
+        # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
         measured="leave one family out on its labels (mire vectorize-train, "
                  "docs/results/gates.md); forced on 48 held-out kernels of 4 unseen families: "
                  "nothing applied, every binary clang's own",

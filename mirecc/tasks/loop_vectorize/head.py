@@ -26,14 +26,14 @@ The decisions are applied by the pass plugin (:mod:`mirecc.plugin.decisions`).
 With ``--explain`` each loop also gets its source line and what LLVM
 chooses on its own.
 
-Only the standard library is imported at the top (see mirecc.pipeline).
+Only the standard library is imported at the top (see mirecc.taskapi.records).
 """
 from __future__ import annotations
 
 import math
 
 from mirecc.tasks.loop_vectorize import OPT_LEVELS
-from mirecc.tasks.onnxhead import OnnxHead
+from mirecc.taskapi.onnxhead import OnnxHead
 
 TASK = "loop-vectorize"
 #: every input a head may take, in the order its feature rows are built
@@ -125,7 +125,8 @@ class LoopVectorizeHead(OnnxHead):
         """Per innermost loop, every class by the ``quantile`` of the trees'
         predicted log speedup over LLVM's choice, best first; LLVM's own
         choice (``{}``, score 0) is among them."""
-        from mirecc.pipeline import Candidate, NoDecision, Ranking
+        from mirecc.taskapi.api import NoDecision
+        from mirecc.taskapi.records import Candidate, Ranking
         from mirecc.tasks.loop_vectorize.features import statistics_by_loop
         from mirecc.tasks.loop_vectorize.loops import match_loops
 
@@ -180,7 +181,7 @@ class LoopVectorizeHead(OnnxHead):
         ``min_gain`` (:func:`choose`, as in training): where the trees
         disagree, LLVM's choice stays."""
         from mirecc.learn.forest import choose
-        from mirecc.pipeline import Decision, candidates_of
+        from mirecc.taskapi.records import Decision, candidates_of
 
         G, how = ctx.notes[self.name]
         share = f"{1 - self.quantile:.0%}"
@@ -213,7 +214,7 @@ def explain_loop_decisions(result, ctx):
     reason) and LLVM's own factors (its ``default``), for ``--explain`` only:
     it costs one front-end run with line tables and one compile with the
     vectorizer's remarks (the driver caches the explained result)."""
-    from mirecc.irinfo import Loop
+    from mirecc.graph.irinfo import Loop
     from mirecc.tasks.loop_vectorize.loops import (emit_ir_text, llvm_default_factors,
                                                    loop_lines)
 
@@ -241,7 +242,7 @@ def explain_loop_decisions(result, ctx):
 
 
 def attribute_loop_decisions(decisions, split, extra):
-    """Which applied loop decisions changed the build (:class:`mirecc.tasks.api.Task`
+    """Which applied loop decisions changed the build (:class:`mirecc.taskapi.api.Task`
     ``attribute``): two compiles to nowhere, run side by side, print the
     plugin's and the vectorizer's remarks: the user's command (what LLVM
     does on its own) and the decided one (where the plugin set each

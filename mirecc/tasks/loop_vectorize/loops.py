@@ -1,7 +1,7 @@
 """The loops of a translation unit as the vectorize head and ``--explain`` see them.
 
 The loop table itself (ids ``<function>:<header block index>``, depth,
-innermost) is the TU context's (:attr:`mirecc.context.TUContext.loops`).
+innermost) is the TU context's (:attr:`mirecc.taskapi.context.TUContext.loops`).
 
 - :func:`match_loops`: the same loops in two IRs of one source (the build's
   clang and the encoder's clang-14), matched function by function in header

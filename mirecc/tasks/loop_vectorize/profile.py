@@ -1,4 +1,4 @@
-"""Loop decisions in a decisions profile (:mod:`mirecc.profile`):
+"""Loop decisions in a decisions profile (:mod:`mirecc.taskapi.profile`):
 
     loop-vectorize  src/kernel.c  saxpy:1  7d0c2e91a4b3f605  vectorize.width=4,interleave.count=2
 
@@ -8,7 +8,7 @@ target: the loop's id ``<function>:<header>``; value: the loop's factors.
 """
 from __future__ import annotations
 
-from mirecc.profile import ProfileKind
+from mirecc.taskapi.profile import ProfileKind
 
 #: candidates tried at a loop the head ranked nothing for
 FALLBACK = ({"vectorize.width": 1, "interleave.count": 1},

@@ -16,7 +16,7 @@ numa-train``, ``mire bench numa``).
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 TASKS = (
     Task(
@@ -39,7 +39,7 @@ TASKS = (
         inject="mirecc.plugin.decisions:inject",
         plugin_entry="mirecc.tasks.numa.head:plugin_entry",
         opt_levels=("1", "2", "3", "s", "z", "fast"),
-        # --mirecc-help prints the head's calibrated gate (mirecc.gates) instead
+        # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
         measured="leave one program out on the published 2-socket Xeon labels "
                  "(mire numa-train, docs/results/gates.md); not measured on any other machine",
         commands=(

@@ -24,14 +24,14 @@ it runs on.  A decision is recorded (``record_numa``), never compiled in:
 the plugin writes one JSON line per TU into the ``.mirecc.numa`` section
 (:func:`numa_record`).
 
-Only the standard library is imported at the top (see mirecc.pipeline).
+Only the standard library is imported at the top (see mirecc.taskapi.records).
 """
 from __future__ import annotations
 
 import json
 import math
 
-from mirecc.tasks.onnxhead import OnnxHead
+from mirecc.taskapi.onnxhead import OnnxHead
 
 TASK = "numa"
 RECORD = "numa"            # the plugin record: section .mirecc.numa
@@ -106,7 +106,9 @@ class NumaHead(OnnxHead):
         speedup; the quantile the gate reads is kept for :meth:`decide`."""
         import numpy as np
 
-        from mirecc.pipeline import Candidate, NoDecision, Ranking
+        from mirecc.taskapi.api import NoDecision
+
+        from mirecc.taskapi.records import Candidate, Ranking
 
         differs = self.differs
         if differs and not self.any_machine:
@@ -131,7 +133,7 @@ class NumaHead(OnnxHead):
         return rankings
 
     def decide(self, ctx, rankings):
-        from mirecc.pipeline import Decision, candidates_of
+        from mirecc.taskapi.records import Decision, candidates_of
 
         mean, low, regions = ctx.notes[self.name]
         share = f"{1 - self.quantile:.0%}"

@@ -347,7 +347,7 @@ def restore_leftover(record: Path, say) -> None:
 def set_prefetchers(machine: Machine, mask: int, record: Path) -> dict[str, int]:
     """Set the low bits of MSR 0x1A4 to ``mask`` on every CPU; the old
     values (saved to ``record`` before any write)."""
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
 
     saved = {str(p): read_msr(p) for p in machine.msr.values()}
     record.parent.mkdir(parents=True, exist_ok=True)

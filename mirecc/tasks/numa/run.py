@@ -141,12 +141,12 @@ def parse_cap(text: str, zone: Zone) -> int:
 
 
 def _record_path() -> Path:
-    from mirecc.config import default_cache_dir
+    from mirecc.util.fsutil import default_cache_dir
     return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "powercap-restore.json"
 
 
 def _write_record(record: Path, saved: list[dict]) -> None:
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     record.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(record, json.dumps(saved, indent=1).encode())
 
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _msr_record() -> Path:
     """Where the prefetcher MSRs' old values wait while a program runs."""
-    from mirecc.config import default_cache_dir
+    from mirecc.util.fsutil import default_cache_dir
     return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "msr-restore.json"
 
 

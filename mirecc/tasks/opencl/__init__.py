@@ -11,16 +11,16 @@ written to the record file; nothing in the compile changes.
 
 This module is the tasks' declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Setting, Task
+from mirecc.taskapi.api import BenchSuite, Setting, Task
 
 
 def _as_positive_int(value):
-    from mirecc.config import as_positive_int
+    from mirecc.taskapi.config import as_positive_int
     return as_positive_int(value)
 
 
 def _as_str(value):
-    from mirecc.config import as_str
+    from mirecc.taskapi.config import as_str
     return as_str(value)
 
 

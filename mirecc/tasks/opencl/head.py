@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import math
 
-from mirecc.tasks.onnxhead import OnnxHead
-from mirecc.context import head_error as _head_error
+from mirecc.taskapi.onnxhead import OnnxHead
+from mirecc.taskapi.context import head_error as _head_error
 
 DEVICE_MAPPING = "opencl-device-mapping"
 THREAD_COARSENING = "opencl-thread-coarsening"
@@ -48,7 +48,7 @@ class OpenCLHead(OnnxHead):
 
     def _prepare(self, ctx):
         """Kernels, embedding and how it was made; checks the encoder first."""
-        from mirecc.pipeline import NoDecision
+        from mirecc.taskapi.api import NoDecision
 
         kernels = kernel_names(ctx.ir_text)     # the context's one read of the IR
         if not kernels:
@@ -59,7 +59,7 @@ class OpenCLHead(OnnxHead):
 
     def _ranking(self, target: str, key: str, p, extra: dict | None = None):
         """The head's classes for ``target``, most probable first."""
-        from mirecc.pipeline import Candidate, Ranking
+        from mirecc.taskapi.records import Candidate, Ranking
 
         order = sorted(range(len(self.classes)), key=lambda i: -float(p[i]))
         return Ranking(target, tuple(Candidate({key: self.classes[i], **(extra or {})},
@@ -109,7 +109,7 @@ class DeviceMappingHead(OpenCLHead):
         return [self._ranking(", ".join(kernels), "device", p, extra)]
 
     def decide(self, ctx, rankings):
-        from mirecc.pipeline import Decision, candidates_of
+        from mirecc.taskapi.records import Decision, candidates_of
 
         transfer, transfer_from = self._setting("transfer")
         wgsize, wgsize_from = self._setting("wgsize")
@@ -159,7 +159,7 @@ class ThreadCoarseningHead(OpenCLHead):
                 for gpu, p in zip(gpus, P)]
 
     def decide(self, ctx, rankings):
-        from mirecc.pipeline import Decision, candidates_of
+        from mirecc.taskapi.records import Decision, candidates_of
 
         configured, _ = self._gpus()
         which = ("GPU configured: opencl_gpu" if configured else

@@ -19,7 +19,7 @@ launcher's business, not the compile's (``mire run``, a command of the NUMA task
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.tasks.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
 
@@ -41,7 +41,7 @@ TASKS = (
         profile="mirecc.tasks.openmp.profile:KIND",
         opt_levels=("1", "2", "3", "s", "z", "fast"),
         explain="mirecc.tasks.openmp.head:explain_openmp_decisions",
-        # --mirecc-help prints the head's calibrated gate (mirecc.gates) instead
+        # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
         measured="leave one application out on its labels and on held-out programs "
                  "(mire omp-train --held-out, docs/results/gates.md)",
         commands=(

@@ -28,14 +28,14 @@ region's team size alone when the source fixes it and a loop alone when it
 has a schedule clause; ``OMP_NUM_THREADS`` / ``OMP_SCHEDULE`` at run time
 win over both.
 
-Only the standard library is imported at the top (see mirecc.pipeline).
+Only the standard library is imported at the top (see mirecc.taskapi.records).
 """
 from __future__ import annotations
 
 import math
 import os
 
-from mirecc.tasks.onnxhead import OnnxHead
+from mirecc.taskapi.onnxhead import OnnxHead
 from mirecc.ir.regions import openmp_enabled  # noqa: F401
 
 TASK = "openmp"
@@ -103,7 +103,7 @@ class OpenMPHead(OnnxHead):
     def _sites(self, ctx):
         """The TU's OpenMP sites, from the front end's bitcode (the IR the
         plugin counts its call ids in), with explicit clauses marked."""
-        from mirecc.pipeline import NoDecision
+        from mirecc.taskapi.api import NoDecision
 
         sites, stats = ctx.regions
         if not any(s.kind == "parallel" for s in sites):
@@ -116,7 +116,9 @@ class OpenMPHead(OnnxHead):
         default (``{}``, score 0) is among them."""
         import numpy as np
 
-        from mirecc.pipeline import Candidate, NoDecision, Ranking
+        from mirecc.taskapi.api import NoDecision
+
+        from mirecc.taskapi.records import Candidate, Ranking
         from mirecc.ir.region_stats import region_loops
 
         if (os.cpu_count() or 0) != self.cores:
@@ -162,7 +164,7 @@ class OpenMPHead(OnnxHead):
     def decide(self, ctx, rankings):
         """Force the best configuration only where its quantile gain exceeds
         ``min_gain``; elsewhere the runtime's default stays."""
-        from mirecc.pipeline import Decision, candidates_of
+        from mirecc.taskapi.records import Decision, candidates_of
         from mirecc.learn.forest import choose
 
         G, how, regions = ctx.notes[self.name]
@@ -245,7 +247,7 @@ def plugin_entry(source, decisions) -> dict:
 def explain_openmp_decisions(result, ctx):
     """``result`` with each region decision's source line (in its reason),
     for ``--explain`` only: it costs a front-end compile with line tables."""
-    from mirecc.context import HeadError
+    from mirecc.taskapi.context import HeadError
     from mirecc.ir.regions import site_locations
 
     ours = [d for d in result.decisions if d.task == TASK]

@@ -1,4 +1,4 @@
-"""OpenMP region decisions in a decisions profile (:mod:`mirecc.profile`):
+"""OpenMP region decisions in a decisions profile (:mod:`mirecc.taskapi.profile`):
 
     openmp  src/cov.c  kernel_covariance:0  5e1f0c9a2b7d3e48  threads=2,schedule=static,chunk=8
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 
-from mirecc.profile import ProfileKind, key_values
+from mirecc.taskapi.profile import ProfileKind, key_values
 
 SCHEDULES = ("static", "dynamic", "guided")
 

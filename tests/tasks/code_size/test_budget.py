@@ -27,7 +27,7 @@ def test_the_first_candidates_that_fit_are_chosen():
 
 
 def test_costs_are_read_from_the_spec_and_checked():
-    from mirecc.pipeline import HeadError
+    from mirecc.taskapi.api import HeadError
     from mirecc.tasks.code_size.head import library_costs
 
     spec = {"pipelines": {14: ["default<Oz>", {"name": "n", "passes": "default<Os>",
@@ -153,7 +153,7 @@ def test_the_installed_library_is_kept_and_follows_the_spec(tmp_path):
     damaged copy too."""
     import os
 
-    from mirecc.config import Config
+    from mirecc.taskapi.config import Config
     from mirecc.tasks.code_size.head import installed_library
 
     heads = _spec_with_costs(tmp_path, [("default<Oz>", 0.6)])

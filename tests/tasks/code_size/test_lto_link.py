@@ -60,8 +60,8 @@ def _link(cmd: str, objs: Path, out: Path, env=None, flags=("-Oz", "-flto")):
 
 
 def _stats(env: dict) -> dict:
-    from mirecc import stats as counters
-    from mirecc.config import Config
+    from mirecc.driver import stats as counters
+    from mirecc.taskapi.config import Config
     return counters.read(Config(cache_dir=env["MIRECC_CACHE_DIR"]))
 
 
@@ -194,7 +194,7 @@ def test_a_failing_candidate_link_leaves_the_users(tmp_path, lto_objects):
                                str(lto_objects / "repeated.o"), "-o", str(out)]).returncode
 
     out = tmp_path / "prog"
-    from mirecc.config import Config
+    from mirecc.taskapi.config import Config
     # a command that cannot link: the candidate fails, the user's output stands
     rc, counts, done = link.LINK.link([CLANG, "-Oz", "-flto", "/nonexistent.o"], str(out),
                                       Config(), own_link)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from nvcc_helpers import COMPAT, MIRECC_NVCC, NVCC, POLYBENCH, needs_nvcc, normalised, run
 
-from mirecc import nvcc as drop_in
+from mirecc.driver import nvcc as drop_in
 from mirecc.learn.rankbench import judge
 from mirecc.tasks.cuda_block import features as F
 from mirecc.tasks.cuda_block import head as H

@@ -173,7 +173,7 @@ def test_every_program_is_found_and_instrumented():
 
 @needs_polybench
 def test_tunable_agrees_with_mirecc_nvcc():
-    nvcc = pytest.importorskip("mirecc.nvcc")
+    nvcc = pytest.importorskip("mirecc.driver.nvcc")
     from mirecc.tasks.cuda_block import launches
     for program, (rel, tunable) in cl.TUNABLE.items():
         src = str(POLYBENCH / rel)
@@ -259,7 +259,7 @@ def test_summary_best_and_wrong():
 
 def _nvcc():
     try:
-        from mirecc.nvcc import find_nvcc
+        from mirecc.driver.nvcc import find_nvcc
         return find_nvcc()
     except ImportError:
         return cl.find_nvcc()
@@ -400,7 +400,7 @@ def test_own_kernels_are_tunable_launches_as_mirecc_nvcc_sees_them():
     """Each of the task's own kernels (offline/kernels) is one launch marked with
     <mirecc/launch.h>: mirecc-nvcc's analysis finds the macros the labeller
     sets and the defaults it calls the source shape."""
-    nvcc = pytest.importorskip("mirecc.nvcc")
+    nvcc = pytest.importorskip("mirecc.driver.nvcc")
     from mirecc.tasks.cuda_block import launches
     for kernel, (default, _sizes) in own.KERNELS.items():
         src = os.path.join(own.KERNEL_DIR, f"{kernel}.cu")

@@ -53,7 +53,7 @@ def make_head(root: Path, gain: float) -> Path:
     pytest.importorskip("onnx")
     import yaml
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.model import load_model
+    from mirecc.util.modelfiles import load_model
     from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.tasks.numa.offline.train import MACHINE
     from mirecc.ir.region_stats import NAMES
@@ -120,13 +120,13 @@ def test_decisions_recorded_in_the_binary_and_read_back_by_mire_run(program, tmp
     for value in record["regions"].values():
         assert value["small"] == WANTED and "large" not in value
         assert value["outlined"].startswith(".omp_outlined.")
-    dry = subprocess.run([sys.executable, "-m", "mirecc.mire", "run", "--dry-run",
+    dry = subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "run", "--dry-run",
                           "--input-size", "small", "--", str(exe)],
                          capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
     assert f"2 of 2 region(s) chose {WANTED}" in dry.stdout
     assert "OMP_PROC_BIND=spread" in dry.stdout
-    dry = subprocess.run([sys.executable, "-m", "mirecc.mire", "run", "--dry-run",
+    dry = subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "run", "--dry-run",
                           "--", str(exe)], capture_output=True, text=True, timeout=60)
     assert f"2 of 2 region(s) chose {DEFAULT}" in dry.stdout     # large: the default
 

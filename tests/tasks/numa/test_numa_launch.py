@@ -110,7 +110,7 @@ exec "$@"
 
 
 def mire_run(args, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "mirecc.mire", "run", *args],
+    return subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "run", *args],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
@@ -225,7 +225,7 @@ def test_msrs_restored_after_a_signal_and_after_a_killed_launcher(binary, tmp_pa
     # the fake numactl sleeps instead of running the program: the launcher waits
     tool = tmp_path / "numactl"
     tool.write_text(tool.read_text().replace('exec "$@"', 'sleep 30'))
-    launcher = subprocess.Popen([sys.executable, "-m", "mirecc.mire", "run", *m["args"],
+    launcher = subprocess.Popen([sys.executable, "-m", "mirecc.cli.mire", "run", *m["args"],
                                  "--allow-msr", "--", str(binary)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ})

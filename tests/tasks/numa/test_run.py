@@ -44,7 +44,7 @@ def limit(root: Path, zone: str, constraint: int = 0) -> int:
 
 
 def mire_run(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "mirecc.mire", "run", *args],
+    return subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "run", *args],
                           capture_output=True, text=True, **kwargs)
 
 
@@ -123,7 +123,7 @@ def test_sigterm_reaches_the_program_and_the_limits_come_back(sysfs, tmp_path):
     started = tmp_path / "started"
     program = ("import pathlib, sys, time; pathlib.Path(sys.argv[1]).write_text('x'); "
                "time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-m", "mirecc.mire", "run", "--powercap-root",
+    proc = subprocess.Popen([sys.executable, "-m", "mirecc.cli.mire", "run", "--powercap-root",
                              str(sysfs), "--power-cap", "65", "--", sys.executable, "-c",
                              program, str(started)], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
-from mirecc.config import ConfigError, load_config
-from mirecc.pipeline import PIPELINE_SCHEMA, Decision, TUResult
-from mirecc.server import socket_name
-from mirecc.tasks.registry import heads_for_languages, spec_languages
+from mirecc.taskapi.config import ConfigError, load_config
+from mirecc.taskapi.records import Decision, PIPELINE_SCHEMA, TUResult
+from mirecc.tu.server import socket_name
+from mirecc.taskapi.registry import heads_for_languages, spec_languages
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
@@ -48,7 +48,7 @@ def heads(tmp_path_factory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.model import load_model
+    from mirecc.util.modelfiles import load_model
     from mirecc.tasks.opencl.offline.mlp import HeadConfig, train_head, write_onnx
 
     encoder = load_model(SHIPPED_MODEL_DIR).cache_version
@@ -329,7 +329,7 @@ def test_embedding_through_the_server(kernel, heads):
 
 
 def _stop_server(sock: Path) -> None:
-    from mirecc.server import ping
+    from mirecc.tu.server import ping
     reply = ping(sock)
     if reply is None:
         return
@@ -409,7 +409,7 @@ def test_advisory_decisions_round_trip():
 
 
 def _newer_clang() -> str | None:
-    from mirecc.compiler import newest_clang_on_path
+    from mirecc.frontend.compiler import newest_clang_on_path
     newest = newest_clang_on_path(cxx=False)
     return newest if newest and os.path.realpath(newest) != os.path.realpath(CLANG) else None
 

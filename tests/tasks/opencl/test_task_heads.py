@@ -18,7 +18,7 @@ SHARED = D.default_root()
 needs_data = pytest.mark.skipif(not (SHARED / "devmap" / "all.txt").is_file(),
                                 reason=f"datasets not found at {SHARED} (set MIRECC_DATASETS)")
 torch = pytest.importorskip("torch")
-from mirecc.tasks.onnxhead import run_onnx  # noqa: E402
+from mirecc.taskapi.onnxhead import run_onnx  # noqa: E402
 from mirecc.tasks.opencl.offline.mlp import (HeadConfig, fit_temperature, train_head,  # noqa: E402
                                              with_temperature, write_onnx)
 

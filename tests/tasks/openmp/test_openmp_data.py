@@ -437,7 +437,7 @@ def test_oracle_and_summary_on_hand_written_rows(tmp_path):
     out = tmp_path / "ds"
     out.mkdir()
     (out / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    from mirecc import mire
+    from mirecc.cli import mire
     assert mire.main(["omp-data", "--summary", "--out", str(out)]) == 0
     md = (out / "summary.md").read_text()
     assert "| two | SMALL |" in md and "3.333 est." in md and "| one | SMALL |" in md
@@ -460,7 +460,7 @@ def _dataset(path: Path, rows: list[dict], **protocol) -> Path:
 def test_export_merges_label_sets_into_the_committed_form(tmp_path):
     import gzip
 
-    from mirecc import mire
+    from mirecc.cli import mire
     dest = tmp_path / "heads" / "labels-full"
     first = _dataset(tmp_path / "a", [_row("one", "r:0", "x", 1.0, 1.0),
                                        _row("one", "r:0", "z", 0.8, 1.0)])

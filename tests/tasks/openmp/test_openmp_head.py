@@ -63,7 +63,7 @@ def make_head(root: Path, answer: str, cores: int | None = None, min_gain: float
     pytest.importorskip("onnx")
     import yaml
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.model import load_model
+    from mirecc.util.modelfiles import load_model
     from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.ir.region_stats import NAMES
 
@@ -234,7 +234,7 @@ def test_region_statistics_of_a_known_program(tmp_path):
 
 
 def test_loop_and_openmp_decisions_share_one_decisions_file():
-    from mirecc.pipeline import Decision
+    from mirecc.taskapi.records import Decision
     from mirecc.plugin.decisions import decisions_document
     from mirecc.tasks.openmp.head import openmp_plugin_entry
 

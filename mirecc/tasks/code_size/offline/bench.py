@@ -299,7 +299,7 @@ def _learned(r: dict) -> list[str]:
 
 
 def plot(r: dict, path: Path) -> None:
-    from mirecc.plots import pyplot, save
+    from mirecc.util.plots import pyplot, save
 
     plt = pyplot()
     if plt is None:

@@ -103,8 +103,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def compiler_of(args) -> str:
     if args.cc:
         return args.cc
-    from mirecc.compiler import find_compiler
-    from mirecc.config import load_config
+    from mirecc.frontend.compiler import find_compiler
+    from mirecc.taskapi.config import load_config
     return find_compiler(load_config(), cxx=False)
 
 
@@ -120,7 +120,7 @@ def named_library(compiler: str) -> list[tuple[str, str]]:
     """[(name, passes)] of the shipped library for ``compiler``'s LLVM."""
     import yaml
 
-    from mirecc.compiler import clang_major
+    from mirecc.frontend.compiler import clang_major
     from mirecc.tasks.code_size.head import parse_library
     spec = yaml.safe_load(SPEC.read_text())
     return parse_library(spec, SPEC).get(clang_major(compiler), [])
@@ -167,8 +167,8 @@ def run_data(args: argparse.Namespace) -> int:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from mirecc.compiler import clang_major
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.frontend.compiler import clang_major
+    from mirecc.util.fsutil import atomic_write_bytes
     from mirecc.tasks.code_size.build import candidate_text, opt_beside, option_flags
     from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
     from mirecc.tasks.code_size.offline.pipelines import (excluding, expand,
@@ -277,7 +277,7 @@ def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None
     of ``major`` (``mire size-gate``; a new library drops its old one)."""
     import yaml
 
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
 
     from mirecc.tasks.code_size.build import OPTION_MARK
 
@@ -312,8 +312,8 @@ def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from mirecc.compiler import clang_major
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.frontend.compiler import clang_major
+    from mirecc.util.fsutil import atomic_write_bytes
     from mirecc.tasks.code_size.offline.check import check
 
     compiler = compiler_of(args)

@@ -29,7 +29,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mirecc.fsutil import append_line_locked, atomic_write_bytes
+from mirecc.util.fsutil import append_line_locked, atomic_write_bytes
 from mirecc.tasks.code_size.build import CandidateError
 from mirecc.tasks.code_size.offline.labels import OWN, codegen_flags, measure
 
@@ -159,7 +159,7 @@ class Labels:
 def write_meta(out: Path, compiler: str, corpus: Path) -> dict:
     """The machine and toolchain the labels are measured with; a rerun with
     another compiler is refused (its labels would mix)."""
-    from mirecc.capture import compiler_version
+    from mirecc.frontend.compiler import compiler_version
     from mirecc.tasks.code_size.build import opt_beside
 
     meta = {"compiler": os.path.realpath(compiler), "compiler_version":

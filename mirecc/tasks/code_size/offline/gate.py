@@ -59,7 +59,7 @@ def _objects(modules, compiler: str, directory: Path, jobs: int) -> dict[str, Pa
     """sha -> the -Oz object of each module (built once, kept)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
 
     directory.mkdir(parents=True, exist_ok=True)
 
@@ -166,7 +166,7 @@ def _cross_validated(rows) -> list[list[float]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.compiler import clang_major
+    from mirecc.frontend.compiler import clang_major
     from mirecc.tasks.code_size.head import library_costs
     from mirecc.tasks.code_size.offline import cli as size_cli
     from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
     ])
     print(page)
     if args.md:
-        from mirecc.fsutil import atomic_write_bytes
+        from mirecc.util.fsutil import atomic_write_bytes
         atomic_write_bytes(Path(args.md), page.encode())
         print(f"mire size-gate: wrote {args.md}")
     if args.write_spec:

@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.compiler import clang_major
+    from mirecc.frontend.compiler import clang_major
     from mirecc.tasks.code_size.offline import cli as size_cli
 
     compiler = size_cli.compiler_of(args)

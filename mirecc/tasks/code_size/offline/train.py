@@ -75,10 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.compiler import clang_major
+    from mirecc.frontend.compiler import clang_major
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.fsutil import atomic_write_bytes
-    from mirecc.model import load_model
+    from mirecc.util.fsutil import atomic_write_bytes
+    from mirecc.util.modelfiles import load_model
     from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
     from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.learn.embeddings import default_cache_root

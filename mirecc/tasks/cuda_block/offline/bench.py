@@ -123,9 +123,10 @@ def cases_of(groups) -> list[Case]:
 
 def _device_ir(case: Case, src_root: Path, work: Path) -> tuple[str, object]:
     """The case's device IR text (cached in ``work``) and its launch plan."""
-    from mirecc import nvcc
-    from mirecc.compiler import find_compiler
-    from mirecc.config import load_config
+    from mirecc.frontend import nvcc
+    from mirecc.taskapi.context import device_context
+    from mirecc.frontend.compiler import find_compiler
+    from mirecc.taskapi.config import load_config
     from mirecc.tasks.cuda_block import launches
 
     where = work / "sources" / f"{case.program}-{case.size}"
@@ -145,7 +146,7 @@ def _device_ir(case: Case, src_root: Path, work: Path) -> tuple[str, object]:
         with tempfile.TemporaryDirectory(prefix="mire-cuda-") as tmp:
             bc = nvcc.device_ir(cu, cmd, nvcc.toolkit_of(nvcc.find_nvcc()),
                                 find_compiler(load_config(), cxx=True), Path(tmp) / "d.bc")
-            text = nvcc.device_context(cu, cmd, bc).ir_text
+            text = device_context(cu, cmd, bc).ir_text
         cached.write_text(text)
     return cached.read_text(), plan
 
@@ -320,7 +321,7 @@ def run(args) -> int:
           f"of at least {LEAF}; embeddings reduced to {PCA} principal components fitted on "
           f"the training programs.\n\n{text}\n\n![rankings](cuda-block.png)\n")
     out.mkdir(parents=True, exist_ok=True)
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
 
     atomic_write_bytes(args.cuda_md, md.encode())
     plot(results, args.cuda_md.with_suffix(".png"))

@@ -109,7 +109,7 @@ import threading
 import time
 
 #: program -> (its .cu under --src, the block-shape macros a shape may set).
-#: From mirecc/nvcc.py's analysis (_settable: every launch's grid follows the
+#: From mirecc/driver/nvcc.py's analysis (_settable: every launch's grid follows the
 #: macro on its own axis); tests/tasks/cuda_block/test_labels.py checks it still agrees.
 TUNABLE = {
     "correlation": ("datamining/correlation/correlation.cu",

@@ -42,7 +42,7 @@ def excluded(cases) -> dict[str, list]:
 
 
 def write_head(cases, results: dict, emb, out: Path) -> None:
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     from mirecc.learn.forest import onnx_bytes
 
     idx = list(range(len(cases)))

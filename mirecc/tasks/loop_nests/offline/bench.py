@@ -253,12 +253,12 @@ THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)
 
 
 def gate_sweep(cases, ranked: dict) -> tuple[list, object, str | None]:
-    """The apply gate (:mod:`mirecc.gates`) of a ranking: for each threshold
+    """The apply gate (:mod:`mirecc.learn.gates`) of a ranking: for each threshold
     of :data:`THRESHOLDS`, each held-out program's speedup with the guesses
     it lets through (the slowest of the program's sizes; a changed output
     counts :data:`PENALTY`); the admissible threshold with the best geomean,
     or the reason none is."""
-    from mirecc.gates import calibrate, gate_row, refusal_reason
+    from mirecc.learn.gates import calibrate, gate_row, refusal_reason
 
     rows = []
     for t in THRESHOLDS:
@@ -275,7 +275,7 @@ def gate_sweep(cases, ranked: dict) -> tuple[list, object, str | None]:
 
 
 def gate_markdown(rows, chosen) -> str:
-    from mirecc.gates import FLOOR
+    from mirecc.learn.gates import FLOOR
 
     lines = ["| threshold | programs with a schedule applied | geomean | slowest | "
              f"below {FLOOR}x |", "|---:|---:|---:|---:|---:|"]
@@ -390,7 +390,7 @@ def run(args) -> int:
           f"that changed an output or failed trained as {math.exp(PENALTY):.2f}x; embeddings "
           f"(the TU's module vector) reduced to {PCA} principal components fitted on the "
           f"training programs.\n\n{text}\n\n![rankings](loop-nests.png)\n\n"
-          f"The statistics forest's apply gate (`mirecc.gates`): per threshold on the "
+          f"The statistics forest's apply gate (`mirecc.learn.gates`): per threshold on the "
           f"trees' {QUANTILE:.2f} quantile (log gain), each program held out with the "
           f"guesses it lets through, its slowest size counted (a changed output as "
           f"{math.exp(PENALTY):.2f}x); the head ships the admissible threshold with the best "
@@ -402,7 +402,7 @@ def run(args) -> int:
           f"Per case (speedup over -O3; the statistics forest's guess and its schedule):\n\n"
           f"{per_program(cases, rankings, results)}\n")
     out.mkdir(parents=True, exist_ok=True)
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
 
     atomic_write_bytes(args.nests_md, md.encode())
     knobs = (f"# Loop-nest knobs on this machine\n\nWritten by `mire bench nests` from the "

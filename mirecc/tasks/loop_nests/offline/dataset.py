@@ -130,7 +130,7 @@ def add_arguments(ap) -> None:
 
 
 def run(args) -> int:
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     from mirecc.learn.labels import machine_info
 
     work = args.work or Path(".work") / "nest-data" / f"{args.cc}-{args.size}"

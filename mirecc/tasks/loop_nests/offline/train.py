@@ -36,8 +36,8 @@ loop_nest_statistics:
 def write_head(cases, results: dict, gate, out: Path) -> None:
     """``gate``: :func:`.bench.gate_sweep`'s (rows, chosen row, refusal): the
     chosen threshold is the spec's ``min_gain``; with none, ``refuse_forcing``."""
-    from mirecc.fsutil import atomic_write_bytes
-    from mirecc.gates import gate_document
+    from mirecc.util.fsutil import atomic_write_bytes
+    from mirecc.learn.gates import gate_document
     from mirecc.learn.forest import onnx_bytes
 
     rows, chosen, refusal = gate

@@ -67,7 +67,7 @@ def bench_programs(programs: list[dict], cc: str, flags: list[str], repeats: int
                    compile_repeats: int, heads_dir: Path | None, workdir: Path) -> list[dict]:
     """Build, check and time each program ({name, source, args | run}); one result each."""
     from tqdm import tqdm
-    from mirecc.toolchain import installed_driver
+    from mirecc.frontend.toolchain import installed_driver
 
     mirecc = installed_driver("mirecc")
     # no result cache: every compile pays the whole ML path, as a first build does
@@ -237,7 +237,7 @@ def labels_paragraph(metrics: dict) -> str:
 
 
 def plot(results: list[dict], path: Path) -> None:
-    from mirecc.plots import pyplot, save
+    from mirecc.util.plots import pyplot, save
 
     plt = pyplot()
     if plt is None:
@@ -263,11 +263,11 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.bench import cpu_model
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.machine import cpu_model
+    from mirecc.util.fsutil import atomic_write_bytes
 
-    from mirecc.compiler import find_compiler
-    from mirecc.config import load_config
+    from mirecc.frontend.compiler import find_compiler
+    from mirecc.taskapi.config import load_config
 
     cc = args.cc or find_compiler(load_config(), cxx=False)
     flags = args.flags.split()
@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
         families = None
         head_metrics = None
     else:
-        from mirecc.tasks.registry import default_heads_dirs
+        from mirecc.taskapi.registry import default_heads_dirs
 
         heads = args.heads_dir or Path(default_heads_dirs(load_config())[0])
         metrics = heads / "loop-vectorize" / "metrics.json"

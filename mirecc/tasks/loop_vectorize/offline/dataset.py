@@ -41,7 +41,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes
+from mirecc.util.fsutil import atomic_write_bytes
 from mirecc.learn.labels import append_row, machine_info, read_done
 
 VFS = (1, 2, 4, 8, 16, 32, 64)

@@ -84,11 +84,11 @@ def kernel_features(rows: list[dict], data_dir: Path, model_dir: Path | None
     ``<data_dir>/embeddings-<digest>.npz``; statistics are recomputed."""
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.encoder.runtime import Encoder, compile_to_ir, default_clang
-    from mirecc.fsutil import atomic_write_bytes
-    from mirecc.model import manifest_digest
+    from mirecc.util.fsutil import atomic_write_bytes
+    from mirecc.util.modelfiles import manifest_digest
     from mirecc.tasks.loop_vectorize.features import statistics_by_loop
     from mirecc.graph import build_graph_any
-    from mirecc.irinfo import graph_loops
+    from mirecc.graph.irinfo import graph_loops
     from mirecc.tasks.loop_vectorize.loops import emit_ir_text, loop_lines
     import io
     import tempfile
@@ -171,10 +171,10 @@ def evaluate(rows: list[dict], chosen: list[str]) -> dict:
 
 
 def gate(cv: dict, chosen: dict) -> dict:
-    """The ``"gate"`` entry of metrics.json (:mod:`mirecc.gates`): the
+    """The ``"gate"`` entry of metrics.json (:mod:`mirecc.learn.gates`): the
     family cross-validation at the chosen inputs and quantile, one row per
     min_gain; an application is a kernel, held out with its family."""
-    from mirecc.gates import GateRow, gate_document, refusal_reason
+    from mirecc.learn.gates import GateRow, gate_document, refusal_reason
 
     rows = [GateRow(threshold=p["min_gain"], applications=p["kernels"],
                     applied=p.get("applied"), geomean=p["geomean"], slowest=p["worst"],
@@ -243,7 +243,7 @@ def write_head(out: Path, forest, n_inputs: int, chosen: dict, encoder_version: 
                metrics: dict) -> None:
     """spec.yaml, head.onnx, metrics.json into ``out``, replaced atomically."""
     import yaml
-    from mirecc.fsutil import replace_dir
+    from mirecc.util.fsutil import replace_dir
     from mirecc.tasks.loop_vectorize.features import NAMES
     from mirecc.learn.forest import onnx_bytes
 
@@ -281,7 +281,7 @@ def _line(p: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.model import load_model
+    from mirecc.util.modelfiles import load_model
     from mirecc.learn.forest import fit_forest, tree_predictions
 
     rows = read_labels(args.data)

@@ -57,7 +57,7 @@ def run(args) -> int:
     from mirecc.tasks.loop_vectorize.offline.train import (HELD_OUT_FAMILIES, achieved,
                                                            feature_rows, kernel_features,
                                                            read_labels)
-    from mirecc.tasks.onnxhead import run_onnx
+    from mirecc.taskapi.onnxhead import run_onnx
 
     head_dir = args.tune_head or Path(__file__).resolve().parents[4] / "heads" / "loop-vectorize"
     spec = yaml.safe_load((head_dir / "spec.yaml").read_text())

@@ -231,7 +231,7 @@ def gate_sweep(G: np.ndarray, X: dict, programs: list[str], thresholds: list[flo
     """Leave one program out, the gated forest over ``features`` at each
     threshold of ``thresholds``: threshold -> program -> the held-out
     program's speedup over the default with the decisions the gate lets
-    through, None where it let none through (for :func:`mirecc.gates.gate_row`).
+    through, None where it let none through (for :func:`mirecc.learn.gates.gate_row`).
 
     Per forest seed ``0 .. repeats-1`` (the seeds :func:`judge` averages
     over), a program's speedup is the geometric mean of its regions' (the
@@ -266,7 +266,7 @@ def gate_sweep(G: np.ndarray, X: dict, programs: list[str], thresholds: list[flo
 
 def cxx_of(cc: str) -> str:
     """The C++ driver beside the C compiler ``cc`` (clang-14 -> clang++-14)."""
-    from mirecc.compiler import _cxx_sibling
+    from mirecc.frontend.compiler import _cxx_sibling
     return _cxx_sibling(cc) or cc.replace("clang", "clang++")
 
 
@@ -281,7 +281,7 @@ def load_regions(dataset: Path, work: Path, cc: str, cxx: str) -> list:
 
 
 def run(args) -> int:
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     from mirecc.tasks.numa.offline.regions import RegionsError
     from mirecc.learn.datasets import default_root
 
@@ -391,7 +391,7 @@ def markdown(r: dict, policies: list[str]) -> str:
 def plot(r: dict, policies: list[str], path: Path) -> None:
     """Share of the oracle's log gain per policy and decision, leave one
     program out, one panel per input size."""
-    from mirecc.plots import pyplot, save
+    from mirecc.util.plots import pyplot, save
 
     plt = pyplot()
     if plt is None:

@@ -22,7 +22,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     from mirecc.tasks.numa.offline.regions import RegionsError, map_regions
     from mirecc.learn.datasets import default_root
 

@@ -13,7 +13,7 @@ go into one ONNX file, their classes side by side (``small:<config>``,
 run`` maps the decisions onto the machine it runs on.
 
 The gate's threshold (``min_gain``) is calibrated leave one program out
-(:mod:`mirecc.gates`): for each of :data:`THRESHOLDS`, every program is
+(:mod:`mirecc.learn.gates`): for each of :data:`THRESHOLDS`, every program is
 held out in turn per input size and runs with the decisions the gate lets
 through (:func:`bench.gate_sweep`); the shipped threshold is the admissible
 one (no held-out program of either size below ``gates.FLOOR``) with the
@@ -55,7 +55,7 @@ def calibrate_gate(per_size: dict, thresholds=THRESHOLDS, before: float | None =
     """``per_size``: size -> :func:`bench.gate_sweep`'s result.  The GateRows
     (applications ``<size>:<program>``), the chosen row (None: refused), the
     refusal reason (None: not refused) and metrics.json's ``"gate"``."""
-    from mirecc.gates import calibrate, gate_document, gate_row, refusal_reason
+    from mirecc.learn.gates import calibrate, gate_document, gate_row, refusal_reason
 
     rows = [gate_row(t, {f"{size}:{program}": s for size, sweep in per_size.items()
                          for program, s in sweep[float(t)].items()})
@@ -84,10 +84,10 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import yaml
 
-    from mirecc.gates import FLOOR
+    from mirecc.learn.gates import FLOOR
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.fsutil import replace_dir
-    from mirecc.model import load_model
+    from mirecc.util.fsutil import replace_dir
+    from mirecc.util.modelfiles import load_model
     from mirecc.learn.forest import onnx_bytes
     from mirecc.tasks.numa.offline.bench import region_rows
     from mirecc.tasks.numa.offline.regions import RegionsError

@@ -181,7 +181,7 @@ def task_features(table_rows: list, emb: dict, extra: np.ndarray, y: np.ndarray)
 
 
 def machine() -> dict:
-    from mirecc.bench import cpu_model
+    from mirecc.util.machine import cpu_model
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": sys.version.split()[0],
             "os": host_platform.platform()}
 

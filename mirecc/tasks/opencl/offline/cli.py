@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     except DatasetError as exc:
         print(f"mire bench {args.suite}: {exc}", file=sys.stderr)
         return 2
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res["command"] = "mire bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [args.suite])

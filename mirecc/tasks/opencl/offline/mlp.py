@@ -109,7 +109,7 @@ def _fit_member(Xt, target, n_classes, config, seed, weight):
 
 def write_onnx(head: MLPHead, path: Path, input_name: str = "features") -> None:
     """Write :func:`onnx_bytes` to ``path`` atomically."""
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     atomic_write_bytes(Path(path), onnx_bytes(head, input_name))
 
 
@@ -150,7 +150,7 @@ def onnx_bytes(head: MLPHead, input_name: str = "features") -> bytes:
     onnx.checker.check_model(model)
     data = model.SerializeToString()
     check = np.random.default_rng(0).normal(size=(16, d)).astype(np.float32) * head.std + head.mean
-    from mirecc.tasks.onnxhead import run_onnx
+    from mirecc.taskapi.onnxhead import run_onnx
     got = run_onnx(data, check, input_name)
     diff = float(np.abs(got - head.predict_proba(check)).max())
     if diff > 1e-4:

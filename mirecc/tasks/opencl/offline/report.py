@@ -141,7 +141,7 @@ def coarsening_markdown(res: dict) -> str:
 
 def plot(res: dict, path: Path) -> bool:
     """A PNG beside the tables; False (and nothing written) without matplotlib."""
-    from mirecc.plots import pyplot, save
+    from mirecc.util.plots import pyplot, save
 
     plt = pyplot()
     if plt is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.fsutil import replace_dir
+from mirecc.util.fsutil import replace_dir
 from mirecc.tasks.opencl.offline import datasets as D
 from mirecc.learn import embeddings as F
 from mirecc.tasks.opencl.offline import protocol as P
@@ -47,7 +47,7 @@ def _calibrated_head(X, y, folds, config, classes):
 
 def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfig,
                      results: dict, out: Path, cache: Path | None) -> list[Path]:
-    from mirecc.model import load_model
+    from mirecc.util.modelfiles import load_model
     encoder = load_model(encoder_dir).cache_version
     written = []
     if task == "devmap":

@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirecc.fsutil import atomic_write_bytes, file_identity
+from mirecc.util.fsutil import atomic_write_bytes, file_identity
 from mirecc.learn.labels import (append_row, cc_version, machine_info, read_done,
                                  read_rows)
 from mirecc.tasks.openmp.offline.programs import DEFAULT_SIZES, Program, parse_output
@@ -852,6 +852,6 @@ def export_labels(src: Path | str, dest: Path | str) -> int:
     files.update({"labels.jsonl.gz": buf.getvalue(),
                   "meta.json": (json.dumps(meta, indent=1) + "\n").encode(),
                   "summary.md": summarize(merged)[1].encode()})
-    from mirecc.fsutil import replace_dir
+    from mirecc.util.fsutil import replace_dir
     replace_dir(dest, files)         # all files new, or all old
     return len(merged)

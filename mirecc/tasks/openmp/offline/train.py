@@ -25,7 +25,7 @@ siblings), side by side in one run:
   configurations in the forest's order (its trees' ``quantile``, best
   first; no gate) are measured against the default, and one is kept only
   where it beats the best so far as the tune's rule says
-  (:func:`mirecc.tune.beats`: median and minimum beyond the threshold and
+  (:func:`mirecc.learn.keep.beats`: median and minimum beyond the threshold and
   the default's spread, the slowest run beyond the threshold), else the
   default stays. Judged honestly on rounds
   that chose nothing: per timed round, the tune measures on the others and
@@ -38,7 +38,7 @@ than 0.95x the default (both as the issue and the MIREncoder paper count).
 ``--write-head`` fits the chosen feature set on every row and writes
 ``heads/openmp`` (``spec.yaml``, ``head.onnx``, ``metrics.json``).
 
-The apply gate (``min_gain``) it ships is calibrated first (:mod:`mirecc.gates`,
+The apply gate (``min_gain``) it ships is calibrated first (:mod:`mirecc.learn.gates`,
 :func:`gate_sweep`): for each of ``--gate-thresholds``, every application is
 held out in turn, including the programs of ``--held-out`` label folders
 (generated kernels the training labels never held, each judged as its own
@@ -61,7 +61,7 @@ import numpy as np
 
 from mirecc.tasks.openmp.offline.dataset import combine, geomean, oracle
 from mirecc.learn.labels import read_rows
-from mirecc.tune import KEEP_THRESHOLD
+from mirecc.learn.keep import KEEP_THRESHOLD
 
 #: the log speedup a configuration that failed or changed the output counts as
 BAD = math.log(0.5)
@@ -207,11 +207,11 @@ def verify(table: Table, i: int, order: list[int], k: int, threshold: float):
     median over r (one slow judged round, which this VM has, moves no
     median). A candidate that failed, changed the output or was not timed
     costs its try and is never kept; one is kept only where it beats the
-    best so far (:func:`mirecc.tune.beats`). Returns (the class most often kept, or
+    best so far (:func:`mirecc.learn.keep.beats`). Returns (the class most often kept, or
     None for the default; the speedup)."""
     import statistics
 
-    from mirecc.tune import beats
+    from mirecc.learn.keep import beats
 
     # a tune needs two measured rounds (a median and a spread), and one is judged
     tried = [c for c in order[:k] if not table.unsafe[i, c] and table.rounds[i][c]
@@ -493,10 +493,10 @@ def gate_sweep(table: Table, X: np.ndarray, quantile: float, thresholds: list[fl
 
 def gate(table: Table, X: np.ndarray, quantile: float, thresholds: list[float], before: float,
          trees: int, seeds: int) -> dict:
-    """The ``"gate"`` entry of metrics.json (:func:`mirecc.gates.gate_document`)
+    """The ``"gate"`` entry of metrics.json (:func:`mirecc.learn.gates.gate_document`)
     from :func:`gate_sweep`: ``before``, the threshold the calibration
     replaces, is swept too."""
-    from mirecc.gates import calibrate, gate_document, gate_row, refusal_reason
+    from mirecc.learn.gates import calibrate, gate_document, gate_row, refusal_reason
 
     thresholds = sorted({float(t) for t in thresholds} | {float(before)})
     sweep = gate_sweep(table, X, quantile, thresholds, trees, seeds)
@@ -572,7 +572,7 @@ def plot(summary: dict, path: Path, verify_k: int) -> None:
     configuration, mirecc's forest (guessing, and verified) and a verified
     random order, on a log scale, with the 0.95x line; nothing without
     matplotlib."""
-    from mirecc.plots import pyplot, save
+    from mirecc.util.plots import pyplot, save
 
     plt = pyplot()
     if plt is None:
@@ -617,14 +617,14 @@ def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
     says ``refuse_forcing``: the driver records decisions, applies none."""
     import yaml
 
-    from mirecc.fsutil import replace_dir
+    from mirecc.util.fsutil import replace_dir
     from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
     from mirecc.ir.region_stats import NAMES
 
     ok = np.all(np.isfinite(X), axis=1)
     model = fit_forest(X[ok], table.Y[ok], ForestConfig(trees=args.trees, seed=0))
     from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.model import load_model
+    from mirecc.util.modelfiles import load_model
 
     spec = {"task": "openmp", "languages": ["c", "c++"], "head": "head.onnx",
             "encoder": load_model(SHIPPED_MODEL_DIR).cache_version,
@@ -675,7 +675,7 @@ def run_bench(args) -> int:
 
 def gate_table(doc: dict) -> str:
     """The sweep of a ``"gate"`` document as a markdown table."""
-    from mirecc.gates import FLOOR
+    from mirecc.learn.gates import FLOOR
 
     lines = [f"Apply gate, {doc['protocol']}:", "",
              f"| min_gain | applied | geomean | slowest | below {FLOOR} |",
@@ -753,7 +753,7 @@ def run(args) -> int:
             "threshold": args.threshold}
     text = report(summary, meta) + ("\n" + gate_table(gate_doc) if gate_doc else "")
     out = Path(args.out or labels)
-    from mirecc.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "omp-train.md", text.encode())
     atomic_write_bytes(out / "omp-train.json",

@@ -1,0 +1,336 @@
+"""``mirecc-nvcc``: a drop-in for nvcc.
+
+    mirecc-nvcc [--explain[=json]] [nvcc arguments...]
+
+The build is nvcc's own: its arguments, outputs, messages and exit code
+are untouched unless a decision is made, and then the only difference is
+the decision.  What mirecc adds is the device side's IR: for each CUDA
+source of a compile, clang's CUDA mode emits the device IR (``-x cuda
+--cuda-device-only -emit-llvm``, the IR as clang emits it, as for C), which
+is read through the same per-TU context as any other TU (:func:`device_context`:
+one read, one graph, the configured encoder), and ``--explain`` lists each
+kernel with its thread-block shape.  The decisions are the CUDA tasks'
+(the registry's tasks of language ``cuda``; ``Task.front_end`` names the
+module this front end drives): today a kernel's block shape from a
+decisions profile's entries, where the launch is tunable
+(:mod:`mirecc.tasks.cuda_block.launches`), or the block-shape head's with
+``apply_cuda_block`` (the head reads the device IR only when its shape is
+applied, explained or recorded).  Calls are
+counted in ``mire stats`` (``cuda.compiles``, ``cuda.applied``).  With
+``MIRECC_RECORD`` each CUDA source compiled is a line of the record file,
+its tunable kernels' block shapes and digests the decisions (what ``mire
+tune`` tries, building through this front end).  Any failure on mirecc's
+side is one warning and nvcc's plain build.
+
+nvcc is found as ``$MIRECC_NVCC``, else the one of the pip wheels in this
+Python's environment (``nvidia-cuda-nvcc``, CUDA 13: ``nvidia/cu13/bin``,
+with ``nvidia-nvvm``, ``nvidia-cuda-crt`` and ``nvidia-cuda-runtime``:
+``pip install 'mirecc[cuda]'``), else ``nvcc`` on PATH, else
+``/usr/local/cuda/bin/nvcc``.  nvcc compiles host code with its own host
+compiler (``-ccbin``; by default the ``g++`` on PATH).
+
+nvcc's command line and the device IR are the CUDA front end's
+(:mod:`mirecc.frontend.nvcc`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirecc.frontend.nvcc import (NvccCommand, device_arch, device_ir, find_nvcc,
+                                  kernel_digests, parse, read_kernels, source_name,
+                                  split_own, toolkit_of)
+from mirecc.taskapi.context import device_context
+
+# ------------------------------------------------------------------ the driver
+
+def _say(level: str, message: str) -> None:
+    print(f"mirecc-nvcc: {level}: {message}", file=sys.stderr)
+
+
+def device_texts(cmd: NvccCommand, nvcc: str):
+    """``source`` -> its device IR's text (clang, through the TU context):
+    one clang run per source and call, on first use."""
+    import functools
+
+    @functools.cache
+    def text(source: str) -> str:
+        from mirecc.frontend.compiler import find_compiler
+        from mirecc.taskapi.config import load_config
+
+        config = load_config()
+        with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
+            bc = device_ir(source, cmd, toolkit_of(nvcc), find_compiler(config, cxx=True),
+                           Path(tmp) / "device.bc")
+            return device_context(source, cmd, bc, config).ir_text
+    return text
+
+
+def device_digests(cmd: NvccCommand, nvcc: str, texts=None):
+    """``source`` -> {kernel name as written: digest}, from the source's
+    device IR (``texts``: a :func:`device_texts`, shared with the head), for
+    a task that checks profile entries' digests and for the record."""
+    texts = texts or device_texts(cmd, nvcc)
+    return lambda source: kernel_digests(texts(source))
+
+
+def launch_head(config) -> str | None:
+    """The installed CUDA head's name (the CUDA task's ``head_name``), or None."""
+    launch = _launch_task()
+    return launch.head_name(config) if launch and hasattr(launch, "head_name") else None
+
+
+def _launch_task():
+    """The module through which the registry's CUDA task plans launches
+    (``Task.front_end`` of a task whose languages include ``cuda``), or None."""
+    import importlib
+
+    from mirecc.taskapi.registry import tasks
+
+    found = [t for t in tasks().values() if "cuda" in t.languages and t.front_end]
+    return importlib.import_module(found[0].front_end) if found else None
+
+
+def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
+    """Print each CUDA source's kernels and their block shapes (``--explain``)."""
+    import json
+
+    from mirecc.frontend.compiler import find_compiler
+    from mirecc.taskapi.config import load_config
+
+    config = load_config()
+    clang = find_compiler(config, cxx=True)
+    toolkit = toolkit_of(nvcc)
+    launch = _launch_task()
+    units = []
+    with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
+        for n, source in enumerate(cmd.sources):
+            unit = {"source": source, "device_arch": device_arch(cmd), "compiler": clang}
+            plan = plans[n] if n < len(plans) else None
+            try:
+                plan = plan or launch.plan_source(launch.scan_source(source, cmd), cmd)
+            except Exception:  # noqa: BLE001 - the kernels can still be listed
+                plan = None
+            try:
+                bc = device_ir(source, cmd, toolkit, clang, Path(tmp) / f"{n}.bc")
+                ctx = device_context(source, cmd, bc, config)
+                digests = kernel_digests(ctx.ir_text)
+                unit["kernels"] = [k.__dict__ for k in read_kernels(ctx)]
+                for k in unit["kernels"]:
+                    k["source_name"] = source_name(k["name"])
+                    k["digest"] = digests.get(k["source_name"])
+                    if plan:
+                        block = launch.block_of(plan, k["source_name"])
+                        k["block"] = block.describe()
+                        if block.ranking:      # the head's first shape and its prediction
+                            k["head"] = {"shape": block.ranking[0][0],
+                                         "source": "x".join(block.default),
+                                         "predicted_speedup": block.ranking[0][1],
+                                         "ranking": [r[0] for r in block.ranking[:5]]}
+            except Exception as exc:  # noqa: BLE001 - the explanation must not fail a build
+                unit["error"] = str(exc)
+            unit["decisions"] = plan.decisions if plan else []
+            unit["no_decision_reasons"] = plan.reasons if plan else []
+            try:
+                head = launch_head(config)
+            except Exception as exc:  # noqa: BLE001 - a broken head is explained, not fatal
+                head = f"unreadable ({exc})"
+            unit["head"] = head
+            if head is None:
+                unit["no_decision"] = ("no CUDA head installed: block shapes come from a "
+                                       "decisions profile only")
+            elif not config.apply_cuda_block:
+                unit["no_decision"] = (f"head {head}: shapes shown, not applied (set "
+                                       f"MIRECC_APPLY_CUDA_BLOCK=1 or apply_cuda_block)")
+            units.append(unit)
+    if fmt == "json":
+        for u in units:
+            for k in u.get("kernels", []):      # the vector's size, not its numbers
+                k["embedding"] = len(k["embedding"]) if k["embedding"] else None
+        print(json.dumps({"nvcc": nvcc, "translation_units": units}, indent=1))
+        return
+    for u in units:
+        print(f"{u['source']} (cuda device code for {u['device_arch']}, IR by {u['compiler']})")
+        if "error" in u:
+            print(f"  no device IR: {u['error']}")
+            continue
+        for k in u["kernels"]:
+            embedded = f", embedded ({len(k['embedding'])} numbers)" if k["embedding"] else ""
+            print(f"  kernel {k['name']}: {k['instructions']} instructions{embedded}")
+            if "block" in k:
+                b = k["block"]
+                print(f"    block {b['shape']} ({k['source_name']}, digest {k['digest']}): "
+                      f"{b['origin']}" + (f"; {b['note']}" if b["note"] else ""))
+            if "head" in k:
+                h = k["head"]
+                print(f"    head: {h['shape']} (the source's {h['source']}), predicted "
+                      f"{h['predicted_speedup']:.2f}x; next {', '.join(h['ranking'][1:])}")
+        for reason in u["no_decision_reasons"]:
+            print(f"  {reason}")
+        if u.get("no_decision"):
+            print(f"  {u['no_decision']}")
+
+
+def _count(counts: dict) -> None:
+    """Add to ``mire stats``'s counters (never an error)."""
+    try:
+        from mirecc.driver import stats
+        from mirecc.taskapi.config import load_config
+
+        stats.bump(load_config(), counts)
+    except Exception:  # noqa: BLE001 - statistics never fail a build
+        pass
+
+
+def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of) -> None:
+    """With ``record`` (``MIRECC_RECORD``): one line per CUDA source in the
+    record file, as ``mirecc`` writes one per TU
+    (:func:`mirecc.tu.mlpath.append_record`, ``front_end`` ``mirecc-nvcc``),
+    whose decisions are the tunable kernels' block shapes with their
+    digests (the task's profile kind's ``recorded``): what ``mire tune``
+    makes sites of.  A source with a tunable kernel costs a clang run for
+    its device IR (``digests_of``), only here.  Any failure: no line for
+    any source, one warning."""
+    try:
+        from mirecc.taskapi.config import load_config
+        from mirecc.tu.mlpath import append_record
+        from mirecc.taskapi.profile import kinds
+
+        config = load_config()
+        if config.disable or not config.record:
+            return
+        launch = _launch_task()
+        kind = kinds()[launch.TASK]
+        lines = []
+        for source, plan in zip(cmd.sources, plans):
+            tunable = any(b.tunable for b in plan.blocks.values())
+            lines.append({
+                "source": source, "front_end": "mirecc-nvcc", "language": "cuda",
+                "compiler": nvcc, "device_arch": device_arch(cmd),
+                "decisions": kind.recorded(plan, digests_of(source)) if tunable else [],
+                "no_decision_reasons": list(plan.reasons)})
+        for line in lines:
+            append_record(config.record, line)
+    except Exception as exc:  # noqa: BLE001 - a record never fails a build that nvcc made
+        why = getattr(exc, "strerror", None) or exc
+        _say("warning", f"the record file has no line for this compile: "
+                        f"{type(exc).__name__}: {why}")
+
+
+def _profile() -> str | None:
+    """The decisions profile of this call (``profile:``, ``MIRECC_PROFILE``)."""
+    from mirecc.taskapi.config import load_config
+
+    config = load_config()
+    return None if config.disable else config.profile
+
+
+def _run_decided(nvcc: str, base: list[str], cmd: NvccCommand, plans: list) -> int:
+    """nvcc with the plans' decisions; should that fail, one warning and
+    nvcc without them (``base``), whose messages are then the build's."""
+    with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
+        try:
+            decided, renamed = _launch_task().rewritten_args(base, cmd, plans, tmp)
+            proc = subprocess.run([nvcc, *decided], capture_output=True)
+            if proc.returncode == 0:
+                sys.stdout.buffer.write(proc.stdout)
+                sys.stdout.flush()
+                sys.stderr.buffer.write(proc.stderr)
+                sys.stderr.flush()
+                if renamed and cmd.dependency_file:
+                    _rename_in(cmd.dependency_file, renamed)
+                return 0
+            errors = [ln for ln in proc.stderr.decode(errors="replace").splitlines()
+                      if "error" in ln]
+            why = f"nvcc failed with them: {(errors or ['no message'])[-1].strip()}"
+        except Exception as exc:  # noqa: BLE001 - never fail a build over a decision
+            why = f"{type(exc).__name__}: {exc}"
+    _say("warning", f"launch decisions not applied ({why}); building without them")
+    for plan in plans:
+        for d in plan.decisions:
+            if d["applied"]:
+                d["applied"], d["advisory"] = False, f"withdrawn: {why}"
+        for block in plan.blocks.values():
+            block.shape, block.origin = list(block.default), "source default"
+    return subprocess.call([nvcc, *base])
+
+
+def _rename_in(path: str, renamed: dict[str, str]) -> None:
+    """The rewritten copies' paths in a dependency file -> the originals'
+    (each once: the preprocessor also lists the names ``#line`` gives)."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        text = fh.read()
+    for copy in sorted(renamed, key=len, reverse=True):    # a.cuh before a.cu
+        text = text.replace(copy, renamed[copy])
+    seen, lines = set(), []
+    for line in text.splitlines(keepends=True):
+        words = line.strip().rstrip("\\").split()
+        if line[:1].isspace() and len(words) == 1 and words[0] in seen:   # listed already
+            if not line.rstrip().endswith("\\") and lines:   # it ended the rule
+                lines[-1] = lines[-1].rstrip().rstrip("\\").rstrip() + "\n"
+            continue
+        seen.update(words)
+        lines.append(line)
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write("".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args, explain = split_own(argv)
+    except ValueError as exc:
+        _say("error", str(exc))
+        return 2
+    nvcc = find_nvcc()
+    if nvcc is None:
+        _say("error", "no nvcc found: pip install 'mirecc[cuda]' (NVIDIA's nvcc wheels), "
+                      "put nvcc on PATH or set MIRECC_NVCC")
+        return 127
+    cmd, plans, base, digests_of = None, [], list(args), None
+    try:
+        cmd = parse(args)
+        launch = _launch_task()
+        scans = [launch.scan_source(source, cmd) for source in cmd.sources] if launch else []
+        if any(scan.uses_header for scan in scans):     # -E and -M read it too
+            # after the user's own include folders: a copy of theirs wins
+            base += ["-isystem", str(launch.HEADER_DIR)]
+            cmd.preprocessor += ["-isystem", str(launch.HEADER_DIR)]
+        if scans and cmd.compiles:
+            from mirecc.taskapi.config import load_config
+
+            config = load_config()
+            texts = device_texts(cmd, nvcc)
+            digests_of = device_digests(cmd, nvcc, texts)    # the plan's and the record's
+            # the head reads the device IR only where its shape is applied,
+            # explained or recorded: else the compile is nvcc's alone
+            wanted = not config.disable and (config.apply_cuda_block or explain
+                                             or config.record)
+            plans = launch.plan_sources(cmd, scans, _profile(), digests_of,
+                                        texts if wanted else None, config)
+    except Exception as exc:  # noqa: BLE001 - a decision never breaks a build
+        _say("warning", f"launch decisions not applied: {exc}")
+        plans = []
+    decided = any(plan.decided for plan in plans)
+    if decided:
+        status = _run_decided(nvcc, base, cmd, plans)
+    else:
+        status = subprocess.call([nvcc, *base])
+    if cmd is not None and cmd.sources and cmd.compiles:
+        applied = any(d["applied"] for plan in plans for d in plan.decisions)
+        _count({"cuda.compiles": 1, **({"cuda.applied": 1} if applied else {}),
+                **({"fallback.decided-failed": 1} if decided and not applied else {})})
+        if status == 0 and plans:
+            _record(cmd, nvcc, plans, digests_of)
+    if explain and status == 0:
+        try:
+            if cmd and cmd.sources and cmd.compiles:
+                explain_sources(cmd, nvcc, explain, plans)
+        except Exception as exc:  # noqa: BLE001 - never fail a build that nvcc made
+            _say("warning", f"cannot explain: {type(exc).__name__}: {exc}")
+    return status

@@ -1,0 +1,297 @@
+"""What mirecc did, counted per user (as ccache's statistics): ``mire stats``.
+
+The counters live in ``<cache_dir>/stats`` (one ``name value`` line each)
+and are updated under an exclusive lock (safe under ``make -j``); a damaged
+line is dropped.  Plain lines, not JSON: a call that passes through pays
+for neither ``json`` nor ``pathlib`` (~15 ms of imports).  Every reason has a stable code: ``--explain`` prints it with the
+words, and the counters are named by it.
+
+Counters:
+
+- ``calls``: compiler calls mirecc classified;
+- ``passthrough.<code>``: calls handed to clang as they are, and why
+  (:data:`PASSTHROUGH`);
+- ``tus.seen`` / ``tus.decided`` / ``tus.applied``: translation units whose
+  IR the pipeline saw, that got at least one decision other than the
+  compiler's own choice, that got at least one decision applied to the
+  compile;
+- ``tus.cached`` / ``tus.server`` / ``tus.in-process``: where their results
+  came from; ``tus.direct``: those of the cached found from the source and
+  its headers, without running the front end (:mod:`mirecc.tu.direct`);
+  ``tus.object``: those of them whose object a build step had chosen, copied
+  from the kept objects with nothing compiled (:mod:`mirecc.tu.objcache`);
+- ``tus.unchanged``: TUs whose applied decisions left the object as the
+  user's own (the compiler's own choice; not counted in ``tus.applied``);
+- ``decisions.applied`` / ``decisions.same``: of the decisions of TUs with
+  one, those that changed the build, and those the compiler's own choice
+  matched (their flags changed nothing);
+- ``tus.split``: the front end ran for the IR beside the user's own compile;
+- ``verified.<task>`` / ``verified.<task>.improved`` /
+  ``verified.<task>.from-cache``: TUs whose object a task's build step chose
+  by building candidates (code size), those where a candidate beat the
+  user's level, and those where the winner was known from an earlier build
+  (only it was built), ``verified.<task>.from-twin`` among them those
+  where it came from a compile of the same code (a static and a shared
+  copy of one source), ``verified.<task>.early`` those where a candidate
+  was built in a free job slot while the user's own compile ran
+  (``Task.early``); ``verified.<task>.not-searched``: those where the
+  step built nothing, and why: ``verified.<task>.too-small`` (an object
+  too small to gain) or ``verified.<task>.predicted-no-gain`` (the object
+  gate expects no candidate within the budget to gain);
+- ``links.<task>`` / ``links.<task>.improved`` / ``links.<task>.failed``:
+  link-only calls a task's link step took (``Task.link``: code size at an
+  LTO link), those where its output replaced the user's, those where a
+  candidate link failed (the user's output stands);
+- ``cuda.compiles`` / ``cuda.applied``: ``mirecc-nvcc`` calls that compiled
+  CUDA sources, and those whose build got a block shape (a decision that
+  fails to build is withdrawn: ``fallback.decided-failed``);
+- ``skip.<code>``: a head decided nothing for a TU, and why (:data:`SKIP`: the codes of
+  :class:`mirecc.taskapi.api.NoDecision`, e.g. ``no-loops``);
+- ``fallback.<code>``: the ML path gave up and the user's command ran
+  (``ml-failed``, ``timeout``, ``ir-failed``, ``internal-error``,
+  ``decided-failed``: the compile with the decisions' flags failed).
+
+Only ``os`` is imported at the top (it runs on every compile).
+"""
+from __future__ import annotations
+
+import os
+
+PASSTHROUGH = {
+    "disabled": "mirecc is disabled (disable / MIRECC_DISABLE)",
+    "not-compile": "no compile: a query, preprocessing, a link or no input",
+    "not-c": "no C, C++ or OpenCL source",
+    "not-optimised": "compiled without optimisation (-O0 or no -O)",
+    "no-use": "nothing would read the IR (no head applies, no --explain or capture)",
+    "response-file": "an unreadable response file (clang reports it)",
+}
+
+
+#: ``skip.<code>``: why a head decided nothing for a TU
+#: (:class:`mirecc.taskapi.api.NoDecision` codes and the pipeline's own)
+SKIP = {
+    "no-heads": "no task head is installed for the language",
+    "not-applicable": "a head does not apply (language, -O level, flags)",
+    "no-functions": "no function definitions (a TU of data alone)",
+    "no-loops": "no loops",
+    "loops-unmatched": "the encoder's IR has other loops than the build's",
+    "functions-unmatched": "the encoder's IR has other functions than the build's",
+    "no-nests": "no loop nest of depth 2 or more",
+    "user-schedule": "the source chose its loops' schedule (loop pragmas)",
+    "no-kernels": "no OpenCL kernels",
+    "no-parallel-regions": "no OpenMP parallel regions",
+    "fixed-by-source": "every region's configuration is fixed by the source's clauses",
+    "no-candidates": "no candidate to choose from",
+    "target-flags": "built for another target than the labels' (-march, -mcpu, ...)",
+    "other-machine": "the head's labels describe another machine",
+    "size-search-off": "size_search is 0: nothing to verify",
+    "size-budget": "size_budget is below the first candidate's cost: nothing to verify",
+    "profile-stale": "a decisions profile entry's code changed since it was tuned",
+    "profile-unread": "decisions profile entries that need a newer plugin or another task",
+}
+
+#: ``fallback.<code>``: the ML path gave up and the user's command ran
+FALLBACK = {
+    "ml-failed": "the ML path failed (its one-line warning says why)",
+    "ir-failed": "emitting the IR failed (most often: the source does not compile)",
+    "timeout": "the ML path took longer than timeout / MIRECC_TIMEOUT",
+    "bad-profile": "the decisions profile cannot be read",
+    "internal-error": "an internal error in mirecc",
+    "decided-failed": "the compile with the decisions' flags failed",
+    "verify-failed": "a task's build step (code size candidates) failed",
+}
+
+#: every reason code, by counter prefix: the one table ``mire stats`` and
+#: ``--explain`` speak from (a test checks each code the package raises is here)
+REASONS = {"passthrough.": PASSTHROUGH, "skip.": SKIP, "fallback.": FALLBACK}
+
+
+def stats_path(config) -> str:
+    return os.path.join(config.cache_root(), "stats")
+
+
+def bump(config, counts: dict) -> None:
+    """Add ``counts`` to the counters; a counter that cannot be written is
+    lost, never an error (statistics must not fail a build)."""
+    if not counts:
+        return
+    import fcntl
+
+    path = stats_path(config)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        data = _load(fd)
+        for name, n in counts.items():
+            data[name] = data.get(name, 0) + n
+        blob = "".join(f"{k} {v}\n" for k, v in sorted(data.items())).encode()
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, blob)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)      # also releases the lock
+
+
+def _load(fd: int) -> dict:
+    chunks = []
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    data = {}
+    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        name, _, value = line.partition(" ")
+        if name and value.isdigit():
+            data[name] = int(value)
+    return data
+
+
+def read(config) -> dict:
+    import fcntl
+
+    try:
+        fd = os.open(stats_path(config), os.O_RDONLY)
+    except OSError:
+        return {}
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return _load(fd)
+    finally:
+        os.close(fd)
+
+
+def zero(config) -> None:
+    try:
+        os.unlink(stats_path(config))
+    except FileNotFoundError:
+        pass
+
+
+def tu_counts(reports, split: bool) -> dict:
+    """The counters of one call's translation units."""
+    counts: dict[str, int] = {}
+
+    def add(name):
+        counts[name] = counts.get(name, 0) + 1
+
+    for report in reports:
+        add("tus.seen")
+        add({"cache": "tus.cached", "direct": "tus.cached", "server": "tus.server"}.get(
+            report.where, "tus.in-process"))
+        if report.where == "direct":
+            add("tus.direct")
+        if report.decided:
+            add("tus.decided")
+            for d in report.result.decisions:
+                if d.applied:
+                    add("decisions.applied")
+                elif d.same_as_compiler:
+                    add("decisions.same")
+        if report.applied:
+            add("tus.applied")
+        for code in report.reason_codes:
+            add(f"skip.{code}")
+        if split:
+            add("tus.split")
+    return counts
+
+
+def render(data: dict, path: str) -> str:
+    """``mire stats`` as text: translation units first (each counted once),
+    then what each head said (one count per head and TU)."""
+    def n(name):
+        return data.get(name, 0)
+
+    def row(title, value, indent=2):
+        return f"{' ' * indent}{title:<{46 - indent}}{value:>8}"
+
+    lines = [f"mirecc statistics ({path})",
+             row("compiler calls", n("calls"))]
+    passthrough = sorted(k for k in data if k.startswith("passthrough."))
+    if passthrough:
+        lines.append(row("passed to clang untouched",
+                         sum(data[k] for k in passthrough), 4))
+        for name in passthrough:
+            code = name[len("passthrough."):]
+            lines.append(row(code, data[name], 6) + f"  {PASSTHROUGH.get(code, '')}".rstrip())
+    lines += [row("translation units whose IR was read", n("tus.seen")),
+              row("with a decision", n("tus.decided"), 4),
+              row("with a decision applied (object changed)", n("tus.applied"), 4),
+              row("decisions applied, object unchanged", n("tus.unchanged"), 4),
+              row("decisions that changed the build", n("decisions.applied"), 4),
+              row("decisions the compiler made the same", n("decisions.same"), 4),
+              row("without a decision", max(0, n("tus.seen") - n("tus.decided")), 4),
+              row("result from the cache", n("tus.cached"), 4),
+              row("found without a front end", n("tus.direct"), 6),
+              row("object kept from an earlier build", n("tus.object"), 8),
+              row("result computed by the server", n("tus.server"), 4),
+              row("result computed in process", n("tus.in-process"), 4)]
+    for name in sorted(k for k in data if k.startswith("verified.") and k.count(".") == 1):
+        task = name[len("verified."):]
+        lines += [row(f"{task}: searched (candidates built)",
+                      n(name) - n(f"{name}.from-cache") - n(f"{name}.not-searched"), 4),
+                  row("nothing built", n(f"{name}.not-searched"), 6),
+                  row("too small to gain", n(f"{name}.too-small"), 8),
+                  row("no candidate predicted to gain", n(f"{name}.predicted-no-gain"), 8),
+                  row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
+                  row("winner known from an earlier build", n(f"{name}.from-cache"), 6),
+                  row("from its static/shared twin", n(f"{name}.from-twin"), 8),
+                  row("a candidate built beside your compile", n(f"{name}.early"), 6)]
+    for name in sorted(k for k in data if k.startswith("links.") and k.count(".") == 1):
+        task = name[len("links."):]
+        lines += [row(f"{task}: links linked again (LTO)", n(name), 4),
+                  row("a smaller output kept", n(f"{name}.improved"), 6),
+                  row("a candidate link failed", n(f"{name}.failed"), 6)]
+    if n("cuda.compiles"):
+        lines += [row("CUDA compiles (mirecc-nvcc)", n("cuda.compiles")),
+                  row("with a block shape applied", n("cuda.applied"), 4)]
+    groups = (("fell back to the plain compile", "fallback."),
+              ("why heads decided nothing (per head and TU)", "skip."))
+    for title, prefix in groups:
+        names = sorted(k for k in data if k.startswith(prefix))
+        if names:
+            lines.append(f"  {title}:")
+            for name in names:
+                code = name[len(prefix):]
+                lines.append(row(code, data[name], 4)
+                             + f"  {REASONS[prefix].get(code, '')}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(prog="mire stats", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--json", action="store_true", help="print the counters as JSON")
+    p.add_argument("--zero", action="store_true", help="set every counter to zero")
+
+
+def run(args) -> int:
+    from mirecc.taskapi.config import ConfigError, load_config
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"mire stats: {exc}", file=__import__("sys").stderr)
+        return 2
+    if args.zero:
+        zero(config)
+        return 0
+    data = read(config)
+    if args.json:
+        import json
+        print(json.dumps(data, indent=1, sort_keys=True))
+    else:
+        print(render(data, stats_path(config)), end="")
+    return 0

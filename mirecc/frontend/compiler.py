@@ -1,0 +1,249 @@
+"""Find the real clang that mirecc drives, deterministically.
+
+Order:
+
+1. the config's ``cc``/``cxx`` (or ``MIRECC_CC``/``MIRECC_CXX``);
+2. the compiler setup configured for this installation: ``scripts/setup.sh``
+   writes ``<sys.prefix>/etc/mirecc/compilers`` (``cc=...``, ``cxx=...``
+   lines; ``MIRECC_SITE_FILE`` names another file);
+3. the newest clang on PATH whose OpenMP runtime is installed (``omp.h`` in
+   its resource directory), else the newest clang on PATH.  A newer clang
+   without its runtime (Debian's clang-19 beside libomp-14-dev) would fail
+   ``-fopenmp`` builds that the older one compiles.
+
+"Newest" is read from the name (``clang-19``) or from where an unversioned
+``clang`` link points (``/usr/lib/llvm-19/bin/clang``), so no subprocess is
+spent on it.  mirecc itself is never picked, even when a directory on PATH
+makes ``clang`` point at it.  :func:`find_compiler` says where its choice
+came from; ``mirecc --explain`` prints it.
+
+Runs on every call, so only ``os`` is imported (``re`` alone would cost
+several milliseconds per compile).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class CompilerNotFound(Exception):
+    pass
+
+
+def _is_mirecc(path: str) -> bool:
+    """True for mirecc's own scripts, also behind symlinks."""
+    try:
+        resolved = os.path.realpath(path)
+        if os.path.basename(resolved).startswith("mirecc"):
+            return True
+        with open(resolved, "rb") as fh:
+            head = fh.read(512)
+        return b"mirecc.driver.clang" in head
+    except OSError:
+        return False
+
+
+def _versioned_name(name: str) -> tuple[bool, int] | None:
+    """For 'clang-19' -> (False, 19), 'clang++-14.0' -> (True, 14); else None."""
+    for cxx, stem in ((True, "clang++-"), (False, "clang-")):
+        if name.startswith(stem):
+            parts = name[len(stem):].split(".")
+            if all(p.isdigit() for p in parts):
+                return cxx, int(parts[0])
+            return None
+    return None
+
+
+def _version_of(path: str) -> int:
+    versioned = _versioned_name(os.path.basename(path))
+    if versioned:
+        return versioned[1]
+    # An unversioned link such as /usr/bin/clang -> /usr/lib/llvm-19/bin/clang,
+    # or one to a versioned file outside an llvm-N directory (/opt/bin/clang-19).
+    resolved = os.path.realpath(path)
+    versioned = _versioned_name(os.path.basename(resolved))
+    if versioned:
+        return versioned[1]
+    for part in resolved.split(os.sep):
+        if part.startswith("llvm-") and part[5:].isdigit():
+            return int(part[5:])
+    return 0
+
+
+def clang_major(compiler: str) -> int:
+    """The LLVM major of ``compiler``: from its name or where it links to
+    (``clang-19``, ``/usr/lib/llvm-19/bin/clang``), else ``--version``; 0
+    when neither tells."""
+    major = _version_of(compiler)
+    if major:
+        return major
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    m = re.search(r"clang version (\d+)\.", out)
+    return int(m.group(1)) if m else 0
+
+
+def _is_wanted_name(name: str, cxx: bool) -> bool:
+    if not name.startswith("clang"):
+        return False
+    if name == ("clang++" if cxx else "clang"):
+        return True
+    versioned = _versioned_name(name)
+    return versioned is not None and versioned[0] == cxx
+
+
+def has_openmp_runtime(clang: str) -> bool:
+    """Is ``omp.h`` in the clang's resource directory
+    (``<prefix>/lib/clang/<version>/include``)?"""
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(clang)))
+    base = os.path.join(prefix, "lib", "clang")
+    try:
+        versions = os.listdir(base)
+    except OSError:
+        return False
+    return any(os.path.isfile(os.path.join(base, v, "include", "omp.h")) for v in versions)
+
+
+def newest_clang_on_path(cxx: bool, path_env: str | None = None,
+                         need_openmp: bool = False) -> str | None:
+    """The clang (or clang++) with the highest major version on PATH (with
+    ``need_openmp``: among those whose OpenMP runtime is installed)."""
+    best: tuple[int, int, str] | None = None
+    dirs = (path_env if path_env is not None else os.environ.get("PATH", "")).split(os.pathsep)
+    for order, directory in enumerate(dirs):
+        try:
+            names = os.listdir(directory or ".")
+        except OSError:
+            continue
+        for name in names:
+            if not _is_wanted_name(name, cxx):
+                continue
+            # An empty PATH entry is the working directory; keep a "./" so
+            # that exec runs this file and does not search PATH again.
+            candidate = os.path.join(directory or ".", name)
+            if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)) \
+                    or _is_mirecc(candidate):
+                continue
+            if need_openmp and not has_openmp_runtime(candidate):
+                continue
+            # Higher version wins; among equals, the earlier PATH entry wins.
+            key = (_version_of(candidate), -order, candidate)
+            if best is None or key[:2] > best[:2]:
+                best = key
+    return best[2] if best else None
+
+
+def which(program: str) -> str | None:
+    """Like shutil.which, without importing shutil."""
+    if os.sep in program:
+        return program if os.path.isfile(program) and os.access(program, os.X_OK) else None
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(directory or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _cxx_sibling(cc: str) -> str | None:
+    """clang++ next to a chosen clang: clang-19 -> clang++-19."""
+    directory, name = os.path.split(cc)
+    if name.startswith("clang++"):
+        return cc
+    if name.startswith("clang"):
+        sibling = os.path.join(directory, name.replace("clang", "clang++", 1))
+        return which(sibling)
+    return None
+
+
+def site_file() -> str:
+    """Where setup records the compilers of this installation."""
+    import sys
+    return os.environ.get("MIRECC_SITE_FILE") or os.path.join(sys.prefix, "etc", "mirecc",
+                                                              "compilers")
+
+
+def site_compilers(path: str | None = None) -> dict:
+    """``{"cc": ..., "cxx": ...}`` from the site file (``key=value`` lines,
+    ``#`` comments); empty when there is none."""
+    found = {}
+    try:
+        with open(path or site_file(), encoding="utf-8") as fh:
+            for line in fh:
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith("#") and key.strip() in ("cc", "cxx") \
+                        and value.strip():
+                    found[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return found
+
+
+def find_compiler(config, cxx: bool) -> str:
+    """Path of the compiler for this call (see :func:`choose_compiler`)."""
+    return choose_compiler(config, cxx)[0]
+
+
+def choose_compiler(config, cxx: bool) -> tuple[str, str]:
+    """(path of the compiler for this call, where the choice came from).
+    The path is as found: links are not resolved, so clang's diagnostics
+    name it the way a direct call would."""
+    configured = config.cxx if cxx else config.cc
+    if configured:
+        found = which(configured)
+        if not found:
+            var = "cxx / MIRECC_CXX" if cxx else "cc / MIRECC_CC"
+            raise CompilerNotFound(f"the configured compiler '{configured}' ({var}, "
+                                   f"from {config.source}) was not found")
+        if _is_mirecc(found):
+            raise CompilerNotFound(f"the configured compiler '{configured}' is mirecc "
+                                   f"itself; point it at the real clang")
+        var = "MIRECC_CXX" if cxx else "MIRECC_CC"
+        where = var if os.environ.get(var) else f"{'cxx' if cxx else 'cc'} in {config.source}"
+        return found, f"configured ({where})"
+    if cxx and config.cc:
+        sibling = _cxx_sibling(find_compiler(config, cxx=False))
+        if sibling:
+            return sibling, "the clang++ beside the configured cc"
+    site = site_compilers()
+    chosen = site.get("cxx" if cxx else "cc")
+    if cxx and not chosen and site.get("cc"):
+        chosen = _cxx_sibling(site["cc"])
+    if chosen:
+        found = which(chosen)
+        if found and not _is_mirecc(found):
+            return found, f"set up for this installation ({site_file()})"
+    found_path = newest_clang_on_path(cxx, need_openmp=True)
+    how = "the newest clang on PATH with its OpenMP runtime"
+    if found_path is None:
+        found_path = newest_clang_on_path(cxx)
+        how = "the newest clang on PATH (none has its OpenMP runtime installed)"
+    if found_path is None:
+        wanted = "clang++" if cxx else "clang"
+        raise CompilerNotFound(
+            f"no {wanted} found on PATH; install clang (e.g. apt-get install clang-14) "
+            f"or set {'MIRECC_CXX' if cxx else 'MIRECC_CC'}")
+    return found_path, how
+
+
+_VERSIONS: dict = {}
+
+
+def compiler_version(compiler: str) -> str:
+    """First line of ``compiler --version``, e.g. 'Debian clang version 14.0.6'
+    (asked once per compiler and process)."""
+    if compiler not in _VERSIONS:
+        import subprocess
+
+        try:
+            out = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout
+            _VERSIONS[compiler] = out.splitlines()[0].strip() if out else "unknown"
+        except (OSError, subprocess.SubprocessError):
+            _VERSIONS[compiler] = "unknown"
+    return _VERSIONS[compiler]

@@ -1,0 +1,114 @@
+"""Content-addressed cache of per-TU pipeline results.
+
+Key: sha256 of (bitcode hash, :func:`pipeline_key`, optimisation level).
+Value: the TUResult as JSON.  Entries are written with an atomic
+rename, so concurrent ``make -j`` processes computing the same entry both
+succeed and a reader never sees half a file.  A damaged entry is a miss.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mirecc.util.fsutil import atomic_write_bytes, sha256
+from mirecc.taskapi.records import PIPELINE_SCHEMA, TUResult
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # mirecc/
+
+
+def code_stamp() -> str:
+    """mirecc's version and code: the size and time of every module and of
+    the shipped encoder's manifest (an edited checkout or an upgrade changes it)."""
+    from mirecc import __version__
+
+    h = sha256(__version__.encode())
+    stack = [_PACKAGE]
+    while stack:
+        directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir() and entry.name not in ("__pycache__", "data"):
+                    stack.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    h.update(f"{entry.path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    try:
+        st = os.stat(os.path.join(_PACKAGE, "data", "encoder", "manifest.json"))
+        h.update(f"model|{st.st_size}|{st.st_mtime_ns}".encode())
+    except OSError:
+        h.update(b"no model")
+    return h.hexdigest()
+
+
+def pipeline_key(config, languages) -> str:
+    """What a TU's result depends on besides its bitcode, computed without
+    loading anything: the result schema; mirecc's code (:func:`code_stamp`);
+    the encoder model (manifest); the installed heads that apply to
+    ``languages`` (every file's name, size and time, as code_stamp: hashing
+    a 1.5 MB head.onnx would cost ~5 ms on every compile; heads are
+    installed by replacing their directory); every task's settings; whether
+    the build records or reads a profile (which heads run)."""
+    from mirecc.taskapi.registry import default_heads_dirs, heads_for_languages, tasks
+
+    h = sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp()}".encode())
+    if config.model:   # the shipped model is part of code_stamp
+        try:
+            with open(os.path.join(config.model, "manifest.json"), "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            h.update(b"no model")
+    for spec in heads_for_languages(default_heads_dirs(config), languages):
+        with os.scandir(spec.directory) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_file():
+                    st = entry.stat()
+                    h.update(f"{entry.path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    for task in tasks().values():
+        for setting in task.settings:
+            h.update(f"{setting.key}={getattr(config, setting.key)!r}\n".encode())
+    # a build that records or reads a decisions profile runs every head, one
+    # that does neither only those it applies (mirecc.tu.pipeline)
+    h.update(f"every-head={bool(config.record or config.profile)}\n".encode())
+    return h.hexdigest()
+
+
+class CacheError(Exception):
+    """The cache directory cannot be used (the message names it)."""
+
+
+class ResultCache:
+    def __init__(self, root):
+        from pathlib import Path
+
+        self.root = Path(root) / "results" / "v1"
+
+    @staticmethod
+    def key(bitcode_sha256: str, pipeline_version: str, opt_level: str) -> str:
+        material = "\0".join((bitcode_sha256, pipeline_version, opt_level))
+        return sha256(material.encode()).hexdigest()
+
+    def _path(self, key: str):
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> TUResult | None:
+        import json   # here: a direct-mode hit never reads this cache
+
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            return TUResult.from_dict(data)
+        except FileNotFoundError:
+            return None
+        except Exception:  # noqa: BLE001
+            # Damaged or foreign entry (not JSON, not a mapping, fields of the
+            # wrong type, ...): a miss, recomputed and overwritten.
+            return None
+
+    def put(self, key: str, result: TUResult) -> None:
+        import json
+
+        data = json.dumps(result.to_dict(), sort_keys=True).encode()
+        try:
+            atomic_write_bytes(self._path(key), data)
+        except OSError as exc:
+            raise CacheError(f"{self.root}: cache directory is not writable: "
+                             f"{exc.strerror or exc}") from None

@@ -1,0 +1,796 @@
+"""The guarded ML step: emit each TU's IR, run the pipeline, collect decisions.
+
+Everything here may fail; the driver catches ``MLFailure`` (and anything
+else) and falls back to the user's exact compile with one warning.  Nothing
+here touches the user's outputs except the dependency file of a split
+compile's front end (:mod:`mirecc.frontend.clang`), which clang would write the
+same.  This module imports no task by name: tasks come from the registry.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mirecc.frontend.cmdline import TU_LANGUAGES, Invocation, Source
+from mirecc.util.fsutil import sha256
+from mirecc.taskapi.records import TURequest, TUResult
+
+# Flags that make clang write unoptimised-but-optimisable IR: the front end's
+# output with the -O level's attributes, before any LLVM pass runs.  Warnings
+# are off in the side run: it is one TU at a time, so a flag meant for another
+# TU is "unused" here, and with -Werror that must not fail it (the final
+# compile reports the user's warnings as usual).
+IR_EMIT_FLAGS = ["-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
+                 "-w", "-Wno-unused-command-line-argument"]
+#: flags that a head reads (the vectorizers on or off, unrolling) and that
+#: leave the front end's IR unchanged: part of the result cache's key
+PIPELINE_ONLY_FLAGS = frozenset({
+    "-fvectorize", "-fno-vectorize", "-ftree-vectorize", "-fno-tree-vectorize",
+    "-fslp-vectorize", "-fno-slp-vectorize", "-ftree-slp-vectorize",
+    "-fno-tree-slp-vectorize", "-funroll-loops", "-fno-unroll-loops"})
+
+from mirecc.util.faults import inject_debug_fault
+
+
+class MLFailure(Exception):
+    """The ML path gave up; ``str()`` is the one-line reason for the warning.
+
+    ``ir_compile_failed`` marks a failure of the IR run, which most often
+    means the source itself does not compile: clang's final compile will then
+    report the error, and mirecc's warning would only be noise.  ``code`` is
+    the reason code ``mire stats`` counts.
+    """
+
+    def __init__(self, reason: str, ir_compile_failed: bool = False, code: str = "ml-failed"):
+        super().__init__(reason)
+        self.ir_compile_failed = ir_compile_failed
+        self.code = "ir-failed" if ir_compile_failed else code
+
+
+class MLTimeout(BaseException):
+    """Raised by the alarm; a BaseException so no handler on the way swallows it."""
+
+
+class TUReport:
+    """What the ML path saw and decided for one TU.  ``result`` is a
+    TUResult; a direct-mode hit gives a :class:`mirecc.tu.direct.Entry`
+    instead, whose JSON is parsed only when ``result`` is read (``decided``,
+    ``applied`` and ``reason_codes``, which every call counts, come
+    without it)."""
+
+    def __init__(self, source: str, language: str, opt_level: str, bitcode_sha256: str,
+                 bitcode_bytes: int, result, cache: str,
+                 captured: str | None = None, where: str = ""):
+        self.source = source
+        self.language = language
+        self.opt_level = opt_level
+        self.bitcode_sha256 = bitcode_sha256
+        self.bitcode_bytes = bitcode_bytes
+        self._result = result
+        self.cache = cache              # "hit", "miss", "off" or "unwritable"
+        self.captured = captured        # path of the stored IR in capture mode
+        self.where = where              # "server", "in process", "cache" or "direct"
+        self.object_key = None          # direct: the kept object's key (mirecc.tu.objcache)
+        self.object_sha256 = None       # and its digest
+
+    @property
+    def result(self) -> TUResult:
+        if not isinstance(self._result, TUResult):      # a direct-mode entry
+            import json
+            self._result = TUResult.from_dict(json.loads(self._result.result_json))
+        return self._result
+
+    @result.setter
+    def result(self, value: TUResult) -> None:
+        self._result = value
+
+    # a TUResult's or a direct-mode entry's, without parsing the entry
+    @property
+    def decided(self) -> bool:
+        return self._result.decided
+
+    @property
+    def applied(self) -> bool:
+        return self._result.applied
+
+    @property
+    def reason_codes(self) -> list[str]:
+        return list(self._result.reason_codes)
+
+
+class Outcome:
+    """The ML path's result for one call."""
+
+    def __init__(self):
+        self.reports: list[TUReport] = []
+        self.extra_args: list[str] = []     # injected into the final compile
+        self.warnings: list[str] = []       # non-fatal problems
+        self.split = None                   # a frontend.Split whose front end ran
+        self.own = None                     # the user's own compile (frontend.Compile), if started
+        self.early = None                   # work started in a free job slot (EarlyFrontEnd)
+        self.manifests: list = []           # direct-mode manifests to write after the compile
+        self.verified: dict = {}            # task -> what its build step did (Task.verify)
+        self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.tu.objcache)
+        self.kept_dep_file: bytes | None = None  # and the dependency file kept with it
+        # a TU whose gates answered: (Manifests, key), its own compile's
+        # dependency file, source, start, compiler, object: its object is kept
+        self.gated_manifest: tuple | None = None
+        self.counts: dict = {}              # mire stats counters of what happened here
+
+
+class deadline:
+    """``with deadline(seconds):`` raises MLTimeout in the main thread after
+    ``seconds`` (wall clock).  (``_signal``, the C module under signal:
+    signal builds its enums at import, ~10 ms of every compile.)"""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.previous = None
+
+    def __enter__(self):
+        import _signal as signal
+
+        def on_alarm(signum, frame):
+            raise MLTimeout()
+
+        self.previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc_info):
+        import _signal as signal
+
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+def ir_command(compiler: str, inv: Invocation, source: Source, out: str) -> list[str]:
+    """The side run that writes ``source``'s bitcode to ``out``."""
+    lang = ["-x", source.language] if source.explicit_language else []
+    return [compiler, *inv.ir_flags, *lang, source.path, *IR_EMIT_FLAGS, "-o", out]
+
+
+def _short(cmd: list[str], workdir: str) -> list[str]:
+    """``cmd``, through a response file when it is too long for exec."""
+    if sum(len(a) for a in cmd) > 100_000:  # stay under ARG_MAX: use a response file
+        rsp = os.path.join(workdir, "args.rsp")
+        with open(rsp, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write("\n".join('"' + a.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                               for a in cmd[1:]))
+        cmd = [cmd[0], "@" + rsp]
+    return cmd
+
+
+def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
+    import subprocess
+
+    cmd = _short(cmd, workdir)
+    try:
+        return subprocess.run(cmd, input=stdin_data if source.is_stdin else None,
+                              stdin=None if source.is_stdin else subprocess.DEVNULL,
+                              capture_output=True)
+    except OSError as exc:
+        raise MLFailure(f"cannot run {cmd[0]} to emit IR: {exc}") from None
+
+
+class EarlyFrontEnd:
+    """Work started beside the user's own compile, before the gates have
+    read its object, in a job slot known to be free (:func:`_start_early`):
+    the split compile's front end, then the first step of the gated task's
+    build step (``Task.early``: code size's first candidate).  What a gate
+    or the build step does not take is stopped: ``close()`` stops what
+    still runs and gives the slot back."""
+
+    def __init__(self, child, slot):
+        self.child, self.slot = child, slot
+        self.step = None            # (key, Child, output) of the task's early step
+        self.taken = False          # the build step took its output
+
+    def start_step(self, early: str, split, config, workdir: str, own) -> None:
+        """Once the front end has written the bitcode, while the user's own
+        compile (``own``, a Child) still runs: start ``early``
+        (``Task.early``) in the slot, its commands one after the other."""
+        from mirecc.frontend.clang import spawn
+        from mirecc.taskapi.api import load_attribute
+
+        while self.child.poll() is None:
+            if own.poll() is not None:
+                return      # the user's compile ended first: nothing left to overlap
+            time.sleep(0.002)
+        if self.child.returncode != 0 or own.poll() is not None:
+            return
+        try:
+            planned = load_attribute(early)(split, config, workdir)
+        except Exception:   # noqa: BLE001 - nothing early: the build step builds it
+            return
+        if planned is None:
+            return
+        key, commands, output = planned
+        # (quoted here: shlex imports re, ~12 ms)
+        script = " && ".join(" ".join("'" + a.replace("'", "'\\''") + "'" for a in cmd)
+                             for cmd in commands)
+        try:
+            self.step = (key, spawn(["/bin/sh", "-c", script],
+                                    os.path.join(workdir, "early"), group=True), output)
+        except OSError:
+            pass
+
+    def take(self, key: str, timeout: float) -> str | None:
+        """The early step's output for ``key`` once it has ended well (waited
+        for, at most ``timeout`` seconds); None when it built something else,
+        failed or ran over."""
+        if self.step is None or self.step[0] != key:
+            return None
+        _, child, output = self.step
+        until = time.monotonic() + timeout
+        while child.poll() is None:
+            if time.monotonic() > until:
+                child.kill()
+                return None
+            time.sleep(0.005)
+        self.taken = child.returncode == 0 and os.path.isfile(output)
+        return output if self.taken else None
+
+    def close(self) -> None:
+        for child in (self.child, self.step and self.step[1]):
+            try:
+                if child:
+                    child.kill()
+            except OSError:
+                pass
+        self.slot.close()
+
+
+def _start_early(split, workdir: str) -> EarlyFrontEnd | None:
+    """The front end of ``split`` started now, when a job slot is free
+    beside this one (:func:`mirecc.util.jobserver.spare_slot`); else None (it
+    runs after the gates, if they want the IR)."""
+    if "MAKEFLAGS" not in os.environ:
+        return None         # no make (configure, ninja, a shell): no module to import
+    from mirecc.frontend.clang import spawn
+    from mirecc.util.jobserver import spare_slot
+
+    slot = spare_slot()
+    if slot is None:
+        return None
+    try:
+        child = spawn(_short(split.frontend_command(), workdir),
+                      os.path.join(workdir, "front-end"))
+    except OSError:
+        slot.close()
+        return None
+    return EarlyFrontEnd(child, slot)
+
+
+def _early_step(gates: dict) -> str | None:
+    """The early step (``Task.early``) of the first gated task with one."""
+    from mirecc.taskapi.registry import task
+
+    for name in sorted(gates):
+        declared = task(name)
+        if declared is not None and getattr(declared, "early", None):
+            return declared.early
+    return None
+
+
+def emit_ir(cmd: list[str], source: Source, out: str, workdir: str,
+            stdin_data: bytes | None, started: EarlyFrontEnd | None = None):
+    """Run ``cmd`` (clang's front end writing ``source``'s bitcode to
+    ``out``), or wait for it when ``started`` runs it; return (bitcode, the
+    front end's stderr)."""
+    if started is not None:
+        started.child.wait()
+        proc = started.child
+    else:
+        proc = _run_ir_command(cmd, source, workdir, stdin_data)
+    if proc.returncode != 0:
+        first = next((ln for ln in proc.stderr.decode(errors="replace").splitlines()
+                      if "error" in ln), "no error message")
+        raise MLFailure(f"emitting IR for {source.path} failed: {first.strip()}",
+                        ir_compile_failed=True)
+    try:
+        with open(out, "rb") as fh:
+            return fh.read(), proc.stderr
+    except OSError:
+        raise MLFailure(f"emitting IR for {source.path}: clang succeeded but wrote no "
+                        f"bitcode (a flag in the command overrides -emit-llvm?)") from None
+
+
+def _check_plugin(config) -> None:
+    if config.plugin and not os.path.isfile(config.plugin):
+        raise MLFailure(f"pass plugin not found: {config.plugin}")
+
+
+def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: bool,
+        workdir: str, outcome: Outcome, stdin_data: bytes | None = None) -> Outcome:
+    """Run the ML path for every C/C++/OpenCL source of ``inv`` within the
+    timeout, filling ``outcome`` (the caller's: a back end started here must
+    be stopped by the caller whatever happens).  ``workdir`` (made and
+    removed by the caller, outside the deadline) holds the bitcode, which a
+    split compile's back end reads.
+
+    Direct mode (:mod:`mirecc.tu.direct`) is tried first, outside the deadline
+    and before anything that a hit does not need is imported: it only reads
+    files."""
+    from mirecc.frontend import clang as frontend
+    from mirecc.tu.cache import pipeline_key
+
+    _check_plugin(config)
+    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
+    version = pipeline_key(config, languages)
+    split_blocked = frontend.why_not(inv, args, config)
+    manifest = None
+    # direct mode replays a cached result without the IR a profile is matched on
+    if split_blocked is None and config.cache and not explain and not config.capture_dir \
+            and not config.profile:
+        from mirecc.tu.direct import Manifests, manifest_key
+
+        manifest = (Manifests(config.cache_root()),
+                    manifest_key(compiler, args, version))
+        report = _direct_hit(*manifest, inv, config)
+        if report is not None and report.object_key:
+            # its object was a build step's choice: only the kept object will do
+            # (a manifest names one only then: no result to parse here)
+            outcome.kept_object, outcome.kept_dep_file = _kept_object(report, args, config)
+            if outcome.kept_object is None:
+                report = None
+        if report is not None:
+            _add_report(outcome, report, inv, compiler, config)
+            outcome.extra_args = injection_args(outcome.reports, compiler, config)
+            return outcome
+    try:
+        with deadline(config.timeout):
+            return _run(inv, compiler, config, args, explain, stdin_data, workdir, outcome,
+                        version, split_blocked, manifest)
+    except MLTimeout:
+        raise MLFailure(f"timed out after {config.timeout:g} s "
+                        f"(timeout / MIRECC_TIMEOUT)", code="timeout") from None
+
+
+def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome: Outcome,
+         version: str, split_blocked: str | None, manifest) -> Outcome:
+    """The ML path after a direct-mode miss (``manifest``: (Manifests, key)
+    where this TU's manifest is to be written, else None)."""
+    import sys
+
+    from mirecc.frontend import clang as frontend
+    from mirecc.tu.cache import CacheError, ResultCache
+
+    inject_debug_fault("ml")
+    cache = None        # made after the gate: pathlib costs ~5 ms a probe need not pay
+    for number, source in enumerate(inv.sources):
+        if source.language not in TU_LANGUAGES:
+            continue
+        bc_path = os.path.join(workdir, f"tu{number}.bc")
+        frontend_started = time.time_ns()
+        if split_blocked is None:
+            split = frontend.Split(compiler, args, inv, bc_path, color=sys.stderr.isatty(),
+                                   private_dep_file=os.path.join(workdir, f"tu{number}.d"))
+            gates = _gates(inv, config, explain)
+            # where a gate may answer in direct mode, the own compile lists
+            # the files it reads, for the manifest that keeps its object:
+            # into a private file, or the user's own -MD file (every header;
+            # -MMD's leaves out the system ones: no object kept then)
+            own_dep = user_dep = None
+            if gates and manifest is not None:
+                if not split.writes_dep_file:
+                    own_dep = os.path.join(workdir, f"own{number}.d")
+                elif "-MMD" not in args:
+                    user_dep = split._user_dep_file()
+            # the user's own compile, on another core, while the IR is read
+            outcome.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
+            # with gates the IR is read after they have seen the object, unless
+            # a job slot is free now: then it is read meanwhile, and thrown
+            # away if they say no
+            # (the build step's first candidate after it); the caller closes it
+            early = outcome.early = _start_early(split, workdir) if gates else None
+            if early is not None:
+                step = _early_step(gates)
+                if step:
+                    early.start_step(step, split, config, workdir, outcome.own.child)
+            gated = _gated(gates, outcome.own, config)
+            if gated:
+                # every head's build step said it cannot pay on this object:
+                # the user's own compile is the answer, no IR is read
+                if early is not None:
+                    early.close()
+                outcome.counts.update(gated)
+                if own_dep or user_dep:
+                    outcome.gated_manifest = (manifest, own_dep or user_dep, source.path,
+                                              frontend_started, compiler, split.output,
+                                              user_dep)
+                return outcome
+            outcome.split = split
+            split.early = early
+            bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
+                                 stdin_data, started=early)
+        else:
+            bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
+                                 bc_path, workdir, stdin_data)
+        if cache is None and config.cache:
+            cache = ResultCache(config.resolved_cache_dir())
+        sha = sha256(bitcode).hexdigest()
+        report = TUReport(source.path, source.language, inv.opt_level or "0",
+                          sha, len(bitcode), TUResult(None), "off")
+        if config.capture_dir:
+            from mirecc.tu.capture import CaptureError, capture
+            try:
+                report.captured = str(capture(
+                    config.capture_dir, bitcode, sha, source=source.path,
+                    language=source.language, opt_level=report.opt_level,
+                    flags=list(inv.ir_flags), compiler=compiler))
+            except CaptureError as exc:
+                raise MLFailure(str(exc)) from None
+
+        request = TURequest(source.path, source.language, report.opt_level,
+                            tuple(inv.ir_flags), os.path.abspath(bc_path), sha, compiler,
+                            os.getcwd())
+        # flags that change the optimisation pipeline but not the front end's
+        # IR (so not the sha) must still tell cached results apart
+        level = " ".join([report.opt_level] + [f for f in inv.ir_flags
+                                               if f in PIPELINE_ONLY_FLAGS])
+        key = ResultCache.key(sha, version, level)
+        # --explain's additions are cached apart: a build reads less
+        explain_key = ResultCache.key(sha, version + "|explain", level)
+        cached = cache.get(explain_key) if cache and explain else None
+        explained = cached is not None
+        if cached is None and cache:
+            cached = cache.get(key)
+        if cached is not None and (cached.summary or not explain):
+            report.result, report.cache, report.where = cached, "hit", "cache"
+        else:
+            report.result, report.where = run_pipeline(request, config, explain, version)
+            report.cache = "miss" if cache else "off"
+            if cache:
+                try:
+                    cache.put(key, report.result)
+                except CacheError as exc:
+                    # The result is still valid; only its reuse is lost.
+                    report.cache = "unwritable"
+                    if not outcome.warnings:
+                        outcome.warnings.append(str(exc))
+        if explain and not explained:
+            result = explain_decisions(report.result, request)
+            if cache and result is not report.result and report.cache != "unwritable":
+                try:
+                    cache.put(explain_key, result)
+                except CacheError:
+                    pass
+            report.result = result
+        if config.profile:
+            from mirecc.taskapi.profile import ProfileError, apply_profile
+            try:
+                report.result = apply_profile(report.result, request, config.profile)
+            except (ProfileError, OSError) as exc:
+                raise MLFailure(str(exc), code="bad-profile") from None
+        dep_file = outcome.split.dependency_file() if outcome.split else None
+        # written after the compile (record_manifests), which finds out
+        # whether the applied decisions change the object
+        # a TU whose object a build step chooses gets its object kept, and
+        # the user's dependency file with it (mirecc.tu.objcache)
+        if manifest is not None and dep_file and report.cache in ("hit", "miss"):
+            outcome.manifests.append((manifest, dep_file, source.path, frontend_started,
+                                      report, sha, len(bitcode), compiler,
+                                      outcome.split.output,
+                                      outcome.split._user_dep_file()
+                                      if outcome.split.writes_dep_file else None))
+        _add_report(outcome, report, inv, compiler, config)
+    outcome.extra_args = injection_args(outcome.reports, compiler, config)
+    return outcome
+
+
+def _gates(inv: Invocation, config, explain: bool) -> dict:
+    """task -> its gate (``Task.gate``), when every head with a use in this
+    compile belongs to a task with one; else {} (the IR is read as usual).
+    Never with --explain, a record, a capture or a decisions profile: they
+    want the IR."""
+    if explain or config.record or config.capture_dir or config.profile:
+        return {}
+    from mirecc.taskapi.registry import (default_heads_dirs, has_use, heads_for_languages,
+                                       spec_task, task)
+
+    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
+    gates = {}
+    for spec in heads_for_languages(default_heads_dirs(config), languages):
+        if has_use(spec, config, inv.opt_level or "0"):
+            declared = task(spec_task(spec.spec_path) or "")
+            if declared is None or not declared.gate:
+                return {}
+            gates[declared.name] = declared.gate
+    return gates
+
+
+def _gated(gates: dict, own, config) -> dict:
+    """Wait for the user's own compile and ask the ``gates``
+    (:func:`_gates`); their counters (``verified.<task>.not-searched`` and
+    the reason) when each gave a reason, else {} (the IR is read)."""
+    from mirecc.taskapi.api import load_attribute
+
+    if not gates or not _wait_untimed(own):
+        return {}
+    counts = {}
+    for name, gate in sorted(gates.items()):
+        try:
+            reason = load_attribute(gate)(own.temp, config, own.split.compiler)
+        except Exception:   # noqa: BLE001 - a gate never breaks the build: read the IR
+            return {}
+        if not reason:
+            return {}
+        counts[f"verified.{name}"] = counts[f"verified.{name}.not-searched"] = 1
+        counts[f"verified.{name}.{reason}"] = 1
+    return counts
+
+
+def _wait_untimed(own) -> bool:
+    """``own.wait()`` with the ML path's deadline paused: the user's own
+    compile takes what it takes (sqlite3.c: a minute) and is not the ML
+    path's time."""
+    import _signal as signal   # as deadline does
+
+    left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        return own.wait()
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left)
+
+
+def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None:
+    """The report of the call's one source from its manifest, when every
+    file the front end read last time is unchanged."""
+    entry = manifests.lookup(key)
+    if entry is None:
+        return None
+    source = inv.sources[0]
+    report = TUReport(source.path, source.language, inv.opt_level or "0",
+                      entry.bitcode_sha256, entry.bitcode_bytes, entry, "hit",
+                      where="direct")
+    report.object_key, report.object_sha256 = entry.object_key, entry.object_sha256
+    if report.applied or config.record:   # the result is read now: damaged is a miss
+        try:
+            report.result
+        except Exception:  # noqa: BLE001
+            return None
+    return report
+
+
+def _kept_object(report: TUReport, args: list[str], config):
+    """(object, dependency file or None) a direct hit's manifest names, when
+    still kept; (None, None) when not, or when the command writes a
+    dependency file and none was kept with the object."""
+    from mirecc.frontend.clang import writes_dep_file
+    from mirecc.tu.objcache import ObjectCache
+
+    kept = ObjectCache(config.cache_root(), config.object_cache_mb)
+    data = kept.get(report.object_key, report.object_sha256)
+    if data is None or not writes_dep_file(args):
+        return data, None
+    dep = kept.dependency_file(report.object_key, report.object_sha256)
+    return (data, dep) if dep is not None else (None, None)
+
+
+def verifies(report: TUReport) -> bool:
+    """Does an applied decision of ``report`` have a build step
+    (``Task.verify``)?  It needs the front end's bitcode, which a direct-mode
+    hit skips: such a TU gets a manifest only with its kept object
+    (:mod:`mirecc.tu.objcache`)."""
+    from mirecc.taskapi.registry import task
+
+    return any(d.applied and getattr(task(d.task), "verify", None)
+               for d in report.result.decisions)
+
+
+def _add_report(outcome: Outcome, report: TUReport, inv: Invocation, compiler: str,
+                config) -> None:
+    outcome.reports.append(report)
+
+
+def record_manifests(outcome: Outcome, config) -> None:
+    """Write the direct-mode manifests of the call's TUs, with their results
+    as the compile left them (decisions that changed nothing not applied).
+    A TU whose object a build step chose gets one only when every such step
+    succeeded and its object is kept (:mod:`mirecc.tu.objcache`); a TU whose
+    gates answered gets one from :func:`record_gated`."""
+    for (manifests, key), dep_file, source, started, report, sha, size, compiler, output, \
+            user_dep in outcome.manifests:
+        object_key = object_sha256 = None
+        if verifies(report):
+            from mirecc.tu.objcache import ObjectCache, object_key as make_key
+            from mirecc.taskapi.registry import task
+
+            steps = {d.task for d in report.result.decisions
+                     if d.applied and getattr(task(d.task), "verify", None)}
+            if not steps <= set(outcome.verified):
+                continue            # a build step failed: the object is not its choice
+            object_key = make_key(key, sha, compiler)
+            object_sha256 = ObjectCache(config.cache_root(), config.object_cache_mb).put(
+                object_key, output, user_dep)
+            if object_sha256 is None:
+                continue
+        manifests.record(key, dep_file, source, started, report.result, sha, size,
+                         object_key=object_key, object_sha256=object_sha256)
+
+
+def record_gated(outcome: Outcome, config) -> None:
+    """Keep the object of a TU whose gates answered (:func:`_gated`), once
+    the user's own compile has put it in place, and write its manifest: a
+    rebuild of the unchanged TU copies it.  It has no decision and no
+    bitcode: the manifest's ``bitcode`` line holds the object's digest."""
+    from mirecc.tu.objcache import ObjectCache, object_key
+
+    (manifests, key), dep_file, source, started, compiler, output, user_dep = \
+        outcome.gated_manifest
+    try:
+        with open(output, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return
+    sha = sha256(data).hexdigest()
+    kept = object_key(key, sha, compiler)
+    digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(kept, output,
+                                                                          user_dep)
+    if digest is not None:
+        manifests.record(key, dep_file, source, started, TUResult(None), sha, len(data),
+                         object_key=kept, object_sha256=digest)
+
+
+def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:
+    """Append the reports to the record file (``record``), once the compile
+    knows which decisions changed the object; the warning when it cannot."""
+    if not config.record:
+        return None
+    for report in outcome.reports:
+        try:
+            record(config.record, report, inv, compiler)
+        except OSError as exc:
+            # The decisions stand; only this record of them is lost.
+            return f"cannot append to the record file {config.record}: {exc.strerror or exc}"
+    return None
+
+
+def mark_unchanged(outcome: Outcome, same: bool = True) -> None:
+    """The decision flags left the object as the user's own (``same``: the
+    compiler made the same choice), or their compile failed: no decision
+    applied through them changed the build."""
+    from mirecc.taskapi.registry import task
+
+    def flagged(d) -> bool:   # applied through the compile's flags (not a build step)
+        declared = task(d.task)
+        return d.applied and declared is not None and declared.inject is not None
+
+    for report in outcome.reports:
+        if report.applied:
+            report.result = report.result.replace(decisions=[
+                d.replace(applied=False, same_as_compiler=same) if flagged(d) else d
+                for d in report.result.decisions])
+
+
+def attribute(outcome: Outcome, extra: list[str]) -> None:
+    """The decided compile changed the object: when more than one decision
+    went in through its flags, each task that can tell (``Task.attribute``)
+    says which of its own changed the build.  Whatever fails, they all
+    stay applied; so do they when the tasks' answers would leave none."""
+    from mirecc.taskapi.api import load_attribute
+    from mirecc.taskapi.registry import task
+
+    for report in outcome.reports:
+        decisions = report.result.decisions
+        flagged = [d for d in decisions if d.applied and task(d.task) is not None
+                   and task(d.task).inject is not None]
+        if len(flagged) < 2:
+            continue
+        new = list(decisions)
+        for name in sorted({d.task for d in flagged}):
+            hook = task(name).attribute
+            if not hook:
+                continue
+            try:
+                new = load_attribute(hook)(new, outcome.split, extra)
+            except Exception:   # noqa: BLE001 - an attribution never breaks the build
+                return
+        if any(d.applied and task(d.task) is not None and task(d.task).inject is not None
+               for d in new):
+            report.result = report.result.replace(decisions=new)
+
+
+def run_pipeline(request: TURequest, config, explain: bool,
+                 version: str) -> tuple[TUResult, str]:
+    """The TU's result from the per-user server (started when none answers),
+    else computed in this process; and where it was computed.  ``version``
+    is the pipeline key (:func:`mirecc.tu.cache.pipeline_key`) the caller has."""
+    from mirecc.util.modelfiles import ModelError
+    from mirecc.taskapi.api import HeadError
+
+    if config.server:
+        from mirecc.tu import server
+
+        reply = server.run_pipeline(request, config, explain, version)
+        if reply.get("ok"):
+            return TUResult.from_dict(reply["result"]), "server"
+        if "error" in reply:
+            raise MLFailure(reply["error"])
+    try:
+        from mirecc.tu.pipeline import run_in_process
+
+        return run_in_process(request, config, explain, version), "in process"
+    except (ModelError, HeadError) as exc:
+        raise MLFailure(str(exc)) from None
+
+
+def explain_decisions(result: TUResult, request: TURequest) -> TUResult:
+    """The result with what each task adds for ``--explain`` only (each
+    task's ``explain`` gets the TU's context: its IR read once for all)."""
+    from mirecc.taskapi.context import TUContext
+    from mirecc.taskapi.api import load_attribute
+    from mirecc.taskapi.registry import task
+
+    ctx = TUContext(request, None, where="explain")
+    for name in sorted({d.task for d in result.decisions}):
+        declared = task(name)
+        if declared is not None and declared.explain:
+            result = load_attribute(declared.explain)(result, ctx)
+    return result
+
+
+def injection_args(reports, compiler: str, config) -> list[str]:
+    """Flags that apply the reports' applied decisions in the final compile.
+    Tasks that declare the same ``inject`` function (one pass plugin, one
+    decisions file) get one call with all their decisions."""
+    from mirecc.taskapi.api import load_attribute
+    from mirecc.taskapi.registry import task
+
+    by_inject: dict[str, dict[str, list]] = {}
+    tasks_of: dict[str, set] = {}
+    for report in reports:
+        if not report.applied:
+            continue
+        for d in report.result.decisions:
+            declared = task(d.task)
+            if d.applied and declared is not None and declared.inject is not None:
+                by_inject.setdefault(declared.inject, {}).setdefault(report.source, []).append(d)
+                tasks_of.setdefault(declared.inject, set()).add(d.task)
+    args = []
+    for spec, by_source in sorted(by_inject.items()):
+        try:
+            args += load_attribute(spec)(by_source, compiler, config)
+        except Exception as exc:  # noqa: BLE001 - a task's injection must not break a build
+            names = ", ".join(sorted(tasks_of[spec]))
+            raise MLFailure(f"{names}: cannot inject its decisions: {exc}") from None
+    return args
+
+
+def append_record(path: str, fields: dict) -> None:
+    """Append one JSON line to the record file (``record`` in .mirecc.yaml,
+    ``MIRECC_RECORD``): ``fields`` with the time, the working folder and
+    mirecc's version every line carries.  Appended under a lock: safe under
+    ``make -j``.  ``mirecc-nvcc`` writes its CUDA sources' lines through it
+    too (with ``front_end``: a line without one is ``mirecc``'s)."""
+    import json
+    from pathlib import Path
+
+    from mirecc import __version__
+    from mirecc.util.fsutil import append_line_locked
+
+    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cwd": os.getcwd(),
+            "mirecc_version": __version__, **fields}
+    append_line_locked(Path(path).expanduser(), json.dumps(line, sort_keys=True))
+
+
+def record(path: str, report: TUReport, inv: Invocation, compiler: str) -> None:
+    """Append one line for ``report`` to the record file
+    (:func:`append_record`): what mirecc decided or predicted for the TU,
+    readable after ``CC=mirecc make``."""
+    append_record(path, {
+        "source": report.source,
+        "output": inv.output,
+        "language": report.language,
+        "opt_level": report.opt_level,
+        "ir_sha256": report.bitcode_sha256,
+        "compiler": compiler,
+        "cache": report.cache,
+        "decisions": [d.to_dict() for d in report.result.decisions],
+        "no_decision_reasons": list(report.result.no_decision_reasons),
+        "reason_codes": list(report.result.reason_codes),
+    })
