@@ -66,7 +66,6 @@ def build(args) -> int:
         import io
 
         from mirecc.tasks.cuda_block.offline import bench
-        from mirecc.tasks.cuda_block.offline.train import write_head
 
         groups = bench.read_labels([bench.LABELS / f for f in bench.LABEL_FILES])
         cases = bench.attach_features(bench.cases_of(groups), src, work / "bench")
@@ -75,7 +74,7 @@ def build(args) -> int:
         if cases is not None:      # a head that never saw this program
             heads = work / "heads" / program
             with contextlib.redirect_stdout(io.StringIO()):
-                write_head([c for c in cases if c.program != program], {}, {},
+                bench.write_head([c for c in cases if c.program != program], {}, {},
                            heads / "cuda-block")
             env["MIRECC_HEADS_DIR"] = str(heads)
         folder = work / "src" / program

@@ -177,3 +177,29 @@ def choose(tree_gains, quantile: float, min_gain: float):
         agree = float((g[:, best] > min_gain).mean())
         out.append((best if q[best] > min_gain else None, float(q[best]), agree))
     return out
+
+
+def write_forest_head(out, model, n_features: int, spec: str, metrics: dict,
+                      forest: dict, results: dict, who: str) -> None:
+    """Write a forest head into ``out``: ``head.onnx`` (:func:`onnx_bytes`),
+    ``spec.yaml`` (``spec``) and ``metrics.json`` (``metrics``' ``trained_on``,
+    the forest's settings ``forest``, the rest of ``metrics``, and the
+    leave-one-program-out ``results`` of the bench that trained it, each
+    mode's per-case speeds left out);
+    ``who``: the command, in the line that says what was written."""
+    import json
+    from pathlib import Path
+
+    from mirecc.util.fsutil import atomic_write_bytes
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "head.onnx", onnx_bytes(model, n_features))
+    atomic_write_bytes(out / "spec.yaml", spec.encode())
+    metrics = {"trained_on": metrics["trained_on"], "forest": forest, **metrics,
+               "leave_one_program_out": {
+                   name: {how: {k: v for k, v in r.items() if k != "speeds"}
+                          for how, r in modes.items()}
+                   for name, modes in results.items()}}
+    atomic_write_bytes(out / "metrics.json", json.dumps(metrics, indent=1).encode())
+    print(f"{who}: wrote {out}/head.onnx, spec.yaml, metrics.json")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
-from mirecc.profile import ProfileError, format_entry, function_digests, read_profile
+from mirecc.taskapi.profile import ProfileError, format_entry, function_digests, read_profile
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))

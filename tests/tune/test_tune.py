@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
-from mirecc.profile import read_profile
+from mirecc.taskapi.profile import read_profile
 
 CLANG = "/usr/bin/clang-14"
 MIRE = str(Path(sys.executable).with_name("mire"))
@@ -183,7 +183,7 @@ def test_perf_report_parsing_and_site_order():
     assert [s["function"] for s in ordered] == ["cold", "unseen", "warm", "hot"] and dropped == 0
     # a parallel region goes before the loops in its outlined function
     # (its task's profile kind gives its sites order 0, loops 1)
-    from mirecc.profile import kinds
+    from mirecc.taskapi.profile import kinds
     assert kinds()["openmp"].order < kinds()["loop-vectorize"].order
     region = {"task": "openmp", "function": "warm", "depth": 1, "score": 0.0,
               "target": "main:0", "order": kinds()["openmp"].order}

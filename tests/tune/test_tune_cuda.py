@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envs import isolated_env
-from mirecc.profile import read_profile
+from mirecc.taskapi.profile import read_profile
 from nvcc_helpers import HEADER, MARKED, MIRECC_NVCC, NVCC, needs_nvcc, normalised, run
 
 MIRE = str(Path(sys.executable).with_name("mire"))

@@ -86,8 +86,8 @@ TASKS = (
                           "at an -Oz/-Os link with -flto: link again with the machine "
                           "outliner in the LTO back end and keep the smaller output")),
         verify="mirecc.tasks.code_size.verify:smallest_object",
-        gate="mirecc.tasks.code_size.build:worth_searching",
-        early="mirecc.tasks.code_size.build:first_candidate",
+        gate="mirecc.tasks.code_size.early:worth_searching",
+        early="mirecc.tasks.code_size.early:first_candidate",
         link="mirecc.tasks.code_size.link:LINK",
         measured="verified: every candidate is built, never more loadable bytes than your "
                  "level; at the default budget Debian's zlib, bzip2, lua5.4 and sqlite3 1.5% "

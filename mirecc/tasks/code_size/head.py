@@ -28,7 +28,7 @@ import os
 from mirecc.taskapi.api import HeadError, NoDecision
 
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
-from mirecc.tasks.code_size import OPT_LEVELS
+from mirecc.taskapi.registry import task as declared_task
 
 TASK = "code-size"
 
@@ -229,7 +229,7 @@ class CodeSizeHead:
         return ranker
 
     def applies_to(self, request) -> bool:
-        return request.language in ("c", "c++") and request.opt_level in OPT_LEVELS
+        return request.language in ("c", "c++") and request.opt_level in declared_task(TASK).opt_levels
 
     def why_not(self, request) -> str:
         if request.language not in ("c", "c++"):

@@ -13,7 +13,7 @@ only the winning candidate, or none when the user's level won.
 
 A TU whose own object has less than :data:`MIN_TEXT_BYTES` of ``.text`` is
 not searched (configure's probe compiles: zlib's have 0 to 173 bytes); the
-gate that says so, ``build.worth_searching``, lives beside the ELF reader so
+gate that says so, ``early.worth_searching``, imports only the ELF reader, so
 that a probe imports neither this module nor its dataclasses.
 Chosen on the committed labels (``heads/code-size/labels``, clang 14, the
 library's first 10 pipelines): the 165 of 484 training modules under 1024

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from mirecc.tasks.loop_nests import OPT_LEVELS
+from mirecc.taskapi.registry import task as declared_task
 from mirecc.taskapi.onnxhead import OnnxHead
 
 TASK = "loop-nests"
@@ -56,7 +56,7 @@ class LoopNestHead(OnnxHead):
     def applies_to(self, request) -> bool:
         from mirecc.tasks.loop_nests.schedules import user_schedule
 
-        return (super().applies_to(request) and request.opt_level in OPT_LEVELS
+        return (super().applies_to(request) and request.opt_level in declared_task(TASK).opt_levels
                 and user_schedule(request.flags) is None)
 
     def why_not(self, request) -> str:

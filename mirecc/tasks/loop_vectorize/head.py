@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from mirecc.tasks.loop_vectorize import OPT_LEVELS
+from mirecc.taskapi.registry import task as declared_task
 from mirecc.taskapi.onnxhead import OnnxHead
 
 TASK = "loop-vectorize"
@@ -111,7 +111,7 @@ class LoopVectorizeHead(OnnxHead):
 
     def applies_to(self, request) -> bool:
         # a vectorizer the user turned off stays off: nothing to decide
-        return (super().applies_to(request) and request.opt_level in OPT_LEVELS
+        return (super().applies_to(request) and request.opt_level in declared_task(TASK).opt_levels
                 and vectorizer_enabled(request.flags))
 
     def why_not(self, request) -> str:

@@ -675,7 +675,7 @@ def test_a_probe_imports_no_regular_expressions_inside_make_or_out(tmp_path):
     # whether a probe's early step is planned depends on which compile ends
     # first; planned alone, it imports none of them either
     code = ("from mirecc.taskapi.config import Config\n"
-            "from mirecc.tasks.code_size.build import first_candidate\n"
+            "from mirecc.tasks.code_size.early import first_candidate\n"
             "class Split:\n"
             f"    compiler, bitcode_path = {CLANG!r}, 'probe.bc'\n"
             "    def backend_command(self, extra, output, bitcode):\n"

@@ -237,7 +237,7 @@ def test_mire_tune_keeps_a_schedule_and_the_profile_applies_it(tmp_path):
     """mire tune tries the head's schedules per function (the head's
     decisions recorded only; the run's timing staged); the profile it writes
     makes a later build apply the kept schedules without the setting."""
-    from mirecc.profile import read_profile
+    from mirecc.taskapi.profile import read_profile
 
     (tmp_path / "p.c").write_text(PROGRAM)
     (tmp_path / "run.sh").write_text(TUNE_RUN)

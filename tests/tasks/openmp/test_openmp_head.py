@@ -268,7 +268,7 @@ def test_mire_tune_keeps_a_region_configuration_and_the_profile_applies_it(progr
     region the source leaves open (only the run's timing is staged); the
     profile it writes makes a later build apply the kept configuration
     without MIRECC_APPLY_OPENMP, and an edit of the region's body drops it."""
-    from mirecc.profile import read_profile
+    from mirecc.taskapi.profile import read_profile
 
     mire = str(Path(MIRECC).with_name("mire"))
     (program / "run.sh").write_text(TUNE_RUN)

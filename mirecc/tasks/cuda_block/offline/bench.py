@@ -330,9 +330,62 @@ def run(args) -> int:
         indent=1))
     print(md)
     if args.cuda_write_head:
-        from mirecc.tasks.cuda_block.offline.train import write_head
         write_head(cases, results, emb, args.cuda_write_head)
     return 0
+
+
+# ------------------------------------------------------------------ the shipped head
+
+SPEC = """# Written by `mire bench cuda --cuda-write-head heads/cuda-block`; do not edit (head.onnx is trained for exactly these inputs).
+task: {task}
+languages: [cuda]
+head: head.onnx
+# the trees' quantile of the predicted log speedup ranks the shapes; the first
+# is applied (apply_cuda_block) only where it exceeds min_gain
+quantile: {quantile}
+min_gain: {min_gain}
+shapes: {shapes}
+# per program (source file: tunable kernels), the shapes that changed an output
+# or failed in the labels at some size: never its candidates
+excluded: {excluded}
+features:
+{features}
+"""
+
+
+def excluded(cases) -> dict[str, list]:
+    """Program key -> the shapes wrong or failed at any of its sizes."""
+    out: dict[str, set] = {}
+    for c in cases:
+        if c.bad:
+            out.setdefault(c.key, set()).update(c.bad)
+    return {k: [list(s) for s in sorted(v)] for k, v in out.items()}
+
+
+
+def write_head(cases, results: dict, emb, out: Path) -> None:
+    """The block-shape head (``mire bench cuda --cuda-write-head DIR``): the
+    statistics forest fitted on every labelled case, with the
+    leave-one-program-out figures of the same run.  Same labels, same
+    files: fixed seeds, one thread."""
+    from mirecc.learn.forest import write_forest_head
+    from mirecc.tasks.cuda_block.head import INPUTS, TASK
+
+    idx = list(range(len(cases)))
+    V = case_vectors(cases, "statistics", emb, idx, [])
+    X, own, shapes = _rows(cases, V, lambda c: list(c.speed))
+    y = np.asarray([math.log(cases[o].speed[s]) for o, s in zip(own, shapes)])
+    if X.shape[1] != len(INPUTS):
+        raise RuntimeError(f"{X.shape[1]} inputs, the head declares {len(INPUTS)}")
+    spec = SPEC.format(task=TASK, quantile=QUANTILE, min_gain=MIN_GAIN,
+                       shapes=json.dumps([list(s) for s in cl.paper_shapes()]),
+                       excluded=json.dumps(excluded(cases), sort_keys=True),
+                       features="\n".join(f"- {f}" for f in INPUTS))
+    metrics = {"trained_on": {"cases": len(cases), "rows": int(len(y)),
+                              "programs": sorted({c.program for c in cases})}}
+    write_forest_head(out, fit(X, y), X.shape[1], spec, metrics,
+                      {"trees": TREES, "min_samples_leaf": LEAF, "max_features": 0.5,
+                       "seed": 0}, results, "mire bench cuda")
 
 
 def main(argv=None) -> int:

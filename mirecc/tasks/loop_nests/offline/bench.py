@@ -417,9 +417,60 @@ def run(args) -> int:
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(md)
     if args.nests_write_head:
-        from mirecc.tasks.loop_nests.offline.train import write_head
         write_head(cases, results, gate, args.nests_write_head)
     return 0
+
+
+# ------------------------------------------------------------------ the shipped head
+
+SPEC = """# Written by `mire bench nests --nests-write-head heads/loop-nests`; do not edit (head.onnx is trained for exactly these inputs).
+task: {task}
+languages: [c, c++]
+head: head.onnx
+# the head reads loop-nest statistics, no embedding (none added to them in the bench)
+encoder: none
+features: [loop_nest_statistics]
+# the trees' quantile of each schedule's predicted log speedup over LLVM's ranks
+# them; the first is applied (apply_loop_nests) only where it exceeds min_gain,
+# the apply gate calibrated leave one program out (metrics.json "gate")
+quantile: {quantile}
+min_gain: {min_gain}
+classes: {classes}
+loop_nest_statistics:
+{features}
+"""
+
+
+def write_head(cases, results: dict, gate, out: Path) -> None:
+    """The loop-nests head (``mire bench nests --nests-write-head DIR``): the
+    statistics forest fitted on every labelled case, with the
+    leave-one-program-out figures of the same run.  ``gate``:
+    :func:`gate_sweep`'s (rows, chosen row, refusal): the chosen threshold
+    is the spec's ``min_gain``; with none, ``refuse_forcing``.  Same labels,
+    same files: fixed seeds, one thread."""
+    from mirecc.learn.forest import write_forest_head
+    from mirecc.learn.gates import gate_document
+    from mirecc.tasks.loop_nests.features import FEATURES
+    from mirecc.tasks.loop_nests.head import TASK
+
+    rows, chosen, refusal = gate
+    idx = list(range(len(cases)))
+    X = case_vectors(cases, "statistics", {}, idx, [])
+    Y = targets(cases)
+    spec = SPEC.format(task=TASK, quantile=QUANTILE,
+                       min_gain=chosen.threshold if chosen else MIN_GAIN,
+                       classes=json.dumps(list(SPACE)),
+                       features="\n".join(f"- {f}" for f in FEATURES))
+    if refusal:
+        spec += f"refuse_forcing: {json.dumps(refusal)}\n"
+    metrics = {"trained_on": {"cases": len(cases), "programs": sorted({c.program for c in cases}),
+                              "mean_target": np.round(Y.mean(0), 4).tolist()},
+               "gate": gate_document(f"leave one program out over {len(cases)} cases of "
+                                     f"{len({c.program for c in cases})} programs", "program",
+                                     MIN_GAIN, rows, chosen, refusal)}
+    write_forest_head(out, fit(X, Y), X.shape[1], spec, metrics,
+                      {"trees": TREES, "min_samples_leaf": LEAF, "max_features": 0.5,
+                       "seed": 0}, results, "mire bench nests")
 
 
 def main(argv=None) -> int:

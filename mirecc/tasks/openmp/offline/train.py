@@ -76,6 +76,15 @@ RANDOM_ORDERS = 20
 GATE_THRESHOLDS = (0.0, 0.02, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3)
 
 
+def default_config_key(labels: Path) -> str | None:
+    """The runtime's default (a team of all cores, static, default chunk) as
+    a configuration key of the labels' machine (``meta.json``); None when
+    the labels do not say how many cores it had."""
+    meta = labels / "meta.json"
+    cores = json.loads(meta.read_text()).get("cores") if meta.is_file() else None
+    return f"t{cores}-static-default" if cores else None
+
+
 def add_arguments(p) -> None:
     p.add_argument("--labels", default=str(DEFAULT_LABELS),
                    help="the dataset directory of mire omp-data (default: %(default)s)")
@@ -721,7 +730,6 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"mire omp-train: {exc}", file=sys.stderr)
         return 2
-    from mirecc.tasks.openmp.offline.tune_bench import default_config_key
     default_key = default_config_key(labels)
     if args.verify and default_key is None:
         print(f"mire omp-train: {labels}/meta.json does not give the machine's cores (the "

@@ -30,7 +30,6 @@ the replay's figures at small gains are optimistic for every order alike.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -38,15 +37,6 @@ import numpy as np
 
 SIZES = ("STANDARD",)
 FEATURES = ("statistics", "random-init", "encoder")
-
-
-def default_config_key(labels: Path) -> str | None:
-    """The runtime's default (a team of all cores, static, default chunk) as
-    a configuration key of the labels' machine (``meta.json``); None when
-    the labels do not say how many cores it had."""
-    meta = labels / "meta.json"
-    cores = json.loads(meta.read_text()).get("cores") if meta.is_file() else None
-    return f"t{cores}-static-default" if cores else None
 
 
 def tune_unit(table, regions: list[int], orders: dict[int, list[int]], k: int) -> list:
@@ -78,8 +68,8 @@ def run(args) -> int:
     from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
     from mirecc.learn.tune_replay import BUDGETS, SEEDS, summarize_runs, write_report
     from mirecc.tasks.openmp.offline.dataset import geomean
-    from mirecc.tasks.openmp.offline.train import (Table, forest_order, read_labels,
-                                                   region_features)
+    from mirecc.tasks.openmp.offline.train import (Table, default_config_key, forest_order,
+                                                   read_labels, region_features)
 
     labels = Path(args.omp_labels)
     rows = [r for r in read_labels(labels) if r.get("size") in SIZES]
