@@ -34,12 +34,9 @@ nvcc's command line and the device IR are the CUDA front end's
 """
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirecc.frontend.nvcc import (NvccCommand, device_arch, device_ir, find_nvcc,

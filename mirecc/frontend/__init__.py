@@ -1,0 +1,9 @@
+"""The front ends: clang's command line (``cmdline``: the flag table), the
+real compiler found and its version (``compiler``), the user's compile run
+beside the front end that emits the IR (``clang``: the split compile),
+nvcc's command line and the device IR of CUDA sources (``nvcc``), and the
+installed driver scripts with the CMake toolchain file (``toolchain``).
+
+Layer 3 of the house (``docs/layout.md``): may import ``mirecc.util`` and
+``mirecc.ir``.
+"""

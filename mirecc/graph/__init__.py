@@ -10,6 +10,9 @@ on llvmlite (:mod:`mirecc.graph.fallback`, same graph; its known
 differences on typed-pointer IR are in its docstring).  See
 :mod:`mirecc.graph.native` for where the native tool is looked for and
 :mod:`mirecc.graph.format` for the file format.
+
+Layer 4 of the house (``docs/layout.md``): may import ``mirecc.util``, ``ir`` and
+``frontend``.
 """
 
 from __future__ import annotations

@@ -29,26 +29,6 @@ class InjectError(Exception):
     """The decisions cannot reach the compile; ``str()`` is the one-line reason."""
 
 
-def decisions_document(loops_by_source: dict[str, dict[str, dict]],
-                       openmp_by_source: dict[str, dict] | None = None,
-                       records_by_source: dict[str, dict[str, str]] | None = None) -> dict:
-    """{source path as on the command line: {loop id: {vectorize.width,
-    interleave.count}}}, {source: its ``openmp`` entry} and {source: {record
-    name: text}} (lines the plugin writes into the object's
-    ``.mirecc.<name>`` section) -> the file's document."""
-    modules: dict[str, dict] = {}
-    for src, loops in loops_by_source.items():
-        if loops:
-            modules.setdefault(src, {})["loops"] = dict(sorted(loops.items()))
-    for src, entry in (openmp_by_source or {}).items():
-        if entry:
-            modules.setdefault(src, {})["openmp"] = entry
-    for src, records in (records_by_source or {}).items():
-        if records:
-            modules.setdefault(src, {})["record"] = dict(sorted(records.items()))
-    return {"version": DECISIONS_VERSION, "modules": dict(sorted(modules.items()))}
-
-
 def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
     from mirecc.util.fsutil import atomic_write_bytes
 

@@ -1,2 +1,7 @@
-"""Downstream tasks of the encoder: dataset loaders and protocols
-(device mapping, thread coarsening); the heads arrive with their issues."""
+"""The decision tasks: one folder each (its declaration, driver side,
+``offline/`` lab), listed once in :data:`mirecc.taskapi.registry.TASK_MODULES`
+(``docs/tasks.md``: the interface and how to add one).
+
+Layer 10 of the house (``docs/layout.md``): a task folder may import the layers
+up to ``mirecc.corpus`` and its own folder; no task imports another.
+"""

@@ -6,7 +6,6 @@ with stable reason codes."""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import json
 import os
@@ -63,35 +62,6 @@ def test_task_declarations_import_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
-
-
-def test_the_shared_layers_name_no_task():
-    """The driver, the ML step, mire, the profile, the tune, the statistics
-    and the CUDA front end import no task and name none in their code (a
-    task reaches them through its declaration); no task imports another."""
-    from mirecc.taskapi.registry import TASK_MODULES, tasks
-
-    names = set(tasks())
-    for module in ("mlpath", "pipeline", "context", "server", "driver", "cache", "explain",
-                   "mire", "profile", "tune", "stats", "nvcc", "config", "frontend"):
-        tree = ast.parse((REPO / "mirecc" / f"{module}.py").read_text())
-        imported = [n.module for n in ast.walk(tree)
-                    if isinstance(n, ast.ImportFrom) and n.module]
-        imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
-                     for a in n.names]
-        assert not [n for n in imported if n.startswith(TASK_MODULES)], module
-        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-                   and isinstance(n.value, str) and n.value in names}
-        assert not strings, (module, strings)
-    for module in TASK_MODULES:
-        others = tuple(m for m in TASK_MODULES if m != module)
-        for path in (REPO / module.replace(".", "/")).rglob("*.py"):
-            tree = ast.parse(path.read_text())
-            imported = [n.module for n in ast.walk(tree)
-                        if isinstance(n, ast.ImportFrom) and n.module]
-            imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
-                         for a in n.names]
-            assert not [n for n in imported if n.startswith(others)], path
 
 
 def test_task_settings_reach_the_configuration(tmp_path):

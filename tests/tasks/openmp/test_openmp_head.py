@@ -235,7 +235,7 @@ def test_region_statistics_of_a_known_program(tmp_path):
 
 def test_loop_and_openmp_decisions_share_one_decisions_file():
     from mirecc.taskapi.records import Decision
-    from mirecc.plugin.decisions import decisions_document
+    from mirecc.plugin.decisions import module_entries
     from mirecc.tasks.openmp.head import openmp_plugin_entry
 
     region = Decision(task="openmp", target="main:0", value={
@@ -248,10 +248,11 @@ def test_loop_and_openmp_decisions_share_one_decisions_file():
     assert entry == {"parallel": {"main:0": {"threads": 1}},
                      "worksharing": {".omp_outlined.:0": {"schedule": "dynamic", "chunk": 8},
                                      "f:0": {"schedule": "guided"}}}
-    doc = decisions_document({"a.c": {"f:3": {"vectorize.width": 4}}, "b.c": {}},
-                             {"a.c": entry, "b.c": {}})
-    assert doc["modules"] == {"a.c": {"loops": {"f:3": {"vectorize.width": 4}},
-                                      "openmp": entry}}
+    # each task gives its part of the source's entry (Task.plugin_entry)
+    loop = Decision(task="loop-vectorize", target="f:3", value={"vectorize.width": 4},
+                    default=None, confidence=1.0, reason="", applied=True)
+    modules = module_entries({"a.c": [loop, region, fixed], "b.c": []})
+    assert modules == {"a.c": {"loops": {"f:3": {"vectorize.width": 4}}, "openmp": entry}}
 
 
 # the staged timing of the tune: an object other than the baseline's runs faster
