@@ -130,8 +130,20 @@ def test_outside_the_task_folders_no_module_names_a_task():
 TOY_DECLARATION = '''"""A toy task: counts a TU's loops (advisory)."""
 from mirecc.taskapi.api import Task
 
-TASKS = (Task("toy", summary="counts the loops of a TU", languages=("c",),
-              head="mirecc.tasks.toy.head:ToyHead", measured="nothing: a test's task"),)
+
+class Toy(Task):
+    name = "toy"
+    summary = "counts the loops of a TU"
+    languages = frozenset({"c"})
+    measured = "nothing: a test's task"
+
+    def head_class(self):
+        from mirecc.tasks.toy.head import ToyHead
+
+        return ToyHead
+
+
+TASKS = (Toy(),)
 '''
 
 TOY_HEAD = '''"""The toy head: one advisory decision per TU, the number of its loops."""

@@ -62,8 +62,9 @@ def help_text() -> str:
         gates = {}
     for task in tasks().values():
         applied = (f"applied when {when(task)}" if task.applied_when
-                   else "no head: applied from a decisions profile" if task.head is None
-                   and task.profile else "advisory: recorded, never applied")
+                   else "no head: applied from a decisions profile"
+                   if not task.has("head_class") and task.has("profile_kind")
+                   else "advisory: recorded, never applied")
         lines.append(f"\nTask {task.name} ({', '.join(sorted(task.languages))}; "
                      f"{applied}): {task.summary}")
         measured = describe(gates.get(task.name)) or task.measured
@@ -300,13 +301,12 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
 def _link_step(inv, args, config):
     """(task name, step) of the first task whose step (``Task.link``) wants
     this link-only call into a file, else None."""
-    from mirecc.taskapi.api import load_attribute
     from mirecc.taskapi.registry import tasks
 
     for task in tasks().values():
-        if task.link and task.applies(config) and (
+        if task.has("link_step") and task.applies(config) and (
                 task.opt_levels is None or inv.opt_level in task.opt_levels):
-            step = load_attribute(task.link)
+            step = task.link_step()
             if step.wants(args, config):
                 return task.name, step
     return None
@@ -569,7 +569,6 @@ def _verify(outcome, extra, config) -> None:
     user's object is made.  Whatever fails, that object stands, with one
     warning."""
     from mirecc.driver import stats
-    from mirecc.taskapi.api import load_attribute
     from mirecc.taskapi.registry import task
 
     for report in outcome.reports:
@@ -577,10 +576,10 @@ def _verify(outcome, extra, config) -> None:
             continue
         for decision in report.result.decisions:
             declared = task(decision.task)
-            if not decision.applied or declared is None or declared.verify is None:
+            if not decision.applied or declared is None or not declared.has("verify"):
                 continue
             try:
-                verified = load_attribute(declared.verify)(
+                verified = declared.verify(
                     decision, report, outcome.split, extra,
                     os.path.dirname(outcome.split.bitcode_path), config)
             except Exception as exc:  # noqa: BLE001 - the user's object stands
@@ -622,7 +621,7 @@ def _heads_installed(config, languages, opt_level: str, splittable: bool = True)
         if not has_use(spec, config, opt_level):
             continue
         declared = task(spec_task(spec.spec_path) or "")
-        if splittable or config.record or declared is None or declared.verify is None:
+        if splittable or config.record or declared is None or not declared.has("verify"):
             return True
     return False
 

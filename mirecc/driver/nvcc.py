@@ -85,12 +85,10 @@ def launch_head(config) -> str | None:
 def _launch_task():
     """The module through which the registry's CUDA task plans launches
     (``Task.front_end`` of a task whose languages include ``cuda``), or None."""
-    import importlib
-
     from mirecc.taskapi.registry import tasks
 
-    found = [t for t in tasks().values() if "cuda" in t.languages and t.front_end]
-    return importlib.import_module(found[0].front_end) if found else None
+    found = [t for t in tasks().values() if "cuda" in t.languages and t.has("front_end")]
+    return found[0].front_end() if found else None
 
 
 def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:

@@ -35,8 +35,9 @@ Counters:
   copy of one source), ``verified.<task>.early`` those where a candidate
   was built in a free job slot while the user's own compile ran
   (``Task.early``); ``verified.<task>.not-searched``: those where the
-  step built nothing, and why: ``verified.<task>.too-small`` (an object
-  too small to gain) or ``verified.<task>.predicted-no-gain`` (the object
+  step built nothing, and why: ``verified.<task>.<code>``, the codes the
+  task declares (``Task.step_reasons``; code size: ``too-small``, an object
+  too small to gain, or ``predicted-no-gain``, the object
   gate expects no candidate within the budget to gain);
 - ``links.<task>`` / ``links.<task>.improved`` / ``links.<task>.failed``:
   link-only calls a task's link step took (``Task.link``: code size at an
@@ -67,25 +68,14 @@ PASSTHROUGH = {
 }
 
 
-#: ``skip.<code>``: why a head decided nothing for a TU
-#: (:class:`mirecc.taskapi.api.NoDecision` codes and the pipeline's own)
+#: ``skip.<code>``: why a head decided nothing for a TU, the codes of the
+#: generic path (the pipeline's, the TU context's, the decisions profile's);
+#: a task declares its own (``Task.reasons``), the region heads theirs
+#: (:data:`mirecc.taskapi.regionhead.REASONS`): :func:`reason_table` lists all
 SKIP = {
     "no-heads": "no task head is installed for the language",
     "not-applicable": "a head does not apply (language, -O level, flags)",
     "no-functions": "no function definitions (a TU of data alone)",
-    "no-loops": "no loops",
-    "loops-unmatched": "the encoder's IR has other loops than the build's",
-    "functions-unmatched": "the encoder's IR has other functions than the build's",
-    "no-nests": "no loop nest of depth 2 or more",
-    "user-schedule": "the source chose its loops' schedule (loop pragmas)",
-    "no-kernels": "no OpenCL kernels",
-    "no-parallel-regions": "no OpenMP parallel regions",
-    "fixed-by-source": "every region's configuration is fixed by the source's clauses",
-    "no-candidates": "no candidate to choose from",
-    "target-flags": "built for another target than the labels' (-march, -mcpu, ...)",
-    "other-machine": "the head's labels describe another machine",
-    "size-search-off": "size_search is 0: nothing to verify",
-    "size-budget": "size_budget is below the first candidate's cost: nothing to verify",
     "profile-stale": "a decisions profile entry's code changed since it was tuned",
     "profile-unread": "decisions profile entries that need a newer plugin or another task",
 }
@@ -101,9 +91,22 @@ FALLBACK = {
     "verify-failed": "a task's build step (code size candidates) failed",
 }
 
-#: every reason code, by counter prefix: the one table ``mire stats`` and
-#: ``--explain`` speak from (a test checks each code the package raises is here)
-REASONS = {"passthrough.": PASSTHROUGH, "skip.": SKIP, "fallback.": FALLBACK}
+def reason_table() -> dict:
+    """Every reason code, by counter prefix: the one table ``mire stats`` and
+    ``--explain`` speak from, each code declared once by its owner (a test
+    checks each code the package raises is here)."""
+    from mirecc.taskapi.regionhead import REASONS as REGIONS
+    from mirecc.taskapi.registry import tasks
+
+    skip = dict(SKIP)
+    owners = [("mirecc.taskapi.regionhead", REGIONS)]
+    owners += [(f"task {t.name}", t.reasons) for t in tasks().values()]
+    for owner, codes in owners:
+        for code, words in codes.items():
+            if code in skip:
+                raise RuntimeError(f"reason code {code!r} of {owner} is declared twice")
+            skip[code] = words
+    return {"passthrough.": PASSTHROUGH, "skip.": skip, "fallback.": FALLBACK}
 
 
 def stats_path(config) -> str:
@@ -204,6 +207,15 @@ def tu_counts(reports, split: bool) -> dict:
     return counts
 
 
+def _step_reasons(name: str) -> dict:
+    """Why task ``name``'s build step built nothing (``Task.step_reasons``;
+    {} for a task this mirecc does not know)."""
+    from mirecc.taskapi.registry import task
+
+    declared = task(name)
+    return declared.step_reasons if declared is not None else {}
+
+
 def render(data: dict, path: str) -> str:
     """``mire stats`` as text: translation units first (each counted once),
     then what each head said (one count per head and TU)."""
@@ -238,10 +250,10 @@ def render(data: dict, path: str) -> str:
         task = name[len("verified."):]
         lines += [row(f"{task}: searched (candidates built)",
                       n(name) - n(f"{name}.from-cache") - n(f"{name}.not-searched"), 4),
-                  row("nothing built", n(f"{name}.not-searched"), 6),
-                  row("too small to gain", n(f"{name}.too-small"), 8),
-                  row("no candidate predicted to gain", n(f"{name}.predicted-no-gain"), 8),
-                  row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
+                  row("nothing built", n(f"{name}.not-searched"), 6)]
+        lines += [row(words, n(f"{name}.{code}"), 8)
+                  for code, words in _step_reasons(task).items()]
+        lines += [row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
                   row("winner known from an earlier build", n(f"{name}.from-cache"), 6),
                   row("from its static/shared twin", n(f"{name}.from-twin"), 8),
                   row("a candidate built beside your compile", n(f"{name}.early"), 6)]
@@ -253,6 +265,7 @@ def render(data: dict, path: str) -> str:
     if n("cuda.compiles"):
         lines += [row("CUDA compiles (mirecc-nvcc)", n("cuda.compiles")),
                   row("with a block shape applied", n("cuda.applied"), 4)]
+    reasons = reason_table()
     groups = (("fell back to the plain compile", "fallback."),
               ("why heads decided nothing (per head and TU)", "skip."))
     for title, prefix in groups:
@@ -262,7 +275,7 @@ def render(data: dict, path: str) -> str:
             for name in names:
                 code = name[len(prefix):]
                 lines.append(row(code, data[name], 4)
-                             + f"  {REASONS[prefix].get(code, '')}".rstrip())
+                             + f"  {reasons[prefix].get(code, '')}".rstrip())
     return "\n".join(lines) + "\n"
 
 

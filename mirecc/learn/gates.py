@@ -200,7 +200,7 @@ def run(args) -> int:
     gates = installed_gates(dirs)
     # tasks that verify every decision by building it have no gate to calibrate
     verified = {t.name: t.measured for t in tasks().values()
-                if t.applied_when and t.verify and t.name not in gates}
+                if t.applied_when and t.has("verify") and t.name not in gates}
     if not gates:
         print(f"mire gates: no installed head in {', '.join(dirs)} has a calibrated gate",
               file=sys.stderr)

@@ -60,7 +60,6 @@ def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
     decisions are there contributes (``Task.plugin_entry``:
     ``function(source, decisions) -> {key: value}`` for its keys of the
     entry: ``loops``, ``openmp``, ``record``)."""
-    from mirecc.taskapi.api import load_attribute
     from mirecc.taskapi.registry import task
 
     out: dict[str, dict] = {}
@@ -68,9 +67,9 @@ def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
         entry: dict = {}
         for name in sorted({d.task for d in decisions}):
             declared = task(name)
-            if declared is None or not declared.plugin_entry:
+            if declared is None or not declared.has("plugin_entry"):
                 continue
-            part = load_attribute(declared.plugin_entry)(
+            part = declared.plugin_entry(
                 src, [d for d in decisions if d.task == name])
             for key, value in (part or {}).items():
                 if value:

@@ -2,8 +2,10 @@
 
 A task is one folder, ``mirecc/tasks/<task>/``:
 
-- its ``__init__.py`` declares the task with :class:`Task` (standard library
-  only: the driver reads the declarations on every optimised compile);
+- its ``__init__.py`` declares the task, a subclass of :class:`Task` whose
+  class attributes are its facts and whose methods are its hooks (standard
+  library only: the driver reads the declarations on every optimised
+  compile; a hook imports the task's own modules when it is called);
 - its driver side (the head class, how decisions reach the compile, what
   ``--explain`` adds) is imported only when a head of the task is loaded;
 - its ``offline/`` part (dataset, training, benchmark) is never imported by
@@ -12,7 +14,9 @@ A task is one folder, ``mirecc/tasks/<task>/``:
 
 Adding a task is that folder plus one line in :mod:`mirecc.taskapi.registry`.
 
-A head (``Task.head``, built as ``cls(directory, spec_dict, config)``) has
+A head (the class ``Task.head_class()`` returns, built as
+``cls(directory, spec_dict, config)``; :class:`mirecc.taskapi.onnxhead.OnnxHead`
+is the shared base) has
 ``name``, ``version`` (its files and the settings it reads: part of the cache
 key), ``applies_to(request)``, ``why_not(request)`` and
 
@@ -65,123 +69,133 @@ class BenchSuite:
 
 
 class Task:
-    """A decision task's declaration.
-
-    ``languages``: the clang languages its heads may apply to (``c``,
-    ``c++``, ``cl``); a head's ``spec.yaml`` names its own subset.
-    ``settings``: the configuration keys it adds.
-    ``applied_when``: the Config field that makes its decisions change the
-    compile (``None``: advisory, never applied): when it is off, decisions
-    are only recorded, so a build that neither explains nor records does not
-    run the task at all.
-    ``head``: ``"module:Class"`` of the head class (``None``: no head yet;
-    its decisions come from decisions profiles only).
-    ``inject``: ``"module:function"``: ``function(decisions_by_source,
-    compiler, config) -> list[str]``, the flags that apply the applied
-    decisions in the compile of those sources (a decisions file and a pass
-    plugin, later a linked object or a launcher record); ``None`` when its
-    decisions never change the compile.  Tasks that declare the same
-    function get one call with all their decisions (one plugin, one file).
-    ``explain``: ``"module:function"``: ``function(result, ctx) -> result``,
-    adding what only ``--explain`` pays for (source lines, the compiler's
-    own choice); ``None`` for nothing more.
-    ``verify``: ``"module:function"``: ``function(decision, report, split,
-    extra, workdir, config)``, run by the driver after the object of a
-    split compile is made (``report``: the TU's, with its level and its
-    bitcode's SHA-256), for each applied decision: it may build
-    candidates from the front end's bitcode and replace the object with a
-    better one it measured (code size; ``config``: the build's settings,
-    its cache directory); it returns an object with ``winner``, ``own``
-    and ``to_dict()`` (what ``--explain`` shows); ``None`` for tasks whose
-    flags are the whole decision.
-    ``gate``: ``"module:function"``: ``function(object_path, config,
-    compiler) -> str | None``, for a task with ``verify``: asked with the
-    user's own object of a split compile before the IR is read; a reason (a
-    short code) when the build step could not pay on it (code size: too
-    little code, or no candidate its object gate expects to gain), ``None``
-    when it could.  When every head with a use in the compile belongs to a task
-    whose gate gives a reason, the IR is not read at all: the user's own
-    object is the answer (configure's probes pay one compile).
-    ``early``: ``"module:function"``: ``function(split, config, workdir)
-    -> (key, commands, output) | None``, for a task with ``gate``: the
-    first thing its build step would build from the front end's bitcode
-    (code size: the first candidate), run one command after the other in
-    a job slot that is free (a serial make's idle core, a free jobserver
-    slot) while the user's own compile and the gate run; the build step
-    takes ``output`` through ``split.early.take(key)`` instead of building
-    it, and whatever it does not take is stopped.  ``None``: nothing early.
-    ``link``: ``"module:NAME"``: the task's step at a link-only call into a
-    file (no source; the -O level the task names, its decisions on; the
-    first task whose step wants the link takes it): an object with
-    ``wants(args, config) -> bool``, asked before the user's link (cheap:
-    nothing is run when no task wants the link), and ``link(command,
-    output, config, own_link) -> (exit status, counters, verified or
-    None)``, which runs the user's link through ``own_link()`` (once; it
-    may build candidates beside it) and may replace ``output`` by a better
-    one it measured (code size: links with ``-flto``); ``verified`` is shown
-    by ``--explain`` as a build step's is.
-    ``plugin_entry``: ``"module:function"``: ``function(source, decisions)
-    -> {key: value}``, the task's part of the source's module entry in the
-    plugin's decisions file (``passes/plugin/FORMAT.md``), for tasks
-    whose ``inject`` is :func:`mirecc.plugin.decisions.inject`.
-    ``attribute``: ``"module:function"``: ``function(decisions, split,
-    extra) -> decisions``, called by the driver when a decided compile's
-    object differs from the user's and more than one decision went in
-    through the flags ``extra``: it tells which of this task's applied
-    decisions changed the build (the rest: ``applied`` False, with
-    ``same_as_compiler`` where the compiler chose the same); ``None``: the
-    object's change counts for every decision.
-    ``profile``: ``"module:NAME"``: the task's kind of decisions-profile
-    entry (a :class:`mirecc.taskapi.profile.ProfileKind`: how its targets and values
-    are written, which digest an entry carries, the ``mire tune`` site of a
-    decision); ``None``: its decisions take no profile entries.
-    ``front_end``: for a task of another front end than clang's (``cuda``:
-    ``mirecc-nvcc``), the module that front end drives (for CUDA: where
-    launches can be set, the plans, the rewritten command); ``None``: none.
-    ``commands``: the ``mire`` subcommands it brings (:class:`Command`);
-    ``bench``: its ``mire bench`` suites (:class:`BenchSuite`).
-    ``measured``: one sentence: the measured effect of forcing its
-    decisions on held-out work, and the command or page it comes from.
-    ``opt_levels``: the -O levels (``"2"``, ``"s"``, ``"fast"``; ``"0"``
-    for none) at which the task's heads decide; a compile at another level
-    does not read its IR for this task.  ``None``: any level.
+    """A decision task's declaration: its facts as class attributes, its
+    hooks as methods.  A task subclasses this in its folder's
+    ``__init__.py`` (standard library only: the driver reads every
+    declaration on each optimised compile) and overrides what it has; each
+    default below is "the task has none".  A hook imports its task's own
+    modules inside its body, so that only a compile that calls it pays for
+    them.  ``TASKS`` in the folder holds one instance per task.
     """
 
-    __slots__ = ("name", "languages", "settings", "applied_when", "head", "inject",
-                 "explain", "verify", "gate", "early", "link", "attribute", "plugin_entry", "profile", "front_end", "commands", "bench", "summary", "opt_levels", "measured")
+    #: the ``task:`` a head's ``spec.yaml`` names
+    name = ""
+    #: one line for ``--mirecc-help``
+    summary = ""
+    #: what its decisions did on work they were not fitted to, with where
+    #: the figure comes from (``--mirecc-help`` prints it)
+    measured = ""
+    #: the clang languages its heads may apply to (``c``, ``c++``, ``cl``;
+    #: ``cuda``: ``mirecc-nvcc``'s); a head's ``spec.yaml`` names its subset
+    languages: frozenset = frozenset()
+    #: the configuration keys it adds (:class:`Setting`)
+    settings: tuple = ()
+    #: the Config field that makes its decisions change the compile (None:
+    #: advisory, never applied); while off, decisions are only recorded, so a
+    #: build that neither explains nor records does not run the task at all
+    applied_when: str | None = None
+    #: the -O levels (``"2"``, ``"s"``, ``"fast"``; ``"0"`` for none) its
+    #: heads decide at; a compile at another level does not read its IR for
+    #: this task (None: any level)
+    opt_levels: tuple | None = None
+    #: the reason codes its heads raise (:class:`NoDecision`), code -> words:
+    #: ``mire stats`` counts them as ``skip.<code>`` (one table, each code
+    #: declared by its owner)
+    reasons: dict = {}
+    #: why its build step (:meth:`verify`, :meth:`gate`) built nothing for a
+    #: TU, code -> words: ``mire stats``' ``verified.<task>.<code>``
+    step_reasons: dict = {}
+    #: the ``mire`` subcommands it brings (:class:`Command`)
+    commands: tuple = ()
+    #: its ``mire bench`` suites (:class:`BenchSuite`)
+    bench: tuple = ()
 
-    def __init__(self, name: str, *, summary: str, languages, head: str | None,
-                 settings: tuple = (), applied_when: str | None = None,
-                 inject: str | None = None, explain: str | None = None,
-                 verify: str | None = None, gate: str | None = None,
-                 early: str | None = None, link: str | None = None,
-                 attribute: str | None = None,
-                 plugin_entry: str | None = None, profile: str | None = None,
-                 front_end: str | None = None, commands: tuple = (),
-                 bench: tuple = (),
-                 opt_levels: tuple | None = None, measured: str = ""):
-        self.name = name
-        self.summary = summary          # one line for --mirecc-help
-        # what its decisions did on work they were not fitted to, with where
-        # the figure comes from (--mirecc-help prints it)
-        self.measured = measured
-        self.languages = frozenset(languages)
-        self.settings = tuple(settings)
-        self.applied_when = applied_when
-        self.head = head
-        self.inject = inject
-        self.explain = explain
-        self.verify = verify
-        self.gate = gate
-        self.early = early
-        self.link = link
-        self.attribute = attribute
-        self.plugin_entry = plugin_entry
-        self.profile = profile
-        self.front_end = front_end
-        self.commands = tuple(commands)
-        self.bench = tuple(bench)
-        self.opt_levels = opt_levels
+    # ------------------------------------------------------------------ hooks
+
+    def head_class(self):
+        """The head class, built as ``cls(directory, spec_dict, config)``;
+        None: no head yet (decisions come from decisions profiles only)."""
+        return None
+
+    def injection(self):
+        """``function(decisions_by_source, compiler, config) -> list[str]``:
+        the flags that apply the applied decisions in the compile of those
+        sources (a decisions file and a pass plugin, a linked object, a
+        launcher record); None when its decisions never change the compile.
+        Tasks that return the same function get one call with all their
+        decisions (one plugin, one decisions file)."""
+        return None
+
+    def plugin_entry(self, source: str, decisions: list) -> dict:
+        """For a task whose :meth:`injection` is the plugin's
+        (:func:`mirecc.plugin.decisions.inject`): its part of ``source``'s
+        module entry in the decisions file (``passes/plugin/FORMAT.md``)."""
+        return {}
+
+    def explain(self, result, ctx):
+        """``result`` with what only ``--explain`` pays for (source lines, the
+        compiler's own choice); ``ctx``: the TU's context."""
+        return result
+
+    def attribute(self, decisions: list, split, extra: list) -> list:
+        """When a decided compile's object differs from the user's and more
+        than one decision went in through the flags ``extra``: which of this
+        task's applied decisions changed the build (the rest: ``applied``
+        False, with ``same_as_compiler`` where the compiler chose the same).
+        The default: the object's change counts for every decision."""
+        return decisions
+
+    def verify(self, decision, report, split, extra: list, workdir: str, config):
+        """The task's build step, run after the object of a split compile is
+        made, for each applied decision (``report``: the TU's, with its level
+        and its bitcode's SHA-256): it may build candidates from the front
+        end's bitcode and replace the object with a better one it measured;
+        returns an object with ``winner``, ``own`` and ``to_dict()`` (what
+        ``--explain`` shows).  Only a task that overrides it has a build step."""
+        raise NotImplementedError
+
+    def gate(self, object_path: str, config, compiler: str) -> str | None:
+        """For a task with :meth:`verify`: asked with the user's own object of
+        a split compile before the IR is read; a short reason code when the
+        build step could not pay on it, None when it could.  When every head
+        with a use in the compile belongs to a task whose gate gives a reason,
+        the IR is not read at all (configure's probes pay one compile)."""
+        return None
+
+    def early(self, split, config, workdir: str):
+        """For a task with :meth:`gate`: ``(key, commands, output)``, the first
+        thing its build step would build from the front end's bitcode, run
+        in a free job slot while the user's own compile and the gate run (the
+        build step takes ``output`` through ``split.early.take(key)``); None:
+        nothing early."""
+        return None
+
+    def link_step(self):
+        """The task's step at a link-only call into a file (no source; a level
+        it names, its decisions on; the first task whose step wants the link
+        takes it): an object with ``wants(args, config) -> bool``, asked
+        before the user's link, and ``link(command, output, config, own_link)
+        -> (exit status, counters, verified or None)``; None: none."""
+        return None
+
+    def profile_kind(self):
+        """Its kind of decisions-profile entry (a
+        :class:`mirecc.taskapi.profile.ProfileKind`); None: its decisions take
+        no profile entries."""
+        return None
+
+    def front_end(self):
+        """For a task of another front end than clang's (``cuda``:
+        ``mirecc-nvcc``): the module that front end drives (for CUDA: where
+        launches can be set, the plans, the rewritten command); None."""
+        return None
+
+    # ------------------------------------------------------------------ facts
+
+    def has(self, hook: str) -> bool:
+        """Does this task override ``hook`` (a method name above)?  Answered
+        from the class alone: nothing of the task is imported."""
+        return getattr(type(self), hook) is not getattr(Task, hook)
 
     def applies(self, config) -> bool:
         """Would this task's decisions change the compile under ``config``?"""
@@ -207,7 +221,8 @@ class NoDecision(Exception):
     """Raised by a head when it has nothing to decide for this TU.
 
     ``str()`` is the one-line reason ``--explain`` shows; ``code`` the stable
-    reason code counted by ``mire stats`` (see :mod:`mirecc.reasons`)."""
+    reason code counted by ``mire stats`` (its owner declares it: a task in
+    ``Task.reasons``; :func:`mirecc.driver.stats.reason_table` lists them all)."""
 
     def __init__(self, message: str, code: str = "no-decision"):
         super().__init__(message)

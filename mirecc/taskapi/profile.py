@@ -115,10 +115,10 @@ def kinds() -> dict:
     entries (read from the registry once per process)."""
     global _KINDS
     if _KINDS is None:
-        from mirecc.taskapi.api import load_attribute
         from mirecc.taskapi.registry import tasks
 
-        _KINDS = {name: load_attribute(t.profile) for name, t in tasks().items() if t.profile}
+        _KINDS = {name: t.profile_kind() for name, t in tasks().items()
+                  if t.has("profile_kind")}
     return _KINDS
 
 

@@ -194,7 +194,7 @@ def load_head(spec: HeadSpec, config=None):
 
     import yaml
 
-    from mirecc.taskapi.api import HeadError, load_attribute
+    from mirecc.taskapi.api import HeadError
 
     path = Path(spec.directory) / "spec.yaml"
     # libyaml's loader where PyYAML has it: ~20x faster on the code-size
@@ -212,7 +212,8 @@ def load_head(spec: HeadSpec, config=None):
     if declared is None:
         known = ", ".join(sorted(tasks())) or "none yet"
         raise HeadError(f"{path}: unknown task '{name}' (tasks this mirecc knows: {known})")
-    if declared.head is None:
+    head = declared.head_class()
+    if head is None:
         raise HeadError(f"{path}: task '{name}' takes no head in this mirecc (its decisions "
                         f"come from decisions profiles)")
-    return load_attribute(declared.head)(Path(spec.directory), data, config)
+    return head(Path(spec.directory), data, config)

@@ -188,12 +188,11 @@ class EarlyFrontEnd:
         self.step = None            # (key, Child, output) of the task's early step
         self.taken = False          # the build step took its output
 
-    def start_step(self, early: str, split, config, workdir: str, own) -> None:
+    def start_step(self, early, split, config, workdir: str, own) -> None:
         """Once the front end has written the bitcode, while the user's own
-        compile (``own``, a Child) still runs: start ``early``
-        (``Task.early``) in the slot, its commands one after the other."""
+        compile (``own``, a Child) still runs: start ``early`` (a task's
+        ``Task.early``) in the slot, its commands one after the other."""
         from mirecc.frontend.clang import spawn
-        from mirecc.taskapi.api import load_attribute
 
         while self.child.poll() is None:
             if own.poll() is not None:
@@ -202,7 +201,7 @@ class EarlyFrontEnd:
         if self.child.returncode != 0 or own.poll() is not None:
             return
         try:
-            planned = load_attribute(early)(split, config, workdir)
+            planned = early(split, config, workdir)
         except Exception:   # noqa: BLE001 - nothing early: the build step builds it
             return
         if planned is None:
@@ -264,14 +263,11 @@ def _start_early(split, workdir: str) -> EarlyFrontEnd | None:
     return EarlyFrontEnd(child, slot)
 
 
-def _early_step(gates: dict) -> str | None:
+def _early_step(gates: dict):
     """The early step (``Task.early``) of the first gated task with one."""
-    from mirecc.taskapi.registry import task
-
     for name in sorted(gates):
-        declared = task(name)
-        if declared is not None and getattr(declared, "early", None):
-            return declared.early
+        if gates[name].has("early"):
+            return gates[name].early
     return None
 
 
@@ -482,7 +478,7 @@ def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome
 
 
 def _gates(inv: Invocation, config, explain: bool) -> dict:
-    """task -> its gate (``Task.gate``), when every head with a use in this
+    """task name -> its declaration, whose gate (``Task.gate``) answers, when every head with a use in this
     compile belongs to a task with one; else {} (the IR is read as usual).
     Never with --explain, a record, a capture or a decisions profile: they
     want the IR."""
@@ -496,9 +492,9 @@ def _gates(inv: Invocation, config, explain: bool) -> dict:
     for spec in heads_for_languages(default_heads_dirs(config), languages):
         if has_use(spec, config, inv.opt_level or "0"):
             declared = task(spec_task(spec.spec_path) or "")
-            if declared is None or not declared.gate:
+            if declared is None or not declared.has("gate"):
                 return {}
-            gates[declared.name] = declared.gate
+            gates[declared.name] = declared
     return gates
 
 
@@ -506,14 +502,12 @@ def _gated(gates: dict, own, config) -> dict:
     """Wait for the user's own compile and ask the ``gates``
     (:func:`_gates`); their counters (``verified.<task>.not-searched`` and
     the reason) when each gave a reason, else {} (the IR is read)."""
-    from mirecc.taskapi.api import load_attribute
-
     if not gates or not _wait_untimed(own):
         return {}
     counts = {}
-    for name, gate in sorted(gates.items()):
+    for name, declared in sorted(gates.items()):
         try:
-            reason = load_attribute(gate)(own.temp, config, own.split.compiler)
+            reason = declared.gate(own.temp, config, own.split.compiler)
         except Exception:   # noqa: BLE001 - a gate never breaks the build: read the IR
             return {}
         if not reason:
@@ -658,7 +652,7 @@ def mark_unchanged(outcome: Outcome, same: bool = True) -> None:
 
     def flagged(d) -> bool:   # applied through the compile's flags (not a build step)
         declared = task(d.task)
-        return d.applied and declared is not None and declared.inject is not None
+        return d.applied and declared is not None and declared.has("injection")
 
     for report in outcome.reports:
         if report.applied:
@@ -672,26 +666,25 @@ def attribute(outcome: Outcome, extra: list[str]) -> None:
     went in through its flags, each task that can tell (``Task.attribute``)
     says which of its own changed the build.  Whatever fails, they all
     stay applied; so do they when the tasks' answers would leave none."""
-    from mirecc.taskapi.api import load_attribute
     from mirecc.taskapi.registry import task
+
+    def flagged_by(d) -> bool:   # applied through the compile's flags
+        return d.applied and task(d.task) is not None and task(d.task).has("injection")
 
     for report in outcome.reports:
         decisions = report.result.decisions
-        flagged = [d for d in decisions if d.applied and task(d.task) is not None
-                   and task(d.task).inject is not None]
+        flagged = [d for d in decisions if flagged_by(d)]
         if len(flagged) < 2:
             continue
         new = list(decisions)
         for name in sorted({d.task for d in flagged}):
-            hook = task(name).attribute
-            if not hook:
+            if not task(name).has("attribute"):
                 continue
             try:
-                new = load_attribute(hook)(new, outcome.split, extra)
+                new = task(name).attribute(new, outcome.split, extra)
             except Exception:   # noqa: BLE001 - an attribution never breaks the build
                 return
-        if any(d.applied and task(d.task) is not None and task(d.task).inject is not None
-               for d in new):
+        if any(flagged_by(d) for d in new):
             report.result = report.result.replace(decisions=new)
 
 
@@ -723,38 +716,38 @@ def explain_decisions(result: TUResult, request: TURequest) -> TUResult:
     """The result with what each task adds for ``--explain`` only (each
     task's ``explain`` gets the TU's context: its IR read once for all)."""
     from mirecc.taskapi.context import TUContext
-    from mirecc.taskapi.api import load_attribute
     from mirecc.taskapi.registry import task
 
     ctx = TUContext(request, None, where="explain")
     for name in sorted({d.task for d in result.decisions}):
         declared = task(name)
-        if declared is not None and declared.explain:
-            result = load_attribute(declared.explain)(result, ctx)
+        if declared is not None and declared.has("explain"):
+            result = declared.explain(result, ctx)
     return result
 
 
 def injection_args(reports, compiler: str, config) -> list[str]:
     """Flags that apply the reports' applied decisions in the final compile.
-    Tasks that declare the same ``inject`` function (one pass plugin, one
-    decisions file) get one call with all their decisions."""
-    from mirecc.taskapi.api import load_attribute
+    Tasks whose ``Task.injection`` is the same function (one pass plugin,
+    one decisions file) get one call with all their decisions."""
     from mirecc.taskapi.registry import task
 
-    by_inject: dict[str, dict[str, list]] = {}
-    tasks_of: dict[str, set] = {}
+    by_inject: dict = {}        # function -> {source: decisions}
+    tasks_of: dict = {}         # function -> task names
     for report in reports:
         if not report.applied:
             continue
         for d in report.result.decisions:
             declared = task(d.task)
-            if d.applied and declared is not None and declared.inject is not None:
-                by_inject.setdefault(declared.inject, {}).setdefault(report.source, []).append(d)
-                tasks_of.setdefault(declared.inject, set()).add(d.task)
+            if d.applied and declared is not None and declared.has("injection"):
+                inject = declared.injection()
+                by_inject.setdefault(inject, {}).setdefault(report.source, []).append(d)
+                tasks_of.setdefault(inject, set()).add(d.task)
     args = []
-    for spec, by_source in sorted(by_inject.items()):
+    for spec, by_source in sorted(by_inject.items(),
+                                  key=lambda item: f"{item[0].__module__}.{item[0].__qualname__}"):
         try:
-            args += load_attribute(spec)(by_source, compiler, config)
+            args += spec(by_source, compiler, config)
         except Exception as exc:  # noqa: BLE001 - a task's injection must not break a build
             names = ", ".join(sorted(tasks_of[spec]))
             raise MLFailure(f"{names}: cannot inject its decisions: {exc}") from None

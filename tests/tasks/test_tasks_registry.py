@@ -6,7 +6,6 @@ with stable reason codes."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -25,28 +24,41 @@ needs_clang = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs cl
 
 
 def test_every_registered_task_is_declared_whole():
-    from mirecc.taskapi.api import Task, load_attribute
+    from mirecc.taskapi.api import Task
     from mirecc.taskapi.registry import TASK_MODULES, tasks
 
     found = tasks()
     assert set(found) == {"loop-vectorize", "opencl-device-mapping",
                           "opencl-thread-coarsening", "code-size", "openmp", "numa",
                           "cuda-block", "loop-nests"}
+    hooks = ("injection", "plugin_entry", "explain", "attribute", "verify", "gate", "early",
+             "link_step", "profile_kind", "front_end")
     for name, task in found.items():
         assert isinstance(task, Task) and task.name == name and task.languages
         # no head yet: only a task whose decisions a profile can give
-        assert callable(load_attribute(task.head)) if task.head else task.profile, name
-        for hook in (task.inject, task.explain, task.verify, task.attribute,
-                     task.plugin_entry):
-            if hook:
-                assert callable(load_attribute(hook))
+        assert callable(task.head_class()) if task.has("head_class") \
+            else task.has("profile_kind"), name
+        assert any(task.has(h) for h in hooks) or task.applied_when is None, name
+        if task.has("injection"):
+            assert callable(task.injection()), name
         # a task that can be forced says what forcing it measured
         assert not task.applied_when or len(task.measured) > 40, name
-        if task.profile:
-            kind = load_attribute(task.profile)
+        if task.has("profile_kind"):
+            kind = task.profile_kind()
             assert kind.front_end in ("mirecc", "mirecc-nvcc") and kind.noun, name
-        if task.front_end:
-            assert importlib.import_module(task.front_end), name
+        if task.has("front_end"):
+            assert hasattr(task.front_end(), "__name__"), name
+        if task.has("link_step"):
+            step = task.link_step()
+            assert callable(step.wants) and callable(step.link), name
+        # a build step comes with its gate; an early step needs the gate
+        assert not task.has("early") or task.has("gate"), name
+        # each of its reason codes is declared once, with its words
+        assert all(code and words for code, words in task.reasons.items()), name
+    # a hook the base does not know is a typo, not a hook
+    for task in found.values():
+        own = {n for n in vars(type(task)) if not n.startswith("_")}
+        assert own <= set(vars(Task)), (task.name, own - set(vars(Task)))
     # one folder per task module, with an offline part
     for module in TASK_MODULES:
         folder = REPO / module.replace(".", "/")

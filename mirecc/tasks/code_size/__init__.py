@@ -56,94 +56,123 @@ OPT_LEVELS = ("s", "z")
 DEFAULT_K = 10
 DEFAULT_BUDGET = 1.0
 
-TASKS = (
-    Task(
-        "code-size",
-        summary="with -Oz/-Os: the smallest object among the user's own and the top K "
-                "pass pipelines, each compiled and measured",
-        languages=("c", "c++"),
-        head="mirecc.tasks.code_size.head:CodeSizeHead",
-        applied_when="size_search",
-        # K = 10 bounds the budget (size_budget, default 1: one candidate,
-        # the one budget whose first build stays near 2x clang's;
-        # docs/code-size.md)
-        settings=(Setting("size_search", "MIRECC_SIZE_SEARCH", _as_count, DEFAULT_K,
-                          "with -Oz or -Os, build the TU through this many candidate pass "
-                          "pipelines besides the user's level and keep the smallest object "
-                          "(0: off)"),
-                  Setting("size_budget", "MIRECC_SIZE_BUDGET", _as_budget, DEFAULT_BUDGET,
-                          "candidates built per TU cost at most this many of its own compiles "
-                          "together (each pipeline's cost measured by mire size-order); the "
-                          "first K that fit are built"),
-                  Setting("size_gate", "MIRECC_SIZE_GATE", parse_bool, True,
-                          "skip the candidates the object gate (statistics of your own "
-                          "object) expects not to gain; off: build every candidate the "
-                          "budget allows"),
-                  Setting("size_jobs", "MIRECC_SIZE_JOBS", _as_positive, 1,
-                          "candidates built at once where make's jobserver is not reachable "
-                          "(with one, its free slots decide)"),
-                  Setting("size_link", "MIRECC_SIZE_LINK", parse_bool, True,
-                          "at an -Oz/-Os link with -flto: link again with the machine "
-                          "outliner in the LTO back end and keep the smaller output")),
-        verify="mirecc.tasks.code_size.verify:smallest_object",
-        gate="mirecc.tasks.code_size.early:worth_searching",
-        early="mirecc.tasks.code_size.early:first_candidate",
-        link="mirecc.tasks.code_size.link:LINK",
-        measured="verified: every candidate is built, never more loadable bytes than your "
-                 "level; at the default budget Debian's zlib, bzip2, lua5.4 and sqlite3 1.5% "
-                 "less .text in total (3.9% with ten candidates each), pcre2, which no search "
-                 "saw, 9.1%, tests pass; their "
-                 "programs linked with -Oz -flto 0.2-3.5% fewer loadable bytes "
-                 "(docs/code-size.md)",
-        opt_levels=OPT_LEVELS,
-        commands=(
-            Command("size-data", "mirecc.tasks.code_size.offline.cli",
-                    "measure the code-size dataset: IR instructions and .text bytes of every "
-                    "corpus module through -Oz and each library pipeline",
-                    "For each module of a corpus built at -Oz (mire corpus build --opt-"
-                    "level=-Oz), build it through clang's -Oz and through every pipeline of the "
-                    "code-size library (or --pipelines FILE) and record IR instructions and .text"
-                    " bytes (resumable)."),
-            Command("size-search", "mirecc.tasks.code_size.offline.cli",
-                    "search the code-size candidate library on training modules",
-                    "Measure systematic and random variations of -Oz on a sample of training "
-                    "modules (held-out packages never), then choose greedily the pipelines that "
-                    "together shrink the most below -Oz; --write-spec puts them into heads/code-"
-                    "size/spec.yaml."),
-            Command("size-check", "mirecc.tasks.code_size.offline.cli",
-                    "check that every code-size library pipeline keeps programs' outputs",
-                    "Build the bundled programs and csmith programs (seeds the corpus never used)"
-                    " through clang -Oz and each library pipeline, run them and compare their "
-                    "output with their -O0 build; --write-spec drops every pipeline that changed "
-                    "one."),
-            Command("size-order", "mirecc.tasks.code_size.offline.order",
-                    "order the code-size library by bytes saved per compile second and "
-                    "measure each pipeline's cost, on the training packages' labels",
-                    "From the labels of mire size-data (default: the committed ones): each "
-                    "pipeline's build time over -Oz's (its cost, what size_budget is spent in) "
-                    "and a greedy order by .text bytes saved per unit of cost on the training "
-                    "modules; --write-spec puts both into heads/code-size/spec.yaml."),
-            Command("size-gate", "mirecc.tasks.code_size.offline.gate",
-                    "fit the code-size object gate on the training packages' labels and judge "
-                    "it on the held-out ones (needs scikit-learn)",
-                    "Build the labelled corpus modules' -Oz objects, fit per library pipeline a "
-                    "logistic regression from statistics of the object to whether the pipeline "
-                    "makes it smaller, choose the threshold by leave-one-package-out cross-"
-                    "validation on the training packages, and report the held-out packages; "
-                    "--write-spec puts the gate into heads/code-size/spec.yaml."),
-            Command("size-train", "mirecc.tasks.code_size.offline.train",
-                    "train the code-size ranker on the training packages' labels (needs scikit-"
-                    "learn)",
-                    "Judge each feature set the driver computes (instruction counts, the "
-                    "encoder's embedding) by leave-packages-out cross-validation against the "
-                    "library order, and ship the best forest as heads/code-size/ranker.onnx, or "
-                    "none if none beats it."),
-        ),
-        bench=(
-            BenchSuite("size", "mirecc.tasks.code_size.offline.bench:run",
-                       "rankings of the code-size library on held-out packages, from the labels "
-                       "of mire size-data",
-                       arguments="mirecc.tasks.code_size.offline.cli:add_bench_arguments"),
-        ),
-    ),
-)
+class CodeSize(Task):
+    name = "code-size"
+    summary = ("with -Oz/-Os: the smallest object among the user's own and the top K "
+               "pass pipelines, each compiled and measured")
+    languages = frozenset({"c", "c++"})
+    applied_when = "size_search"
+    # K = 10 bounds the budget (size_budget, default 1: one candidate,
+    # the one budget whose first build stays near 2x clang's;
+    # docs/code-size.md)
+    settings = (Setting("size_search", "MIRECC_SIZE_SEARCH", _as_count, DEFAULT_K,
+                        "with -Oz or -Os, build the TU through this many candidate pass "
+                        "pipelines besides the user's level and keep the smallest object "
+                        "(0: off)"),
+                Setting("size_budget", "MIRECC_SIZE_BUDGET", _as_budget, DEFAULT_BUDGET,
+                        "candidates built per TU cost at most this many of its own compiles "
+                        "together (each pipeline's cost measured by mire size-order); the "
+                        "first K that fit are built"),
+                Setting("size_gate", "MIRECC_SIZE_GATE", parse_bool, True,
+                        "skip the candidates the object gate (statistics of your own "
+                        "object) expects not to gain; off: build every candidate the "
+                        "budget allows"),
+                Setting("size_jobs", "MIRECC_SIZE_JOBS", _as_positive, 1,
+                        "candidates built at once where make's jobserver is not reachable "
+                        "(with one, its free slots decide)"),
+                Setting("size_link", "MIRECC_SIZE_LINK", parse_bool, True,
+                        "at an -Oz/-Os link with -flto: link again with the machine "
+                        "outliner in the LTO back end and keep the smaller output"))
+    opt_levels = OPT_LEVELS
+    measured = ("verified: every candidate is built, never more loadable bytes than your "
+                "level; at the default budget Debian's zlib, bzip2, lua5.4 and sqlite3 1.5% "
+                "less .text in total (3.9% with ten candidates each), pcre2, which no search "
+                "saw, 9.1%, tests pass; their "
+                "programs linked with -Oz -flto 0.2-3.5% fewer loadable bytes "
+                "(docs/code-size.md)")
+    commands = (
+          Command("size-data", "mirecc.tasks.code_size.offline.cli",
+                  "measure the code-size dataset: IR instructions and .text bytes of every "
+                  "corpus module through -Oz and each library pipeline",
+                  "For each module of a corpus built at -Oz (mire corpus build --opt-"
+                  "level=-Oz), build it through clang's -Oz and through every pipeline of the "
+                  "code-size library (or --pipelines FILE) and record IR instructions and .text"
+                  " bytes (resumable)."),
+          Command("size-search", "mirecc.tasks.code_size.offline.cli",
+                  "search the code-size candidate library on training modules",
+                  "Measure systematic and random variations of -Oz on a sample of training "
+                  "modules (held-out packages never), then choose greedily the pipelines that "
+                  "together shrink the most below -Oz; --write-spec puts them into heads/code-"
+                  "size/spec.yaml."),
+          Command("size-check", "mirecc.tasks.code_size.offline.cli",
+                  "check that every code-size library pipeline keeps programs' outputs",
+                  "Build the bundled programs and csmith programs (seeds the corpus never used)"
+                  " through clang -Oz and each library pipeline, run them and compare their "
+                  "output with their -O0 build; --write-spec drops every pipeline that changed "
+                  "one."),
+          Command("size-order", "mirecc.tasks.code_size.offline.order",
+                  "order the code-size library by bytes saved per compile second and "
+                  "measure each pipeline's cost, on the training packages' labels",
+                  "From the labels of mire size-data (default: the committed ones): each "
+                  "pipeline's build time over -Oz's (its cost, what size_budget is spent in) "
+                  "and a greedy order by .text bytes saved per unit of cost on the training "
+                  "modules; --write-spec puts both into heads/code-size/spec.yaml."),
+          Command("size-gate", "mirecc.tasks.code_size.offline.gate",
+                  "fit the code-size object gate on the training packages' labels and judge "
+                  "it on the held-out ones (needs scikit-learn)",
+                  "Build the labelled corpus modules' -Oz objects, fit per library pipeline a "
+                  "logistic regression from statistics of the object to whether the pipeline "
+                  "makes it smaller, choose the threshold by leave-one-package-out cross-"
+                  "validation on the training packages, and report the held-out packages; "
+                  "--write-spec puts the gate into heads/code-size/spec.yaml."),
+          Command("size-train", "mirecc.tasks.code_size.offline.train",
+                  "train the code-size ranker on the training packages' labels (needs scikit-"
+                  "learn)",
+                  "Judge each feature set the driver computes (instruction counts, the "
+                  "encoder's embedding) by leave-packages-out cross-validation against the "
+                  "library order, and ship the best forest as heads/code-size/ranker.onnx, or "
+                  "none if none beats it."),
+      )
+    bench = (
+          BenchSuite("size", "mirecc.tasks.code_size.offline.bench:run",
+                     "rankings of the code-size library on held-out packages, from the labels "
+                     "of mire size-data",
+                     arguments="mirecc.tasks.code_size.offline.cli:add_bench_arguments"),
+      )
+    step_reasons = {
+        "too-small": "too small to gain",
+        "predicted-no-gain": "no candidate predicted to gain",
+    }
+    reasons = {
+        "no-candidates": "no candidate to choose from",
+        "size-search-off": "size_search is 0: nothing to verify",
+        "size-budget": "size_budget is below the first candidate's cost: nothing to verify",
+    }
+
+    def head_class(self):
+        from mirecc.tasks.code_size.head import CodeSizeHead
+
+        return CodeSizeHead
+
+    def verify(self, decision, report, split, extra, workdir, config):
+        from mirecc.tasks.code_size.verify import smallest_object
+
+        return smallest_object(decision, report, split, extra, workdir, config)
+
+    def gate(self, object_path, config, compiler):
+        from mirecc.tasks.code_size.early import worth_searching
+
+        return worth_searching(object_path, config, compiler)
+
+    def early(self, split, config, workdir):
+        from mirecc.tasks.code_size.early import first_candidate
+
+        return first_candidate(split, config, workdir)
+
+    def link_step(self):
+        from mirecc.tasks.code_size.link import LINK
+
+        return LINK
+
+
+TASKS = (CodeSize(),)

@@ -15,27 +15,39 @@ This module is the task's declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Setting, Task, parse_bool
 
-TASKS = (
-    Task(
-        "cuda-block",
-        summary="thread-block shape per CUDA kernel launch, through mirecc-nvcc "
-                "(the head's with apply_cuda_block, or a decisions profile's)",
-        languages=("cuda",),
-        head="mirecc.tasks.cuda_block.head:BlockHead",
-        # off by default: no GPU has confirmed the head's shapes in a build yet
-        applied_when="apply_cuda_block",
-        settings=(Setting("apply_cuda_block", "MIRECC_APPLY_CUDA_BLOCK", parse_bool, False,
-                          "set the cuda-block head's first shape on tunable launches "
-                          "(default: shown by --explain and recorded only)"),),
-        profile="mirecc.tasks.cuda_block.profile:KIND",
-        front_end="mirecc.tasks.cuda_block.launches",
-        bench=(BenchSuite("cuda", "mirecc.tasks.cuda_block.offline.bench:run",
-                          "CUDA block shapes: the head's rankings against the source's shape, "
-                          "a fixed shape, IR2Vec and encoders, leave one program out on the "
-                          "H100 labels (needs pip install 'mirecc[train,bench]')",
-                          arguments="mirecc.tasks.cuda_block.offline.bench:add_arguments"),),
-        measured="leave one program out on 85 H100-labelled cases (docs/results/"
-                 "cuda-block.md): guessing 92% of the oracle's log gain; the fastest of "
-                 "the first 3 measured 97%",
-    ),
-)
+class CudaBlock(Task):
+    name = "cuda-block"
+    summary = ("thread-block shape per CUDA kernel launch, through mirecc-nvcc "
+               "(the head's with apply_cuda_block, or a decisions profile's)")
+    languages = frozenset({"cuda"})
+    # off by default: no GPU has confirmed the head's shapes in a build yet
+    applied_when = "apply_cuda_block"
+    settings = (Setting("apply_cuda_block", "MIRECC_APPLY_CUDA_BLOCK", parse_bool, False,
+                        "set the cuda-block head's first shape on tunable launches "
+                        "(default: shown by --explain and recorded only)"),)
+    measured = ("leave one program out on 85 H100-labelled cases (docs/results/"
+                "cuda-block.md): guessing 92% of the oracle's log gain; the fastest of "
+                "the first 3 measured 97%")
+    bench = (BenchSuite("cuda", "mirecc.tasks.cuda_block.offline.bench:run",
+                        "CUDA block shapes: the head's rankings against the source's shape, "
+                        "a fixed shape, IR2Vec and encoders, leave one program out on the "
+                        "H100 labels (needs pip install 'mirecc[train,bench]')",
+                        arguments="mirecc.tasks.cuda_block.offline.bench:add_arguments"),)
+
+    def head_class(self):
+        from mirecc.tasks.cuda_block.head import BlockHead
+
+        return BlockHead
+
+    def profile_kind(self):
+        from mirecc.tasks.cuda_block.profile import KIND
+
+        return KIND
+
+    def front_end(self):
+        from mirecc.tasks.cuda_block import launches
+
+        return launches
+
+
+TASKS = (CudaBlock(),)

@@ -13,39 +13,55 @@ from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 # the -O levels the head decides at (without "-O")
 OPT_LEVELS = ("2", "3", "fast")
 
-TASKS = (
-    Task(
-        "loop-nests",
-        summary="a loop-nest schedule (LLVM's, or Polly with one of a few settings) per "
-                "function with a nest, through -mllvm -polly -polly-only-func",
-        languages=("c", "c++"),
-        head="mirecc.tasks.loop_nests.head:LoopNestHead",
-        # off by default: leave one program out shows programs below 0.95x, and
-        # the shipped head's gate refuses forcing (its spec's refuse_forcing)
-        applied_when="apply_loop_nests",
-        settings=(Setting("apply_loop_nests", "MIRECC_APPLY_LOOP_NESTS", parse_bool, False,
-                          "apply the loop-nests head's schedules (default: shown by "
-                          "--explain and recorded only)"),),
-        inject="mirecc.tasks.loop_nests.head:inject",
-        profile="mirecc.tasks.loop_nests.profile:KIND",
-        opt_levels=OPT_LEVELS,
-        commands=(
-            Command("nests-data", "mirecc.tasks.loop_nests.offline.dataset",
-                    "time loop-nest programs under every schedule (the loop-nests dataset)",
-                    "Build PolyBench-ACC's kernels (sequential) and mirecc's own loop-nest "
-                    "families with clang -O3 and each schedule, check outputs against -O3's, "
-                    "time them pinned with repeats, sides rotated, and write labels "
-                    "(resumable)."),
-        ),
-        bench=(BenchSuite("nests", "mirecc.tasks.loop_nests.offline.bench:run",
-                          "loop-nest schedules: the head's rankings against LLVM's, Polly "
-                          "always on, the best single schedule, IR2Vec and encoders, leave "
-                          "one program out on the timed labels (needs "
-                          "pip install 'mirecc[train,bench]')",
-                          arguments="mirecc.tasks.loop_nests.offline.bench:add_arguments"),),
-        measured="leave one program out on 81 timed cases of 47 programs (docs/results/"
-                 "loop-nests.md): guessing 1.26x geomean over -O3 with 2 programs below "
-                 "0.95x (so the gate refuses forcing); the first 2 schedules measured reach "
-                 "92% of the oracle's log gain",
-    ),
-)
+class LoopNests(Task):
+    name = "loop-nests"
+    summary = ("a loop-nest schedule (LLVM's, or Polly with one of a few settings) per "
+               "function with a nest, through -mllvm -polly -polly-only-func")
+    languages = frozenset({"c", "c++"})
+    # off by default: leave one program out shows programs below 0.95x, and
+    # the shipped head's gate refuses forcing (its spec's refuse_forcing)
+    applied_when = "apply_loop_nests"
+    settings = (Setting("apply_loop_nests", "MIRECC_APPLY_LOOP_NESTS", parse_bool, False,
+                        "apply the loop-nests head's schedules (default: shown by "
+                        "--explain and recorded only)"),)
+    opt_levels = OPT_LEVELS
+    measured = ("leave one program out on 81 timed cases of 47 programs (docs/results/"
+                "loop-nests.md): guessing 1.26x geomean over -O3 with 2 programs below "
+                "0.95x (so the gate refuses forcing); the first 2 schedules measured reach "
+                "92% of the oracle's log gain")
+    commands = (
+          Command("nests-data", "mirecc.tasks.loop_nests.offline.dataset",
+                  "time loop-nest programs under every schedule (the loop-nests dataset)",
+                  "Build PolyBench-ACC's kernels (sequential) and mirecc's own loop-nest "
+                  "families with clang -O3 and each schedule, check outputs against -O3's, "
+                  "time them pinned with repeats, sides rotated, and write labels "
+                  "(resumable)."),
+      )
+    bench = (BenchSuite("nests", "mirecc.tasks.loop_nests.offline.bench:run",
+                        "loop-nest schedules: the head's rankings against LLVM's, Polly "
+                        "always on, the best single schedule, IR2Vec and encoders, leave "
+                        "one program out on the timed labels (needs "
+                        "pip install 'mirecc[train,bench]')",
+                        arguments="mirecc.tasks.loop_nests.offline.bench:add_arguments"),)
+    reasons = {
+        "no-nests": "no loop nest of depth 2 or more",
+        "user-schedule": "the source chose its loops' schedule (loop pragmas)",
+    }
+
+    def head_class(self):
+        from mirecc.tasks.loop_nests.head import LoopNestHead
+
+        return LoopNestHead
+
+    def injection(self):
+        from mirecc.tasks.loop_nests.head import inject
+
+        return inject
+
+    def profile_kind(self):
+        from mirecc.tasks.loop_nests.profile import KIND
+
+        return KIND
+
+
+TASKS = (LoopNests(),)

@@ -17,51 +17,80 @@ from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 # the -O levels the head decides at (without "-O"): LLVM's vectorizer runs there
 OPT_LEVELS = ("2", "3", "fast")
 
-TASKS = (
-    Task(
-        "loop-vectorize",
-        summary="a (VF, IF) per innermost loop, through the loop-hints pass plugin",
-        languages=("c", "c++"),
-        head="mirecc.tasks.loop_vectorize.head:LoopVectorizeHead",
-        # off by default: the decisions are then recorded, not applied
-        # (measured: the shipped head slows some programs, see docs/loop-vectorize.md)
-        applied_when="apply_loop_decisions",
-        settings=(Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
-                          "apply the loop-vectorize head's factors (default: record them "
-                          "only)"),),
-        inject="mirecc.plugin.decisions:inject",
-        plugin_entry="mirecc.tasks.loop_vectorize.head:plugin_entry",
-        profile="mirecc.tasks.loop_vectorize.profile:KIND",
-        opt_levels=OPT_LEVELS,
-        explain="mirecc.tasks.loop_vectorize.head:explain_loop_decisions",
-        attribute="mirecc.tasks.loop_vectorize.head:attribute_loop_decisions",
-        # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
-        measured="leave one family out on its labels (mire vectorize-train, "
-                 "docs/results/gates.md); forced on 48 held-out kernels of 4 unseen families: "
-                 "nothing applied, every binary clang's own",
-        commands=(
-            Command("vectorize-data", "mirecc.tasks.loop_vectorize.offline.cli",
-                    "generate loop kernels and time every (VF, IF) of each (the vectorize "
-                    "dataset)",
-                    "Generate loop kernels of many families, compile each with every (VF, IF) in "
-                    "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
-                    "reference, time them pinned with repeats, and write labels (resumable)."),
-            Command("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
-                    "train the per-loop vectorize head on the vectorize dataset (needs torch)",
-                    "Embed each kernel's target loop and function with the frozen encoder, train "
-                    "the (VF, IF) head on the training families, evaluate by family, and write "
-                    "heads/loop-vectorize."),
-        ),
-        bench=(
-            BenchSuite("vectorize", "mirecc.tasks.loop_vectorize.offline.bench:run",
-                       "binaries built by mirecc -O3 (the loop-vectorize head) against clang -O3,"
-                       " on the dataset's held-out kernel families or --programs DIR",
-                       arguments="mirecc.tasks.loop_vectorize.offline.bench:add_arguments"),
-            BenchSuite("tune", "mirecc.tasks.loop_vectorize.offline.tune_bench:run",
-                       "mire tune's candidates in the head's order vs random, replayed on timed "
-                       "held-out loop kernels (--tune-data)",
-                       arguments="mirecc.tasks.loop_vectorize.offline.tune_bench:add_arguments",
-                       variant="loops"),
-        ),
-    ),
-)
+class LoopVectorize(Task):
+    name = "loop-vectorize"
+    summary = "a (VF, IF) per innermost loop, through the loop-hints pass plugin"
+    languages = frozenset({"c", "c++"})
+    # off by default: the decisions are then recorded, not applied
+    # (measured: the shipped head slows some programs, see docs/loop-vectorize.md)
+    applied_when = "apply_loop_decisions"
+    settings = (Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
+                        "apply the loop-vectorize head's factors (default: record them "
+                        "only)"),)
+    opt_levels = OPT_LEVELS
+    # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
+    measured = ("leave one family out on its labels (mire vectorize-train, "
+                "docs/results/gates.md); forced on 48 held-out kernels of 4 unseen families: "
+                "nothing applied, every binary clang's own")
+    commands = (
+          Command("vectorize-data", "mirecc.tasks.loop_vectorize.offline.cli",
+                  "generate loop kernels and time every (VF, IF) of each (the vectorize "
+                  "dataset)",
+                  "Generate loop kernels of many families, compile each with every (VF, IF) in "
+                  "{1..64} x {1..16} and with clang's default, check outputs against a scalar "
+                  "reference, time them pinned with repeats, and write labels (resumable)."),
+          Command("vectorize-train", "mirecc.tasks.loop_vectorize.offline.train",
+                  "train the per-loop vectorize head on the vectorize dataset (needs torch)",
+                  "Embed each kernel's target loop and function with the frozen encoder, train "
+                  "the (VF, IF) head on the training families, evaluate by family, and write "
+                  "heads/loop-vectorize."),
+      )
+    bench = (
+          BenchSuite("vectorize", "mirecc.tasks.loop_vectorize.offline.bench:run",
+                     "binaries built by mirecc -O3 (the loop-vectorize head) against clang -O3,"
+                     " on the dataset's held-out kernel families or --programs DIR",
+                     arguments="mirecc.tasks.loop_vectorize.offline.bench:add_arguments"),
+          BenchSuite("tune", "mirecc.tasks.loop_vectorize.offline.tune_bench:run",
+                     "mire tune's candidates in the head's order vs random, replayed on timed "
+                     "held-out loop kernels (--tune-data)",
+                     arguments="mirecc.tasks.loop_vectorize.offline.tune_bench:add_arguments",
+                     variant="loops"),
+      )
+    reasons = {
+        "no-loops": "no loops",
+        "loops-unmatched": "the encoder's IR has other loops than the build's",
+        "target-flags": "built for another target than the labels' (-march, -mcpu, ...)",
+    }
+
+    def head_class(self):
+        from mirecc.tasks.loop_vectorize.head import LoopVectorizeHead
+
+        return LoopVectorizeHead
+
+    def injection(self):
+        from mirecc.plugin.decisions import inject
+
+        return inject
+
+    def plugin_entry(self, source, decisions):
+        from mirecc.tasks.loop_vectorize.head import plugin_entry
+
+        return plugin_entry(source, decisions)
+
+    def explain(self, result, ctx):
+        from mirecc.tasks.loop_vectorize.head import explain_loop_decisions
+
+        return explain_loop_decisions(result, ctx)
+
+    def attribute(self, decisions, split, extra):
+        from mirecc.tasks.loop_vectorize.head import attribute_loop_decisions
+
+        return attribute_loop_decisions(decisions, split, extra)
+
+    def profile_kind(self):
+        from mirecc.tasks.loop_vectorize.profile import KIND
+
+        return KIND
+
+
+TASKS = (LoopVectorize(),)

@@ -18,60 +18,72 @@ This module is the task's declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
-TASKS = (
-    Task(
-        "numa",
-        summary="NUMA placement, threads and prefetchers per OpenMP region, recorded in the "
-                "binary for mire run",
-        languages=("c", "c++"),
-        head="mirecc.tasks.numa.head:NumaHead",
-        # off by default: held out (leave one program out) the shipped head
-        # gains about 1% over the default, not worth a second look at every
-        # OpenMP TU's IR (see docs/numa.md)
-        applied_when="record_numa",
-        settings=(Setting("record_numa", "MIRECC_RECORD_NUMA", parse_bool, False,
-                          "record the NUMA head's per-region decisions in the binary's "
-                          ".mirecc.numa section, for mire run (default: off; they change "
-                          "nothing until mire run applies them)"),
-                  Setting("numa_any_machine", "MIRECC_NUMA_ANY_MACHINE", parse_bool, False,
-                          "record NUMA decisions even on a machine other than the one the "
-                          "head's labels describe (vendor, sockets, NUMA nodes, threads)")),
-        inject="mirecc.plugin.decisions:inject",
-        plugin_entry="mirecc.tasks.numa.head:plugin_entry",
-        opt_levels=("1", "2", "3", "s", "z", "fast"),
-        # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
-        measured="leave one program out on the published 2-socket Xeon labels "
-                 "(mire numa-train, docs/results/gates.md); not measured on any other machine",
-        commands=(
-            Command("run", "mirecc.tasks.numa.run",
-                    "run a program with the NUMA/prefetcher decisions its binary records, and under "
-                    "a package power cap (RAPL); what it changes is restored when it exits",
-                    "Apply the NUMA head's decisions recorded in the binary's .mirecc.numa section "
-                    "(threads, OMP_PLACES/OMP_PROC_BIND, numactl page policy, the prefetcher MSR with "
-                    "--allow-msr) as far as this machine supports them, and set the long-term power "
-                    "limit of every RAPL package zone (/sys/class/powercap/intel-rapl:N) for the run; "
-                    "old values are put back when the program exits or is interrupted; what the "
-                    "machine lacks is said in one line and skipped. mire run --dry-run -- ./prog args;"
-                    " mire run --power-cap 65 -- ./prog args"),
-            Command("numa-regions", "mirecc.tasks.numa.offline.cli",
-                    "map the NUMA/prefetcher dataset's regions to their programs' IR",
-                    "Compile the programs of ../shared/datasets/numa-prefetch/sources as their "
-                    "makefiles do (-O3 -fopenmp -g) and map each published region "
-                    "(__cere__<file>_<function>_<line>) to the outlined function of the parallel "
-                    "region at that line; report the regions that cannot be mapped, with the "
-                    "reason."),
-            Command("numa-train", "mirecc.tasks.numa.offline.train",
-                    "fit the NUMA/prefetcher head on the published labels and write heads/numa",
-                    "Per input size, a forest over the mapped regions' static statistics "
-                    "predicting each candidate configuration's log speedup over the default (the "
-                    "policy mire bench numa judges as 'gated forest: statistics'); --write-head "
-                    "writes heads/numa."),
-        ),
-        bench=(
-            BenchSuite("numa", "mirecc.tasks.numa.offline.bench:run",
-                       "per-region NUMA/placement/prefetcher policies judged on the published "
-                       "measurements (leave one program out, 10 folds)",
-                       arguments="mirecc.tasks.numa.offline.bench:add_arguments"),
-        ),
-    ),
-)
+class Numa(Task):
+    name = "numa"
+    summary = ("NUMA placement, threads and prefetchers per OpenMP region, recorded in the "
+               "binary for mire run")
+    languages = frozenset({"c", "c++"})
+    # off by default: held out (leave one program out) the shipped head
+    # gains about 1% over the default, not worth a second look at every
+    # OpenMP TU's IR (see docs/numa.md)
+    applied_when = "record_numa"
+    settings = (Setting("record_numa", "MIRECC_RECORD_NUMA", parse_bool, False,
+                        "record the NUMA head's per-region decisions in the binary's "
+                        ".mirecc.numa section, for mire run (default: off; they change "
+                        "nothing until mire run applies them)"),
+                Setting("numa_any_machine", "MIRECC_NUMA_ANY_MACHINE", parse_bool, False,
+                        "record NUMA decisions even on a machine other than the one the "
+                        "head's labels describe (vendor, sockets, NUMA nodes, threads)"))
+    opt_levels = ("1", "2", "3", "s", "z", "fast")
+    # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
+    measured = ("leave one program out on the published 2-socket Xeon labels "
+                "(mire numa-train, docs/results/gates.md); not measured on any other machine")
+    commands = (
+          Command("run", "mirecc.tasks.numa.run",
+                  "run a program with the NUMA/prefetcher decisions its binary records, and under "
+                  "a package power cap (RAPL); what it changes is restored when it exits",
+                  "Apply the NUMA head's decisions recorded in the binary's .mirecc.numa section "
+                  "(threads, OMP_PLACES/OMP_PROC_BIND, numactl page policy, the prefetcher MSR with "
+                  "--allow-msr) as far as this machine supports them, and set the long-term power "
+                  "limit of every RAPL package zone (/sys/class/powercap/intel-rapl:N) for the run; "
+                  "old values are put back when the program exits or is interrupted; what the "
+                  "machine lacks is said in one line and skipped. mire run --dry-run -- ./prog args;"
+                  " mire run --power-cap 65 -- ./prog args"),
+          Command("numa-regions", "mirecc.tasks.numa.offline.cli",
+                  "map the NUMA/prefetcher dataset's regions to their programs' IR",
+                  "Compile the programs of ../shared/datasets/numa-prefetch/sources as their "
+                  "makefiles do (-O3 -fopenmp -g) and map each published region "
+                  "(__cere__<file>_<function>_<line>) to the outlined function of the parallel "
+                  "region at that line; report the regions that cannot be mapped, with the "
+                  "reason."),
+          Command("numa-train", "mirecc.tasks.numa.offline.train",
+                  "fit the NUMA/prefetcher head on the published labels and write heads/numa",
+                  "Per input size, a forest over the mapped regions' static statistics "
+                  "predicting each candidate configuration's log speedup over the default (the "
+                  "policy mire bench numa judges as 'gated forest: statistics'); --write-head "
+                  "writes heads/numa."),
+      )
+    bench = (
+          BenchSuite("numa", "mirecc.tasks.numa.offline.bench:run",
+                     "per-region NUMA/placement/prefetcher policies judged on the published "
+                     "measurements (leave one program out, 10 folds)",
+                     arguments="mirecc.tasks.numa.offline.bench:add_arguments"),
+      )
+
+    def head_class(self):
+        from mirecc.tasks.numa.head import NumaHead
+
+        return NumaHead
+
+    def injection(self):
+        from mirecc.plugin.decisions import inject
+
+        return inject
+
+    def plugin_entry(self, source, decisions):
+        from mirecc.tasks.numa.head import plugin_entry
+
+        return plugin_entry(source, decisions)
+
+
+TASKS = (Numa(),)

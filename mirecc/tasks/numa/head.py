@@ -31,14 +31,14 @@ from __future__ import annotations
 import json
 import math
 
-from mirecc.taskapi.onnxhead import OnnxHead
+from mirecc.taskapi.regionhead import RegionHead
 
 TASK = "numa"
 RECORD = "numa"            # the plugin record: section .mirecc.numa
 RECORD_VERSION = 1
 
 
-class NumaHead(OnnxHead):
+class NumaHead(RegionHead):
     task = TASK
     FEATURES = ["region_statistics"]
 
@@ -86,19 +86,6 @@ class NumaHead(OnnxHead):
                          and self.machine[key] != facts[key])
 
     # ------------------------------------------------------------- pipeline
-
-    def applies_to(self, request) -> bool:
-        from mirecc.ir.regions import openmp_enabled
-        return super().applies_to(request) and openmp_enabled(request.flags) \
-            and request.opt_level not in ("0", "")
-
-    def why_not(self, request) -> str:
-        from mirecc.ir.regions import openmp_enabled
-        if not super().applies_to(request):
-            return super().why_not(request)
-        if not openmp_enabled(request.flags):
-            return "applies to TUs built with -fopenmp"
-        return "applies with -O1 and up, not -O0"
 
     def rank(self, ctx):
         """Per parallel region, the default (``{}``, score 0) and, per input

@@ -12,51 +12,55 @@ written to the record file; nothing in the compile changes.
 This module is the tasks' declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Setting, Task
+from mirecc.taskapi.settings import as_positive_int as _as_positive_int
+from mirecc.taskapi.settings import as_str as _as_str
 
 
-def _as_positive_int(value):
-    from mirecc.taskapi.config import as_positive_int
-    return as_positive_int(value)
+class OpenclDeviceMapping(Task):
+    name = "opencl-device-mapping"
+    summary = "CPU or GPU for an OpenCL module's kernels (advisory)"
+    languages = frozenset({"cl"})
+    settings = (
+          Setting("opencl_transfer", "MIRECC_OPENCL_TRANSFER", _as_positive_int, None,
+                  "bytes an OpenCL kernel launch transfers (device mapping; default: "
+                  "the head's assumed.transfer)"),
+          Setting("opencl_wgsize", "MIRECC_OPENCL_WGSIZE", _as_positive_int, None,
+                  "work-group size of the launch (device mapping; default: the head's "
+                  "assumed.wgsize)"),
+      )
+    bench = (BenchSuite("devmap", "mirecc.tasks.opencl.offline.cli:run",
+                        "device mapping: mirecc's embeddings against IR2Vec and the prior art "
+                        "on the published dataset, on the same folds (needs pip install "
+                        "'mirecc[train,bench]')",
+                        arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),)
+    reasons = {
+        "no-kernels": "no OpenCL kernels",
+    }
+
+    def head_class(self):
+        from mirecc.tasks.opencl.head import DeviceMappingHead
+
+        return DeviceMappingHead
 
 
-def _as_str(value):
-    from mirecc.taskapi.config import as_str
-    return as_str(value)
+class OpenclThreadCoarsening(Task):
+    name = "opencl-thread-coarsening"
+    summary = "a thread-coarsening factor for an OpenCL module's kernels per GPU (advisory)"
+    languages = frozenset({"cl"})
+    settings = (
+          Setting("opencl_gpu", "MIRECC_OPENCL_GPU", _as_str, None,
+                  "the GPU thread-coarsening decisions are for (one of the head's gpus; "
+                  "default: every GPU of the head)"),
+      )
+    bench = (BenchSuite("coarsening", "mirecc.tasks.opencl.offline.cli:run",
+                        "thread coarsening: mirecc's embeddings against IR2Vec and the prior "
+                        "art on the published dataset, on the same folds",
+                        arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),)
+
+    def head_class(self):
+        from mirecc.tasks.opencl.head import ThreadCoarseningHead
+
+        return ThreadCoarseningHead
 
 
-TASKS = (
-    Task(
-        "opencl-device-mapping",
-        summary="CPU or GPU for an OpenCL module's kernels (advisory)",
-        languages=("cl",),
-        head="mirecc.tasks.opencl.head:DeviceMappingHead",
-        settings=(
-            Setting("opencl_transfer", "MIRECC_OPENCL_TRANSFER", _as_positive_int, None,
-                    "bytes an OpenCL kernel launch transfers (device mapping; default: "
-                    "the head's assumed.transfer)"),
-            Setting("opencl_wgsize", "MIRECC_OPENCL_WGSIZE", _as_positive_int, None,
-                    "work-group size of the launch (device mapping; default: the head's "
-                    "assumed.wgsize)"),
-        ),
-        bench=(BenchSuite("devmap", "mirecc.tasks.opencl.offline.cli:run",
-                          "device mapping: mirecc's embeddings against IR2Vec and the prior art "
-                          "on the published dataset, on the same folds (needs pip install "
-                          "'mirecc[train,bench]')",
-                          arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),),
-    ),
-    Task(
-        "opencl-thread-coarsening",
-        summary="a thread-coarsening factor for an OpenCL module's kernels per GPU (advisory)",
-        languages=("cl",),
-        head="mirecc.tasks.opencl.head:ThreadCoarseningHead",
-        settings=(
-            Setting("opencl_gpu", "MIRECC_OPENCL_GPU", _as_str, None,
-                    "the GPU thread-coarsening decisions are for (one of the head's gpus; "
-                    "default: every GPU of the head)"),
-        ),
-        bench=(BenchSuite("coarsening", "mirecc.tasks.opencl.offline.cli:run",
-                          "thread coarsening: mirecc's embeddings against IR2Vec and the prior "
-                          "art on the published dataset, on the same folds",
-                          arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),),
-    ),
-)
+TASKS = (OpenclDeviceMapping(), OpenclThreadCoarsening(),)

@@ -23,54 +23,78 @@ from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
 
-TASKS = (
-    Task(
-        "openmp",
-        summary="threads, schedule and chunk per OpenMP parallel region, through the "
-                "loop-hints pass plugin",
-        languages=("c", "c++"),
-        head="mirecc.tasks.openmp.head:OpenMPHead",
-        # off by default: applied only where leave-one-application-out
-        # cross-validation shows no application slower (see docs/openmp.md)
-        applied_when="apply_openmp",
-        settings=(Setting("apply_openmp", "MIRECC_APPLY_OPENMP", parse_bool, False,
-                          "apply the OpenMP head's region configurations (default: record "
-                          "them only)"),),
-        inject="mirecc.plugin.decisions:inject",
-        plugin_entry="mirecc.tasks.openmp.head:plugin_entry",
-        profile="mirecc.tasks.openmp.profile:KIND",
-        opt_levels=("1", "2", "3", "s", "z", "fast"),
-        explain="mirecc.tasks.openmp.head:explain_openmp_decisions",
-        # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
-        measured="leave one application out on its labels and on held-out programs "
-                 "(mire omp-train --held-out, docs/results/gates.md)",
-        commands=(
-            Command("omp-data", "mirecc.tasks.openmp.offline.cli",
-                    "time threads x schedule x chunk per OpenMP region (the OpenMP dataset)",
-                    "Build PolyBench-ACC's OpenMP programs (and generated kernel families) with "
-                    "every (threads, schedule, chunk) forced on each parallel region through the "
-                    "pass plugin, time them against the default build with repeats, check "
-                    "outputs, and write labels (resumable); --summary: the best configuration per"
-                    " region and the oracle."),
-            Command("omp-train", "mirecc.tasks.openmp.offline.train",
-                    "judge the OpenMP head leave one application out, and write it (needs scikit-"
-                    "learn)",
-                    "From the labels of mire omp-data: default, best single configuration and a "
-                    "forest per feature set (region statistics, IR2Vec, a random-init encoder, "
-                    "mirecc's encoder), each judged on applications it never saw: speedup, share "
-                    "of the oracle, slowdowns; --write-head fits one on every region and writes "
-                    "heads/openmp."),
-        ),
-        bench=(
-            BenchSuite("openmp", "mirecc.tasks.openmp.offline.train:run_bench",
-                       "the OpenMP head's policies judged leave one application out on the labels"
-                       " of mire omp-data (--omp-labels)",
-                       arguments="mirecc.tasks.openmp.offline.train:add_bench_arguments"),
-            BenchSuite("tune", "mirecc.tasks.openmp.offline.tune_bench:run",
-                       "mire tune's candidates replayed on OpenMP regions' configurations "
-                       "(--tune-task openmp, --omp-labels)",
-                       arguments="mirecc.tasks.openmp.offline.train:add_bench_arguments",
-                       variant="openmp"),
-        ),
-    ),
-)
+class OpenMP(Task):
+    name = "openmp"
+    summary = ("threads, schedule and chunk per OpenMP parallel region, through the "
+               "loop-hints pass plugin")
+    languages = frozenset({"c", "c++"})
+    # off by default: applied only where leave-one-application-out
+    # cross-validation shows no application slower (see docs/openmp.md)
+    applied_when = "apply_openmp"
+    settings = (Setting("apply_openmp", "MIRECC_APPLY_OPENMP", parse_bool, False,
+                        "apply the OpenMP head's region configurations (default: record "
+                        "them only)"),)
+    opt_levels = ("1", "2", "3", "s", "z", "fast")
+    # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
+    measured = ("leave one application out on its labels and on held-out programs "
+                "(mire omp-train --held-out, docs/results/gates.md)")
+    commands = (
+          Command("omp-data", "mirecc.tasks.openmp.offline.cli",
+                  "time threads x schedule x chunk per OpenMP region (the OpenMP dataset)",
+                  "Build PolyBench-ACC's OpenMP programs (and generated kernel families) with "
+                  "every (threads, schedule, chunk) forced on each parallel region through the "
+                  "pass plugin, time them against the default build with repeats, check "
+                  "outputs, and write labels (resumable); --summary: the best configuration per"
+                  " region and the oracle."),
+          Command("omp-train", "mirecc.tasks.openmp.offline.train",
+                  "judge the OpenMP head leave one application out, and write it (needs scikit-"
+                  "learn)",
+                  "From the labels of mire omp-data: default, best single configuration and a "
+                  "forest per feature set (region statistics, IR2Vec, a random-init encoder, "
+                  "mirecc's encoder), each judged on applications it never saw: speedup, share "
+                  "of the oracle, slowdowns; --write-head fits one on every region and writes "
+                  "heads/openmp."),
+      )
+    bench = (
+          BenchSuite("openmp", "mirecc.tasks.openmp.offline.train:run_bench",
+                     "the OpenMP head's policies judged leave one application out on the labels"
+                     " of mire omp-data (--omp-labels)",
+                     arguments="mirecc.tasks.openmp.offline.train:add_bench_arguments"),
+          BenchSuite("tune", "mirecc.tasks.openmp.offline.tune_bench:run",
+                     "mire tune's candidates replayed on OpenMP regions' configurations "
+                     "(--tune-task openmp, --omp-labels)",
+                     arguments="mirecc.tasks.openmp.offline.train:add_bench_arguments",
+                     variant="openmp"),
+      )
+    reasons = {
+        "fixed-by-source": "every region's configuration is fixed by the source's clauses",
+        "functions-unmatched": "the encoder's IR has other functions than the build's",
+    }
+
+    def head_class(self):
+        from mirecc.tasks.openmp.head import OpenMPHead
+
+        return OpenMPHead
+
+    def injection(self):
+        from mirecc.plugin.decisions import inject
+
+        return inject
+
+    def plugin_entry(self, source, decisions):
+        from mirecc.tasks.openmp.head import plugin_entry
+
+        return plugin_entry(source, decisions)
+
+    def explain(self, result, ctx):
+        from mirecc.tasks.openmp.head import explain_openmp_decisions
+
+        return explain_openmp_decisions(result, ctx)
+
+    def profile_kind(self):
+        from mirecc.tasks.openmp.profile import KIND
+
+        return KIND
+
+
+TASKS = (OpenMP(),)

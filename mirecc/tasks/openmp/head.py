@@ -35,8 +35,7 @@ from __future__ import annotations
 import math
 import os
 
-from mirecc.taskapi.onnxhead import OnnxHead
-from mirecc.ir.regions import openmp_enabled  # noqa: F401
+from mirecc.taskapi.regionhead import RegionHead
 
 TASK = "openmp"
 ALL_FEATURES = ["region_statistics", "function_embedding"]
@@ -60,7 +59,7 @@ def describe(value: dict) -> str:
             f"{value['schedule']}" + (f" chunk {chunk}" if chunk else ""))
 
 
-class OpenMPHead(OnnxHead):
+class OpenMPHead(RegionHead):
     task = TASK
     FEATURES = ALL_FEATURES
     FEATURES_MAY_BE_SUBSET = True
@@ -88,17 +87,6 @@ class OpenMPHead(OnnxHead):
         return ("|apply" if self.apply else "|record") + f"|cores={os.cpu_count()}"
 
     # ------------------------------------------------------------- pipeline
-
-    def applies_to(self, request) -> bool:
-        return super().applies_to(request) and openmp_enabled(request.flags) \
-            and request.opt_level not in ("0", "")
-
-    def why_not(self, request) -> str:
-        if not super().applies_to(request):
-            return super().why_not(request)
-        if not openmp_enabled(request.flags):
-            return "applies to TUs built with -fopenmp"
-        return "applies with -O1 and up, not -O0"
 
     def _sites(self, ctx):
         """The TU's OpenMP sites, from the front end's bitcode (the IR the
