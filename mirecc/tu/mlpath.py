@@ -572,7 +572,7 @@ def verifies(report: TUReport) -> bool:
     (:mod:`mirecc.tu.objcache`)."""
     from mirecc.taskapi.registry import task
 
-    return any(d.applied and getattr(task(d.task), "verify", None)
+    return any(d.applied and task(d.task) is not None and task(d.task).has("verify")
                for d in report.result.decisions)
 
 
@@ -595,7 +595,7 @@ def record_manifests(outcome: Outcome, config) -> None:
             from mirecc.taskapi.registry import task
 
             steps = {d.task for d in report.result.decisions
-                     if d.applied and getattr(task(d.task), "verify", None)}
+                     if d.applied and task(d.task) is not None and task(d.task).has("verify")}
             if not steps <= set(outcome.verified):
                 continue            # a build step failed: the object is not its choice
             object_key = make_key(key, sha, compiler)

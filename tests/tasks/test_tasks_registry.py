@@ -218,3 +218,29 @@ def test_explain_prints_reason_codes(tmp_path):
     text = render_text(data)
     assert "why: [no-loops] loop-vectorize: no loops" in text
     assert "compiler chosen: configured" in text
+
+
+def test_a_task_has_the_hooks_it_overrides_and_only_those():
+    """``Task.has`` answers from the class: the generic path asks it before
+    calling a hook (a build step, a gate), so a task without one is never
+    treated as having it."""
+    from mirecc.taskapi.records import Decision, TUResult
+    from mirecc.taskapi.registry import tasks
+    from mirecc.tu.mlpath import TUReport, verifies
+
+    found = tasks()
+    size, loops = found["code-size"], found["loop-vectorize"]
+    assert all(size.has(h) for h in ("verify", "gate", "early", "link_step", "head_class"))
+    assert not any(loops.has(h) for h in ("verify", "gate", "early", "link_step"))
+    assert loops.has("injection") and loops.has("explain") and not size.has("injection")
+    # the defaults are the base's: nothing applied, nothing changed
+    assert loops.gate("x.o", None, "clang") is None and loops.early(None, None, ".") is None
+    assert found["opencl-device-mapping"].injection() is None
+
+    def report(task):
+        decision = Decision(task=task, target="f:1", value={"x": 1}, default=None,
+                            confidence=1.0, reason="", applied=True)
+        return TUReport("a.c", "c", "3", "0" * 64, 1, TUResult(None, [decision]), "miss")
+
+    # a direct-mode manifest waits for a build step only where one was applied
+    assert verifies(report("code-size")) and not verifies(report("loop-vectorize"))
