@@ -4,7 +4,7 @@ parts, each against plain clang on the same machine:
 1. **Code size** (on by default at ``-Oz``/``-Os``): every program built with
    clang -Oz and with mirecc -Oz (its default ``size_search``); per program
    the loadable bytes of both objects (every SHF_ALLOC section:
-   :func:`mirecc.tasks.code_size.build.object_sizes`), the bytes saved,
+   :func:`mirecc.util.elf.object_sizes`), the bytes saved,
    whether mirecc's object is never larger (else flagged), whether the two
    binaries print the same, the compile-time ratio of a first build (cache
    off), and beside it the best figure the candidate library knows
@@ -192,8 +192,8 @@ def uses_openmp(source: Path) -> bool:
 
 def loadable(obj: Path) -> tuple[int, int]:
     """(loadable bytes, .text bytes) of an object: mirecc's own measure
-    (the code-size task's)."""
-    from mirecc.tasks.code_size.build import object_sizes
+    (:func:`mirecc.util.elf.object_sizes`, the code-size task's)."""
+    from mirecc.util.elf import object_sizes
 
     return object_sizes(str(obj))
 

@@ -50,7 +50,7 @@ def _say(level: str, message: str) -> None:
     print(f"mirecc-nvcc: {level}: {message}", file=sys.stderr)
 
 
-def device_texts(cmd: NvccCommand, nvcc: str):
+def device_texts(cmd: NvccCommand, nvcc: str, config):
     """``source`` -> its device IR's text (clang, through the TU context):
     one clang run per source and call, on first use."""
     import functools
@@ -58,9 +58,7 @@ def device_texts(cmd: NvccCommand, nvcc: str):
     @functools.cache
     def text(source: str) -> str:
         from mirecc.frontend.compiler import find_compiler
-        from mirecc.taskapi.config import load_config
 
-        config = load_config()
         with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
             bc = device_ir(source, cmd, toolkit_of(nvcc), find_compiler(config, cxx=True),
                            Path(tmp) / "device.bc")
@@ -68,11 +66,10 @@ def device_texts(cmd: NvccCommand, nvcc: str):
     return text
 
 
-def device_digests(cmd: NvccCommand, nvcc: str, texts=None):
+def device_digests(texts):
     """``source`` -> {kernel name as written: digest}, from the source's
     device IR (``texts``: a :func:`device_texts`, shared with the head), for
     a task that checks profile entries' digests and for the record."""
-    texts = texts or device_texts(cmd, nvcc)
     return lambda source: kernel_digests(texts(source))
 
 
@@ -91,14 +88,12 @@ def _launch_task():
     return found[0].front_end() if found else None
 
 
-def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
+def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list, config) -> None:
     """Print each CUDA source's kernels and their block shapes (``--explain``)."""
     import json
 
     from mirecc.frontend.compiler import find_compiler
-    from mirecc.taskapi.config import load_config
 
-    config = load_config()
     clang = find_compiler(config, cxx=True)
     toolkit = toolkit_of(nvcc)
     launch = _launch_task()
@@ -171,18 +166,17 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list) -> None:
             print(f"  {u['no_decision']}")
 
 
-def _count(counts: dict) -> None:
+def _count(counts: dict, config) -> None:
     """Add to ``mire stats``'s counters (never an error)."""
     try:
         from mirecc.driver import stats
-        from mirecc.taskapi.config import load_config
 
-        stats.bump(load_config(), counts)
+        stats.bump(config, counts)
     except Exception:  # noqa: BLE001 - statistics never fail a build
         pass
 
 
-def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of) -> None:
+def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of, config) -> None:
     """With ``record`` (``MIRECC_RECORD``): one line per CUDA source in the
     record file, as ``mirecc`` writes one per TU
     (:func:`mirecc.tu.mlpath.append_record`, ``front_end`` ``mirecc-nvcc``),
@@ -192,11 +186,9 @@ def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of) -> None:
     its device IR (``digests_of``), only here.  Any failure: no line for
     any source, one warning."""
     try:
-        from mirecc.taskapi.config import load_config
-        from mirecc.tu.mlpath import append_record
         from mirecc.taskapi.profile import kinds
+        from mirecc.tu.mlpath import append_record
 
-        config = load_config()
         if config.disable or not config.record:
             return
         launch = _launch_task()
@@ -217,12 +209,27 @@ def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of) -> None:
                         f"{type(exc).__name__}: {why}")
 
 
-def _profile() -> str | None:
-    """The decisions profile of this call (``profile:``, ``MIRECC_PROFILE``)."""
-    from mirecc.taskapi.config import load_config
+class _Unreadable:
+    """The settings of a call whose configuration cannot be read: each use
+    raises the error, so that it is reported where the settings are needed
+    (a warning, nvcc's plain build), as a read there would."""
 
-    config = load_config()
-    return None if config.disable else config.profile
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def __getattr__(self, name):
+        raise self.error
+
+
+def _config():
+    """This call's settings, read once and passed down (:class:`_Unreadable`
+    when the configuration cannot be read)."""
+    try:
+        from mirecc.taskapi.config import load_config
+
+        return load_config()
+    except Exception as exc:  # noqa: BLE001 - reported where a setting is needed
+        return _Unreadable(exc)
 
 
 def _run_decided(nvcc: str, base: list[str], cmd: NvccCommand, plans: list) -> int:
@@ -288,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                       "put nvcc on PATH or set MIRECC_NVCC")
         return 127
     cmd, plans, base, digests_of = None, [], list(args), None
+    config = _config()
     try:
         cmd = parse(args)
         launch = _launch_task()
@@ -297,16 +305,14 @@ def main(argv: list[str] | None = None) -> int:
             base += ["-isystem", str(launch.HEADER_DIR)]
             cmd.preprocessor += ["-isystem", str(launch.HEADER_DIR)]
         if scans and cmd.compiles:
-            from mirecc.taskapi.config import load_config
-
-            config = load_config()
-            texts = device_texts(cmd, nvcc)
-            digests_of = device_digests(cmd, nvcc, texts)    # the plan's and the record's
+            texts = device_texts(cmd, nvcc, config)
+            digests_of = device_digests(texts)    # the plan's and the record's
             # the head reads the device IR only where its shape is applied,
             # explained or recorded: else the compile is nvcc's alone
             wanted = not config.disable and (config.apply_cuda_block or explain
                                              or config.record)
-            plans = launch.plan_sources(cmd, scans, _profile(), digests_of,
+            profile = None if config.disable else config.profile
+            plans = launch.plan_sources(cmd, scans, profile, digests_of,
                                         texts if wanted else None, config)
     except Exception as exc:  # noqa: BLE001 - a decision never breaks a build
         _say("warning", f"launch decisions not applied: {exc}")
@@ -319,13 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     if cmd is not None and cmd.sources and cmd.compiles:
         applied = any(d["applied"] for plan in plans for d in plan.decisions)
         _count({"cuda.compiles": 1, **({"cuda.applied": 1} if applied else {}),
-                **({"fallback.decided-failed": 1} if decided and not applied else {})})
+                **({"fallback.decided-failed": 1} if decided and not applied else {})},
+               config)
         if status == 0 and plans:
-            _record(cmd, nvcc, plans, digests_of)
+            _record(cmd, nvcc, plans, digests_of, config)
     if explain and status == 0:
         try:
             if cmd and cmd.sources and cmd.compiles:
-                explain_sources(cmd, nvcc, explain, plans)
+                explain_sources(cmd, nvcc, explain, plans, config)
         except Exception as exc:  # noqa: BLE001 - never fail a build that nvcc made
             _say("warning", f"cannot explain: {type(exc).__name__}: {exc}")
     return status

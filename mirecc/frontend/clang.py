@@ -161,7 +161,8 @@ class Split:
         """The file listing every file the front end read (None without one)."""
         return self.private_dep_file
 
-    def _user_dep_file(self) -> str:
+    def user_dep_file(self) -> str:
+        """Where the user's own command writes its dependency file."""
         return user_dep_file(self.args, self.output)
 
     def backend_command(self, extra: list[str], output: str | None = None,
@@ -201,8 +202,8 @@ class Split:
         work directory (beside the bitcode) until it is waited for."""
         directory, name = os.path.split(self.output)
         temp = os.path.join(directory, f".{name}.mirecc-{os.getpid()}-{tag}.tmp")
-        dep_temp = (os.path.join(os.path.dirname(self._user_dep_file()),
-                                 f".{os.path.basename(self._user_dep_file())}"
+        dep_temp = (os.path.join(os.path.dirname(self.user_dep_file()),
+                                 f".{os.path.basename(self.user_dep_file())}"
                                  f".mirecc-{os.getpid()}-{tag}.tmp")
                     if self.writes_dep_file else None)
         streams = os.path.join(os.path.dirname(os.path.abspath(self.bitcode_path)), tag)
@@ -310,7 +311,7 @@ class Compile:
         if self.wait():
             try:
                 if self.dep_temp is not None:
-                    os.replace(self.dep_temp, self.split._user_dep_file())
+                    os.replace(self.dep_temp, self.split.user_dep_file())
                 os.replace(self.temp, self.split.output)
                 return True
             except OSError:

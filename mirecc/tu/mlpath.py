@@ -109,14 +109,65 @@ class Outcome:
         self.split = None                   # a frontend.Split whose front end ran
         self.own = None                     # the user's own compile (frontend.Compile), if started
         self.early = None                   # work started in a free job slot (EarlyFrontEnd)
-        self.manifests: list = []           # direct-mode manifests to write after the compile
+        self.manifests: list = []           # PendingManifest: written after the compile
         self.verified: dict = {}            # task -> what its build step did (Task.verify)
         self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.tu.objcache)
         self.kept_dep_file: bytes | None = None  # and the dependency file kept with it
-        # a TU whose gates answered: (Manifests, key), its own compile's
-        # dependency file, source, start, compiler, object: its object is kept
-        self.gated_manifest: tuple | None = None
+        # a TU whose gates answered (a PendingManifest without a report): its
+        # object is kept once the user's own compile has made it
+        self.gated_manifest = None
         self.counts: dict = {}              # mire stats counters of what happened here
+
+
+class PendingManifest:
+    """A direct-mode manifest to write once the compile has ended
+    (:mod:`mirecc.tu.direct`): where (``manifests``, ``key``), the files the
+    front end read (``dep_file``), the ``source`` and when its front end
+    ``started``, the TU's ``report`` (None for a TU whose gates answered: its
+    object is the answer), the bitcode's ``sha`` and ``size``, the
+    ``compiler``, the ``output`` object and the user's own dependency file
+    (``user_dep``, kept with the object; None when the command writes none)."""
+
+    __slots__ = ("manifests", "key", "dep_file", "source", "started", "report", "sha",
+                 "size", "compiler", "output", "user_dep")
+
+    def __init__(self, manifests, key: str, dep_file: str, source: str, started: int,
+                 compiler: str, output: str, user_dep: str | None, report=None,
+                 sha: str | None = None, size: int | None = None):
+        self.manifests, self.key, self.dep_file = manifests, key, dep_file
+        self.source, self.started, self.compiler = source, started, compiler
+        self.output, self.user_dep = output, user_dep
+        self.report, self.sha, self.size = report, sha, size
+
+
+class Compile:
+    """One call's state through the per-TU path: what the user asked
+    (``inv``, its ``args``, ``stdin_data``), the ``compiler`` and the
+    ``config`` (read once by the driver and passed down), ``explain``, the
+    ``workdir`` holding the bitcode, the pipeline key (``version``), why the
+    compile cannot be split (``split_blocked``, None when it can), where its
+    direct-mode manifest goes (``manifests`` and ``manifest_key``; None when
+    it gets none), and what the path found so far (``outcome``)."""
+
+    __slots__ = ("inv", "compiler", "config", "args", "explain", "workdir", "outcome",
+                 "stdin_data", "version", "split_blocked", "manifests", "manifest_key")
+
+    def __init__(self, inv: Invocation, compiler: str, config, args: list[str],
+                 explain: bool, workdir: str, outcome: Outcome,
+                 stdin_data: bytes | None = None):
+        self.inv, self.compiler, self.config, self.args = inv, compiler, config, args
+        self.explain, self.workdir, self.outcome = explain, workdir, outcome
+        self.stdin_data = stdin_data
+        self.version = ""
+        self.split_blocked: str | None = None
+        self.manifests = None
+        self.manifest_key: str | None = None
+
+    def pending(self, source: str, started: int, dep_file: str, output: str,
+                user_dep: str | None, **result) -> PendingManifest:
+        """A manifest of this call's TU to write after the compile."""
+        return PendingManifest(self.manifests, self.manifest_key, dep_file, source, started,
+                               self.compiler, output, user_dep, **result)
 
 
 class deadline:
@@ -314,18 +365,18 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
     from mirecc.tu.cache import pipeline_key
 
     _check_plugin(config)
+    c = Compile(inv, compiler, config, args, explain, workdir, outcome, stdin_data)
     languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
-    version = pipeline_key(config, languages)
-    split_blocked = frontend.why_not(inv, args, config)
-    manifest = None
+    c.version = pipeline_key(config, languages)
+    c.split_blocked = frontend.why_not(inv, args, config)
     # direct mode replays a cached result without the IR a profile is matched on
-    if split_blocked is None and config.cache and not explain and not config.capture_dir \
+    if c.split_blocked is None and config.cache and not explain and not config.capture_dir \
             and not config.profile:
         from mirecc.tu.direct import Manifests, manifest_key
 
-        manifest = (Manifests(config.cache_root()),
-                    manifest_key(compiler, args, version))
-        report = _direct_hit(*manifest, inv, config)
+        c.manifests = Manifests(config.cache_root())
+        c.manifest_key = manifest_key(compiler, args, c.version)
+        report = _direct_hit(c)
         if report is not None and report.object_key:
             # its object was a build step's choice: only the kept object will do
             # (a manifest names one only then: no result to parse here)
@@ -333,148 +384,177 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
             if outcome.kept_object is None:
                 report = None
         if report is not None:
-            _add_report(outcome, report, inv, compiler, config)
+            outcome.reports.append(report)
             outcome.extra_args = injection_args(outcome.reports, compiler, config)
             return outcome
     try:
         with deadline(config.timeout):
-            return _run(inv, compiler, config, args, explain, stdin_data, workdir, outcome,
-                        version, split_blocked, manifest)
+            return _run(c)
     except MLTimeout:
         raise MLFailure(f"timed out after {config.timeout:g} s "
                         f"(timeout / MIRECC_TIMEOUT)", code="timeout") from None
 
 
-def _run(inv, compiler, config, args, explain, stdin_data, workdir: str, outcome: Outcome,
-         version: str, split_blocked: str | None, manifest) -> Outcome:
-    """The ML path after a direct-mode miss (``manifest``: (Manifests, key)
-    where this TU's manifest is to be written, else None)."""
+def _run(c: Compile) -> Outcome:
+    """The ML path after a direct-mode miss: each TU's IR read (beside the
+    user's own compile where the compile can be split), its result found or
+    computed, and the flags that apply the decisions."""
+    inject_debug_fault("ml")
+    cache = None        # made after the gate: pathlib costs ~5 ms a probe need not pay
+    for number, source in enumerate(c.inv.sources):
+        if source.language not in TU_LANGUAGES:
+            continue
+        bc_path = os.path.join(c.workdir, f"tu{number}.bc")
+        started = time.time_ns()
+        if c.split_blocked is None:
+            bitcode = _split_front_end(c, number, source, bc_path, started)
+            if bitcode is None:
+                return c.outcome        # the gates answered: no IR is read
+        else:
+            bitcode, _ = emit_ir(ir_command(c.compiler, c.inv, source, bc_path), source,
+                                 bc_path, c.workdir, c.stdin_data)
+        if cache is None and c.config.cache:
+            from mirecc.tu.cache import ResultCache
+
+            cache = ResultCache(c.config.resolved_cache_dir())
+        report = _tu_report(c, source, bc_path, bitcode, cache)
+        split = c.outcome.split
+        dep_file = split.dependency_file() if split else None
+        # written after the compile (record_manifests), which finds out
+        # whether the applied decisions change the object; a TU whose object
+        # a build step chooses gets its object kept, and the user's
+        # dependency file with it (mirecc.tu.objcache)
+        if c.manifests is not None and dep_file and report.cache in ("hit", "miss"):
+            c.outcome.manifests.append(c.pending(
+                source.path, started, dep_file, split.output,
+                split.user_dep_file() if split.writes_dep_file else None,
+                report=report, sha=report.bitcode_sha256, size=len(bitcode)))
+        c.outcome.reports.append(report)
+    c.outcome.extra_args = injection_args(c.outcome.reports, c.compiler, c.config)
+    return c.outcome
+
+
+def _split_front_end(c: Compile, number: int, source: Source, bc_path: str,
+                     started: int) -> bytes | None:
+    """The user's own compile started on another core and the TU's bitcode
+    read beside it (a split compile, :class:`mirecc.frontend.clang.Split`);
+    None when every gate said its build step cannot pay on the user's own
+    object: that object is the answer, and no IR is read."""
     import sys
 
     from mirecc.frontend import clang as frontend
+
+    outcome, config, args = c.outcome, c.config, c.args
+    split = frontend.Split(c.compiler, args, c.inv, bc_path, color=sys.stderr.isatty(),
+                           private_dep_file=os.path.join(c.workdir, f"tu{number}.d"))
+    gates = _gates(c.inv, config, c.explain)
+    # where a gate may answer in direct mode, the own compile lists the files
+    # it reads, for the manifest that keeps its object: into a private file,
+    # or the user's own -MD file (every header; -MMD's leaves out the system
+    # ones: no object kept then)
+    own_dep = user_dep = None
+    if gates and c.manifests is not None:
+        if not split.writes_dep_file:
+            own_dep = os.path.join(c.workdir, f"own{number}.d")
+        elif "-MMD" not in args:
+            user_dep = split.user_dep_file()
+    # the user's own compile, on another core, while the IR is read
+    outcome.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
+    # with gates the IR is read after they have seen the object, unless a job
+    # slot is free now: then it is read meanwhile, and thrown away if they
+    # say no (the build step's first candidate after it); the caller closes it
+    early = outcome.early = _start_early(split, c.workdir) if gates else None
+    if early is not None:
+        step = _early_step(gates)
+        if step:
+            early.start_step(step, split, config, c.workdir, outcome.own.child)
+    gated = _gated(gates, outcome.own, config)
+    if gated:
+        # every head's build step said it cannot pay on this object: the
+        # user's own compile is the answer, no IR is read
+        if early is not None:
+            early.close()
+        outcome.counts.update(gated)
+        if own_dep or user_dep:
+            outcome.gated_manifest = c.pending(source.path, started, own_dep or user_dep,
+                                               split.output, user_dep)
+        return None
+    outcome.split = split
+    split.early = early
+    bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, c.workdir,
+                         c.stdin_data, started=early)
+    return bitcode
+
+
+def _tu_report(c: Compile, source: Source, bc_path: str, bitcode: bytes, cache) -> TUReport:
+    """The TU's report: its bitcode captured where asked, its result from the
+    result cache or the pipeline (what ``--explain`` adds cached apart), and
+    a decisions profile's entries applied over it."""
+    config, inv = c.config, c.inv
+    sha = sha256(bitcode).hexdigest()
+    report = TUReport(source.path, source.language, inv.opt_level or "0",
+                      sha, len(bitcode), TUResult(None), "off")
+    if config.capture_dir:
+        from mirecc.tu.capture import CaptureError, capture
+        try:
+            report.captured = str(capture(
+                config.capture_dir, bitcode, sha, source=source.path,
+                language=source.language, opt_level=report.opt_level,
+                flags=list(inv.ir_flags), compiler=c.compiler))
+        except CaptureError as exc:
+            raise MLFailure(str(exc)) from None
+
+    request = TURequest(source.path, source.language, report.opt_level,
+                        tuple(inv.ir_flags), os.path.abspath(bc_path), sha, c.compiler,
+                        os.getcwd())
+    # flags that change the optimisation pipeline but not the front end's IR
+    # (so not the sha) must still tell cached results apart
+    level = " ".join([report.opt_level] + [f for f in inv.ir_flags
+                                           if f in PIPELINE_ONLY_FLAGS])
+    _find_result(c, report, request, cache, level)
+    if config.profile:
+        from mirecc.taskapi.profile import ProfileError, apply_profile
+        try:
+            report.result = apply_profile(report.result, request, config.profile)
+        except (ProfileError, OSError) as exc:
+            raise MLFailure(str(exc), code="bad-profile") from None
+    return report
+
+
+def _find_result(c: Compile, report: TUReport, request: TURequest, cache,
+                 level: str) -> None:
+    """``report``'s result: the cached one, else the pipeline's (cached now);
+    with ``--explain``, what the tasks add for it, cached under its own key."""
     from mirecc.tu.cache import CacheError, ResultCache
 
-    inject_debug_fault("ml")
-    cache = None        # made after the gate: pathlib costs ~5 ms a probe need not pay
-    for number, source in enumerate(inv.sources):
-        if source.language not in TU_LANGUAGES:
-            continue
-        bc_path = os.path.join(workdir, f"tu{number}.bc")
-        frontend_started = time.time_ns()
-        if split_blocked is None:
-            split = frontend.Split(compiler, args, inv, bc_path, color=sys.stderr.isatty(),
-                                   private_dep_file=os.path.join(workdir, f"tu{number}.d"))
-            gates = _gates(inv, config, explain)
-            # where a gate may answer in direct mode, the own compile lists
-            # the files it reads, for the manifest that keeps its object:
-            # into a private file, or the user's own -MD file (every header;
-            # -MMD's leaves out the system ones: no object kept then)
-            own_dep = user_dep = None
-            if gates and manifest is not None:
-                if not split.writes_dep_file:
-                    own_dep = os.path.join(workdir, f"own{number}.d")
-                elif "-MMD" not in args:
-                    user_dep = split._user_dep_file()
-            # the user's own compile, on another core, while the IR is read
-            outcome.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
-            # with gates the IR is read after they have seen the object, unless
-            # a job slot is free now: then it is read meanwhile, and thrown
-            # away if they say no
-            # (the build step's first candidate after it); the caller closes it
-            early = outcome.early = _start_early(split, workdir) if gates else None
-            if early is not None:
-                step = _early_step(gates)
-                if step:
-                    early.start_step(step, split, config, workdir, outcome.own.child)
-            gated = _gated(gates, outcome.own, config)
-            if gated:
-                # every head's build step said it cannot pay on this object:
-                # the user's own compile is the answer, no IR is read
-                if early is not None:
-                    early.close()
-                outcome.counts.update(gated)
-                if own_dep or user_dep:
-                    outcome.gated_manifest = (manifest, own_dep or user_dep, source.path,
-                                              frontend_started, compiler, split.output,
-                                              user_dep)
-                return outcome
-            outcome.split = split
-            split.early = early
-            bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, workdir,
-                                 stdin_data, started=early)
-        else:
-            bitcode, _ = emit_ir(ir_command(compiler, inv, source, bc_path), source,
-                                 bc_path, workdir, stdin_data)
-        if cache is None and config.cache:
-            cache = ResultCache(config.resolved_cache_dir())
-        sha = sha256(bitcode).hexdigest()
-        report = TUReport(source.path, source.language, inv.opt_level or "0",
-                          sha, len(bitcode), TUResult(None), "off")
-        if config.capture_dir:
-            from mirecc.tu.capture import CaptureError, capture
+    key = ResultCache.key(report.bitcode_sha256, c.version, level)
+    # --explain's additions are cached apart: a build reads less
+    explain_key = ResultCache.key(report.bitcode_sha256, c.version + "|explain", level)
+    cached = cache.get(explain_key) if cache and c.explain else None
+    explained = cached is not None
+    if cached is None and cache:
+        cached = cache.get(key)
+    if cached is not None and (cached.summary or not c.explain):
+        report.result, report.cache, report.where = cached, "hit", "cache"
+    else:
+        report.result, report.where = run_pipeline(request, c.config, c.explain, c.version)
+        report.cache = "miss" if cache else "off"
+        if cache:
             try:
-                report.captured = str(capture(
-                    config.capture_dir, bitcode, sha, source=source.path,
-                    language=source.language, opt_level=report.opt_level,
-                    flags=list(inv.ir_flags), compiler=compiler))
-            except CaptureError as exc:
-                raise MLFailure(str(exc)) from None
-
-        request = TURequest(source.path, source.language, report.opt_level,
-                            tuple(inv.ir_flags), os.path.abspath(bc_path), sha, compiler,
-                            os.getcwd())
-        # flags that change the optimisation pipeline but not the front end's
-        # IR (so not the sha) must still tell cached results apart
-        level = " ".join([report.opt_level] + [f for f in inv.ir_flags
-                                               if f in PIPELINE_ONLY_FLAGS])
-        key = ResultCache.key(sha, version, level)
-        # --explain's additions are cached apart: a build reads less
-        explain_key = ResultCache.key(sha, version + "|explain", level)
-        cached = cache.get(explain_key) if cache and explain else None
-        explained = cached is not None
-        if cached is None and cache:
-            cached = cache.get(key)
-        if cached is not None and (cached.summary or not explain):
-            report.result, report.cache, report.where = cached, "hit", "cache"
-        else:
-            report.result, report.where = run_pipeline(request, config, explain, version)
-            report.cache = "miss" if cache else "off"
-            if cache:
-                try:
-                    cache.put(key, report.result)
-                except CacheError as exc:
-                    # The result is still valid; only its reuse is lost.
-                    report.cache = "unwritable"
-                    if not outcome.warnings:
-                        outcome.warnings.append(str(exc))
-        if explain and not explained:
-            result = explain_decisions(report.result, request)
-            if cache and result is not report.result and report.cache != "unwritable":
-                try:
-                    cache.put(explain_key, result)
-                except CacheError:
-                    pass
-            report.result = result
-        if config.profile:
-            from mirecc.taskapi.profile import ProfileError, apply_profile
+                cache.put(key, report.result)
+            except CacheError as exc:
+                # The result is still valid; only its reuse is lost.
+                report.cache = "unwritable"
+                if not c.outcome.warnings:
+                    c.outcome.warnings.append(str(exc))
+    if c.explain and not explained:
+        result = explain_decisions(report.result, request)
+        if cache and result is not report.result and report.cache != "unwritable":
             try:
-                report.result = apply_profile(report.result, request, config.profile)
-            except (ProfileError, OSError) as exc:
-                raise MLFailure(str(exc), code="bad-profile") from None
-        dep_file = outcome.split.dependency_file() if outcome.split else None
-        # written after the compile (record_manifests), which finds out
-        # whether the applied decisions change the object
-        # a TU whose object a build step chooses gets its object kept, and
-        # the user's dependency file with it (mirecc.tu.objcache)
-        if manifest is not None and dep_file and report.cache in ("hit", "miss"):
-            outcome.manifests.append((manifest, dep_file, source.path, frontend_started,
-                                      report, sha, len(bitcode), compiler,
-                                      outcome.split.output,
-                                      outcome.split._user_dep_file()
-                                      if outcome.split.writes_dep_file else None))
-        _add_report(outcome, report, inv, compiler, config)
-    outcome.extra_args = injection_args(outcome.reports, compiler, config)
-    return outcome
+                cache.put(explain_key, result)
+            except CacheError:
+                pass
+        report.result = result
 
 
 def _gates(inv: Invocation, config, explain: bool) -> dict:
@@ -531,18 +611,18 @@ def _wait_untimed(own) -> bool:
             signal.setitimer(signal.ITIMER_REAL, left)
 
 
-def _direct_hit(manifests, key: str, inv: Invocation, config) -> TUReport | None:
+def _direct_hit(c: Compile) -> TUReport | None:
     """The report of the call's one source from its manifest, when every
     file the front end read last time is unchanged."""
-    entry = manifests.lookup(key)
+    entry = c.manifests.lookup(c.manifest_key)
     if entry is None:
         return None
-    source = inv.sources[0]
-    report = TUReport(source.path, source.language, inv.opt_level or "0",
+    source = c.inv.sources[0]
+    report = TUReport(source.path, source.language, c.inv.opt_level or "0",
                       entry.bitcode_sha256, entry.bitcode_bytes, entry, "hit",
                       where="direct")
     report.object_key, report.object_sha256 = entry.object_key, entry.object_sha256
-    if report.applied or config.record:   # the result is read now: damaged is a miss
+    if report.applied or c.config.record:   # the result is read now: damaged is a miss
         try:
             report.result
         except Exception:  # noqa: BLE001
@@ -576,19 +656,14 @@ def verifies(report: TUReport) -> bool:
                for d in report.result.decisions)
 
 
-def _add_report(outcome: Outcome, report: TUReport, inv: Invocation, compiler: str,
-                config) -> None:
-    outcome.reports.append(report)
-
-
 def record_manifests(outcome: Outcome, config) -> None:
     """Write the direct-mode manifests of the call's TUs, with their results
     as the compile left them (decisions that changed nothing not applied).
     A TU whose object a build step chose gets one only when every such step
     succeeded and its object is kept (:mod:`mirecc.tu.objcache`); a TU whose
     gates answered gets one from :func:`record_gated`."""
-    for (manifests, key), dep_file, source, started, report, sha, size, compiler, output, \
-            user_dep in outcome.manifests:
+    for pending in outcome.manifests:
+        report = pending.report
         object_key = object_sha256 = None
         if verifies(report):
             from mirecc.tu.objcache import ObjectCache, object_key as make_key
@@ -598,13 +673,14 @@ def record_manifests(outcome: Outcome, config) -> None:
                      if d.applied and task(d.task) is not None and task(d.task).has("verify")}
             if not steps <= set(outcome.verified):
                 continue            # a build step failed: the object is not its choice
-            object_key = make_key(key, sha, compiler)
+            object_key = make_key(pending.key, pending.sha, pending.compiler)
             object_sha256 = ObjectCache(config.cache_root(), config.object_cache_mb).put(
-                object_key, output, user_dep)
+                object_key, pending.output, pending.user_dep)
             if object_sha256 is None:
                 continue
-        manifests.record(key, dep_file, source, started, report.result, sha, size,
-                         object_key=object_key, object_sha256=object_sha256)
+        pending.manifests.record(pending.key, pending.dep_file, pending.source,
+                                 pending.started, report.result, pending.sha, pending.size,
+                                 object_key=object_key, object_sha256=object_sha256)
 
 
 def record_gated(outcome: Outcome, config) -> None:
@@ -614,20 +690,20 @@ def record_gated(outcome: Outcome, config) -> None:
     bitcode: the manifest's ``bitcode`` line holds the object's digest."""
     from mirecc.tu.objcache import ObjectCache, object_key
 
-    (manifests, key), dep_file, source, started, compiler, output, user_dep = \
-        outcome.gated_manifest
+    pending = outcome.gated_manifest
     try:
-        with open(output, "rb") as fh:
+        with open(pending.output, "rb") as fh:
             data = fh.read()
     except OSError:
         return
     sha = sha256(data).hexdigest()
-    kept = object_key(key, sha, compiler)
-    digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(kept, output,
-                                                                          user_dep)
+    kept = object_key(pending.key, sha, pending.compiler)
+    digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(
+        kept, pending.output, pending.user_dep)
     if digest is not None:
-        manifests.record(key, dep_file, source, started, TUResult(None), sha, len(data),
-                         object_key=kept, object_sha256=digest)
+        pending.manifests.record(pending.key, pending.dep_file, pending.source,
+                                 pending.started, TUResult(None), sha, len(data),
+                                 object_key=kept, object_sha256=digest)
 
 
 def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:

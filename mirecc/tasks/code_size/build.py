@@ -9,17 +9,17 @@ end (:data:`CANDIDATE_OPTIONS`).  Labels, the winner cache and the
 correctness check key candidates by that text; the spec lists the options
 under ``options:`` (``codegen:`` in older specs).
 
-``.text`` bytes are read from the ELF section headers (every section that
-holds executable code: ``.text``, ``.text.<name>`` with
-``-ffunction-sections``, ...), with the standard library only.
+``.text`` bytes are read from the ELF section headers
+(:mod:`mirecc.util.elf`), with the standard library only.
 """
 from __future__ import annotations
 
 import os
 import struct
 
-SHT_PROGBITS = 1
-SHF_EXECINSTR = 0x4
+from mirecc.util.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_PROGBITS,
+                             elf_sections)
+
 # a candidate step that runs longer is given up (the user's object stands)
 STEP_TIMEOUT_S = 600
 # options a candidate may add, by name: (the tool they go to, its flags).
@@ -110,41 +110,16 @@ def tool_beside(compiler: str, tool: str) -> str:
     return path
 
 
-SHF_ALLOC = 0x2
-
-
-def elf_sections(data: bytes) -> list[tuple]:
-    """The section headers of an ELF file's bytes (ELF64 or ELF32, either
-    byte order), each ``(name, type, flags, addr, offset, size, link,
-    info, addralign, entsize)``; struct.error when the table is cut short."""
-    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
-    (shoff,) = struct.unpack_from(order + ("Q" if wide else "I"), data, 0x28 if wide else 0x20)
-    shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A if wide else 0x2E)
-    header = order + ("IIQQQQIIQQ" if wide else "IIIIIIIIII")
-    return [struct.unpack_from(header, data, shoff + i * shentsize) for i in range(shnum)]
-
-
 def object_sizes(path: str) -> tuple[int, int]:
-    """(loadable bytes, .text bytes) of the ELF object at ``path``: the sizes
-    of every allocated section (code, read-only data, data, bss, unwind
-    tables ...: what a program made from it occupies in memory), and of the
-    executable ones alone."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
-        raise CandidateError(f"{path}: not an ELF object")
-    try:
-        sections = elf_sections(data)
-    except struct.error:
-        raise CandidateError(f"{path}: truncated ELF section table") from None
-    loadable = text = 0
-    for _, sh_type, sh_flags, _, _, size, _, _, _, _ in sections:
-        if sh_flags & SHF_ALLOC:
-            loadable += size
-        if sh_type == SHT_PROGBITS and sh_flags & SHF_EXECINSTR:
-            text += size
-    return loadable, text
+    """(loadable bytes, .text bytes) of the ELF object at ``path``
+    (:func:`mirecc.util.elf.object_sizes`); CandidateError when it is none."""
+    from mirecc.util.elf import ElfError
+    from mirecc.util.elf import object_sizes as sizes
 
+    try:
+        return sizes(path)
+    except ElfError as exc:
+        raise CandidateError(str(exc)) from None
 
 
 # The object gate: from the user's own object alone (no IR is read), the
@@ -159,7 +134,6 @@ GATE_FEATURES = ("log text", "log loadable", "rodata/text", "data/text", "eh_fra
                  "log undefined symbols")
 EM_X86_64, EM_386 = 62, 3
 SHT_SYMTAB, SHT_RELA, SHT_X86_64_UNWIND = 2, 4, 0x70000001
-SHF_WRITE = 0x1
 
 
 def object_features(data: bytes) -> list[float] | None:

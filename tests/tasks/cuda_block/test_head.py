@@ -14,6 +14,7 @@ from nvcc_helpers import COMPAT, MIRECC_NVCC, NVCC, POLYBENCH, needs_nvcc, norma
 
 from mirecc.driver import nvcc as drop_in
 from mirecc.learn.rankbench import judge
+from mirecc.taskapi.config import load_config
 from mirecc.tasks.cuda_block import features as F
 from mirecc.tasks.cuda_block import head as H
 from mirecc.tasks.cuda_block import launches
@@ -48,7 +49,7 @@ def _env(**extra):
 def test_statistics_tell_a_strided_walk_from_a_coalesced_one(tmp_path):
     (tmp_path / "k.cu").write_text(ROWS_AND_COLUMNS)
     cmd = drop_in.parse(["-c", str(tmp_path / "k.cu")])
-    text = drop_in.device_texts(cmd, NVCC)(str(tmp_path / "k.cu"))
+    text = drop_in.device_texts(cmd, NVCC, load_config())(str(tmp_path / "k.cu"))
     bodies = F.function_bodies(text)
     stats = {drop_in.source_name(k): F.kernel_statistics(v) for k, v in bodies.items()
              if "by_" in k}
@@ -104,7 +105,7 @@ def test_with_the_setting_the_object_is_nvccs_with_the_define_set_by_hand(tmp_pa
 def test_a_shape_the_labels_saw_fail_is_never_a_candidate(tmp_path):
     source, flags = _atax(tmp_path)
     cmd = drop_in.parse([*flags, str(source)])
-    text = drop_in.device_texts(cmd, NVCC)(str(source))
+    text = drop_in.device_texts(cmd, NVCC, load_config())(str(source))
     heads = tmp_path / "heads" / "cuda-block"
     shutil.copytree(SHIPPED, heads, ignore=shutil.ignore_patterns("labels"))
     spec = yaml.safe_load((heads / "spec.yaml").read_text())
