@@ -37,7 +37,7 @@ class CacheError(Exception):
 def default_path() -> Path:
     """``$MIRECC_CACHE_DIR``, else ``$XDG_CACHE_HOME/mirecc``, else ``~/.cache/mirecc``;
     the file is ``embeddings.sqlite`` there."""
-    from mirecc.util.fsutil import default_cache_dir
+    from mirecc.util.paths import default_cache_dir
     return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "embeddings.sqlite"
 
 

@@ -46,7 +46,7 @@ class BuilderNotFound(GraphBuildError):
 
 
 def _cache_dir() -> str:
-    from mirecc.util.fsutil import default_cache_dir
+    from mirecc.util.paths import default_cache_dir
     return default_cache_dir()
 
 

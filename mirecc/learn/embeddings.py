@@ -84,7 +84,7 @@ class EmbeddingTable:
 
 
 def default_cache_root() -> Path:
-    from mirecc.util.fsutil import default_cache_dir
+    from mirecc.util.paths import default_cache_dir
     return Path(default_cache_dir()) / "task-embeddings"
 
 

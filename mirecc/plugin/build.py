@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mirecc.util.fsutil import default_cache_dir
+from mirecc.util.paths import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
 # the plugin's source: passes/plugin in a checkout; an installed mirecc

@@ -16,7 +16,7 @@ import os
 
 from mirecc.taskapi.settings import (MAX_TIMEOUT, Setting, as_bool, as_positive_int,  # noqa: F401
                                      as_prefix, as_str, as_timeout)
-from mirecc.util.fsutil import default_cache_dir  # noqa: F401
+from mirecc.util.paths import default_cache_dir  # noqa: F401
 
 CONFIG_FILE_NAME = ".mirecc.yaml"
 

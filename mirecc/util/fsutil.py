@@ -110,10 +110,3 @@ def replace_dir(target: Path, files: dict[str, bytes]) -> Path:
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
-
-
-def default_cache_dir() -> str:
-    """mirecc's cache directory when none is configured:
-    ``$XDG_CACHE_HOME/mirecc``, else ``~/.cache/mirecc``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "mirecc")

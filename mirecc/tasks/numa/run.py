@@ -141,7 +141,7 @@ def parse_cap(text: str, zone: Zone) -> int:
 
 
 def _record_path() -> Path:
-    from mirecc.util.fsutil import default_cache_dir
+    from mirecc.util.paths import default_cache_dir
     return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "powercap-restore.json"
 
 
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _msr_record() -> Path:
     """Where the prefetcher MSRs' old values wait while a program runs."""
-    from mirecc.util.fsutil import default_cache_dir
+    from mirecc.util.paths import default_cache_dir
     return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "msr-restore.json"
 
 
