@@ -7,7 +7,7 @@ must leave the driver's path as it was.
 Usage::
 
     .venv/bin/python benchmarks/probe_ab.py --before b99e3b2 [--after HEAD]
-        [--rounds 30] [--cc /usr/bin/clang-14]
+        [--rounds 30] [--cc /usr/bin/clang-14] [--md docs/results/probe-ab.md]
 
 Protocol: both trees' modules compiled to bytecode first (a call must not
 pay for compiling them); ``--rounds`` rounds, in each every probe kind once
@@ -45,6 +45,7 @@ def main(argv=None) -> int:
     p.add_argument("--after", default="HEAD")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--cc", default="/usr/bin/clang-14")
+    p.add_argument("--md", type=Path, default=None, help="also write the table to this page")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mirecc-probe-ab-") as tmp:
         work = Path(tmp)
@@ -76,17 +77,27 @@ def main(argv=None) -> int:
             for tree in trees.values():
                 subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
                                 str(tree)], check=False)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), "?")
-    print(f"{cpu}, {os.cpu_count()} cores; {args.rounds} rounds, sides alternating; "
-          f"before {args.before}, after {args.after}; wall ms: median (min-max)")
-    print("| probe | before | after | after/before |")
-    print("|---|---:|---:|---:|")
+    sys.path.insert(0, str(REPO))
+    from mirecc.util.fsutil import atomic_write_bytes
+    from mirecc.util.machine import cpu_model
+
+    lines = [f"{cpu_model()}, {os.cpu_count()} cores; {args.cc}; {args.rounds} rounds, sides "
+             f"alternating; before {args.before}, after {args.after}; wall ms from process "
+             f"start to exit: median (min-max)", "",
+             "| probe | before | after | after/before |", "|---|---:|---:|---:|"]
     for kind in KINDS:
         b, a = times["before"][kind], times["after"][kind]
-        print(f"| `{' '.join(kind)}` | {statistics.median(b):.1f} ({min(b):.1f}-{max(b):.1f}) "
-              f"| {statistics.median(a):.1f} ({min(a):.1f}-{max(a):.1f}) "
-              f"| {statistics.median(a) / statistics.median(b):.3f} |")
+        lines.append(f"| `{' '.join(kind)}` | {statistics.median(b):.1f} "
+                     f"({min(b):.1f}-{max(b):.1f}) | {statistics.median(a):.1f} "
+                     f"({min(a):.1f}-{max(a):.1f}) "
+                     f"| {statistics.median(a) / statistics.median(b):.3f} |")
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.md:
+        command = " ".join(["benchmarks/probe_ab.py", *(argv or sys.argv[1:])])
+        atomic_write_bytes(args.md, (f"# A configure probe's cost at two commits\n\n"
+                                     f"Written by `.venv/bin/python {command}`.\n\n"
+                                     + text).encode())
     return 0
 
 
