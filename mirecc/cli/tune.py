@@ -10,7 +10,7 @@ decisions profile keeps what won (:mod:`mirecc.taskapi.profile`).
    the run is timed ``--repeats`` times: the baseline (the heads' decisions
    only recorded, so the binary is the compiler's own).
 2. Decision sites: every recorded decision whose task takes profile
-   entries (``Task.profile``) applied by the front end that recorded it,
+   entries (``Task.profile_kind()``) applied by the front end that recorded it,
    made into a site by the task's profile kind: through ``mirecc`` the
    loops and OpenMP parallel regions a head ranked; through ``mirecc-nvcc``
    (CUDA sources: ``--build "make NVCC=mirecc-nvcc"``) each kernel whose
@@ -314,7 +314,7 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
     """The decision sites of the recorded TUs, deepest first (see
     :func:`order_sites` for the order with a time profile): {task, source
     (absolute), target, function, digest, candidates, score, depth, order},
-    each made by its task's profile kind (``Task.profile``) from the head's
+    each made by its task's profile kind (``Task.profile_kind()``) from the head's
     ranked candidates.  A TU's kinds are those its front end applies (a
     record's ``front_end``: ``mirecc`` where it names none); the digests
     come from its captured IR, or, for a front end that captures none

@@ -299,7 +299,7 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
 
 
 def _link_step(inv, args, config):
-    """(task name, step) of the first task whose step (``Task.link``) wants
+    """(task name, step) of the first task whose step (``Task.link_step()``) wants
     this link-only call into a file, else None."""
     from mirecc.taskapi.registry import tasks
 

@@ -10,7 +10,7 @@ source of a compile, clang's CUDA mode emits the device IR (``-x cuda
 is read through the same per-TU context as any other TU (:func:`device_context`:
 one read, one graph, the configured encoder), and ``--explain`` lists each
 kernel with its thread-block shape.  The decisions are the CUDA tasks'
-(the registry's tasks of language ``cuda``; ``Task.front_end`` names the
+(the registry's tasks of language ``cuda``; ``Task.front_end()`` names the
 module this front end drives): today a kernel's block shape from a
 decisions profile's entries, where the launch is tunable
 (:mod:`mirecc.tasks.cuda_block.launches`), or the block-shape head's with
@@ -81,7 +81,7 @@ def launch_head(config) -> str | None:
 
 def _launch_task():
     """The module through which the registry's CUDA task plans launches
-    (``Task.front_end`` of a task whose languages include ``cuda``), or None."""
+    (``Task.front_end()`` of a task whose languages include ``cuda``), or None."""
     from mirecc.taskapi.registry import tasks
 
     found = [t for t in tasks().values() if "cuda" in t.languages and t.has("front_end")]

@@ -40,7 +40,7 @@ Counters:
   too small to gain, or ``predicted-no-gain``, the object
   gate expects no candidate within the budget to gain);
 - ``links.<task>`` / ``links.<task>.improved`` / ``links.<task>.failed``:
-  link-only calls a task's link step took (``Task.link``: code size at an
+  link-only calls a task's link step took (``Task.link_step()``: code size at an
   LTO link), those where its output replaced the user's, those where a
   candidate link failed (the user's output stands);
 - ``cuda.compiles`` / ``cuda.applied``: ``mirecc-nvcc`` calls that compiled

@@ -81,7 +81,7 @@ def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
 
 def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[str]:
     """The injection of every task applied through the plugin
-    (:class:`mirecc.taskapi.api.Task` ``inject``): applied decisions per
+    (:meth:`mirecc.taskapi.api.Task.injection`): applied decisions per
     source -> the compile flags (one plugin, one decisions file).
     ``plugin`` in the configuration names the plugin to load instead of
     the found or built one."""

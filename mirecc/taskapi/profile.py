@@ -26,7 +26,7 @@ text, one decision site per line, fields separated by whitespace::
 A matching entry replaces the head's decision for its target (or adds one
 where no head decided), applied: the user's measurements beat the head's
 guess.  Which tasks take entries, and how, the tasks declare
-(``Task.profile``: a :class:`ProfileKind`); only tasks whose decision value
+(``Task.profile_kind()``: a :class:`ProfileKind`); only tasks whose decision value
 is the whole of what reaches the compile take them.  ``mirecc`` applies the
 entries of kinds whose ``front_end`` is ``mirecc`` (:func:`apply_profile`),
 ``mirecc-nvcc`` its own.  Reading a profile is pure Python over the IR the
@@ -48,7 +48,7 @@ class ProfileError(Exception):
 
 class ProfileKind:
     """How one task's decisions are written in a profile, applied, and found
-    by ``mire tune``.  A task declares its kind (``Task.profile``); this
+    by ``mire tune``.  A task declares its kind (``Task.profile_kind()``); this
     base is an entry whose target is ``<function>:<id>`` and whose value is
     ``key=value`` pairs, applied by ``mirecc`` and carrying its function's
     digest."""

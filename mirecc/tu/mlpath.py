@@ -558,10 +558,10 @@ def _find_result(c: Compile, report: TUReport, request: TURequest, cache,
 
 
 def _gates(inv: Invocation, config, explain: bool) -> dict:
-    """task name -> its declaration, whose gate (``Task.gate``) answers, when every head with a use in this
-    compile belongs to a task with one; else {} (the IR is read as usual).
-    Never with --explain, a record, a capture or a decisions profile: they
-    want the IR."""
+    """task name -> its declaration (whose ``Task.gate`` answers), when every
+    head with a use in this compile belongs to a task with a gate; else {}
+    (the IR is read as usual).  Never with --explain, a record, a capture or
+    a decisions profile: they want the IR."""
     if explain or config.record or config.capture_dir or config.profile:
         return {}
     from mirecc.taskapi.registry import (default_heads_dirs, has_use, heads_for_languages,

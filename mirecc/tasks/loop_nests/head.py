@@ -160,8 +160,8 @@ class LoopNestHead(OnnxHead):
 
 
 def inject(decisions_by_source: dict, compiler: str, config) -> list[str]:
-    """The flags of the applied loop-nest decisions (:class:`mirecc.taskapi.api.Task`
-    ``inject``): Polly with the TU's schedule on its chosen functions.
+    """The flags of the applied loop-nest decisions (the task's
+    ``Task.injection()``): Polly with the TU's schedule on its chosen functions.
     Sources of one command that want different schedules cannot be served
     by one set of flags: ValueError (the plain compile runs)."""
     from mirecc.tasks.loop_nests.schedules import flags
