@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 
-from mirecc.taskapi.settings import (MAX_TIMEOUT, Setting, as_bool, as_positive_int,  # noqa: F401
-                                     as_prefix, as_str, as_timeout)
-from mirecc.util.paths import default_cache_dir  # noqa: F401
+from mirecc.taskapi.settings import (Setting, as_bool, as_positive_int, as_prefix, as_str,
+                                     as_timeout)
+from mirecc.util.paths import default_cache_dir
 
 CONFIG_FILE_NAME = ".mirecc.yaml"
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import re
 
-from mirecc.ir.text import function_digests  # noqa: F401  (the digests entries carry)
+from mirecc.ir.text import function_digests
 
 FORMAT_LINE = "# mirecc decisions profile 1"
 
