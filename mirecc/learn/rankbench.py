@@ -72,14 +72,16 @@ def baseline_and_oracle(cases, baseline_name: str, min_gain: float) -> dict:
 
 
 def table(cases, rankings: dict, ks, baseline_name: str, min_gain: float,
-          extra: dict | None = None) -> tuple[str, dict]:
+          extra: dict | None = None, more: dict | None = None) -> tuple[str, dict]:
     """The markdown table of every ranking, guessing and verified with each
     of ``ks``, and the results behind it; ``extra``: more rows (name ->
-    {how: judged}) after the baseline and the oracle."""
+    {how: judged}) after the baseline and the oracle; ``more``: more rows of
+    a ranking (name -> {how: judged}) after its own."""
     results = {**baseline_and_oracle(cases, baseline_name, min_gain), **(extra or {})}
     for name, ranked in rankings.items():
         results[name] = {"guess": judge(cases, ranked, None, min_gain),
-                         **{f"K={k}": judge(cases, ranked, k, min_gain) for k in ks}}
+                         **{f"K={k}": judge(cases, ranked, k, min_gain) for k in ks},
+                         **(more or {}).get(name, {})}
     lines = ["| ranking | how | error | geomean | share of oracle | below 0.95x | worst | "
              "wrong outputs |", "|---|---|---|---|---|---|---|---|"]
     for name, modes in results.items():

@@ -9,7 +9,11 @@ more than 1024 threads, the source's own, or one that changed an output or
 failed for this program in the labels (``excluded``, by source file and
 kernel names), left out.  The trees'
 ``quantile`` of the predicted log gain ranks them; the first is applied
-(``apply_cuda_block``) only where it exceeds ``min_gain``.  The spec's
+(``apply_cuda_block``) only where it exceeds ``min_gain``, the apply gate
+calibrated leave one program out (:mod:`mirecc.learn.gates`, the sweep in
+``metrics.json``'s ``"gate"``).  A head whose gate could not be calibrated
+has ``refuse_forcing`` in its spec: its shapes are recorded, never applied,
+and the reason says why.  The spec's
 ``features`` must be :data:`..features.SOURCE_FEATURES`, the source's shape
 and :data:`..features.SHAPE_FEATURES`, in that order.
 """
@@ -50,6 +54,11 @@ class BlockHead:
         except (TypeError, ValueError):
             raise HeadError(f"{where}: 'excluded' must map a program to [x, y] pairs") \
                 from None
+        # a gate its training could not calibrate (mirecc.learn.gates): record only
+        self.refusal = spec.get("refuse_forcing")
+        if self.refusal is not None and (not isinstance(self.refusal, str) or not self.refusal):
+            raise HeadError(f"{where}: 'refuse_forcing' must say why the head's shapes are "
+                            f"not applied")
         self.onnx_path = self.directory / str(spec.get("head", "head.onnx"))
         if not self.onnx_path.is_file():
             raise HeadError(f"{self.onnx_path}: the head file named in {where} is missing")

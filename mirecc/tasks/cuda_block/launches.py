@@ -320,7 +320,8 @@ class HeadChoice:
 
 
 def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None = None,
-                profile: str = "", rank=None, apply_head: bool = False) -> SourcePlan:
+                profile: str = "", rank=None, apply_head: bool = False,
+                refusal: str | None = None) -> SourcePlan:
     """The block shape of each kernel of ``scan``'s source (those launched
     or marked there, and those of ``digests``), with the decisions profile's
     cuda-block ``entries`` for the source applied where the launch is
@@ -329,7 +330,9 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
     ``rank(plan)``: the head's shapes for the source, best first, with the
     predicted speedup and whether it clears the head's bar (it fills each
     tunable kernel's ``ranking``); with ``apply_head`` the first is set on
-    every tunable kernel no profile entry decides."""
+    every tunable kernel no profile entry decides, unless the head's gate
+    refuses forcing (``refusal``, its spec's ``refuse_forcing``): then its
+    shapes are decisions recorded, not applied, that say why."""
     settable = _settable(scan)
     plan = SourcePlan(scan.source, scan)
     names = [*scan.header, *(launch.kernel for launch in scan.launches), *(digests or {})]
@@ -364,7 +367,14 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
                 choice = HeadChoice(name, {"x": value[0], "y": value[1]},
                                     f"head {TASK}: predicted {gain:.2f}x over the source's "
                                     f"{'x'.join(block.default)}")
-                if apply_head:
+                if apply_head and refusal:
+                    plan.decisions.append({
+                        "task": TASK, "target": name, "value": f"{value[0]}x{value[1]}",
+                        "applied": False, "advisory": f"recorded only: {refusal}",
+                        "reason": f"{choice.reason} (recorded only: {refusal})"})
+                    block.note += (f"; the head's {value[0]}x{value[1]} is not applied: "
+                                   f"its gate refuses forcing ({refusal})")
+                elif apply_head:
                     chosen[name] = choice
                 else:
                     plan.reasons.append(f"{name}: {choice.reason[len('head ' + TASK) + 2:]} "
@@ -454,6 +464,7 @@ def plan_sources(cmd: NvccCommand, scans: list[Scan], profile: str | None,
 
     entries = [e for e in read_profile(profile) if e.task == TASK] if profile else []
     rank, apply_head = None, bool(config is not None and config.apply_cuda_block)
+    refusal = None
     if ir_of is not None and config is not None:
         from mirecc.tasks.cuda_block.head import installed_head, rank_plan
 
@@ -462,13 +473,14 @@ def plan_sources(cmd: NvccCommand, scans: list[Scan], profile: str | None,
         def head_rank(plan):
             return rank_plan(plan, ir_of(plan.source), head)
         rank = head_rank if head is not None else None
+        refusal = head.refusal if head is not None else None
     plans = []
     for source, scan in zip(cmd.sources, scans):
         path = os.path.normpath(os.path.abspath(source))
         mine = [e for e in entries if e.source == path]
         digests = digests_of(source) if mine else None
         plans.append(plan_source(scan, cmd, mine, digests, profile=profile or "", rank=rank,
-                                 apply_head=apply_head))
+                                 apply_head=apply_head, refusal=refusal))
     return plans
 
 

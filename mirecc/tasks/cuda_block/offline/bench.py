@@ -24,9 +24,21 @@ time / chosen time, mean over cases), geomean speedup over the source's
 shape, share of the oracle's log gain, cases below 0.95x, wrong outputs
 (a guessed shape that changed an output or failed in the labels).
 
+The statistics forest's apply gate (:mod:`mirecc.learn.gates`) is calibrated
+on the same folds: for each threshold of :data:`THRESHOLDS` on the trees'
+quantile, each held-out program runs with the guesses it lets through (its
+slowest size counted, a guessed shape that changed an output or failed as
+:data:`WRONG`, a program with none let through 1.0x); the admissible
+threshold (no program below :data:`mirecc.learn.gates.FLOOR`, something
+applied) with the best geomean is the head's ``min_gain``, and with none
+admissible the head ships ``refuse_forcing``.  The table's guess rows use
+:data:`MIN_GAIN` (the gate before calibration); the ``calibrated gate`` row
+guesses with the shipped threshold.
+
 ``--cuda-write-head`` trains the statistics forest on every case and writes
-the head (:mod:`.train`): the driver's head reads no embedding, as the
-table shows none adds to the statistics.
+the head with the calibrated gate (its sweep in metrics.json's ``"gate"``):
+the driver's head reads no embedding, as the table shows none adds to the
+statistics.
 """
 from __future__ import annotations
 
@@ -56,8 +68,13 @@ FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder", "statistics+en
 PCA = 6
 KS = (1, 2, 3)
 #: the forest (ExtraTrees) and the head's rule: apply a shape only where the
-#: trees' QUANTILE predicts more than MIN_GAIN (log speedup)
+#: trees' QUANTILE predicts more than MIN_GAIN (log speedup); MIN_GAIN is the
+#: gate before calibration, the shipped one is calibrated (:func:`gate_sweep`)
 TREES, LEAF, QUANTILE, MIN_GAIN = 100, 3, 0.5, 0.05
+#: the apply thresholds (log gain of the trees' quantile) the gate sweep tries
+THRESHOLDS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7)
+#: a held-out guess that changed an output or failed counts as this speedup
+WRONG = 0.5
 
 
 @dataclass
@@ -274,8 +291,62 @@ def evaluate(cases, emb) -> dict[str, dict[int, list]]:
     return {k: v for k, v in rankings.items() if len(v) == len(cases)}
 
 
-def table(cases, rankings) -> tuple[str, dict]:
-    return rankbench.table(cases, rankings, KS, "source shape", MIN_GAIN)
+#: the results' name of the statistics forest's guess with the calibrated gate
+GATED = "guess, calibrated gate"
+
+
+def table(cases, rankings, gate=None) -> tuple[str, dict]:
+    """The rankings' table; with ``gate`` (:func:`gate_sweep`'s), the
+    statistics forest's guess with the calibrated gate too (:data:`GATED`)."""
+    more = {"statistics": {GATED: gated(cases, rankings["statistics"], gate)}} \
+        if gate is not None and "statistics" in rankings else None
+    return rankbench.table(cases, rankings, KS, "source shape", MIN_GAIN, more=more)
+
+
+def gate_sweep(cases, ranked: dict, thresholds=THRESHOLDS) -> tuple[list, object, str | None]:
+    """The apply gate (:mod:`mirecc.learn.gates`) of a leave-one-program-out
+    ranking (``ranked``: case index -> its candidates best first with the
+    trees' quantile, from a forest trained without the case's program): for
+    each threshold, each held-out program's speedup with the guesses it
+    lets through (the slowest of its sizes let through; a shape that
+    changed an output or failed counts :data:`WRONG`, one not timed 1.0;
+    None where none is let through).  Returns the rows, the admissible
+    threshold with the best geomean (None if none is) and, with none, why."""
+    from mirecc.learn.gates import calibrate, gate_row, refusal_reason
+
+    programs = sorted({c.program for c in cases})
+    rows = []
+    for t in thresholds:
+        per: dict = {}
+        for i, c in enumerate(cases):
+            shape, score = ranked[i][0]
+            if score <= t:
+                continue
+            x = WRONG if shape in c.bad else c.speed.get(shape, 1.0)
+            per[c.program] = min(per.get(c.program, x), x)
+        rows.append(gate_row(t, {p: per.get(p) for p in programs}))
+    chosen = calibrate(rows)
+    return rows, chosen, None if chosen else refusal_reason(rows, "program")
+
+
+def gate_markdown(rows, chosen) -> str:
+    from mirecc.learn.gates import FLOOR
+
+    lines = ["| threshold | programs with a shape applied | geomean | slowest | "
+             f"below {FLOOR}x |", "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        mark = " (chosen)" if chosen is not None and r.threshold == chosen.threshold else ""
+        mark += " (before)" if r.threshold == MIN_GAIN else ""
+        lines.append(f"| {r.threshold:g}{mark} | {r.applied} of {r.applications} | "
+                     f"{r.geomean:.3f} | {r.slowest:.3f} | {r.below} |")
+    return "\n".join(lines)
+
+
+def gated(cases, ranked: dict, gate) -> dict:
+    """The statistics forest's guess with the calibrated gate (:func:`gate_sweep`'s
+    result): the chosen threshold, or nothing applied where forcing is refused."""
+    _, chosen, _ = gate
+    return rankbench.judge(cases, ranked, None, chosen.threshold if chosen else math.inf)
 
 
 def plot(results, path: Path) -> None:
@@ -308,8 +379,11 @@ def run(args) -> int:
     emb = {}
     for kind in dict.fromkeys(k.split("+")[-1] for k in wanted if k != "statistics"):
         emb[kind] = embeddings(cases, kind, out / "embeddings")
-    text, results = table(cases, evaluate(cases, emb))
+    rankings = evaluate(cases, emb)
+    gate = gate_sweep(cases, rankings["statistics"])
+    text, results = table(cases, rankings, gate)
     programs = sorted({c.program for c in cases})
+    rows, chosen, refusal = gate
     md = (f"# CUDA block shapes: rankings, leave one program out\n\n"
           f"Written by `mire bench cuda`. Labels: {', '.join(LABEL_FILES)} (NVIDIA H100 80GB "
           f"HBM3, nvcc -O3 -arch=sm_90, median GPU time of 2-3 rounds per shape). "
@@ -319,7 +393,19 @@ def run(args) -> int:
           f"source's. K = k: the first k shapes measured beside the source's, the fastest "
           f"correct kept (replayed on the labels). Forests: ExtraTrees, {TREES} trees, leaves "
           f"of at least {LEAF}; embeddings reduced to {PCA} principal components fitted on "
-          f"the training programs.\n\n{text}\n\n![rankings](cuda-block.png)\n")
+          f"the training programs. `{GATED}`: the statistics forest's guess with the "
+          f"threshold the gate below ships"
+          + (f" ({chosen.threshold:g})" if chosen else " (none: forcing refused, nothing "
+             "applied)") +
+          f".\n\n{text}\n\n![rankings](cuda-block.png)\n\n"
+          f"The statistics forest's apply gate (`mirecc.learn.gates`): per threshold on the "
+          f"trees' {QUANTILE:.2f} quantile (log gain), each program held out with the "
+          f"guesses it lets through, its slowest size counted (a shape that changed an "
+          f"output or failed as {WRONG:.2f}x; a program with none let through 1.0x); the "
+          f"head ships the admissible threshold with the best geomean (no program below "
+          f"0.95x, something applied) as its min_gain, else refuses forcing. Chosen on "
+          f"these same folds, so its row is optimistic.\n\n{gate_markdown(rows, chosen)}\n"
+          + (f"\nNo threshold is admissible: {refusal}.\n" if refusal else ""))
     out.mkdir(parents=True, exist_ok=True)
     from mirecc.util.fsutil import atomic_write_bytes
 
@@ -330,7 +416,7 @@ def run(args) -> int:
         indent=1))
     print(md)
     if args.cuda_write_head:
-        write_head(cases, results, emb, args.cuda_write_head)
+        write_head(cases, results, emb, args.cuda_write_head, gate)
     return 0
 
 
@@ -341,7 +427,8 @@ task: {task}
 languages: [cuda]
 head: head.onnx
 # the trees' quantile of the predicted log speedup ranks the shapes; the first
-# is applied (apply_cuda_block) only where it exceeds min_gain
+# is applied (apply_cuda_block) only where it exceeds min_gain, the apply gate
+# calibrated leave one program out (metrics.json "gate")
 quantile: {quantile}
 min_gain: {min_gain}
 shapes: {shapes}
@@ -363,12 +450,26 @@ def excluded(cases) -> dict[str, list]:
 
 
 
-def write_head(cases, results: dict, emb, out: Path) -> None:
+def shipped_gate(spec: Path = ROOT / "heads" / "cuda-block" / "spec.yaml"):
+    """The shipped head's gate: its ``min_gain`` and ``refuse_forcing`` (or None)."""
+    import yaml
+
+    data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
+    return float(data["min_gain"]), data.get("refuse_forcing")
+
+
+def write_head(cases, results: dict, emb, out: Path, gate=None) -> None:
     """The block-shape head (``mire bench cuda --cuda-write-head DIR``): the
     statistics forest fitted on every labelled case, with the
-    leave-one-program-out figures of the same run.  Same labels, same
-    files: fixed seeds, one thread."""
+    leave-one-program-out figures of the same run.  ``gate``:
+    :func:`gate_sweep`'s (rows, chosen row, refusal): the chosen threshold
+    is the spec's ``min_gain``; with none, ``refuse_forcing``; the sweep
+    goes into metrics.json's ``"gate"``.  Without it (a head trained on a
+    subset, as ``benchmarks/cuda_confirm.py --leave-one-out`` writes), the
+    shipped head's gate (:func:`shipped_gate`) and no sweep.  Same labels,
+    same files: fixed seeds, one thread."""
     from mirecc.learn.forest import write_forest_head
+    from mirecc.learn.gates import gate_document
     from mirecc.tasks.cuda_block.head import INPUTS, TASK
 
     idx = list(range(len(cases)))
@@ -377,12 +478,24 @@ def write_head(cases, results: dict, emb, out: Path) -> None:
     y = np.asarray([math.log(cases[o].speed[s]) for o, s in zip(own, shapes)])
     if X.shape[1] != len(INPUTS):
         raise RuntimeError(f"{X.shape[1]} inputs, the head declares {len(INPUTS)}")
-    spec = SPEC.format(task=TASK, quantile=QUANTILE, min_gain=MIN_GAIN,
+    if gate is not None:
+        rows, chosen, refusal = gate
+        min_gain = chosen.threshold if chosen else MIN_GAIN
+    else:
+        min_gain, refusal = shipped_gate()
+    spec = SPEC.format(task=TASK, quantile=QUANTILE, min_gain=min_gain,
                        shapes=json.dumps([list(s) for s in cl.paper_shapes()]),
                        excluded=json.dumps(excluded(cases), sort_keys=True),
                        features="\n".join(f"- {f}" for f in INPUTS))
-    metrics = {"trained_on": {"cases": len(cases), "rows": int(len(y)),
-                              "programs": sorted({c.program for c in cases})}}
+    if refusal:
+        spec += f"refuse_forcing: {json.dumps(refusal)}\n"
+    programs = sorted({c.program for c in cases})
+    metrics = {"trained_on": {"cases": len(cases), "rows": int(len(y)), "programs": programs}}
+    if gate is not None:
+        metrics["gate"] = gate_document(f"leave one program out over {len(cases)} cases of "
+                                        f"{len(programs)} programs (a program's slowest "
+                                        f"size), quantile {QUANTILE}", "program", MIN_GAIN,
+                                        rows, chosen, refusal)
     write_forest_head(out, fit(X, y), X.shape[1], spec, metrics,
                       {"trees": TREES, "min_samples_leaf": LEAF, "max_features": 0.5,
                        "seed": 0}, results, "mire bench cuda")
