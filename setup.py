@@ -5,4 +5,5 @@ pass plugin's sources, the bundled programs)."""
 from setuptools import find_packages, setup
 
 setup(packages=find_packages(include=["mirecc", "mirecc.*"])
-      + ["mirecc.heads", "mirecc.passplugin", "mirecc.programs"])
+      + ["mirecc.heads", "mirecc.passplugin", "mirecc.programs",
+                                                    "mirecc.runtimesrc"])

@@ -98,4 +98,10 @@ from mirecc.taskapi.config import load_config; from mirecc.plugin.build import c
 ensure_plugin; ensure_plugin(clang_major(find_compiler(load_config(), cxx=False)))") \
         || echo "setup: could not build the loop-hints plugin; mirecc builds it on first use" >&2
 fi
+# The adaptive OpenMP runtime (runtime/adapt) into the per-user cache, where a
+# link with adapt_openmp takes it (built on first use otherwise).
+(cd / && "$repo/.venv/bin/python" -c "from mirecc.frontend.compiler import find_compiler; \
+from mirecc.taskapi.config import load_config; from mirecc.runtime.build import ensure_runtime; \
+ensure_runtime(find_compiler(load_config(), cxx=False))") \
+    || echo "setup: could not build the adaptive OpenMP runtime; a link builds it on first use" >&2
 echo "setup: mirecc installed in $(pwd)/.venv (compiler: $(.venv/bin/mirecc --version | head -1))" >&2

@@ -22,7 +22,7 @@ from pathlib import Path
 
 #: the layers, lowest first: a package may import its own and those before it
 LAYERS = ("util", "ir", "frontend", "graph", "encoder", "taskapi", "learn", "plugin",
-          "corpus", "tasks", "tu", "driver", "cli")
+          "runtime", "corpus", "tasks", "tu", "driver", "cli")
 #: the module that names the task folders
 REGISTRY = "mirecc.taskapi.registry"
 #: modules outside every layer: the package's version, ``python -m mirecc``

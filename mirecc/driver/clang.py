@@ -257,6 +257,8 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
                                to_stderr=True)
         return _exec(final)
 
+    if inv.kind in ("compile", "link") and not inv.emits_object_only:
+        final = final + _link_arguments(expanded, config, compiler)
     if inv.kind == "link" and inv.optimised and inv.output != "-":
         step = _link_step(inv, expanded, config)
         if step is not None:
@@ -296,6 +298,23 @@ def _compile(args, final, compiler, chosen, config, cxx, explain, guard) -> int:
                             skipped, stdin_data, workdir)
     finally:
         _remove_workdir(workdir)
+
+
+def _link_arguments(args, config, compiler) -> list[str]:
+    """What the tasks that apply add to a call that links
+    (``Task.link_arguments``); a task that cannot adds nothing, with one
+    warning (its objects fall back to the program's own configuration)."""
+    from mirecc.taskapi.registry import tasks
+
+    extra = []
+    for task in tasks().values():
+        if task.has("link_arguments") and task.applies(config):
+            try:
+                extra += task.link_arguments(args, config, compiler)
+            except Exception as exc:  # noqa: BLE001 - the link must survive it
+                if config.warnings:
+                    _say("warning", f"{task.name}: {exc}; linked without it")
+    return extra
 
 
 def _link_step(inv, args, config):

@@ -178,6 +178,12 @@ class Task:
         -> (exit status, counters, verified or None)``; None: none."""
         return None
 
+    def link_arguments(self, args, config, compiler) -> list:
+        """Arguments a call that links (``args``: the user's) adds at its end
+        when the task applies (e.g. a runtime archive the task's objects
+        call into); raises OSError-like errors with the problem.  []: none."""
+        return []
+
     def profile_kind(self):
         """Its kind of decisions-profile entry (a
         :class:`mirecc.taskapi.profile.ProfileKind`); None: its decisions take

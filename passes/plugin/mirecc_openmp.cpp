@@ -34,11 +34,13 @@
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Support/JSON.h"
 
 #include "mirecc_plugin.h"
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <string>
 
 using namespace llvm;
@@ -80,9 +82,18 @@ struct Schedule {
   }
 };
 
+// An adaptive site (FORMAT.md, "Adaptive sites"): the runtime chooses.
+struct AdaptSite {
+  std::string key;         // the region's code digest
+  std::string name;        // "<source>:<line> <region id>", for listings
+  std::string candidates;  // space-separated, in the head's order
+  std::vector<std::string> loops;  // worksharing call ids it may reschedule
+};
+
 struct FunctionDecisions {
   std::map<int64_t, int64_t> threads;      // fork call index -> threads
   std::map<int64_t, Schedule> worksharing;  // static init index -> schedule
+  std::map<int64_t, AdaptSite> adapt;       // fork call index -> site
 };
 
 // module key (source_filename or "*") -> function name -> decisions
@@ -148,6 +159,7 @@ FunctionDecisions decisionsFor(StringRef module, StringRef fn) {
     out.threads.insert(f->second.threads.begin(), f->second.threads.end());
     out.worksharing.insert(f->second.worksharing.begin(),
                            f->second.worksharing.end());
+    out.adapt.insert(f->second.adapt.begin(), f->second.adapt.end());
   }
   return out;
 }
@@ -516,7 +528,12 @@ class StaticLoopCheck {
 // body: (clang's code after the init: clamp ub, iv = lb, the loop)
 //   ... br next                                   ; was: the fini call
 // done: (clang's code after the fini call)
-void rewriteLoop(const Plan &plan, const Schedule &s, Function *userSchedule) {
+// `schedule` builds the (schedule type, chunk) values at the builder's
+// position, typed as the dispatch init's arguments.
+void rewriteLoop(
+    const Plan &plan,
+    function_ref<std::pair<Value *, Value *>(IRBuilder<> &, Type *, Type *)>
+        schedule) {
   CallInst *init = plan.init, *fini = plan.fini;
   Module &m = *init->getModule();
   LLVMContext &ctx = m.getContext();
@@ -558,11 +575,7 @@ void rewriteLoop(const Plan &plan, const Schedule &s, Function *userSchedule) {
   Align align = dl.getABITypeAlign(ivTy);
   Value *lb = b.CreateAlignedLoad(ivTy, plb, align, "omp.lb");
   Value *ub = b.CreateAlignedLoad(ivTy, pub, align, "omp.ub");
-  Value *user = b.CreateCall(userSchedule, {}, "omp.user.schedule");
-  Value *sched = b.CreateSelect(user, ConstantInt::get(schedTy, kSchStatic),
-                                ConstantInt::get(schedTy, s.kind()));
-  Value *chunk = b.CreateSelect(user, ConstantInt::get(chunkTy, 0),
-                                ConstantInt::get(chunkTy, s.dispatchChunk()));
+  auto [sched, chunk] = schedule(b, schedTy, chunkTy);
   b.CreateCall(dispatchInit, {loc, gtid, sched, lb, ub, incr, chunk});
   initBB->getTerminator()->setSuccessor(0, next);
 
@@ -574,6 +587,205 @@ void rewriteLoop(const Plan &plan, const Schedule &s, Function *userSchedule) {
 
   init->eraseFromParent();
   fini->eraseFromParent();
+}
+
+
+// ---------------------------------------------------------------------------
+// Adaptive sites (FORMAT.md, "Adaptive sites"; the runtime: runtime/adapt)
+
+// The site descriptor's type, as runtime/adapt/mirecc_adapt.c declares it:
+// {i32 version, i32 flags, char *key, char *name, char *cands, i32 sched,
+//  i32 chunk, i64 trip, char *state}.
+StructType *siteType(LLVMContext &ctx, Type *charPtr) {
+  Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx);
+  return StructType::get(ctx, {i32, i32, charPtr, charPtr, charPtr, i32, i32,
+                               i64, charPtr});
+}
+constexpr unsigned kSiteSched = 5, kSiteChunk = 6, kSiteTrip = 7;
+constexpr int kSiteVersion = 1;
+constexpr int kSiteRewritten = 1, kSiteTeamFixed = 2;
+constexpr int kTokenCopy = 0x10000;
+
+// A call of the weak runtime entry `name` through a module-local helper that
+// returns `fallback` when the runtime is not linked in (fail-open: the
+// program's own configuration).
+Function *weakCaller(Module &m, StringRef name, FunctionType *type) {
+  std::string helperName = ("__mirecc_weak" + name).str();
+  if (Function *f = m.getFunction(helperName)) return f;
+  LLVMContext &ctx = m.getContext();
+  Function *callee = m.getFunction(name);
+  if (!callee) {
+    callee = Function::Create(type, GlobalValue::ExternalWeakLinkage, name, &m);
+    callee->addFnAttr(Attribute::NoUnwind);
+  }
+  Function *f = newHelper(m, helperName, type);
+  auto *entry = BasicBlock::Create(ctx, "entry", f);
+  auto *call = BasicBlock::Create(ctx, "call", f);
+  auto *none = BasicBlock::Create(ctx, "none", f);
+  IRBuilder<> b(entry);
+  b.CreateCondBr(b.CreateIsNotNull(callee), call, none);
+  b.SetInsertPoint(call);
+  SmallVector<Value *, 2> args;
+  for (Argument &a : f->args()) args.push_back(&a);
+  Value *r = b.CreateCall(FunctionCallee(type, callee), args);
+  if (type->getReturnType()->isVoidTy()) b.CreateRetVoid();
+  else b.CreateRet(r);
+  b.SetInsertPoint(none);
+  if (type->getReturnType()->isVoidTy()) b.CreateRetVoid();
+  else b.CreateRet(Constant::getNullValue(type->getReturnType()));
+  return f;
+}
+
+// Before each of `fn`'s worksharing inits: the loop's trip count into the
+// site's `trip` (ub - lb + 1: a static init's bounds as clang stores them
+// before the call; a dispatch init's are its arguments).
+void storeTrips(Function &fn, GlobalVariable *site, StructType *type) {
+  SmallVector<CallInst *, 4> inits;
+  for (BasicBlock &bb : fn)
+    for (Instruction &i : bb) {
+      StringRef n = calleeName(i);
+      auto *call = dyn_cast<CallInst>(&i);
+      if (call && ((isStaticInit(n) && call->arg_size() == 9) ||
+                   (hasPrefix(n, "__kmpc_dispatch_init_") && call->arg_size() == 7)))
+        inits.push_back(call);
+    }
+  const DataLayout &dl = fn.getParent()->getDataLayout();
+  for (CallInst *init : inits) {
+    IRBuilder<> b(init);
+    StringRef n = calleeName(*init);
+    bool isStatic = isStaticInit(n);
+    Value *lb, *ub;
+    if (isStatic) {
+      Type *ivTy = init->getArgOperand(7)->getType();
+      Align align = dl.getABITypeAlign(ivTy);
+      lb = b.CreateAlignedLoad(ivTy, init->getArgOperand(4), align);
+      ub = b.CreateAlignedLoad(ivTy, init->getArgOperand(5), align);
+    } else {
+      lb = init->getArgOperand(3);
+      ub = init->getArgOperand(4);
+    }
+    Type *i64 = b.getInt64Ty();
+    bool isUnsigned = !n.empty() && n.back() == 'u';
+    Value *lo = isUnsigned ? b.CreateZExt(lb, i64) : b.CreateSExt(lb, i64);
+    Value *hi = isUnsigned ? b.CreateZExt(ub, i64) : b.CreateSExt(ub, i64);
+    Value *trip = b.CreateAdd(b.CreateSub(hi, lo), b.getInt64(1));
+    Value *field = b.CreateStructGEP(type, site, kSiteTrip);
+    StoreInst *st = b.CreateAlignedStore(trip, field, Align(8));
+    st->setAtomic(AtomicOrdering::Monotonic);
+  }
+}
+
+// The fork `fork` becomes an adaptive site:
+//   tok = begin(&site, loc)          ; pushes the team size, sets sched/chunk
+//   fork(loc, n, tok & COPY ? copy : microtask, ...)
+//   end(&site, tok)                  ; times the region
+// where `copy` is the microtask with its static loops turned into dispatch
+// loops that read the site's sched/chunk.  "" or why not.
+std::string makeAdaptiveSite(Module &m, CallBase *fork, const AdaptSite &want,
+                             bool teamFixed,
+                             SmallPtrSet<const Function *, 8> &regions,
+                             std::string &what) {
+  if (!isa<CallInst>(fork)) return "unexpected: an invoke of __kmpc_fork_call";
+  if (fork->arg_size() < 3) return "unexpected __kmpc_fork_call arguments";
+  auto *microtask =
+      dyn_cast<Function>(fork->getArgOperand(2)->stripPointerCasts());
+  if (!microtask || microtask->isDeclaration())
+    return "the region's outlined function is not in the module";
+  LLVMContext &ctx = m.getContext();
+  Type *i32 = Type::getInt32Ty(ctx);
+  Constant *keyStr = cString(m, want.key);
+  Type *charPtr = keyStr->getType();
+  StructType *type = siteType(ctx, charPtr);
+  auto *site = new GlobalVariable(m, type, /*isConstant=*/false,
+                                  GlobalValue::PrivateLinkage, nullptr,
+                                  ".mirecc.adapt.site");
+  site->setAlignment(Align(8));
+
+  // The copy whose static loops dispatch with the site's schedule.
+  int rewritten = 0;
+  Function *copy = nullptr;
+  // the static inits the decision names (call ids "<microtask>:<index>")
+  SmallVector<CallInst *, 4> inits;
+  int64_t index = 0;
+  for (BasicBlock &bb : *microtask)
+    for (Instruction &i : bb)
+      if (isStaticInit(calleeName(i))) {
+        std::string id =
+            microtask->getName().str() + ":" + std::to_string(index++);
+        auto *call = dyn_cast<CallInst>(&i);
+        if (call && is_contained(want.loops, id)) inits.push_back(call);
+      }
+  if (!inits.empty()) {
+    ValueToValueMapTy vmap;
+    copy = CloneFunction(microtask, vmap);
+    copy->setName(microtask->getName() + ".mirecc.adapt");
+    copy->setLinkage(GlobalValue::InternalLinkage);
+    regions.insert(copy);
+    SmallVector<CallInst *, 4> copies;
+    for (CallInst *init : inits)
+      copies.push_back(cast<CallInst>(vmap[init]));
+    for (CallInst *init : copies) {
+      Plan plan;
+      if (!StaticLoopCheck(init, regions).run(plan).empty()) continue;
+      rewriteLoop(plan, [&](IRBuilder<> &b, Type *schedTy, Type *chunkTy) {
+        Value *sched = b.CreateAlignedLoad(
+            i32, b.CreateStructGEP(type, site, kSiteSched), Align(4));
+        Value *chunk = b.CreateAlignedLoad(
+            i32, b.CreateStructGEP(type, site, kSiteChunk), Align(4));
+        return std::make_pair(b.CreateZExtOrTrunc(sched, schedTy),
+                              b.CreateSExtOrTrunc(chunk, chunkTy));
+      });
+      rewritten++;
+    }
+    if (!rewritten) {
+      regions.erase(copy);
+      copy->eraseFromParent();
+      copy = nullptr;
+    } else {
+      storeTrips(*copy, site, type);
+    }
+  }
+  if (teamFixed && !copy) {
+    site->eraseFromParent();
+    return "the source fixes the team size and no loop's schedule can change";
+  }
+  storeTrips(*microtask, site, type);
+  int flags = (copy ? kSiteRewritten : 0) | (teamFixed ? kSiteTeamFixed : 0);
+  site->setInitializer(ConstantStruct::get(
+      type, {ConstantInt::get(i32, kSiteVersion), ConstantInt::get(i32, flags),
+             keyStr, cString(m, want.name), cString(m, want.candidates),
+             ConstantInt::get(i32, 0), ConstantInt::get(i32, 0),
+             ConstantInt::get(Type::getInt64Ty(ctx), -1),
+             ConstantPointerNull::get(cast<PointerType>(charPtr))}));
+
+  Value *loc = fork->getArgOperand(0);
+  Function *begin = weakCaller(
+      m, "__mirecc_adapt_begin",
+      FunctionType::get(i32, {charPtr, loc->getType()}, false));
+  Function *end = weakCaller(
+      m, "__mirecc_adapt_end",
+      FunctionType::get(Type::getVoidTy(ctx), {charPtr, i32}, false));
+  IRBuilder<> b(fork);
+  b.SetCurrentDebugLocation(fork->getDebugLoc());
+  Value *sitePtr = b.CreatePointerCast(site, charPtr);
+  if (begin->getFunctionType()->getParamType(1) != loc->getType())
+    return "unexpected: two ident_t types in one module";
+  Value *token = b.CreateCall(begin, {sitePtr, loc}, "mirecc.adapt");
+  if (copy) {
+    Value *useCopy = b.CreateICmpNE(
+        b.CreateAnd(token, ConstantInt::get(i32, kTokenCopy)),
+        ConstantInt::get(i32, 0));
+    Value *task = fork->getArgOperand(2);
+    fork->setArgOperand(
+        2, b.CreateSelect(useCopy, b.CreatePointerCast(copy, task->getType()),
+                          task));
+  }
+  b.SetInsertPoint(fork->getNextNode());
+  b.CreateCall(end, {sitePtr, token});
+  what += ": " + std::to_string(rewritten) + " loop" +
+          (rewritten == 1 ? "" : "s") + " with adaptive schedules" +
+          (teamFixed ? ", team size fixed by the source" : "");
+  return "";
 }
 
 struct OpenMPDecidePass : PassInfoMixin<OpenMPDecidePass> {
@@ -599,7 +811,9 @@ struct OpenMPDecidePass : PassInfoMixin<OpenMPDecidePass> {
     for (Function *fnp : functions) {
       Function &fn = *fnp;
       FunctionDecisions wanted = decisionsFor(module, fn.getName());
-      if (wanted.threads.empty() && wanted.worksharing.empty()) continue;
+      if (wanted.threads.empty() && wanted.worksharing.empty() &&
+          wanted.adapt.empty())
+        continue;
       // The calls, numbered before anything changes.
       SmallVector<CallBase *, 8> forks, inits;
       for (BasicBlock &bb : fn)
@@ -681,13 +895,58 @@ struct OpenMPDecidePass : PassInfoMixin<OpenMPDecidePass> {
           return OptimizationRemark(kPassName, "Applied", call) << what;
         });
         if (!userSchedule) userSchedule = makeUserSchedule(m);
-        rewriteLoop(plan, schedule, userSchedule);
+        rewriteLoop(plan, [&](IRBuilder<> &b, Type *schedTy, Type *chunkTy) {
+          Value *user = b.CreateCall(userSchedule, {}, "omp.user.schedule");
+          Value *sched =
+              b.CreateSelect(user, ConstantInt::get(schedTy, kSchStatic),
+                             ConstantInt::get(schedTy, schedule.kind()));
+          Value *chunk = b.CreateSelect(
+              user, ConstantInt::get(chunkTy, 0),
+              ConstantInt::get(chunkTy, schedule.dispatchChunk()));
+          return std::make_pair(sched, chunk);
+        });
+        changed = true;
+      }
+
+      for (const auto &[index, site] : wanted.adapt) {
+        if (index >= (int64_t)forks.size()) {
+          noSuchCall("adapt", index, "__kmpc_fork_call");
+          continue;
+        }
+        CallBase *fork = forks[index];
+        std::string what = "adapt " + idOf(index);
+        bool teamFixed = numThreadsClause(fork) || programSetsThreads;
+        std::string why = makeAdaptiveSite(m, fork, site, teamFixed, regions,
+                                           what);
+        if (!why.empty()) {
+          missed(fork, what + " not applied: " + why);
+          continue;
+        }
+        ore.emit([&] {
+          return OptimizationRemark(kPassName, "Applied", fork) << what;
+        });
         changed = true;
       }
     }
     return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
   }
 };
+
+
+// "half-dynamic-64": a share of the cores, a schedule, a chunk or "default".
+bool validCandidate(StringRef text) {
+  SmallVector<StringRef, 3> parts;
+  text.split(parts, '-');
+  if (parts.size() != 3) return false;
+  if (parts[0] != "one" && parts[0] != "quarter" && parts[0] != "half" &&
+      parts[0] != "all")
+    return false;
+  if (parts[1] != "static" && parts[1] != "dynamic" && parts[1] != "guided")
+    return false;
+  int64_t chunk;
+  if (parts[2] == "default") return true;
+  return !parts[2].getAsInteger(10, chunk) && chunk >= 1 && chunk <= (1 << 30);
+}
 
 }  // namespace
 
@@ -699,7 +958,7 @@ std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
   for (const auto &kv : openmp) {
     StringRef kind = kv.first;
     std::string w = where + ".openmp[\"" + kind.str() + "\"]";
-    if (kind != "parallel" && kind != "worksharing")
+    if (kind != "parallel" && kind != "worksharing" && kind != "adapt")
       return where + ".openmp: unknown key \"" + kind.str() + "\"";
     const json::Object *calls = kv.second.getAsObject();
     if (!calls) return w + ": expected an object";
@@ -713,6 +972,52 @@ std::string parseOpenMPDecisions(StringRef module, const json::Object &openmp,
       const json::Object *entry = ckv.second.getAsObject();
       if (!entry) return cw + ": expected an object";
       FunctionDecisions &f = functions[fn];
+      if (kind == "adapt") {
+        AdaptSite site;
+        bool hasKey = false, hasCandidates = false;
+        for (const auto &e : *entry) {
+          StringRef key = e.first;
+          if (key == "key" || key == "name") {
+            auto v = e.second.getAsString();
+            if (!v || v->empty() || v->size() > 512 ||
+                v->find_first_of("\t\n\r") != StringRef::npos ||
+                (key == "key" && v->find(' ') != StringRef::npos))
+              return cw + ": " + key.str() +
+                     " must be a short one-line string" +
+                     (key == "key" ? " without spaces" : "");
+            (key == "key" ? site.key : site.name) = v->str();
+            hasKey |= key == "key";
+          } else if (key == "loops") {
+            const json::Array *list = e.second.getAsArray();
+            if (!list) return cw + ": loops must be a list of call ids";
+            for (const json::Value &l : *list) {
+              auto v = l.getAsString();
+              if (!v || v->rsplit(':').first.empty())
+                return cw + ": loops must be a list of call ids";
+              site.loops.push_back(v->str());
+            }
+          } else if (key == "candidates") {
+            const json::Array *list = e.second.getAsArray();
+            if (!list || list->empty() || list->size() > 8)
+              return cw + ": candidates must be a list of 1..8 configurations";
+            for (const json::Value &c : *list) {
+              auto v = c.getAsString();
+              if (!v || !validCandidate(*v))
+                return cw + ": a candidate is <one|quarter|half|all>-"
+                            "<static|dynamic|guided>-<default|chunk>";
+              if (!site.candidates.empty()) site.candidates += " ";
+              site.candidates += v->str();
+            }
+            hasCandidates = true;
+          } else {
+            return cw + ": unknown key \"" + key.str() + "\"";
+          }
+        }
+        if (!hasKey || !hasCandidates)
+          return cw + ": an adaptive site needs key and candidates";
+        f.adapt[index] = site;
+        continue;
+      }
       if (kind == "parallel") {
         for (const auto &e : *entry) {
           if (StringRef(e.first) != "threads")

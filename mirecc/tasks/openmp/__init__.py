@@ -9,6 +9,13 @@ dynamic, guided) and chunk. The decisions reach the binary through the
 region's OpenMP runtime calls; explicit ``schedule(...)`` / ``num_threads(...)``
 clauses and the user's ``OMP_*`` environment always win.
 
+With ``adapt_openmp`` the regions become adaptive sites instead: the object
+carries each region's top ``adapt_candidates`` configurations in the head's
+order (machine-relative: a share of the cores, a schedule, a chunk), and the
+adaptive runtime linked into the program (``runtime/adapt``, :mod:`mirecc.runtime`)
+tries them in the program's own runs against its own configuration, keeps
+what measures faster, and remembers the verdict (``mire adapt`` lists them).
+
 Driver side: :mod:`.head` (the per-region forest head, its plugin entries
 and ``--explain`` lines), :mod:`.features` (static region statistics),
 :mod:`.sites` (the regions and worksharing loops of a module, with the
@@ -20,6 +27,7 @@ launcher's business, not the compile's (``mire run``, a command of the NUMA task
 This module is the task's declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.settings import as_positive_int
 
 
 
@@ -33,7 +41,14 @@ class OpenMP(Task):
     applied_when = "apply_openmp"
     settings = (Setting("apply_openmp", "MIRECC_APPLY_OPENMP", parse_bool, False,
                         "apply the OpenMP head's region configurations (default: record "
-                        "them only)"),)
+                        "them only)"),
+                Setting("adapt_openmp", "MIRECC_ADAPT_OPENMP", parse_bool, False,
+                        "make each parallel region an adaptive site: the runtime linked into"
+                        " the program tries the head's candidates in its runs and keeps what "
+                        "measures faster (wins over apply_openmp)"),
+                Setting("adapt_candidates", "MIRECC_ADAPT_CANDIDATES", as_positive_int, 4,
+                        "candidates per adaptive site, the head's best first, beside the "
+                        "program's own configuration"))
     opt_levels = ("1", "2", "3", "s", "z", "fast")
     # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
     measured = ("leave one application out on its labels and on held-out programs "
@@ -54,6 +69,12 @@ class OpenMP(Task):
                   "mirecc's encoder), each judged on applications it never saw: speedup, share "
                   "of the oracle, slowdowns; --write-head fits one on every region and writes "
                   "heads/openmp."),
+          Command("adapt", "mirecc.tasks.openmp.adapt",
+                  "list the adaptive runtime's verdicts: per site, what was tried and kept",
+                  "Read the adaptive OpenMP runtime's stores (per user and machine, written "
+                  "by programs built with adapt_openmp): per site and input-size bucket, the "
+                  "candidates tried, the configuration kept, its measured speedup over the "
+                  "program's own, and the invocations and runs it took; --forget drops them."),
       )
     bench = (
           BenchSuite("openmp", "mirecc.tasks.openmp.offline.train:run_bench",
@@ -70,6 +91,21 @@ class OpenMP(Task):
         "fixed-by-source": "every region's configuration is fixed by the source's clauses",
         "functions-unmatched": "the encoder's IR has other functions than the build's",
     }
+
+    def applies(self, config) -> bool:
+        return bool(getattr(config, "apply_openmp", False)
+                    or getattr(config, "adapt_openmp", False))
+
+    def link_arguments(self, args, config, compiler):
+        """With ``adapt_openmp``, a link with ``-fopenmp`` carries the adaptive
+        runtime (its archive; nothing else is taken from it when no object has
+        a site)."""
+        if not getattr(config, "adapt_openmp", False) or not any(
+                a == "-fopenmp" or a.startswith("-fopenmp=") for a in args):
+            return []
+        from mirecc.runtime.build import link_arguments
+
+        return link_arguments(compiler, config.resolved_cache_dir())
 
     def head_class(self):
         from mirecc.tasks.openmp.head import OpenMPHead

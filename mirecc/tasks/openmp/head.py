@@ -81,10 +81,32 @@ class OpenMPHead(RegionHead):
         self.quantile = self._number("quantile", 0.0, 1.0)
         self.min_gain = self._number("min_gain", 0.0, 10.0)
         self.apply = bool(getattr(self.config, "apply_openmp", False))
+        self.adapt = bool(getattr(self.config, "adapt_openmp", False))
+        self.candidates_per_site = int(getattr(self.config, "adapt_candidates", 4) or 4)
 
     def _settings(self) -> str:
-        # the machine's cores decide whether the head acts: part of the key
+        # the machine's cores decide whether the head forces: part of the key
+        if self.adapt:
+            return f"|adapt={self.candidates_per_site}"
         return ("|apply" if self.apply else "|record") + f"|cores={os.cpu_count()}"
+
+    def share(self, threads: int) -> str:
+        """A labelled team size as a share of the labels' machine's cores:
+        ``one``, ``quarter``, ``half`` or ``all`` (what carries across machines)."""
+        if threads == 1:
+            return "one"
+        if threads >= self.cores:
+            return "all"
+        return "quarter" if threads * 4 <= self.cores else "half"
+
+    def relative(self, cfg: dict) -> str:
+        """A configuration in the runtime's machine-relative form, e.g.
+        ``one-static-default``, ``all-dynamic-64``.  One thread runs every
+        iteration whatever the schedule: its schedules are one configuration."""
+        if self.share(cfg["threads"]) == "one":
+            return "one-static-default"
+        return (f"{self.share(cfg['threads'])}-{cfg['schedule']}-"
+                f"{cfg['chunk'] if cfg.get('chunk') else 'default'}")
 
     # ------------------------------------------------------------- pipeline
 
@@ -109,7 +131,7 @@ class OpenMPHead(RegionHead):
         from mirecc.taskapi.records import Candidate, Ranking
         from mirecc.ir.region_stats import region_loops
 
-        if (os.cpu_count() or 0) != self.cores:
+        if not self.adapt and (os.cpu_count() or 0) != self.cores:
             raise NoDecision(f"trained on a {self.cores}-core machine, this one has "
                              f"{os.cpu_count()}", code="other-machine")
         stats, sites = self._sites(ctx)
@@ -156,6 +178,8 @@ class OpenMPHead(RegionHead):
         from mirecc.learn.forest import choose
 
         G, how, regions = ctx.notes[self.name]
+        if self.adapt:
+            return self._adaptive_sites(ctx, rankings, regions, how)
         share = f"{1 - self.quantile:.0%}"
         default = {"threads": self.cores, "schedule": "static", "chunk": None}
         decisions = []
@@ -185,6 +209,45 @@ class OpenMPHead(RegionHead):
         return decisions
 
 
+    def _adaptive_sites(self, ctx, rankings, regions, how):
+        """Each region an adaptive site: its ``adapt_candidates`` best
+        configurations in the head's order (machine-relative, the program's
+        own configuration left out: the runtime always has it), keyed by the
+        region's code digest for the runtime's store."""
+        from mirecc.ir.text import function_digests
+        from mirecc.taskapi.records import Decision, candidates_of
+        from mirecc.tasks.openmp.profile import region_digest
+
+        digests = function_digests(ctx.ir_text)
+        source = os.path.basename(ctx.request.source)
+        default = {"threads": self.cores, "schedule": "static", "chunk": None}
+        own = self.relative(default)
+        decisions = []
+        for ranking in rankings:
+            region, loops = regions[ranking.target]
+            names = []
+            for c in ranking.candidates:
+                name = self.relative(c.value) if c.value else own
+                if name != own and name not in names:
+                    names.append(name)
+            names = names[:self.candidates_per_site]
+            key = region_digest(digests, region.function, region.outlined)
+            if key is None or not names:
+                continue
+            value = {"adapt": names, "key": key, "name": f"{source} {ranking.target}",
+                     "loops": loops, "threads_fixed": not region.decidable}
+            why = (f"adaptive site: the runtime tries {', '.join(names)} (the head's order) "
+                   f"against the program's own configuration in its runs and keeps what "
+                   f"measures faster")
+            if not region.decidable:
+                why += f" (team size left to the source: {region.why})"
+            decisions.append(Decision(
+                task=TASK, target=ranking.target, value=value, default=default,
+                confidence=1.0, reason=f"{why}; ranked from {how}", applied=True,
+                advisory=False, candidates=candidates_of(ranking)))
+        return decisions
+
+
 def mark_schedule_clauses(sites, request):
     """Mark explicit the worksharing loops written with a schedule clause.
 
@@ -209,10 +272,14 @@ def mark_schedule_clauses(sites, request):
 def openmp_plugin_entry(decisions) -> dict:
     """Applied OpenMP decisions of one source -> its plugin ``openmp`` entry
     (``passes/plugin/FORMAT.md``)."""
-    parallel, worksharing = {}, {}
+    parallel, worksharing, adapt = {}, {}, {}
     for d in decisions:
         v = d.value
         if not v:
+            continue
+        if "adapt" in v:
+            adapt[d.target] = {"key": v["key"], "name": v["name"], "candidates": v["adapt"],
+                               "loops": list(v.get("loops", ()))}
             continue
         if not v.get("threads_fixed"):
             parallel[d.target] = {"threads": v["threads"]}
@@ -224,6 +291,8 @@ def openmp_plugin_entry(decisions) -> dict:
         entry["parallel"] = dict(sorted(parallel.items()))
     if worksharing:
         entry["worksharing"] = dict(sorted(worksharing.items()))
+    if adapt:
+        entry["adapt"] = dict(sorted(adapt.items()))
     return entry
 
 

@@ -1,0 +1,140 @@
+"""The adaptive runtime's verdict store, read for ``mire adapt``.
+
+The runtime (``runtime/adapt/mirecc_adapt.c``) keeps one text file per user
+and machine, ``<cache>/adapt/<machine>.txt`` (``MIRECC_ADAPT_STORE`` names
+another), where ``<machine>`` is ``c<cores>-<CPU model digest>-p<power
+cap>``.  After a header line ``# mirecc-adapt 1 machine=<machine>``, one
+tab-separated line per (site, trip-count bucket)::
+
+    key bucket name phase best invocations decided_at runs decided_runs
+    total lost across current next_default arms
+
+``key``: the region's code digest (its function's and outlined function's,
+as decisions profiles key regions); ``phase``: 0 exploring, 1 decided
+(``best`` is the verdict), 2 too short to matter; ``arms``: ``;``-separated
+``name:samples:dropped:kept:at:t,t,...`` (``at``: the site's invocation
+at which the candidate was kept or dropped; the last samples, seconds),
+the program's own configuration first as ``default``.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirecc.util.paths import default_cache_dir
+
+HEADER = "# mirecc-adapt 1"
+PHASES = {0: "exploring", 1: "decided", 2: "too short"}
+
+
+class StoreError(ValueError):
+    """A store file that is not the runtime's (the message names it)."""
+
+
+@dataclass
+class Arm:
+    name: str
+    samples: int
+    dropped: bool
+    kept: bool
+    at: int
+    times: list[float]
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.times) if self.times else None
+
+
+@dataclass
+class Cell:
+    machine: str
+    key: str
+    bucket: int
+    name: str
+    phase: int
+    best: str
+    invocations: int
+    decided_at: int
+    runs: int
+    decided_runs: int
+    total: float
+    lost: float
+    across: bool
+    arms: list[Arm] = field(default_factory=list)
+
+    @property
+    def tried(self) -> int:
+        return sum(1 for a in self.arms[1:] if a.samples)
+
+    @property
+    def speedup(self) -> float | None:
+        """The default's median time over the verdict's (1.0: the default kept)."""
+        default = self.arms[0].median if self.arms else None
+        best = next((a.median for a in self.arms if a.name == self.best), None)
+        if self.phase != 1 or not default or not best:
+            return None
+        return default / best
+
+
+def store_dir(cache: str | os.PathLike | None = None) -> Path:
+    return Path(cache or os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "adapt"
+
+
+def _arm(text: str) -> Arm:
+    name, samples, dropped, kept, at, times = text.split(":", 5)
+    return Arm(name, int(samples), dropped == "1", kept == "1", int(at),
+               [float(t) for t in times.split(",") if t])
+
+
+def read_store(path: str | os.PathLike) -> list[Cell]:
+    """Every (site, bucket) line of one store file."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    if not lines:
+        return []
+    if not lines[0].startswith(HEADER):
+        raise StoreError(f"{path}: not a mirecc-adapt store (first line {lines[0][:40]!r})")
+    machine = lines[0].partition("machine=")[2].strip() or path.stem
+    cells = []
+    for number, line in enumerate(lines[1:], 2):
+        f = line.split("\t")
+        try:
+            if len(f) != 15:
+                raise ValueError(f"{len(f)} fields, expected 15")
+            cells.append(Cell(machine, f[0], int(f[1]), f[2], int(f[3]), f[4], int(f[5]),
+                              int(f[6]), int(f[7]), int(f[8]), float(f[9]), float(f[10]),
+                              f[11] == "1", [_arm(a) for a in f[14].split(";") if a]))
+        except ValueError as exc:
+            raise StoreError(f"{path}:{number}: {exc}") from None
+    return cells
+
+
+def read_all(directory: str | os.PathLike | None = None) -> tuple[list[Cell], list[str]]:
+    """(cells of every store file in the directory, problems: one line each)."""
+    cells, problems = [], []
+    directory = Path(directory) if directory else store_dir()
+    for path in sorted(directory.glob("*.txt")) if directory.is_dir() else []:
+        try:
+            cells.extend(read_store(path))
+        except (OSError, StoreError) as exc:
+            problems.append(str(exc))
+    return cells, problems
+
+
+def table(cells: list[Cell]) -> str:
+    """A plain-text listing: per site and bucket, what was tried and kept."""
+    head = ("site", "machine", "trip", "state", "kept", "tried", "speedup", "to verdict")
+    rows = []
+    for c in sorted(cells, key=lambda c: (c.name, c.machine, c.bucket)):
+        speed = c.speedup
+        trip = "-" if c.bucket < 0 else f"~4^{c.bucket}"
+        verdict = (f"{c.decided_at} inv., {c.decided_runs} run{'s' if c.decided_runs != 1 else ''}"
+                   if c.phase == 1 else "-")
+        rows.append((c.name, c.machine, trip, PHASES.get(c.phase, str(c.phase)),
+                     c.best if c.phase == 1 else "-", f"{c.tried}/{max(len(c.arms) - 1, 0)}",
+                     "-" if speed is None else f"{speed:.2f}x", verdict))
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()
+                     for r in [head, *rows]) + "\n"

@@ -1,0 +1,255 @@
+"""The adaptive OpenMP runtime (runtime/adapt) with the plugin's adaptive
+sites (passes/plugin, FORMAT.md "Adaptive sites"), on real clangs and
+libomp: programs built, run and timed for real.
+
+What is checked: the site runs the program's own configuration and the
+candidates, keeps only one that measures faster, and writes its verdict to
+the store, which the next run starts from; outputs equal the plain build's;
+the weak references run the program's own configuration when the runtime is
+not linked; OMP_* variables and explicit clauses win; a damaged store gives
+one warning line; the driver links the runtime only with the setting and
+leaves objects byte-identical without it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mirecc.runtime import build as rb
+from mirecc.runtime.store import read_store, table
+from tests.plugin.test_openmp_plugin import RPASS, compile_, omp_ids, omp_link_flags, run_env
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A triangular worksharing loop in a time loop: the static default leaves
+# one thread most of the work, dynamic chunks balance it.  The sum is of
+# integers, so any schedule or team size gives the same output exactly.
+PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#define N 1200
+static long rows[N];
+int main(int argc, char **argv) {
+  int steps = argc > 1 ? atoi(argv[1]) : 60;
+  long total = 0;
+  for (int t = 0; t < steps; t++) {
+    #pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+      long s = 0;
+      for (int j = 0; j <= i * 4; j++) s += (j * 7 + t) % 13;
+      rows[i] = s;
+    }
+    for (int i = 0; i < N; i++) total += rows[i];
+  }
+  printf("%ld\n", total);
+  return 0;
+}
+"""
+
+# A loop the source schedules itself, in a region the source sizes itself.
+EXPLICIT = r"""
+#include <stdio.h>
+static long v[4096];
+int main(void) {
+  long s = 0;
+  for (int t = 0; t < 20; t++) {
+    #pragma omp parallel for schedule(static) num_threads(2)
+    for (int i = 0; i < 4096; i++) v[i] = (long)i * t;
+    for (int i = 0; i < 4096; i++) s += v[i];
+  }
+  printf("%ld\n", s);
+  return 0;
+}
+"""
+
+CANDIDATES = ["one-static-default", "all-dynamic-8", "all-guided-default"]
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory):
+    """The runtime archive of this checkout, built into a temporary cache."""
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    return rb.ensure_runtime("clang-14", tmp_path_factory.mktemp("runtime-cache"))
+
+
+def decisions(path: Path, module: str, loops=(), candidates=CANDIDATES,
+              key="k0000000000000001") -> Path:
+    entry = {"key": key, "name": f"{Path(module).name} main:0", "candidates": list(candidates),
+             "loops": list(loops)}
+    path.write_text(json.dumps({"version": 1, "modules": {
+        module: {"openmp": {"adapt": {"main:0": entry}}}}}))
+    return path
+
+
+def build(clang, plugin, tmp: Path, source: str, name: str, runtime: Path | None, extra=()):
+    """(program, remarks): compiled with the decisions through the plugin,
+    linked with the runtime archive when given."""
+    src = tmp / f"{name}.c"
+    src.write_text(source)
+    link = omp_link_flags(clang, tmp)
+    if link is None:
+        pytest.skip(f"{clang} -fopenmp does not link a runnable program here")
+    flags = ["-fopenmp", "-O2", *link]
+    _forks, loops = omp_ids(clang, src, flags)   # the region's loop: clang 14 and 19 name it
+    _err, remarks = compile_(clang, src, flags, [
+        "-Xclang", "-load", "-Xclang", str(plugin), f"-fpass-plugin={plugin}", "-mllvm",
+        f"-mirecc-loop-decisions={decisions(tmp / f'{name}.json', str(src), loops)}",
+        *RPASS, *extra])
+    exe = tmp / name
+    cmd = [clang, "-fopenmp", str(src.with_suffix(".o")), "-o", str(exe), *link]
+    if runtime:
+        cmd += rb.link_arguments(clang, runtime.parent.parent)
+    subprocess.run(cmd, check=True, capture_output=True)
+    return exe, remarks
+
+
+def run(exe: Path, store: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, check=True,
+                          env=run_env(MIRECC_ADAPT_STORE=str(store), **env))
+
+
+def plain(clang, tmp: Path, source: str, name: str, *args: str) -> str:
+    """The output of the program built by clang alone."""
+    src = tmp / f"{name}.c"
+    src.write_text(source)
+    exe = tmp / name
+    subprocess.run([clang, "-fopenmp", "-O2", str(src), "-o", str(exe),
+                    *omp_link_flags(clang, tmp)], check=True, capture_output=True)
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, check=True,
+                          env=run_env()).stdout
+
+
+def test_site_explores_keeps_and_remembers(llvm_plugin, runtime, tmp_path):
+    clang, _major, plugin = llvm_plugin(14)
+    exe, remarks = build(clang, plugin, tmp_path, PROGRAM, "tri", runtime)
+    assert any(r.startswith("adapt main:0: 1 loop with adaptive schedules") for r in remarks), \
+        remarks
+    store = tmp_path / "store.txt"
+    expected = plain(clang, tmp_path, PROGRAM, "tri_plain", "200")
+    first = run(exe, store, "200")
+    assert first.stdout == expected and first.stderr == ""
+    (cell,) = read_store(store)
+    assert cell.key == "k0000000000000001" and cell.name == "tri.c main:0"
+    assert [a.name for a in cell.arms] == ["default", *CANDIDATES]
+    # every candidate was tried, and the verdict is one of the arms
+    assert cell.phase == 1 and cell.tried == len(CANDIDATES), table([cell])
+    assert cell.best in ["default", *CANDIDATES]
+    kept = [a for a in cell.arms[1:] if a.kept]
+    # a kept candidate was measured faster than the default: the median and
+    # even its slowest of the last samples (mirecc.learn.keep.beats)
+    for a in kept:
+        assert a.median < cell.arms[0].median and max(a.times) < cell.arms[0].median
+    assert cell.best == ("default" if not kept else min(kept, key=lambda a: a.median).name)
+    assert cell.decided_at <= 200 and cell.runs == 1
+    # the next run starts from the verdict: no arm is explored again
+    before = {a.name: a.samples for a in cell.arms}
+    second = run(exe, store, "50")
+    assert second.stdout == plain(clang, tmp_path, PROGRAM, "tri_plain", "50")
+    (again,) = read_store(store)
+    assert again.runs == 2 and again.phase == 1 and again.best == cell.best
+    grew = {a.name for a in again.arms if a.samples > before[a.name]}
+    assert grew <= {cell.best, "default"}, grew
+
+
+def test_without_runtime_and_with_user_settings(llvm_plugin, runtime, tmp_path):
+    clang, _major, plugin = llvm_plugin(14)
+    expected = plain(clang, tmp_path, PROGRAM, "tri_plain")
+    # linked without the runtime: the weak references run the program's own
+    exe, _ = build(clang, plugin, tmp_path, PROGRAM, "tri_alone", None)
+    out = run(exe, tmp_path / "none.txt", "60")
+    assert out.stdout == expected and out.stderr == "" and not (tmp_path / "none.txt").exists()
+    exe, _ = build(clang, plugin, tmp_path, PROGRAM, "tri", runtime)
+    for env in ({"OMP_NUM_THREADS": "2"}, {"OMP_SCHEDULE": "static"}, {"MIRECC_ADAPT": "0"}):
+        store = tmp_path / f"store-{len(env)}-{next(iter(env))}.txt"
+        out = run(exe, store, "60", **env)
+        assert out.stdout == expected and out.stderr == ""
+        assert not store.exists(), f"the runtime acted under {env}"
+
+
+def test_damaged_store_warns_once_and_is_replaced(llvm_plugin, runtime, tmp_path):
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _ = build(clang, plugin, tmp_path, PROGRAM, "tri", runtime)
+    store = tmp_path / "store.txt"
+    store.write_text("something else\n")
+    out = run(exe, store, "60")
+    assert out.stdout == plain(clang, tmp_path, PROGRAM, "tri_plain")
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and "not a mirecc-adapt store" in lines[0] and str(store) in lines[0]
+    assert read_store(store)   # rewritten as the runtime's own
+
+
+def test_explicit_clauses_win(llvm_plugin, runtime, tmp_path):
+    clang, _major, plugin = llvm_plugin(14)
+    # the head never names a loop with a schedule clause; the team size the
+    # num_threads clause fixes stays: nothing is left to adapt
+    src = tmp_path / "explicit.c"
+    src.write_text(EXPLICIT)
+    link = omp_link_flags(clang, tmp_path) or []
+    _err, remarks = compile_(clang, src, ["-fopenmp", "-O2", *link], [
+        "-Xclang", "-load", "-Xclang", str(plugin), f"-fpass-plugin={plugin}", "-mllvm",
+        f"-mirecc-loop-decisions={decisions(tmp_path / 'e.json', str(src), loops=())}",
+        *RPASS])
+    assert any("adapt main:0 not applied: the source fixes the team size" in r
+               for r in remarks), remarks
+
+
+@pytest.mark.parametrize("major", [14, 19])
+def test_rewritten_site_same_output_each_arm(llvm_plugin, runtime, tmp_path, major):
+    """Every candidate, forced for a whole run through a store that decided
+    on it (and not due for a re-check of the default before invocation 131072),
+    gives the plain build's output (integer sums: exactly)."""
+    clang, _major, plugin = llvm_plugin(major)
+    exe, _ = build(clang, plugin, tmp_path, PROGRAM, "tri", runtime)
+    expected = plain(clang, tmp_path, PROGRAM, "tri_plain")
+    for arm in CANDIDATES:
+        store = tmp_path / f"{arm}.txt"
+        arms = ";".join(f"{n}:0:0:0:0:" for n in ["default", *CANDIDATES])
+        store.write_text("# mirecc-adapt 1 machine=test\n" + "\t".join(
+            ["k0000000000000001", "5", "tri.c main:0", "1", arm, "100000", "100000", "1", "1",
+             "1", "0", "0", "-", "0", arms]) + "\n")
+        out = run(exe, store, "60")
+        assert out.stdout == expected, arm
+        (cell,) = read_store(store)
+        assert cell.best == arm and next(a for a in cell.arms if a.name == arm).samples > 0
+
+
+def test_driver_links_runtime_only_with_the_setting(tmp_path, monkeypatch):
+    """mirecc with adapt_openmp: the site in the object and the runtime in
+    the program; without it the object is clang's byte for byte."""
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
+    src = tmp_path / "tri.c"
+    src.write_text(PROGRAM)
+    env = {**run_env(), "MIRECC_CACHE_DIR": str(tmp_path / "cache"),
+           "MIRECC_ADAPT_STORE": str(tmp_path / "store.txt")}
+    env.pop("MIRECC_ADAPT_OPENMP", None)
+    subprocess.run([mirecc, "-O2", "-fopenmp", "-c", str(src), "-o", str(tmp_path / "a.o")],
+                   check=True, env=env)
+    subprocess.run(["clang-14", "-O2", "-fopenmp", "-c", str(src), "-o",
+                    str(tmp_path / "b.o")], check=True, env=env)
+    assert (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes()
+    on = {**env, "MIRECC_ADAPT_OPENMP": "1"}
+    subprocess.run([mirecc, "-O2", "-fopenmp", "-c", str(src), "-o", str(tmp_path / "c.o")],
+                   check=True, env=on)
+    nm = subprocess.run(["nm", str(tmp_path / "c.o")], capture_output=True, text=True).stdout
+    assert " w __mirecc_adapt_begin" in nm
+    subprocess.run([mirecc, "-fopenmp", str(tmp_path / "c.o"), "-o", str(tmp_path / "prog")],
+                   check=True, env=on)
+    nm = subprocess.run(["nm", str(tmp_path / "prog")], capture_output=True, text=True).stdout
+    assert " T __mirecc_adapt_begin" in nm
+    out = subprocess.run([str(tmp_path / "prog"), "80"], capture_output=True, text=True,
+                         env=on, check=True)
+    assert out.stderr == ""
+    assert read_store(tmp_path / "store.txt")[0].name == "tri.c main:0"
+    # a link without -fopenmp or without the setting takes nothing
+    subprocess.run([mirecc, "-fopenmp", str(tmp_path / "a.o"), "-o", str(tmp_path / "p2")],
+                   check=True, env=env)
+    nm = subprocess.run(["nm", str(tmp_path / "p2")], capture_output=True, text=True).stdout
+    assert "__mirecc_adapt" not in nm
