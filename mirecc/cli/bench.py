@@ -13,8 +13,11 @@ parts, each against plain clang on the same machine:
    registry and configuration say; today none), what the heads decided
    (recorded, ``MIRECC_RECORD``) and applied, and whether the objects are
    clang's byte for byte (checked for every mirecc compile); for a program
-   with an OpenMP pragma, also the OpenMP head's decisions forced
-   (``-fopenmp``, ``MIRECC_APPLY_OPENMP=1``) and their run-time speedup.
+   with an OpenMP pragma, also its parallel regions
+   adapted at run time (``-fopenmp``, ``MIRECC_ADAPT_OPENMP=1`` and, since a
+   bundled program runs its region once per process,
+   ``MIRECC_ADAPT_ACROSS_RUNS=1``): the first run from an empty verdict
+   store, the steady state and the slowest run against clang's.
 3. **One short** ``mire tune`` on one program: what it kept, and the tuned
    build re-measured against the untuned one apart from the tune's own runs.
 
@@ -46,8 +49,13 @@ from pathlib import Path
 
 from mirecc.util.machine import cpu_model
 
-#: what the forced part sets, for a program with an OpenMP pragma
-OPENMP_FORCED = {"MIRECC_APPLY_OPENMP": "1"}
+#: what the adapted part sets, for a program with an OpenMP pragma: adaptive
+#: sites, and (a bundled program runs its region once per process) the
+#: candidates explored over successive runs
+OPENMP_ADAPTED = {"MIRECC_ADAPT_OPENMP": "1", "MIRECC_ADAPT_ACROSS_RUNS": "1"}
+#: runs of the adapted program (each beside one of clang's): the first
+#: explores from an empty store, the second half is the steady state
+ADAPTED_RUNS = 24
 #: the program ``mire tune`` runs on by default, when it is among the programs
 DEFAULT_TUNE_PROGRAM = "tri_omp"
 DEFAULT_TUNE_BUDGET = 26
@@ -123,6 +131,10 @@ class LevelRow:
     run_mirecc_s: list[float] = field(default_factory=list)
     # task -> [decisions made, decisions applied] in mirecc's recorded compile
     decisions: dict = field(default_factory=dict)
+    # adapted (OPENMP_ADAPTED): every run of the adapted program, in order
+    # (run_mirecc_s), the first from an empty verdict store; the kept verdicts
+    adapted: bool = False
+    verdicts: list = field(default_factory=list)
 
     @property
     def applied(self) -> int:
@@ -139,8 +151,23 @@ class LevelRow:
 
     @property
     def speedup(self) -> float:
-        """1.0 for the same binary (not timed: identical code has no speedup)."""
+        """1.0 for the same binary (not timed: identical code has no speedup);
+        adapted: the steady state, the second half of its runs."""
+        if self.adapted:
+            return _speedup(False, self.run_clang_s,
+                            self.run_mirecc_s[len(self.run_mirecc_s) // 2:])
         return _speedup(self.same_object, self.run_clang_s, self.run_mirecc_s)
+
+    @property
+    def first(self) -> float:
+        """Adapted: the first run (an empty verdict store) against clang's median."""
+        return _speedup(not self.adapted, self.run_clang_s, self.run_mirecc_s[:1])
+
+    @property
+    def worst(self) -> float:
+        """Adapted: the slowest run against clang's median."""
+        return _speedup(not self.adapted, self.run_clang_s,
+                        [max(self.run_mirecc_s)] if self.run_mirecc_s else [])
 
 
 @dataclass
@@ -314,6 +341,8 @@ class Bench:
         self.base_env = {k: v for k, v in os.environ.items()
                          if k not in ("MIRECC_RECORD", "MIRECC_PROFILE", "MIRECC_APPLY_LOOPS",
                                       "MIRECC_APPLY_OPENMP", "MIRECC_RECORD_NUMA",
+                                      "MIRECC_ADAPT_OPENMP", "MIRECC_ADAPT_STORE",
+                                      "MIRECC_ADAPT_ACROSS_RUNS", "MIRECC_ADAPT",
                                       "MIRECC_DISABLE", "MIRECC_CAPTURE_DIR")}
 
     def env(self, **extra: str) -> dict:
@@ -390,6 +419,8 @@ class Bench:
                    env=self.env(MIRECC_RECORD=str(record)))
             same_object = same_object and recorded.read_bytes() == objs["clang"].read_bytes()
         decisions = read_decisions(record)
+        if forced and forced.get("MIRECC_ADAPT_OPENMP") == "1":
+            return self.adapted(source, flags, objs, times, same_object, decisions, forced)
         row = LevelRow(source.stem, " ".join(f"{k}={v}" for k, v in forced.items())
                        if forced else "defaults", times["clang"], times["mirecc"],
                        same_object, True, decisions=decisions)
@@ -399,6 +430,41 @@ class Bench:
             row.same_output = outputs["clang"] == outputs["mirecc"]
             row.run_clang_s, row.run_mirecc_s = runs["clang"], runs["mirecc"]
         self.progress()
+        return row
+
+    def adapted(self, source, flags, objs, times, same_object, decisions, forced) -> LevelRow:
+        """The adapted program (its link through mirecc adds the runtime)
+        against clang's: ``ADAPTED_RUNS`` runs each from an empty verdict
+        store of its own, sides alternating, every output compared."""
+        from mirecc.runtime.store import read_store
+
+        store = self.work / f"{source.stem}.adapt-store.txt"
+        env = self.env(**forced, MIRECC_ADAPT_STORE=str(store))
+        plain = self.link(objs["clang"], flags)
+        exe = objs["mirecc"].with_suffix("")
+        link_flags = [f for f in flags if f.startswith("-fopenmp")]
+        _timed([self.mirecc, *link_flags, str(objs["mirecc"]), "-o", str(exe), "-lm"], env=env)
+        reference = _timed([str(plain)])[1].stdout
+        row = LevelRow(source.stem, " ".join(f"{k}={v}" for k, v in forced.items()),
+                       times["clang"], times["mirecc"], same_object, True,
+                       decisions=decisions, adapted=True)
+        for r in range(ADAPTED_RUNS):
+            for side in _order(r):
+                if side == "clang":
+                    row.run_clang_s.append(_timed([str(plain)])[0])
+                else:
+                    t, proc = _timed([str(exe)], env=env)
+                    row.run_mirecc_s.append(t)
+                    row.same_output &= proc.stdout == reference
+            if r % 4 == 3:
+                self.progress()
+        try:
+            row.verdicts = [f"{c.name}: {c.best if c.phase == 1 else 'exploring'} "
+                            f"({c.tried} of {len(c.arms) - 1} tried"
+                            + (f", kept after {c.decided_runs} runs" if c.phase == 1 else "")
+                            + ")" for c in read_store(store)]
+        except (OSError, ValueError) as exc:
+            row.verdicts = [f"no store ({exc})"]
         return row
 
     # 3. one short mire tune
@@ -517,7 +583,7 @@ def size_table(rows: list[SizeRow], size_flags: list[str], k: object, best_k: in
 def level_table(rows: list[LevelRow], flags: list[str], defaults_sentence: str,
                 compile_repeats: int, run_repeats: int, has_openmp: bool) -> list[str]:
     lines = [
-        f"## 2. {' '.join(flags)} with the defaults, and forced OpenMP decisions",
+        f"## 2. {' '.join(flags)} with the defaults, and OpenMP adapted at run time",
         "",
         defaults_sentence,
         "",
@@ -552,6 +618,18 @@ def level_table(rows: list[LevelRow], flags: list[str], defaults_sentence: str,
                      f"{geomean([r.compile_ratio for r in defaults]):.2f}x)."
                      if identical == len(defaults) and not applied else ".")]
     for r in forced:
+        if r.adapted:
+            lines.append(
+                f"Adapted ({r.setting}) on {r.program}: its parallel regions are adaptive "
+                f"sites; the program linked by mirecc carries the runtime, which tries the "
+                f"OpenMP head's candidates against the program's own configuration and keeps"
+                f" what measures faster (a region that runs once per process: one "
+                f"candidate per run). {len(r.run_mirecc_s)} runs from an empty store, each "
+                f"beside one of clang's, alternating: first run {r.first:.3f}x, steady state"
+                f" (median of the second half) {r.speedup:.3f}x, slowest run {r.worst:.3f}x "
+                f"clang's median; outputs {'the same' if r.same_output else 'DIFFERENT'}. "
+                f"Verdicts: {'; '.join(r.verdicts) or 'none'}.")
+            continue
         made = sum(m for m, _ in r.decisions.values())
         if not r.applied:
             what = (f"the heads decided {made} thing(s) and applied none" if made else
@@ -565,8 +643,8 @@ def level_table(rows: list[LevelRow], flags: list[str], defaults_sentence: str,
                          f"applied, run {r.speedup:.3f}x clang's "
                          f"(output {'the same' if r.same_output else 'DIFFERENT'}).")
     if not has_openmp:
-        lines.append("No program with an OpenMP pragma among these: forced OpenMP "
-                     "decisions not shown.")
+        lines.append("No program with an OpenMP pragma among these: adapted OpenMP "
+                     "not shown.")
     return lines
 
 
@@ -648,8 +726,14 @@ def plot(path: Path, sizes: list[SizeRow], levels: list[LevelRow], tune: TuneRes
     left.set_ylabel("loadable bytes saved vs clang -Oz")
     left.set_title("Code size (never larger)")
     left.legend()
-    bars = [(f"{r.program}\n{'defaults' if r.setting == 'defaults' else 'forced'}",
-             r.speedup, r.same_object) for r in levels]
+    bars = []
+    for r in levels:
+        if r.adapted:
+            bars += [(f"{r.program}\nadapted, 1st run", r.first, False),
+                     (f"{r.program}\nadapted, steady", r.speedup, False)]
+        else:
+            bars.append((f"{r.program}\n{'defaults' if r.setting == 'defaults' else 'forced'}",
+                         r.speedup, r.same_object))
     if tune is not None and not tune.error:
         bars.append((f"{tune.program}\nmire tune", tune.speedup, tune.same_binary))
     right.bar(range(len(bars)), [b[1] for b in bars],
@@ -658,7 +742,7 @@ def plot(path: Path, sizes: list[SizeRow], levels: list[LevelRow], tune: TuneRes
     right.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=30, ha="right",
                      fontsize=7)
     right.set_ylabel("run-time speedup vs clang (grey: same binary)")
-    right.set_title(f"{title}: defaults, forced OpenMP, mire tune")
+    right.set_title(f"{title}: defaults, adapted OpenMP, mire tune")
     low = min([b[1] for b in bars] + [1.0])
     high = max([b[1] for b in bars] + [1.0])
     right.set_ylim(min(0.9, low - 0.05), max(1.1, high + 0.05))
@@ -708,6 +792,7 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     openmp_sources = [s for s in sources if uses_openmp(s)]
     steps = len(sources) * 2 + len(openmp_sources) + (tune_source is not None)
     steps += (len(sources) * 2 + len(openmp_sources)) * compile_repeats
+    steps += len(openmp_sources) * (ADAPTED_RUNS // 4)
     sizes, levels, tuned = [], [], None
     _, defaults_sentence = defaults_text(flags)
     # disable=None: no progress bar when stderr is not a terminal (CI logs)
@@ -726,7 +811,7 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
             bar.set_postfix_str(f"{' '.join(flags)} {source.stem}")
             levels.append(bench.level(source, flags, None))
             if source in openmp_sources:
-                levels.append(bench.level(source, flags, OPENMP_FORCED))
+                levels.append(bench.level(source, flags, OPENMP_ADAPTED))
         if tune_source is not None:
             bar.set_postfix_str(f"tune {tune_source.stem}")
             tuned = bench.tune(tune_source, flags, tune_budget)
@@ -752,7 +837,9 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
         "size": [asdict(r) | {"saved": r.saved, "never_larger": r.never_larger,
                               "compile_ratio": r.compile_ratio} for r in sizes],
         "levels": [asdict(r) | {"compile_ratio": r.compile_ratio, "speedup": r.speedup,
-                                "applied": r.applied} for r in levels],
+                                "applied": r.applied} | ({"first": r.first, "worst": r.worst}
+                                                         if r.adapted else {})
+                   for r in levels],
         "tune": None if tuned is None else asdict(tuned) | {"speedup": tuned.speedup},
     }, indent=2))
     plotted = plot(out / "bench.png", sizes, levels, tuned, " ".join(flags))

@@ -9,13 +9,14 @@
  * the region's rewritten loops read; end() times the region on the master
  * thread and applies the policy:
  *
- *   explore: the candidates in order, alternating with the default; a
- *            candidate clearly slower is dropped at once; after PAIRS samples
- *            one is kept only when it beats the default beyond the noise
- *            measured in the same run (mirecc.learn.keep.beats); the time
- *            lost to slower candidates is bounded by a share of the site's
- *            time (MIRECC_ADAPT_BUDGET);
- *   exploit: the fastest kept candidate (or the default), with the default
+ *   explore: the candidates in order, alternating with the reference (the
+ *            default, then the last candidate kept); a candidate clearly
+ *            slower is dropped at once; after PAIRS samples one is kept only
+ *            when it beats the reference beyond the noise measured in the
+ *            same run (mirecc.learn.keep.beats) and becomes the reference;
+ *            the time lost to slower candidates is bounded by a share of
+ *            the site's time (MIRECC_ADAPT_BUDGET);
+ *   exploit: the last candidate kept (or the default), with the default
  *            re-checked at invocations 2^k.
  *
  * Verdicts and samples persist per user and machine in a text store (read
@@ -80,7 +81,8 @@ struct arm {
 };
 
 struct cell {            /* one trip-count bucket of a site */
-  int32_t bucket, phase, best, cur, next_default, across;
+  int32_t bucket, phase, best, cur, next_default, across, rare;
+  int32_t run_done;      /* across runs: this run's candidate has its verdict */
   int64_t invocations, decided_at, next_check;
   int32_t runs, decided_runs, dirty, this_run;
   double total, lost;
@@ -334,20 +336,19 @@ static void add(struct arm *a, double t) { a->t[a->n++ % SAMPLES] = t; }
 
 /* ------------------------------------------------------------- policy */
 
+/* Every candidate has its verdict: the reference (the last one kept, else
+   the default) is the site's. */
 static void finish(struct cell *c) {
-  int best = 0;
-  for (int i = 1; i < MAX_ARMS; i++)
-    if (c->arm[i].kept && (best == 0 || median(&c->arm[i]) < median(&c->arm[best])))
-      best = i;
   c->phase = EXPLOIT;
-  c->best = best;
   c->decided_at = c->invocations;
   c->decided_runs = c->runs;
   c->next_check = 64;
   while (c->next_check <= c->invocations) c->next_check *= 2;
 }
 
-/* The arm for the next invocation of cell `c`. */
+/* The arm for the next invocation of cell `c`.  While exploring, the
+   candidates alternate with the reference: the default, then the last
+   candidate kept (each later one must beat it). */
 static int choose(struct state *s, struct cell *c) {
   if (c->phase == SHORT) return 0;
   if (c->phase == EXPLOIT) {
@@ -359,6 +360,7 @@ static int choose(struct state *s, struct cell *c) {
   }
   if (count(&c->arm[0]) >= 3 && median(&c->arm[0]) < min_seconds) {
     c->phase = SHORT;
+    c->best = 0;
     c->dirty = 1;
     return 0;
   }
@@ -370,11 +372,12 @@ static int choose(struct state *s, struct cell *c) {
     c->dirty = 1;
     return c->best;
   }
+  if (c->rare) return c->best;
   /* across runs: this run's one arm, every invocation */
-  if (c->across) return c->next_default ? 0 : c->cur;
+  if (c->across) return (c->next_default || c->run_done) ? c->best : c->cur;
   if (count(&c->arm[0]) < 3) return 0;
-  if (c->lost > budget * c->total) return 0;  /* over the exploration budget: wait */
-  return c->next_default ? 0 : c->cur;
+  if (c->lost > budget * c->total) return c->best;  /* over the budget: wait */
+  return c->next_default ? c->best : c->cur;
 }
 
 static void record(struct cell *c, int arm, double t) {
@@ -390,28 +393,31 @@ static void record(struct cell *c, int arm, double t) {
   }
   if (c->phase != EXPLORE) return;
   add(a, t);
-  if (arm == 0) {
+  if (arm == c->best || arm != c->cur) {  /* the reference (or a paused arm) */
     if (!c->across) c->next_default = 0;
     return;
   }
   if (!c->across) c->next_default = 1;
-  double d = median(&c->arm[0]);
-  if (count(&c->arm[0]) == 0) return;  /* across runs: no default yet to compare */
+  struct arm *ref = &c->arm[c->best];
+  if (count(ref) == 0) return;  /* across runs: no reference yet to compare */
+  double d = median(ref);
   if (t > d) c->lost += t - d;
   /* clearly slower: dropped at once */
-  if (t > d * 1.5 || (count(a) >= 2 && lowest(a) > highest(&c->arm[0]) * 1.1)) {
+  if (t > d * 1.5 || (count(a) >= 2 && lowest(a) > highest(ref) * 1.1)) {
     a->dropped = 1;
-  } else if (count(a) >= pairs && count(&c->arm[0]) >= 2) {
-    /* kept when it beats the default beyond the noise; a candidate whose
+  } else if (count(a) >= pairs && count(ref) >= 2) {
+    /* kept when it beats the reference beyond the noise; a candidate whose
        median is ahead but whose slowest sample is not gets more pairs, up
        to SAMPLES */
-    if (beats(a, &c->arm[0])) a->kept = 1;
+    if (beats(a, ref)) a->kept = 1;
     else if (count(a) >= SAMPLES || median(a) >= d * (1 - THRESHOLD)) a->dropped = 1;
   }
   if (a->dropped || a->kept) {
     a->at = c->invocations + 1;
+    if (a->kept) c->best = c->cur;
     c->cur++;
     c->next_default = 0;
+    c->run_done = c->across;  /* at most one candidate per run */
   }
 }
 
@@ -498,9 +504,11 @@ static void apply_line(struct state *s, char *line) {
   if (c->phase == EXPLOIT) {
     c->next_check = 64;
     while (c->next_check <= c->invocations) c->next_check *= 2;
-  } else if (c->phase == EXPLORE && across_runs && c->runs > 1 &&
-             c->invocations / (c->runs - 1) < 16) {
-    c->across = 1;  /* too few invocations per run: one arm per run */
+  } else if (c->phase == EXPLORE && c->runs > 1 && c->invocations / (c->runs - 1) < 16) {
+    /* too few invocations per run to explore in one: one arm per run with
+       MIRECC_ADAPT_ACROSS_RUNS, else the program's own configuration */
+    if (across_runs) c->across = 1;
+    else c->rare = 1;
   }
 }
 

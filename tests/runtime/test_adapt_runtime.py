@@ -253,3 +253,38 @@ def test_driver_links_runtime_only_with_the_setting(tmp_path, monkeypatch):
                    check=True, env=env)
     nm = subprocess.run(["nm", str(tmp_path / "p2")], capture_output=True, text=True).stdout
     assert "__mirecc_adapt" not in nm
+
+
+# A region that runs three times per process: too few to explore in a run.
+FEW = PROGRAM.replace('argc > 1 ? atoi(argv[1]) : 60', 'argc > 1 ? atoi(argv[1]) : 3')
+
+
+def test_across_runs_one_arm_per_run(llvm_plugin, runtime, tmp_path):
+    """With MIRECC_ADAPT_ACROSS_RUNS=1 a region too rare to explore in one
+    run is explored over successive runs, one arm per run, until every
+    candidate has its verdict; without it, it keeps the program's own."""
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _ = build(clang, plugin, tmp_path, FEW, "few", runtime)
+    expected = plain(clang, tmp_path, FEW, "few_plain")
+    off = tmp_path / "off.txt"
+    for _ in range(4):
+        assert run(exe, off).stdout == expected
+    (cell,) = read_store(off)
+    assert cell.phase == 0 and cell.tried == 0 and not cell.across, table([cell])
+    store = tmp_path / "across.txt"
+    arms_per_run = []
+    for n in range(40):
+        before = {a.name: a.samples for a in read_store(store)[0].arms} if n else {}
+        assert run(exe, store, MIRECC_ADAPT_ACROSS_RUNS="1").stdout == expected
+        (cell,) = read_store(store)
+        grew = [a.name for a in cell.arms if a.samples > before.get(a.name, 0)]
+        arms_per_run.append(grew)
+        if cell.phase == 1:
+            break
+    assert cell.phase == 1 and cell.tried == len(CANDIDATES), table([cell])
+    assert cell.decided_runs == len(arms_per_run)
+    # each run tried one candidate at most (after a candidate's verdict the
+    # run's other invocations take the reference: the default, or the
+    # candidate kept last)
+    assert all(len(g) <= 2 for g in arms_per_run), arms_per_run
+    assert sum(1 for g in arms_per_run if g != ["default"]) >= len(CANDIDATES)
