@@ -1,7 +1,7 @@
 """``mire bench`` (the README's main job) on a small program directory: code
 size at -Oz (loadable bytes, never larger, outputs compared), -O3 with the
-defaults (objects byte for byte clang's) and with the OpenMP head forced on
-an OpenMP program, and one short ``mire tune``; tables in bench.md, data in
+defaults (objects byte for byte clang's) and an OpenMP program adapted at
+run time, and one short ``mire tune``; tables in bench.md, data in
 bench.json, the plot in bench.png."""
 
 import json
@@ -83,21 +83,24 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     assert data["size"][0]["saved"] == 0 and data["size"][0]["same_object"]
 
     # 2. -O3 with the defaults: no task applies, every object is clang's, the
-    # same binary is 1.000x and not timed; the OpenMP program also forced
+    # same binary is 1.000x and not timed; the OpenMP program also adapted
     assert data["defaults"].startswith("On by default at -O3: none.")
     levels = {(r["program"], r["setting"]): r for r in data["levels"]}
-    assert set(levels) == {("tiny", "defaults"), ("tri", "defaults"),
-                           ("tri", "MIRECC_APPLY_OPENMP=1")}
+    adapted_key = ("tri", "MIRECC_ADAPT_OPENMP=1 MIRECC_ADAPT_ACROSS_RUNS=1")
+    assert set(levels) == {("tiny", "defaults"), ("tri", "defaults"), adapted_key}
     for key in [("tiny", "defaults"), ("tri", "defaults")]:
         row = levels[key]
         assert row["same_object"] and row["same_output"] and row["applied"] == 0, row
         assert row["speedup"] == 1.0 and row["run_clang_s"] == row["run_mirecc_s"] == []
-    # (whether the OpenMP head decides depends on the machine's cores: not asserted)
-    forced = levels[("tri", "MIRECC_APPLY_OPENMP=1")]
-    assert forced["same_output"]
-    assert forced["same_object"] or forced["applied"] > 0
-    runs = 0 if forced["same_object"] else 2
-    assert len(forced["run_clang_s"]) == len(forced["run_mirecc_s"]) == runs
+    # adapted: an adaptive site (the object differs), the runtime linked in,
+    # every run's output the same, each run beside one of clang's
+    from mirecc.cli.bench import ADAPTED_RUNS
+    adapted = levels[adapted_key]
+    assert adapted["same_output"] and adapted["adapted"] and not adapted["same_object"]
+    assert adapted["applied"] > 0
+    assert len(adapted["run_clang_s"]) == len(adapted["run_mirecc_s"]) == ADAPTED_RUNS
+    assert adapted["verdicts"] and adapted["verdicts"][0].startswith("tri.c main:0: ")
+    assert adapted["first"] > 0 and adapted["worst"] <= adapted["first"]
 
     # 3. the tune: a budget of 4 leaves room for the baseline only
     tune = data["tune"]
@@ -110,7 +113,8 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     for words in ["## 1. Code size at -Oz", "| tiny |", "| **total** |",
                   "## 2. -O3 with the defaults", "On by default at -O3: none.",
                   "2 of 2 objects are clang's byte for byte",
-                  "| tri | MIRECC_APPLY_OPENMP=1 |", "## 3. mire tune on tiny",
+                  "| tri | MIRECC_ADAPT_OPENMP=1 MIRECC_ADAPT_ACROSS_RUNS=1 |",
+                  "Adapted (MIRECC_ADAPT_OPENMP=1", "## 3. mire tune on tiny",
                   "Nothing kept: the budget left no room for a candidate"]:
         assert words in md, words
     assert md in proc.stdout

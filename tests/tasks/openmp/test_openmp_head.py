@@ -216,6 +216,42 @@ def test_a_head_timed_on_another_machine_or_a_tu_without_openmp_decides_nothing(
     assert "applies to TUs built with -fopenmp" in proc.stdout
 
 
+def test_adaptive_sites_carry_the_heads_order_machine_relative(program, tmp_path_factory):
+    """adapt_openmp: a head timed on another machine still ranks (its
+    configurations as shares of the cores), the first K candidates go into
+    the object in its order, the site keyed by the region's digest; the
+    region whose team size and schedule the source fixes is no site."""
+    cores = os.cpu_count() + 2
+    heads = make_head(tmp_path_factory.mktemp("heads"), "t1-dynamic-8", cores=cores)
+    env = env_for(program, heads, MIRECC_APPLY_OPENMP="0", MIRECC_ADAPT_OPENMP="1",
+                  MIRECC_ADAPT_CANDIDATES="2")
+    proc = run([MIRECC, "--explain=json", "-O2", "-fopenmp", "-c", "p.c", "-o", "p.o",
+                "-Rpass=mirecc-loophints"], program, env)
+    assert proc.returncode == 0, proc.stderr
+    [tu] = json.loads(proc.stdout)["translation_units"]
+    [d] = [d for d in tu["decisions"] if d["task"] == "openmp"]
+    assert d["target"] == "main:0" and d["applied"] and not d["advisory"]
+    v = d["value"]
+    # the trees promise t1-dynamic-8 most: one thread (its schedules are one
+    # configuration), then the others by their (equal) scores
+    assert v["adapt"][0] == "one-static-default" and len(v["adapt"]) == 2
+    assert "all-static-default" not in v["adapt"]     # the program's own: always there
+    assert len(v["key"]) == 16 and v["name"] == "p.c main:0" and len(v["loops"]) == 1
+    assert "adaptive site" in d["reason"]
+    nm = subprocess.run(["nm", str(program / "p.o")], capture_output=True, text=True).stdout
+    assert " w __mirecc_adapt_begin" in nm and " w __mirecc_adapt_end" in nm
+    # the same region digest as a decisions profile's (mire tune can seed the store)
+    from mirecc.ir.text import disassemble, function_digests
+    from mirecc.tasks.openmp.profile import region_digest
+    bc = subprocess.run([CLANG, "-O2", "-fopenmp", "-Rpass=mirecc-loophints", "-c",
+                         "-emit-llvm", "-Xclang", "-disable-llvm-passes", "p.c", "-o", "-"],
+                        cwd=program,
+                        capture_output=True, check=True).stdout
+    digests = function_digests(disassemble(bc, "p.c"))
+    outlined = v["loops"][0].rsplit(":", 1)[0]
+    assert v["key"] == region_digest(digests, "main", outlined)
+
+
 def test_region_statistics_of_a_known_program(tmp_path):
     from mirecc.ir.region_stats import NAMES, region_statistics
     from mirecc.ir.regions import emit_ir, program_sites
