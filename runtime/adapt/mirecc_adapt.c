@@ -49,6 +49,7 @@ extern int omp_get_max_threads(void);
 #define FLAG_REWRITTEN 1    /* the site has a copy whose loops read sched/chunk */
 #define FLAG_TEAM_FIXED 2   /* the source fixes the team size */
 #define TOKEN_COPY 0x10000  /* begin(): run the rewritten copy */
+#define TOKEN_QUIET 0x20000 /* begin(): nothing to learn from timing this one */
 
 /* Emitted by the plugin (passes/plugin/FORMAT.md, "Adaptive sites"). */
 struct site {
@@ -421,13 +422,9 @@ static void record(struct cell *c, int arm, double t) {
   }
 }
 
+/* Powers of 4: 1 -> 0, 2..7 -> 1, 8..31 -> 2, ... */
 static int bucket_of(int64_t trip) {
-  int b = 0;
-  while (trip > 1 && b < 62) {
-    trip >>= 2;
-    b++;
-  }
-  return b;
+  return trip < 1 ? 0 : (64 - __builtin_clzll((unsigned long long)trip)) / 2;
 }
 
 static struct cell *cell_for(struct state *s, int bucket) {
@@ -699,25 +696,43 @@ int32_t __mirecc_adapt_begin(struct site *site, ident_t *loc) {
     struct cell *c = cell_for(s, -1);  /* bucket unknown until the first invocation */
     s->last = c ? (int)(c - s->cell) : -1;
   }
-  int arm = 0;
-  if (s->last >= 0) arm = choose(s, &s->cell[s->last]);
+  int arm = 0, quiet = 0;
+  if (s->last >= 0) {
+    struct cell *c = &s->cell[s->last];
+    /* decided (one invocation in 16 still timed, for the re-checks) or too
+       short: not timed */
+    quiet = c->phase == SHORT ||
+            (c->phase == EXPLOIT && c->invocations < c->next_check &&
+             (c->invocations & 15) != 15);
+    arm = choose(s, c);
+  }
   struct arm *a = &s->cell[s->last >= 0 ? s->last : 0].arm[arm];
+  /* the program set its own team size (omp_set_num_threads, in a TU the
+     compile could not see): its choice stands, nothing is timed */
+  if (a->threads && omp_get_max_threads() != max_threads) {
+    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+    return 0;
+  }
   if (a->threads) __kmpc_push_num_threads(loc, __kmpc_global_thread_num(loc), a->threads);
   site->sched = a->sched;
   site->chunk = a->chunk;
   s->running = arm;
   s->running_cell = s->last;
   __atomic_store_n(&site->trip, -1, __ATOMIC_RELAXED);
+  if (quiet) return (arm + 1) | (a->sched ? TOKEN_COPY : 0) | TOKEN_QUIET;
   clock_gettime(CLOCK_MONOTONIC, &s->t0);
   return (arm + 1) | (a->sched ? TOKEN_COPY : 0);
 }
 
 void __mirecc_adapt_end(struct site *site, int32_t token) {
   if (!token) return;
-  struct timespec t1;
-  clock_gettime(CLOCK_MONOTONIC, &t1);
   struct state *s = site->state;
-  double t = (double)(t1.tv_sec - s->t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - s->t0.tv_nsec);
+  double t = 0;
+  if (!(token & TOKEN_QUIET)) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    t = (double)(t1.tv_sec - s->t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - s->t0.tv_nsec);
+  }
   int64_t trip = __atomic_load_n(&site->trip, __ATOMIC_RELAXED);
   int bucket = trip < 0 ? -1 : bucket_of(trip);
   struct cell *c = s->running_cell >= 0 ? &s->cell[s->running_cell] : NULL;
@@ -727,7 +742,7 @@ void __mirecc_adapt_end(struct site *site, int32_t token) {
   if (c && c->bucket == bucket) {
     /* the first invocation in a run starts the threads: not a sample,
        except where one arm runs per run (across runs) */
-    if (c->this_run++ > 0 || c->across) record(c, s->running, t);
+    if ((c->this_run++ > 0 || c->across) && !(token & TOKEN_QUIET)) record(c, s->running, t);
     c->invocations++;
     c->dirty = 1;
   } else {

@@ -214,6 +214,12 @@ def run_capped(command: list[str], cap: str | None, root: Path = DEFAULT_ROOT,
                 raise PowerCapError(f"{zone.limit_file}: cannot set the cap: {exc}") from None
             say(f"mire run: package power cap {limits[0][1] / 1e6:g} W on "
                 f"{len(limits)} zone(s) for this run")
+    # the cap in force, for the program: the adaptive OpenMP runtime keeps its
+    # verdicts per machine descriptor, the cap included (runtime/adapt)
+    env = dict(os.environ if env is None else env)
+    env.pop("MIRECC_POWER_CAP", None)
+    if saved:
+        env["MIRECC_POWER_CAP"] = f"{limits[0][1] / 1e6:g}W"
     try:
         return _run_forwarding_signals(command, env)
     finally:

@@ -1,6 +1,7 @@
 """mire run: package power caps through a fake RAPL powercap tree."""
 import json
 import signal
+import os
 import subprocess
 import sys
 import time
@@ -68,6 +69,19 @@ def test_the_cap_holds_during_the_run_and_the_old_limits_come_back(sysfs, tmp_pa
     assert limit(sysfs, "intel-rapl:0:0") == 50_000_000    # nor the sub-zone
     assert limit(sysfs, "intel-rapl:2") == 200_000_000     # nor a non-package zone
     assert not (tmp_path / "cache" / "powercap-restore.json").exists()
+
+
+def test_the_program_sees_the_cap_in_force_for_the_adaptive_runtime(sysfs, tmp_path):
+    """MIRECC_POWER_CAP in the program's environment names the cap in force
+    (the adaptive OpenMP runtime keys its verdicts by it), and is absent
+    when no cap could be applied."""
+    show = "import os; print(os.environ.get('MIRECC_POWER_CAP', '-'))"
+    res = mire_run("--powercap-root", str(sysfs), "--power-cap", "65", "--",
+                   sys.executable, "-c", show)
+    assert res.returncode == 0 and res.stdout.strip() == "65W", res.stderr
+    res = mire_run("--powercap-root", str(tmp_path / "none"), "--power-cap", "65", "--",
+                   sys.executable, "-c", show, env={**os.environ, "MIRECC_POWER_CAP": "65"})
+    assert res.returncode == 0 and res.stdout.strip() == "-", res.stderr
 
 
 def test_a_share_of_the_maximum_and_a_disabled_constraint(sysfs):
