@@ -82,6 +82,73 @@ def store_dir(cache: str | os.PathLike | None = None) -> Path:
     return Path(cache or os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "adapt"
 
 
+def _fnv(text: str) -> int:
+    h = 2166136261
+    for byte in text.encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def machine_descriptor(threads: int | None = None) -> str:
+    """This machine as the runtime names it in its store:
+    ``c<threads>-<FNV-1a of the CPU model>-p<power cap>`` (the runtime's
+    ``initialise``: the threads a team may have, the first ``model name``
+    of /proc/cpuinfo, ``MIRECC_POWER_CAP``)."""
+    if threads is None:
+        try:
+            threads = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            threads = os.cpu_count() or 1
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "Processor")) and ":" in line:
+                    model = line.split(":", 1)[1].lstrip(" \t").rstrip("\n")
+                    break
+    except OSError:
+        pass
+    cap = os.environ.get("MIRECC_POWER_CAP") or "none"
+    text = f"c{threads}-{_fnv(model):08x}-p{cap}"
+    return "".join("_" if c in "/ %\t" else c for c in text)
+
+
+def share_name(threads: int, cores: int, schedule: str, chunk: int | None) -> str | None:
+    """A configuration with an absolute team size as the runtime's arm
+    name on a machine with ``cores`` (None: no share names that size)."""
+    if threads == 1:
+        return "one-static-default"
+    share = {cores: "all", cores // 2: "half", cores // 4: "quarter"}.get(threads)
+    if share is None:
+        return None
+    return f"{share}-{schedule}-{chunk if chunk else 'default'}"
+
+
+def seed(path: str | os.PathLike, key: str, name: str, best: str) -> None:
+    """Write a decided verdict ``best`` (an arm name) for the site ``key``
+    into the store at ``path``, as the runtime would (lock, merge, atomic
+    rename): its first invocation adopts it for its input size, and the
+    default is re-checked at invocations 64, 128, ... as for any verdict."""
+    import fcntl
+
+    from mirecc.util.fsutil import atomic_write_bytes
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = "\t".join([key, "-1", name.replace("\t", " "), "1", best, "0", "0", "0", "0",
+                      "0", "0", "0", "-", "0", f"default:0:0:0:0:;{best}:0:0:1:0:"])
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            lines = []
+        if not lines or not lines[0].startswith(HEADER):
+            lines = [f"{HEADER} machine={path.stem}"]
+        kept = [ln for ln in lines[1:] if not ln.startswith(key + "\t")]
+        atomic_write_bytes(path, ("\n".join([lines[0], *kept, line]) + "\n").encode())
+
+
 def _arm(text: str) -> Arm:
     name, samples, dropped, kept, at, times = text.split(":", 5)
     return Arm(name, int(samples), dropped == "1", kept == "1", int(at),
