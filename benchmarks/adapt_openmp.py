@@ -332,8 +332,11 @@ def page(results: list[dict], ovh: dict | None, args, started: str) -> str:
         f"OpenMP head (its labels: PolyBench-ACC and generated kernels; these programs are "
         f"none of them).",
         "",
-        f"Protocol: {args.rounds} rounds of one clang run and one adapted run, sides alternating;"
-        f" the adapted build starts from an empty verdict store. first = clang's median over "
+        f"Protocol: {args.rounds} rounds of four sides, their order rotating each round: clang's"
+        f" build; mirecc's without the setting (A/A: clang's binary, unless the program's "
+        f"build embeds the compiler's command, as NPB's does: NOT IDENTICAL); the adapted build;"
+        f" the adapted build with the runtime off (`MIRECC_ADAPT=0`: what the sites' code alone "
+        f"does). The adapted build starts from an empty verdict store. first = clang's median over "
         f"the adapted build's first run; steady = clang's median over the median of the "
         f"adapted runs of the second half; worst = clang's median over the slowest adapted "
         f"run; oracle = each site forced to its fastest configuration (measured by the runtime"
@@ -371,18 +374,30 @@ def page(results: list[dict], ovh: dict | None, args, started: str) -> str:
                   "", "Build time with the setting over mirecc's without it: geomean "
                   f"{geomean(r['build_adapt_s'] / r['build_mirecc_s'] for r in ok):.3f}x; over "
                   f"clang's: {geomean(r['build_adapt_s'] / r['build_clang_s'] for r in ok):.3f}x."]
+        orders = list(ok[0]["trials"])
         lines += ["", "## Trials: invocations until the kept verdict, by order", "",
-                  "Per program, summed over its sites that reached a verdict in one run (the "
-                  "all-candidates build, a fresh store per order). `head`: the head's order; "
-                  "`fixed`: by name (no model); `random:N`: shuffled.", "",
-                  "| program | " + " | ".join(ok[0]["trials"]) + " |",
-                  "|---|" + "---|" * len(ok[0]["trials"])]
+                  "One run of the all-candidates build per order, each from a fresh store. "
+                  "`head`: the head's order; `fixed`: by name (no model); `random:N`: "
+                  "shuffled. Per program, summed over the sites that reached a verdict in that"
+                  " run under every order (the same sites for each column); sites reaching a "
+                  "verdict under each order beside.", "",
+                  "| program | sites | " + " | ".join(orders) + " | verdicts per order |",
+                  "|---|---|" + "---|" * len(orders) + "---|"]
+        totals = {o: 0 for o in orders}
         for r in ok:
-            cells = []
-            for order, per_site in r["trials"].items():
-                done = [v for v in per_site.values() if v is not None]
-                cells.append(f"{sum(done)} ({len(done)}/{len(per_site)} sites)")
-            lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+            tr = r["trials"]
+            common = [k for k in tr[orders[0]]
+                      if all(tr[o].get(k) is not None for o in orders)]
+            if not common:
+                continue
+            sums = {o: sum(tr[o][k] for k in common) for o in orders}
+            for o in orders:
+                totals[o] += sums[o]
+            reached = ", ".join(f"{sum(v is not None for v in tr[o].values())}" for o in orders)
+            lines.append(f"| {r['name']} | {len(common)} | "
+                         + " | ".join(str(sums[o]) for o in orders) + f" | {reached} |")
+        lines.append("| **total** | | " + " | ".join(f"**{totals[o]}**" for o in orders)
+                     + " | |")
     if ovh:
         def spread(v):
             return f"{statistics.median(v):.3f} s (min {min(v):.3f}, max {max(v):.3f})"
@@ -444,8 +459,17 @@ def main(argv=None) -> int:
     p.add_argument("--overhead", action="store_true")
     p.add_argument("--work", type=Path)
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "adapt-openmp.md")
+    p.add_argument("--render", action="store_true",
+                   help="write the page and plot again from --out's JSON, running nothing")
     args = p.parse_args(argv)
     started = time.strftime("%Y-%m-%d")
+    if args.render:
+        data = json.loads(args.out.with_suffix(".json").read_text())
+        args.out.write_text(page(data["programs"], data.get("overhead"), args,
+                                 data.get("started", started)))
+        plot(data["programs"], args.out.with_suffix(".png"))
+        print(args.out.read_text())
+        return 0
     root = args.work or Path(tempfile.mkdtemp(prefix="adapt-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     progs = omp_suites.programs(args.rodinia, args.npb)
@@ -473,7 +497,8 @@ def main(argv=None) -> int:
             print(f"  {r['error']}", flush=True)
         raw.write_text(json.dumps({"programs": results}, indent=1))
     ovh = overhead(root, 9) if args.overhead else None
-    raw.write_text(json.dumps({"programs": results, "overhead": ovh}, indent=1))
+    raw.write_text(json.dumps({"programs": results, "overhead": ovh, "started": started},
+                              indent=1))
     args.out.write_text(page(results, ovh, args, started))
     plot(results, args.out.with_suffix(".png"))
     print(args.out.read_text())

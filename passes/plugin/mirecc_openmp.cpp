@@ -15,6 +15,9 @@
 //    (schedule type 34, no schedule clause) into a dispatch loop
 //    (__kmpc_dispatch_init/next) with the chosen schedule; with OMP_SCHEDULE
 //    set at run time it dispatches as kmp_sch_static, one block per thread.
+//  * adapt (fork calls), "key", "candidates", "loops": an adaptive site of
+//    the runtime in runtime/adapt, which chooses the team size and the
+//    schedule of the named loops per invocation (makeAdaptiveSite).
 //
 // Anything else (an explicit schedule, lastprivate/linear, nowait,
 // cancellation, IR not shaped as expected) is left alone with an
@@ -607,8 +610,8 @@ constexpr int kSiteRewritten = 1, kSiteTeamFixed = 2;
 constexpr int kTokenCopy = 0x10000;
 
 // A call of the weak runtime entry `name` through a module-local helper that
-// returns `fallback` when the runtime is not linked in (fail-open: the
-// program's own configuration).
+// returns 0 when the runtime is not linked in (fail-open: the program's own
+// configuration).
 Function *weakCaller(Module &m, StringRef name, FunctionType *type) {
   std::string helperName = ("__mirecc_weak" + name).str();
   if (Function *f = m.getFunction(helperName)) return f;

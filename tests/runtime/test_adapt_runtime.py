@@ -288,3 +288,23 @@ def test_across_runs_one_arm_per_run(llvm_plugin, runtime, tmp_path):
     # candidate kept last)
     assert all(len(g) <= 2 for g in arms_per_run), arms_per_run
     assert sum(1 for g in arms_per_run if g != ["default"]) >= len(CANDIDATES)
+
+
+def test_a_seeded_verdict_is_run_from_the_first_invocation(llvm_plugin, runtime, tmp_path):
+    """mirecc.runtime.store.seed (what mire tune writes): a decided verdict
+    for the site's key, adopted for the input size of its first invocation;
+    the machine descriptor is the runtime's own."""
+    from mirecc.runtime.store import machine_descriptor, seed
+
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _ = build(clang, plugin, tmp_path, PROGRAM, "tri", runtime)
+    store = tmp_path / "adapt" / f"{machine_descriptor()}.txt"
+    seed(store, "k0000000000000001", "tri.c main:0", "all-dynamic-8")
+    out = run(exe, store, "40")
+    assert out.stdout == plain(clang, tmp_path, PROGRAM, "tri_plain", "40")
+    (cell,) = read_store(store)
+    assert cell.machine == machine_descriptor()     # the runtime wrote the header
+    assert cell.phase == 1 and cell.best == "all-dynamic-8" and cell.bucket >= 0
+    arms = {a.name: a.samples for a in cell.arms}
+    assert arms["all-dynamic-8"] > 0 and arms["one-static-default"] == 0
+    assert arms["all-guided-default"] == 0

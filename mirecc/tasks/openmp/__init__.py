@@ -98,8 +98,9 @@ class OpenMP(Task):
 
     def link_arguments(self, args, config, compiler):
         """With ``adapt_openmp``, a link with ``-fopenmp`` carries the adaptive
-        runtime (its archive; nothing else is taken from it when no object has
-        a site)."""
+        runtime (a few kilobytes; it does nothing until a site calls it, and
+        the objects' references are weak, so a program linked without it
+        runs its own configuration)."""
         if not getattr(config, "adapt_openmp", False) or not any(
                 a == "-fopenmp" or a.startswith("-fopenmp=") for a in args):
             return []

@@ -208,7 +208,6 @@ class OpenMPHead(RegionHead):
                 advisory=advisory, candidates=candidates_of(ranking)))
         return decisions
 
-
     def _adaptive_sites(self, ctx, rankings, regions, how):
         """Each region an adaptive site: its ``adapt_candidates`` best
         configurations in the head's order (machine-relative, the program's
