@@ -898,14 +898,15 @@ struct OpenMPDecidePass : PassInfoMixin<OpenMPDecidePass> {
           return OptimizationRemark(kPassName, "Applied", call) << what;
         });
         if (!userSchedule) userSchedule = makeUserSchedule(m);
+        const Schedule chosen = schedule;  // (a structured binding: not captured before C++20)
         rewriteLoop(plan, [&](IRBuilder<> &b, Type *schedTy, Type *chunkTy) {
           Value *user = b.CreateCall(userSchedule, {}, "omp.user.schedule");
           Value *sched =
               b.CreateSelect(user, ConstantInt::get(schedTy, kSchStatic),
-                             ConstantInt::get(schedTy, schedule.kind()));
+                             ConstantInt::get(schedTy, chosen.kind()));
           Value *chunk = b.CreateSelect(
               user, ConstantInt::get(chunkTy, 0),
-              ConstantInt::get(chunkTy, schedule.dispatchChunk()));
+              ConstantInt::get(chunkTy, chosen.dispatchChunk()));
           return std::make_pair(sched, chunk);
         });
         changed = true;

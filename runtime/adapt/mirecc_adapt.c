@@ -579,7 +579,8 @@ static int ours(const char *line, size_t len) {
     if (len <= klen || strncmp(line, s->site->key, klen) || line[klen] != '\t') continue;
     int bucket = atoi(line + klen + 1);
     for (int i = 0; i < s->ncell; i++)
-      if (s->cell[i].bucket == bucket && s->cell[i].dirty) return 1;
+      /* a line of no bucket yet (a seeded verdict) became the first cell's */
+      if ((s->cell[i].bucket == bucket || bucket == -1) && s->cell[i].dirty) return 1;
   }
   return 0;
 }
