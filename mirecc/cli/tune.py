@@ -12,27 +12,42 @@ decisions profile keeps what won (:mod:`mirecc.taskapi.profile`).
 2. Decision sites: every recorded decision whose task takes profile
    entries (``Task.profile_kind()``) applied by the front end that recorded it,
    made into a site by the task's profile kind: through ``mirecc`` the
-   loops and OpenMP parallel regions a head ranked; through ``mirecc-nvcc``
-   (CUDA sources: ``--build "make NVCC=mirecc-nvcc"``) each kernel whose
-   block shape is tunable (``<mirecc/launch.h>`` or PolyBench-ACC's
-   ``DIM_THREAD_BLOCK`` defines), its candidates the head's ranked shapes
-   or the kind's fallback shapes, the source's own left out
+   loops, loop nests and OpenMP parallel regions a head ranked; through
+   ``mirecc-nvcc`` (CUDA sources: ``--build "make NVCC=mirecc-nvcc"``) each
+   kernel whose block shape is tunable (``<mirecc/launch.h>`` or
+   PolyBench-ACC's ``DIM_THREAD_BLOCK`` defines), its candidates the head's
+   ranked shapes or the kind's fallback shapes, the source's own left out
    (:mod:`mirecc.tasks.cuda_block.profile`; the kernel's digest comes in
-   its record, no device IR is kept).  A kernel's time is the GPU's, which
-   neither ``perf`` nor loop depth can weigh: kernels go first, of equal
-   weight, by the head's predicted speedup, then by name, and none is left
-   out for its share.  Where ``perf`` can sample the run
+   its record, no device IR is kept).  Each site's candidates come with
+   the head's predicted gain (``gains``: log speedup over the compiler's
+   own; 0 where the head predicts none, as for a fallback list).
+   Each site gets a share of the run.  Where ``perf`` can sample the run
    (``--time-profile``; not where every site is a kernel), the baseline run
-   is sampled once and each site gets its function's share of the run's
-   time: sites in functions under ``--min-share`` are not tried, the others
-   go hottest first.  Without ``perf`` (or where it finds none of the
-   sites' functions, e.g. all inlined away), nesting depth stands for the
-   share (the innermost loop of a deep nest runs the most).  At the same
-   share a kind's ``order`` goes first (a parallel region before the loops
-   that share its time: its configuration distributes all their work).
-   Ties go by the head's best predicted gain; at each site, the head's
-   candidates in its order (the kind's fallback list where the head ranked
-   none but the compiler's own choice).
+   is sampled once and a site's share is its function's share of the
+   run's samples; sites in functions under ``--min-share`` are not tried.
+   Without ``perf`` (or where it finds none of the sites' functions, e.g.
+   all inlined away), nesting depth stands for the function's share: a
+   function weighs ``DEPTH_WEIGHT ** d``, d the depth of its deepest site
+   (each loop taken to run ten times the one around it), and its share is
+   that over all the sites' functions' weights.  A kernel's time is the GPU's, which neither ``perf`` nor loop
+   depth can weigh: the n kernels weigh 1/n each (of equal weight, the
+   whole run between them) and none is left out for its share.
+   The candidates of all sites and tasks then go in one order.  First
+   every candidate the head predicts to make its site faster by more than
+   ``--threshold`` (what a kept candidate must gain: a predicted 1.002x
+   could not be told from the noise), by the share of the run it is
+   predicted to save (share x (1 - 1/predicted speedup)), largest first,
+   so a cool site's promising candidate goes before the hottest site's
+   unpromising one, and between two promising ones the heat and the gain
+   together decide.  At the same saving a kind's ``order`` goes first (a
+   parallel region before the loops that share its time: its
+   configuration distributes all their work; then a function's loop-nest
+   schedule: it restructures all its loops), then the deeper site.  Then the
+   candidates with no gain predicted, site by site, hottest first (the
+   kind's ``order``, the deeper site and the head's best score breaking
+   ties), each site's in the head's order.  A candidate at a site where
+   an earlier one was kept is measured on top of it (it replaces that
+   site's kept value, against the best so far).
 3. A candidate: the profile of what was kept so far plus this candidate is
    written, and the sources whose decisions differ from the last build's
    are touched (their mtime set to now: make cannot see a profile change,
@@ -63,6 +78,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -75,7 +91,10 @@ from pathlib import Path
 from mirecc.learn.keep import KEEP_THRESHOLD, beats
 
 #: the saved state's format: a state of another format is started afresh
-STATE_FORMAT = 2
+STATE_FORMAT = 3
+#: without a time profile, a site one loop deeper is taken to run this many
+#: times longer (nesting depth stands for the share of the run)
+DEPTH_WEIGHT = 10.0
 
 
 class TuneError(Exception):
@@ -273,29 +292,70 @@ def parse_perf_report(text: str) -> dict[str, float]:
 
 def order_sites(sites: list[dict], shares: dict[str, float] | None, min_share: float
                 ) -> tuple[list[dict], int]:
-    """Sites hottest first (their function's share of the run where a time
-    profile found any of them, else nesting depth), a parallel region
-    before the loops that share its time (its configuration distributes all
-    their work), then by the head's score; with shares, those under
-    ``min_share`` are dropped (counted).  Sites the host's samples cannot
-    weigh (``sampled`` false: CUDA kernels, whose time is the GPU's) go
-    first, of equal weight, by their kind's order, the head's score and
-    their name, and are never dropped."""
-    def region_first(s):
-        return s.get("order", 1)
+    """Each site's ``share`` of the run (``weighed``: how it was found), and
+    the sites hottest first (then by their kind's ``order``: a parallel
+    region before the loops that share its time; the deeper site, the
+    head's best score, the name); with shares, those under ``min_share``
+    are dropped (counted).  The share is the site's function's: in
+    ``shares`` (perf's samples) where they hold any of the sites'
+    functions, else by depth (a function weighs ``DEPTH_WEIGHT ** d``, d
+    its deepest site's depth, over the sum of the functions' weights).  Sites
+    the host's samples cannot weigh (``sampled`` false: CUDA kernels, whose
+    time is the GPU's) are of equal weight, 1/n each of the n, and never
+    dropped."""
+    unseen = [s for s in sites if not s.get("sampled", True)]
+    for s in unseen:
+        s["share"], s["weighed"] = 1 / len(unseen), "equal"
+    host = [s for s in sites if s.get("sampled", True)]
+    dropped = 0
+    if shares is not None and any(s["function"] in shares for s in host):
+        for s in host:
+            s["share"], s["weighed"] = shares.get(s["function"], 0.0), "perf"
+        kept = [s for s in host if s["share"] >= min_share]
+        dropped, host = len(host) - len(kept), kept
+    elif host:
+        deepest: dict[str, int] = {}
+        for s in host:
+            deepest[s["function"]] = max(deepest.get(s["function"], 0), s["depth"])
+        top = max(deepest.values())     # weights relative to it: no overflow
+        total = sum(DEPTH_WEIGHT ** (d - top) for d in deepest.values())
+        for s in host:
+            s["share"] = DEPTH_WEIGHT ** (deepest[s["function"]] - top) / total
+            s["weighed"] = "depth"
+    ordered = sorted(unseen + host, key=lambda s: (-s["share"], s.get("order", 1),
+                                                   -s["depth"], -s["score"],
+                                                   s.get("target", ""), s.get("source", "")))
+    return ordered, dropped
 
-    unseen = sorted((s for s in sites if not s.get("sampled", True)),
-                    key=lambda s: (region_first(s), -s["score"], s["target"], s["source"]))
-    sites = [s for s in sites if s.get("sampled", True)]
-    found = shares is not None and any(s["function"] in shares for s in sites)
-    if not found:
-        return unseen + sorted(sites, key=lambda s: (region_first(s), -s["depth"],
-                                                     -s["score"])), 0
-    for s in sites:
-        s["share"] = shares.get(s["function"], 0.0)
-    kept = [s for s in sites if s["share"] >= min_share]
-    kept.sort(key=lambda s: (-s["share"], region_first(s), -s["depth"], -s["score"]))
-    return unseen + kept, len(sites) - len(kept)
+
+def saving(share: float, gain: float) -> float:
+    """The share of the run a candidate is predicted to save: its site's
+    ``share`` times 1 - 1/speedup, the speedup e**``gain`` (a log speedup)."""
+    return share * -math.expm1(-gain)
+
+
+def order_candidates(sites: list[dict], threshold: float = KEEP_THRESHOLD
+                     ) -> list[list[int]]:
+    """The order the candidates are tried in, as [site, candidate] indices
+    into ``sites`` (ordered by :func:`order_sites`): every candidate with a
+    gain predicted by the share of the run it is predicted to save
+    (:func:`saving`), largest first, a kind's ``order`` (a parallel region
+    before the loops that share its time, then a function's loop-nest
+    schedule) and the deeper site only breaking ties; then those with no gain predicted, site by site in
+    ``sites``' order (hottest first), each in the head's order.  A gain is
+    predicted where the candidate is predicted to make its site faster by
+    more than ``threshold`` (what a kept candidate must gain, were the site
+    the whole run): a predicted 1.002x could not be told from the noise."""
+    promising, rest = [], []
+    for i, s in enumerate(sites):
+        gains = s.get("gains") or [0.0] * len(s["candidates"])
+        for j, gain in enumerate(gains):
+            if saving(1.0, gain) > threshold:
+                promising.append((-saving(s["share"], gain), s.get("order", 1), -s["depth"],
+                                  i, j))
+            else:
+                rest.append([i, j])
+    return [[i, j] for *_, i, j in sorted(promising)] + rest
 
 
 def _loop_depths(ir: Path) -> dict:
@@ -311,11 +371,13 @@ def _loop_depths(ir: Path) -> dict:
 
 
 def sites_of(records: list[dict], work: Path) -> list[dict]:
-    """The decision sites of the recorded TUs, deepest first (see
-    :func:`order_sites` for the order with a time profile): {task, source
-    (absolute), target, function, digest, candidates, score, depth, order},
-    each made by its task's profile kind (``Task.profile_kind()``) from the head's
-    ranked candidates.  A TU's kinds are those its front end applies (a
+    """The decision sites of the recorded TUs, weighed by depth (see
+    :func:`order_sites`; with a time profile, order them again): {task,
+    source (absolute), target, function, digest, candidates, gains, score,
+    depth, order, share}, each made by its task's profile kind
+    (``Task.profile_kind()``) from the head's ranked candidates (``gains``
+    from :meth:`~mirecc.taskapi.profile.ProfileKind.gains` where the kind
+    gives none).  A TU's kinds are those its front end applies (a
     record's ``front_end``: ``mirecc`` where it names none); the digests
     come from its captured IR, or, for a front end that captures none
     (``mirecc-nvcc``), from the decisions themselves."""
@@ -341,8 +403,11 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
                        for d in decisions if d.get("digest")}
             loop_depths = dict
         for d in decisions:
-            site = tunable[d["task"]].site(d, source, digests, loop_depths)
+            kind = tunable[d["task"]]
+            site = kind.site(d, source, digests, loop_depths)
             if site is not None:
+                if len(site.get("gains") or ()) != len(site["candidates"]):
+                    site["gains"] = kind.gains(d, site)
                 sites.append(site)
     return order_sites(sites, None, 0.0)[0]
 
@@ -448,99 +513,105 @@ def run(args) -> int:
                 artifacts.keep("best")
                 artifacts.keep("baseline")
             times, output = _time_runs(args.run, args.repeats, args.pin)
-            sites, skipped, how = sites_of(records, work), 0, "loop depth"
+            sites, skipped = sites_of(records, work), 0
             host = any(s.get("sampled", True) for s in sites)
             # perf samples the host: with only kernels to try it has nothing to weigh
             shares = _time_profile(args, work, say) if host else None
             if shares is not None:
                 sites, skipped = order_sites(sites, shares, args.min_share)
-                how = "perf samples" if any("share" in s for s in sites) or skipped else \
-                    "loop depth (perf saw none of the sites' functions)"
+            weighed = {s["weighed"] for s in sites}
+            how = [{"perf": "perf samples", "equal": "kernels of equal weight (the GPU's time)",
+                    "depth": "loop depth" + (" (perf saw none of the sites' functions)"
+                                             if shares is not None else "")}[w]
+                   for w in ("perf", "depth", "equal") if w in weighed]
+            queue = order_candidates(sites, args.threshold)
             state = {"format": STATE_FORMAT, "build": args.build, "run": args.run,
                      "spent": 1 + args.repeats + (shares is not None),   # perf's run counts
                      "baseline": times, "output": output, "best": times, "kept": [],
-                     "sites": sites, "tried": [], "built": []}
+                     "sites": sites, "queue": queue, "tried": [], "built": []}
             save()
             per_task: dict[str, int] = {}
             for site in sites:
                 per_task[site["task"]] = per_task.get(site["task"], 0) + 1
+            promising = sum(1 for i, j in queue
+                            if saving(1.0, sites[i]["gains"][j]) > args.threshold)
             say(f"baseline: median {statistics.median(times):.3f} s over {args.repeats} "
                 f"runs; " + (", ".join(f"{n} {task} site(s)" for task, n in per_task.items())
                              or "no site") + " to try"
-                + (", kernels first (the GPU's time: the head's score, then the name)"
-                   if any(not s.get("sampled", True) for s in sites) else "")
-                + (f", hottest first by {how}" if host else "")
+                + (f"; shares by {', '.join(how)}; {len(queue)} candidate(s), {promising} "
+                   f"predicted to gain more than {args.threshold:.0%} (those first, by the "
+                   f"share of the run each is predicted to save)" if sites else "")
                 + (f"; {skipped} in functions under {args.min_share:.0%} of the run left out"
                    if skipped else ""))
         else:
             say(f"resuming: {len(state['tried'])} candidate(s) tried, {state['spent']} of "
                 f"the budget spent")
         candidate_profile = work / "candidate.profile"
-        for site in state["sites"]:
-            task = site["task"]
-            for value in site["candidates"]:
-                key = [task, site["source"], site["target"], value]
-                if key in state["tried"]:
-                    continue
-                runs = args.repeats * (2 if artifacts else 1)
-                if state["spent"] + 1 + runs > args.budget:
-                    raise _BudgetSpent
-                entry = {k: site[k] for k in ("source", "target", "digest")} | {
-                    "task": task, "value": value}
-                others = [k for k in state["kept"] if k["target"] != site["target"]
-                          or k["source"] != site["source"] or k["task"] != task]
-                atomic_write_bytes(candidate_profile,
-                                   _profile_text(others + [entry], candidate_profile).encode())
-                _touch_changed(state.get("built", []), others + [entry])
-                state["built"] = others + [entry]
-                state["spent"] += 1 + runs
-                pairs = kinds()[task].format_value(value)
-                best = state["best"]
-                try:
-                    _build(args.build, work, candidate_profile)
-                    if artifacts:
-                        artifacts.keep("candidate")
-                        if artifacts.same("candidate", "best"):
-                            # the compiler did not act on the decision: timing it
-                            # could only keep noise
-                            state["spent"] -= runs
-                            state["tried"].append(key)
-                            artifacts.put("best")
-                            say(f"{site['target']} {pairs}: the build is byte for byte the "
-                                f"best's; not kept")
-                            save()
-                            continue
-                        times, best, output, best_output = _time_alternating(
-                            args.run, args.repeats, artifacts, args.pin)
-                        if best_output != state["output"]:
-                            raise TuneError("the best build's output changed between runs")
-                    else:
-                        times, output = _time_runs(args.run, args.repeats, args.pin)
-                except TuneError as exc:
-                    say(f"{site['target']} {pairs}: {exc}; not kept")
-                    times, output = None, None
-                state["tried"].append(key)
-                if times is not None and output != state["output"]:
-                    say(f"{site['target']} {pairs}: the output changed; not kept")
-                elif times is not None and beats(times, best, args.threshold):
-                    # against the best's runs beside it, chained to the baseline
-                    gain = statistics.median(best) / statistics.median(times)
-                    speedup = state.get("gain", 1.0) * gain
-                    entry["comment"] = (f"{speedup:.3f}x the baseline's median, "
-                                        f"{args.repeats} runs, {min(times):.3f}-"
-                                        f"{max(times):.3f} s")
-                    state["kept"] = others + [entry]
-                    state["best"], state["gain"] = times, speedup
-                    state["rechecked"] = False
-                    if artifacts:
-                        artifacts.put("candidate")
-                        artifacts.keep("best")
-                    say(f"{site['target']} {pairs}: kept ({speedup:.3f}x)")
-                elif times is not None:
-                    say(f"{site['target']} {pairs}: median {statistics.median(times):.3f} s "
-                        f"against {statistics.median(best):.3f} s, not faster beyond the "
-                        f"noise; not kept")
-                save()
+        for i, j in state["queue"]:
+            site = state["sites"][i]
+            task, value = site["task"], site["candidates"][j]
+            key = [task, site["source"], site["target"], value]
+            if key in state["tried"]:
+                continue
+            runs = args.repeats * (2 if artifacts else 1)
+            if state["spent"] + 1 + runs > args.budget:
+                raise _BudgetSpent
+            entry = {k: site[k] for k in ("source", "target", "digest")} | {
+                "task": task, "value": value}
+            others = [k for k in state["kept"] if k["target"] != site["target"]
+                      or k["source"] != site["source"] or k["task"] != task]
+            atomic_write_bytes(candidate_profile,
+                               _profile_text(others + [entry], candidate_profile).encode())
+            _touch_changed(state.get("built", []), others + [entry])
+            state["built"] = others + [entry]
+            state["spent"] += 1 + runs
+            pairs = kinds()[task].format_value(value)
+            best = state["best"]
+            try:
+                _build(args.build, work, candidate_profile)
+                if artifacts:
+                    artifacts.keep("candidate")
+                    if artifacts.same("candidate", "best"):
+                        # the compiler did not act on the decision: timing it
+                        # could only keep noise
+                        state["spent"] -= runs
+                        state["tried"].append(key)
+                        artifacts.put("best")
+                        say(f"{site['target']} {pairs}: the build is byte for byte the "
+                            f"best's; not kept")
+                        save()
+                        continue
+                    times, best, output, best_output = _time_alternating(
+                        args.run, args.repeats, artifacts, args.pin)
+                    if best_output != state["output"]:
+                        raise TuneError("the best build's output changed between runs")
+                else:
+                    times, output = _time_runs(args.run, args.repeats, args.pin)
+            except TuneError as exc:
+                say(f"{site['target']} {pairs}: {exc}; not kept")
+                times, output = None, None
+            state["tried"].append(key)
+            if times is not None and output != state["output"]:
+                say(f"{site['target']} {pairs}: the output changed; not kept")
+            elif times is not None and beats(times, best, args.threshold):
+                # against the best's runs beside it, chained to the baseline
+                gain = statistics.median(best) / statistics.median(times)
+                speedup = state.get("gain", 1.0) * gain
+                entry["comment"] = (f"{speedup:.3f}x the baseline's median, "
+                                    f"{args.repeats} runs, {min(times):.3f}-"
+                                    f"{max(times):.3f} s")
+                state["kept"] = others + [entry]
+                state["best"], state["gain"] = times, speedup
+                state["rechecked"] = False
+                if artifacts:
+                    artifacts.put("candidate")
+                    artifacts.keep("best")
+                say(f"{site['target']} {pairs}: kept ({speedup:.3f}x)")
+            elif times is not None:
+                say(f"{site['target']} {pairs}: median {statistics.median(times):.3f} s "
+                    f"against {statistics.median(best):.3f} s, not faster beyond the "
+                    f"noise; not kept")
+            save()
     except _BudgetSpent:
         say(f"stopping: the next candidate needs more than the {args.budget - state['spent']} "
             f"of the budget left")

@@ -59,7 +59,8 @@ class ProfileKind:
     #: what a target is, in messages
     noun = "site"
     target_help = "a target <function>:<id>"
-    #: ``mire tune``: at the same share of the run, lower goes first
+    #: ``mire tune``: at the same share of the run, lower goes first (a
+    #: site whose value reaches the others' work before them)
     order = 1
 
     def check_target(self, target: str) -> bool:
@@ -88,12 +89,27 @@ class ProfileKind:
 
     def site(self, decision: dict, source: str, digests: dict[str, str], depths):
         """The ``mire tune`` site of a recorded decision (a dict: task,
-        source, target, function, digest, candidates, score, depth, order;
-        ``sampled``: False where the host's perf samples cannot weigh it, a
-        CUDA kernel), or None.  ``digests``: function -> digest of the TU
-        (from its IR, or for a front end that keeps none, the decisions'
-        own ``digest``); ``depths()``: loop id -> nesting depth of the TU."""
+        source, target, function, digest, candidates, gains, score, depth,
+        order; ``sampled``: False where the host's perf samples cannot weigh
+        it, a CUDA kernel), or None.  ``gains``: the head's predicted log
+        speedup of each candidate over the compiler's own, in the order of
+        ``candidates`` (0 where it predicts none; a kind that gives none gets
+        :meth:`gains`'s); ``score``: the best of the head's scores.
+        ``digests``: function -> digest of the TU (from its IR, or for a
+        front end that keeps none, the decisions' own ``digest``);
+        ``depths()``: loop id -> nesting depth of the TU."""
         return None
+
+    def gains(self, decision: dict, site: dict) -> list[float]:
+        """The predicted log speedups of ``site``'s candidates where its kind
+        gave none: the recorded decision's scores (the heads' log speedups
+        over the compiler's own) of its candidates other than the compiler's
+        own (``{}``), where they pair one for one with the site's (a kind
+        that keeps the head's order and drops only the compiler's own), else
+        none predicted (0)."""
+        ranked = [float(s) for v, s in decision.get("candidates") or () if v]
+        candidates = site.get("candidates") or []
+        return ranked if len(ranked) == len(candidates) else [0.0] * len(candidates)
 
 
 def key_values(text: str) -> dict:

@@ -84,10 +84,12 @@ def test_tune_keeps_the_first_faster_candidate_and_a_rebuild_applies_it(project)
     assert "1 decision(s) kept" in proc.stdout and "9 of the budget of 9" in proc.stdout
     [entry] = read_profile(str(cwd / "mirecc.profile"))
     state = json.loads((cwd / ".mirecc-tune" / "state.json").read_text())
-    first = state["sites"][0]          # the most promising site, its best-ranked candidate
+    # the first candidate tried: the most promising of all sites' candidates
+    [i, j], *_ = state["queue"]
+    first = state["sites"][i]
     assert entry.task == "loop-vectorize" and entry.target == first["target"]
-    assert entry.source == first["source"] and entry.value == first["candidates"][0]
-    # kept; the site's second candidate was no faster than it
+    assert entry.source == first["source"] and entry.value == first["candidates"][j]
+    # kept; the second candidate tried was no faster than it
     assert "kept (" in proc.stderr and "not faster beyond the noise" in proc.stderr
     assert "x the baseline's median" in entry.comment
     # a build with the profile applies it
@@ -178,19 +180,93 @@ def test_perf_report_parsing_and_site_order():
              for f, d in (("cold", 3), ("warm", 1), ("hot", 1), ("unseen", 2))]
     ordered, dropped = order_sites([dict(s) for s in sites], shares, 0.01)
     assert [s["function"] for s in ordered] == ["hot", "warm"] and dropped == 2
-    # perf saw none of the sites' functions: depth decides, nothing dropped
+    assert [s["share"] for s in ordered] == pytest.approx([0.615, 0.30])
+    # perf saw none of the sites' functions: depth stands for the function's
+    # share (ten times per level of its deepest site), nothing dropped
     ordered, dropped = order_sites([dict(s) for s in sites], {"main": 1.0}, 0.01)
-    assert [s["function"] for s in ordered] == ["cold", "unseen", "warm", "hot"] and dropped == 0
-    # a parallel region goes before the loops in its outlined function
-    # (its task's profile kind gives its sites order 0, loops 1)
+    assert [s["function"] for s in ordered] == ["cold", "unseen", "hot", "warm"] and dropped == 0
+    assert [s["share"] for s in ordered] == pytest.approx([1 / 1.12, 0.1 / 1.12, 0.01 / 1.12,
+                                                           0.01 / 1.12])
+    assert {s["weighed"] for s in ordered} == {"depth"}
+    # at the same share a parallel region goes before the loops in its
+    # outlined function, and a function's schedule before its loops' factors
+    # (their tasks' profile kinds give their sites order 0, 1, 2)
     from mirecc.taskapi.profile import kinds
-    assert kinds()["openmp"].order < kinds()["loop-vectorize"].order
+    assert kinds()["openmp"].order < kinds()["loop-nests"].order \
+        < kinds()["loop-vectorize"].order
     region = {"task": "openmp", "function": "warm", "depth": 1, "score": 0.0,
               "target": "main:0", "order": kinds()["openmp"].order}
     ordered, _ = order_sites([dict(s) for s in sites] + [dict(region)], shares, 0.01)
     assert [s["target"] for s in ordered] == ["hot:1", "main:0", "warm:1"]
     ordered, _ = order_sites([dict(s) for s in sites] + [dict(region)], None, 0.01)
-    assert ordered[0]["target"] == "main:0"
+    assert ordered[0]["target"] == "cold:1"
+    assert [s["target"] for s in ordered[2:]] == ["main:0", "hot:1", "warm:1"]
+    # by depth too every site of a function has the function's share: the
+    # region before the deeper loops in it
+    inner = [{"task": task, "function": "warm", "depth": 3, "score": 0.1, "target": target,
+              "order": kinds()[task].order}
+             for task, target in (("loop-vectorize", "warm:5"), ("loop-nests", "warm"))]
+    ordered, _ = order_sites([dict(region)] + [dict(s) for s in inner], None, 0.01)
+    assert [s["target"] for s in ordered] == ["main:0", "warm", "warm:5"]
+    assert [s["share"] for s in ordered] == [1.0, 1.0, 1.0]
+
+
+def _site(task, function, share, gains, depth=2, order=1):
+    return {"task": task, "function": function, "target": f"{function}:1", "source": "/p/a.c",
+            "depth": depth, "order": order, "score": max(gains), "share": share,
+            "candidates": [{"n": n} for n in range(len(gains))], "gains": list(gains)}
+
+
+def test_a_promising_candidate_at_a_cooler_site_goes_first():
+    """The candidates of all sites in one order: those with a gain predicted
+    by the share of the run each is predicted to save, then the others site
+    by site, hottest first, in the head's order."""
+    from mirecc.cli.tune import order_candidates, saving
+
+    # the head predicts nothing at the hottest site: 1.002x is no gain a
+    # tune could keep (the 2% threshold), 1.0x none, then a loss
+    hot = _site("loop-vectorize", "hot", 0.9, [0.002, 0.0, -0.1])
+    cool = _site("loop-nests", "cool", 0.1, [0.4, 0.0, -0.5])
+    assert order_candidates([hot, cool]) == [[1, 0], [0, 0], [0, 1], [0, 2], [1, 1], [1, 2]]
+    # with no threshold, any predicted gain counts
+    assert order_candidates([hot, cool], 0.0)[:2] == [[1, 0], [0, 0]]
+    hot["gains"] = [0.0, -0.1]
+    hot["candidates"] = hot["candidates"][:2]
+    # between two with a gain: the share times the predicted gain decides,
+    # not the heat alone nor the gain alone
+    warm = _site("loop-vectorize", "warm", 0.6, [0.1, 0.05])     # 5.7% and 2.9% of the run
+    assert saving(0.6, 0.1) == pytest.approx(0.6 * (1 - 1 / 1.1051709), rel=1e-6)
+    assert saving(0.6, 0.05) < saving(0.1, 0.4) < saving(0.6, 0.1)     # cool's first: 3.3%
+    assert order_candidates([warm, cool]) == [[0, 0], [1, 0], [0, 1], [1, 1], [1, 2]]
+    cool["gains"][0] = 1.0                                       # saves 0.1 x 63%: 6.3%
+    assert order_candidates([warm, cool]) == [[1, 0], [0, 0], [0, 1], [1, 1], [1, 2]]
+    # a parallel region before the loops that share its time only at the
+    # same predicted saving
+    region = _site("openmp", "warm", 0.6, [0.1, 0.2], depth=1, order=0)
+    assert order_candidates([warm, region]) == [[1, 1], [1, 0], [0, 0], [0, 1]]
+    # a site with no gains (a kind that gives none) predicts none
+    plain = _site("loop-vectorize", "plain", 0.9, [0.0])
+    del plain["gains"]
+    assert order_candidates([plain, cool]) == [[1, 0], [0, 0], [1, 1], [1, 2]]
+
+
+def test_a_kind_without_gains_gets_the_heads_scores_of_its_candidates():
+    """A kind whose sites carry no ``gains`` (the OpenMP regions') gets the
+    recorded decision's scores of its candidates, the compiler's own left out."""
+    from mirecc.taskapi.profile import kinds
+
+    kind = kinds()["openmp"]
+    loops = ["kernel.omp_outlined:4"]
+    decision = {"task": "openmp", "target": "kernel:0", "candidates": [
+        [{"threads": 2, "schedule": "guided", "loops": loops}, 0.3],
+        [{}, 0.0],
+        [{"threads": 2, "schedule": "static", "chunk": 8, "loops": loops}, -0.2]]}
+    site = kind.site(decision, "/p/a.c", {"kernel": "0" * 16, "kernel.omp_outlined": "1" * 16},
+                     dict)
+    assert [c["schedule"] for c in site["candidates"]] == ["guided", "static"]
+    assert kind.gains(decision, site) == [0.3, -0.2]
+    # candidates that do not pair with the decision's: none predicted
+    assert kind.gains(decision, {**site, "candidates": site["candidates"][:1]}) == [0.0]
 
 
 HOT_COLD = """\
@@ -230,7 +306,7 @@ def test_perf_samples_put_the_hot_loop_first_and_leave_the_cold_one_out(tmp_path
                            "--repeats", "2", "--time-profile", "perf"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert "hottest first by perf samples" in proc.stderr
+    assert "shares by perf samples" in proc.stderr
     state = json.loads((tmp_path / ".mirecc-tune" / "state.json").read_text())
     functions = [s["function"] for s in state["sites"]]
     assert functions and set(functions) == {"hot"} and state["sites"][0]["share"] > 0.5

@@ -8,6 +8,7 @@ are the real ones."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -60,7 +61,8 @@ def test_tune_tries_a_kernels_block_shapes_and_the_profile_applies_the_winner(tm
                            "--time-profile", "auto"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert "1 cuda-block site(s) to try, kernels first" in proc.stderr, proc.stderr
+    assert "1 cuda-block site(s) to try; shares by kernels of equal weight" in proc.stderr \
+        and "8 candidate(s), 0 predicted to gain more than 2%" in proc.stderr, proc.stderr
     assert "sampling" not in proc.stderr, proc.stderr      # perf cannot weigh a kernel
     assert "saxpy 32x8: median" in proc.stderr and "saxpy 8x8: kept (" in proc.stderr, \
         proc.stderr
@@ -133,12 +135,14 @@ def _kernel(name: str, default=(128, 1), fixed=(), ranking=()) -> dict:
             "value": {"x": default[0], "y": default[1]}, "applied": False}
 
 
-def test_kernel_sites_come_first_by_score_then_name_and_keep_their_launchs_fixed_axes():
+def test_kernels_weigh_equally_their_candidates_go_by_predicted_gain_and_keep_fixed_axes():
     """Sites from mirecc-nvcc's records (no IR): the head's ranking without
-    the source's own shape, the fallback where it ranked none, only shapes
-    on the axes the launch lets a decision set; kernels before the host's
-    sites, by score then name, and never dropped for a missing share."""
-    from mirecc.cli.tune import order_sites, sites_of
+    the source's own shape, the fallback where it ranked none (no gain
+    predicted), only shapes on the axes the launch lets a decision set.
+    The kernels weigh 1/n of the run each and are never dropped for a
+    missing share; the candidates of all sites go by the share of the run
+    each is predicted to save, those with no gain predicted after them."""
+    from mirecc.cli.tune import order_candidates, order_sites, sites_of
 
     records = [
         _record("b.cu", _kernel("zeta"), _kernel("alpha"),
@@ -146,22 +150,37 @@ def test_kernel_sites_come_first_by_score_then_name_and_keep_their_launchs_fixed
                 _kernel("rows", default=(256, 1), fixed=("y",))),
         _record("a.cu", _kernel("mid", ranking=[((128, 1), 1.0), ((16, 16), 1.4),
                                                 ((8, 8), 1.2)])),
+        _record("d.cu", _kernel("other", ranking=[((32, 8), 1.3), ((64, 1), 0.9)])),
         _record("c.cu")]
     sites = sites_of(records, Path("/nowhere"))
     assert [(Path(s["source"]).name, s["target"]) for s in sites] == [
-        ("a.cu", "mid"), ("b.cu", "alpha"), ("b.cu", "rows"), ("b.cu", "zeta")]
+        ("a.cu", "mid"), ("d.cu", "other"), ("b.cu", "alpha"), ("b.cu", "rows"),
+        ("b.cu", "zeta")]
     shapes = {s["target"]: [f"{c['x']}x{c['y']}" for c in s["candidates"]] for s in sites}
     assert shapes["mid"] == ["16x16", "8x8"] and sites[0]["score"] == 1.4
+    assert sites[0]["gains"] == pytest.approx([math.log(1.4), math.log(1.2)])
     assert shapes["alpha"] == ["32x8", "8x8", "16x16", "32x32", "64x1", "256x1", "32x4",
                                "16x8"]
+    assert sites[2]["gains"] == [0.0] * 8
     assert shapes["rows"] == ["64x1", "128x1"]
     assert all(s["digest"] == "0123456789abcdef" and not s["sampled"] for s in sites)
-    # with perf's shares of the host: kernels first and kept, a cold loop dropped
+    # with perf's shares of the host: a cold loop dropped, the kernels kept,
+    # 1/5 of the run each
     loops = [{"task": "loop-vectorize", "function": f, "target": f"{f}:1", "depth": 1,
-              "score": 0.0, "source": "/p/m.c"} for f in ("hot", "cold")]
+              "score": 0.05, "source": "/p/m.c", "candidates": [{"vectorize.width": 4}],
+              "gains": [0.05]} for f in ("hot", "cold")]
     ordered, dropped = order_sites(sites + loops, {"hot": 0.9, "cold": 0.001}, 0.01)
-    assert [s["target"] for s in ordered] == ["mid", "alpha", "rows", "zeta", "hot:1"]
-    assert dropped == 1
+    assert [s["target"] for s in ordered] == ["hot:1", "mid", "other", "alpha", "rows", "zeta"]
+    assert dropped == 1 and [s["share"] for s in ordered[1:]] == [0.2] * 5
+    tried = [(ordered[i]["target"], ordered[i]["candidates"][j])
+             for i, j in order_candidates(ordered)]
+    # mid's 16x16 saves 0.2 x (1 - 1/1.4) = 5.7% of the run, other's 32x8
+    # 4.6%, the hot loop's 0.9 x (1 - 1/e**0.05) = 4.4%, mid's 8x8 3.3%
+    assert tried[:4] == [("mid", {"x": 16, "y": 16}), ("other", {"x": 32, "y": 8}),
+                         ("hot:1", {"vectorize.width": 4}), ("mid", {"x": 8, "y": 8})]
+    # then the others site by site: other's predicted loss, the fallbacks
+    assert tried[4] == ("other", {"x": 64, "y": 1})
+    assert [k for k, _ in tried[5:]] == ["alpha"] * 8 + ["rows"] * 2 + ["zeta"] * 8
 
 
 @pytest.mark.parametrize("shape", ["?", "BS"])

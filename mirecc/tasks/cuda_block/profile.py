@@ -11,12 +11,15 @@ the kernel's function in the device IR; value: the block shape ``XxY``.
 ``mire tune`` tries the shapes of each tunable kernel that ``mirecc-nvcc``
 recorded (:meth:`BlockKind.recorded`, with the kernel's digest: the tune
 keeps no device IR): the head's ranking, else :data:`FALLBACK`, the
-source's own shape left out.  The host's perf samples cannot see a
-kernel's time (it is the GPU's), so kernels are of equal weight, before
-the host's sites, by the head's predicted speedup, then by name.
+source's own shape left out, each with the head's predicted log speedup
+over the source's shape (the site's ``gains``; none predicted for the
+fallback).  The host's perf samples cannot see a kernel's time (it is the
+GPU's), so the kernels are of equal weight (``sampled`` false): each
+takes an equal part of the run.
 """
 from __future__ import annotations
 
+import math
 import re
 
 from mirecc.taskapi.profile import ProfileKind
@@ -105,15 +108,22 @@ class BlockKind(ProfileKind):
             return value != default and all(str(value[a]) == str(default.get(a))
                                             for a in fixed)
         ranked = [(v, s) for v, s in decision.get("candidates") or [] if applicable(v)]
-        candidates = [v for v, _ in ranked] or [
-            v for v in map(self.parse_value, FALLBACK) if applicable(v)]
-        candidates = [c for i, c in enumerate(candidates) if c not in candidates[:i]]
+        ranked = [(v, s) for i, (v, s) in enumerate(ranked)
+                  if v not in [w for w, _ in ranked[:i]]]
+        # the head's scores are predicted speedups over the source's shape
+        gains = [math.log(s) if s > 0 else 0.0 for _, s in ranked]
+        candidates = [v for v, _ in ranked]
+        if not candidates:
+            candidates = [v for v in map(self.parse_value, FALLBACK) if applicable(v)]
+            candidates = [c for i, c in enumerate(candidates) if c not in candidates[:i]]
+            gains = [0.0] * len(candidates)
         if not candidates:
             return None
         # a kernel runs on the GPU: perf's host samples cannot weigh it
         return {"task": decision["task"], "source": source, "function": function,
                 "target": decision["target"], "digest": digests[function],
-                "candidates": candidates, "score": max((s for _, s in ranked), default=0.0),
+                "candidates": candidates, "gains": gains,
+                "score": max((s for _, s in ranked), default=0.0),
                 "depth": 1, "order": self.order, "sampled": False}
 
 

@@ -7,7 +7,11 @@ target: the function with the nest; value: its schedule (one of
 and the callers a static one is inlined into) come from the build's own
 reading of the IR (the head's decision in this build), so an entry for a
 function the head did not read is not applied.  ``mire tune`` tries each
-function's schedules in the head's order.
+function's schedules in the head's order, each with the head's predicted
+log speedup over LLVM's schedule (the site's ``gains``); at the same share
+of the run a function's schedule goes after a parallel region's
+configuration (which distributes all the region's work) and before its
+loops' factors (it restructures all of them).
 """
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ def functions_of(candidates) -> list[str] | None:
 class NestKind(ProfileKind):
     noun = "function"
     target_help = "a function with a loop nest"
+    #: after a parallel region (0), before the loops' factors (2)
+    order = 1
 
     def check_target(self, target: str) -> bool:
         return bool(target) and not any(c.isspace() for c in target)
@@ -61,8 +67,8 @@ class NestKind(ProfileKind):
                     default=2)
         return {"task": decision["task"], "source": source, "function": where,
                 "target": function, "digest": digests[function],
-                "candidates": [v for v, _ in ranked], "score": max(s for _, s in ranked),
-                "depth": depth, "order": self.order}
+                "candidates": [v for v, _ in ranked], "gains": [float(s) for _, s in ranked],
+                "score": max(s for _, s in ranked), "depth": depth, "order": self.order}
 
 
 KIND = NestKind()

@@ -473,6 +473,23 @@ def write_head(cases, results: dict, gate, out: Path) -> None:
                        "seed": 0}, results, "mire bench nests")
 
 
+def write_held_out_head(out: Path, held_out, work: Path, cc: str = "clang-14") -> list[str]:
+    """The statistics forest fitted on every labelled case but those of the
+    ``held_out`` programs, written as a head into ``out`` (as the shipped
+    one, forcing refused: it ranks and records): a head that never saw
+    them, for measuring ``mire tune`` on them (``benchmarks/tune_programs.py
+    --suite nests``).  ``work``: the IR cache.  Returns the programs it was
+    trained on."""
+    cases, _ = read_cases(sorted(LABELS.glob("*.jsonl")))
+    unknown = set(held_out) - {c.program for c in cases}
+    if unknown:
+        raise KeyError(f"no labelled loop-nest program {', '.join(sorted(unknown))}")
+    train = attach_features([c for c in cases if c.program not in set(held_out)], work, cc)
+    why = f"held out {', '.join(sorted(held_out))} for a benchmark: it ranks and records only"
+    write_head(train, {}, ([], None, why), out)
+    return sorted({c.program for c in train})
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="mirecc-bench")
