@@ -114,3 +114,44 @@ def plot(results: dict, path: Path, ks, title: str, skip=(), lines=(85, 95)) -> 
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def gate_sweep(cases, ranked: dict, thresholds, wrong: float) -> tuple[list, object, str | None]:
+    """The apply gate (:mod:`mirecc.learn.gates`) of a leave-one-program-out
+    ranking (``ranked``: case index -> its candidates best first with the
+    trees' quantile, from a forest trained without the case's program): for
+    each threshold, each held-out program's speedup with the guesses it
+    lets through (the slowest of its sizes let through; a candidate in the
+    case's ``bad`` counts ``wrong``, one not timed 1.0; None where none is
+    let through).  Returns the rows, the admissible threshold with the best
+    geomean (None if none is) and, with none, why."""
+    from mirecc.learn.gates import calibrate, gate_row, refusal_reason
+
+    programs = sorted({c.program for c in cases})
+    rows = []
+    for t in thresholds:
+        per: dict = {}
+        for i, c in enumerate(cases):
+            candidate, score = ranked[i][0]
+            if score <= t:
+                continue
+            x = wrong if candidate in c.bad else c.speed.get(candidate, 1.0)
+            per[c.program] = min(per.get(c.program, x), x)
+        rows.append(gate_row(t, {p: per.get(p) for p in programs}))
+    chosen = calibrate(rows)
+    return rows, chosen, None if chosen else refusal_reason(rows, "program")
+
+
+def gate_markdown(rows, chosen, noun: str, before: float | None = None) -> str:
+    """The gate sweep as a markdown table (``noun``: what is applied, e.g.
+    "a shape"; ``before``: the threshold shipped before, marked)."""
+    from mirecc.learn.gates import FLOOR
+
+    lines = [f"| threshold | programs with {noun} applied | geomean | slowest | "
+             f"below {FLOOR}x |", "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        mark = " (chosen)" if chosen is not None and r.threshold == chosen.threshold else ""
+        mark += " (before)" if before is not None and r.threshold == before else ""
+        lines.append(f"| {r.threshold:g}{mark} | {r.applied} of {r.applications} | "
+                     f"{r.geomean:.3f} | {r.slowest:.3f} | {r.below} |")
+    return "\n".join(lines)

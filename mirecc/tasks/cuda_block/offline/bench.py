@@ -304,42 +304,13 @@ def table(cases, rankings, gate=None) -> tuple[str, dict]:
 
 
 def gate_sweep(cases, ranked: dict, thresholds=THRESHOLDS) -> tuple[list, object, str | None]:
-    """The apply gate (:mod:`mirecc.learn.gates`) of a leave-one-program-out
-    ranking (``ranked``: case index -> its candidates best first with the
-    trees' quantile, from a forest trained without the case's program): for
-    each threshold, each held-out program's speedup with the guesses it
-    lets through (the slowest of its sizes let through; a shape that
-    changed an output or failed counts :data:`WRONG`, one not timed 1.0;
-    None where none is let through).  Returns the rows, the admissible
-    threshold with the best geomean (None if none is) and, with none, why."""
-    from mirecc.learn.gates import calibrate, gate_row, refusal_reason
-
-    programs = sorted({c.program for c in cases})
-    rows = []
-    for t in thresholds:
-        per: dict = {}
-        for i, c in enumerate(cases):
-            shape, score = ranked[i][0]
-            if score <= t:
-                continue
-            x = WRONG if shape in c.bad else c.speed.get(shape, 1.0)
-            per[c.program] = min(per.get(c.program, x), x)
-        rows.append(gate_row(t, {p: per.get(p) for p in programs}))
-    chosen = calibrate(rows)
-    return rows, chosen, None if chosen else refusal_reason(rows, "program")
+    """:func:`mirecc.learn.rankbench.gate_sweep` of a ranking of shapes: a
+    shape that changed an output or failed counts :data:`WRONG`."""
+    return rankbench.gate_sweep(cases, ranked, thresholds, WRONG)
 
 
 def gate_markdown(rows, chosen) -> str:
-    from mirecc.learn.gates import FLOOR
-
-    lines = ["| threshold | programs with a shape applied | geomean | slowest | "
-             f"below {FLOOR}x |", "|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        mark = " (chosen)" if chosen is not None and r.threshold == chosen.threshold else ""
-        mark += " (before)" if r.threshold == MIN_GAIN else ""
-        lines.append(f"| {r.threshold:g}{mark} | {r.applied} of {r.applications} | "
-                     f"{r.geomean:.3f} | {r.slowest:.3f} | {r.below} |")
-    return "\n".join(lines)
+    return rankbench.gate_markdown(rows, chosen, "a shape", before=MIN_GAIN)
 
 
 def gated(cases, ranked: dict, gate) -> dict:

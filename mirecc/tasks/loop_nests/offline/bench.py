@@ -253,37 +253,13 @@ THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)
 
 
 def gate_sweep(cases, ranked: dict) -> tuple[list, object, str | None]:
-    """The apply gate (:mod:`mirecc.learn.gates`) of a ranking: for each threshold
-    of :data:`THRESHOLDS`, each held-out program's speedup with the guesses
-    it lets through (the slowest of the program's sizes; a changed output
-    counts :data:`PENALTY`); the admissible threshold with the best geomean,
-    or the reason none is."""
-    from mirecc.learn.gates import calibrate, gate_row, refusal_reason
-
-    rows = []
-    for t in THRESHOLDS:
-        per: dict = {}
-        for i, c in enumerate(cases):
-            s, score = ranked[i][0]
-            if score <= t:
-                continue
-            x = math.exp(PENALTY) if s in c.bad else c.speed.get(s, 1.0)
-            per[c.program] = min(per.get(c.program, x), x)
-        rows.append(gate_row(t, {p: per.get(p) for p in sorted({c.program for c in cases})}))
-    chosen = calibrate(rows)
-    return rows, chosen, None if chosen else refusal_reason(rows, "program")
+    """:func:`mirecc.learn.rankbench.gate_sweep` over :data:`THRESHOLDS`: a
+    schedule that changed an output counts :data:`PENALTY`."""
+    return rankbench.gate_sweep(cases, ranked, THRESHOLDS, math.exp(PENALTY))
 
 
 def gate_markdown(rows, chosen) -> str:
-    from mirecc.learn.gates import FLOOR
-
-    lines = ["| threshold | programs with a schedule applied | geomean | slowest | "
-             f"below {FLOOR}x |", "|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        mark = " (chosen)" if chosen is not None and r.threshold == chosen.threshold else ""
-        lines.append(f"| {r.threshold:g}{mark} | {r.applied} of {r.applications} | "
-                     f"{r.geomean:.3f} | {r.slowest:.3f} | {r.below} |")
-    return "\n".join(lines)
+    return rankbench.gate_markdown(rows, chosen, "a schedule")
 
 
 def knob_table(paths) -> str:
