@@ -135,6 +135,10 @@ def add_arguments(p) -> None:
                         "then alternate between the best build and the candidate")
     p.add_argument("--pin", type=int, default=None, metavar="CPU",
                    help="run the benchmark on this CPU only")
+    p.add_argument("--seed-adapt", action="store_true",
+                   help="also write the OpenMP regions kept as this machine's verdicts in "
+                        "the adaptive runtime's store (as mire adapt --seed): programs "
+                        "built with adapt_openmp start from them")
 
 
 # ------------------------------------------------------------------ one build, one run
@@ -627,4 +631,7 @@ def run(args) -> int:
     print(f"mire tune: {len(state['kept'])} decision(s) kept, {gain:.3f}x the baseline's "
           f"median; {state['spent']} of the budget of {args.budget} spent; wrote {profile} "
           f"(apply it with MIRECC_PROFILE={profile})")
+    if args.seed_adapt:
+        from mirecc.runtime.store import seed_profile
+        seed_profile(profile, say=lambda line: print(f"mire tune: {line}"))
     return 0

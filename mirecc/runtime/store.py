@@ -149,6 +149,39 @@ def seed(path: str | os.PathLike, key: str, name: str, best: str) -> None:
         atomic_write_bytes(path, ("\n".join([lines[0], *kept, line]) + "\n").encode())
 
 
+def seed_profile(profile, store=None, say=print) -> int:
+    """Write each entry of the decisions profile at ``profile`` whose kind
+    the runtime decides (``ProfileKind.adapts``: OpenMP regions) as a
+    decided verdict into this machine's store (``store``: a file; default
+    MIRECC_ADAPT_STORE or ``<cache>/adapt/<machine>.txt``), named for this
+    machine's cores (an entry the runtime has no name for is skipped with a
+    line).  Returns how many were written; ProfileError for a malformed
+    profile."""
+    import os
+
+    from mirecc.taskapi.profile import read_profile
+
+    entries = [e for e in read_profile(str(profile)) if e.kind.adapts]
+    if store is None:
+        store = os.environ.get("MIRECC_ADAPT_STORE") or (
+            store_dir() / f"{machine_descriptor()}.txt")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    written = 0
+    for e in entries:
+        best = e.kind.adapt_arm(e.value, cores)
+        where = f"{os.path.basename(e.source)} {e.target}"
+        if best is None:
+            say(f"{where}: {e.kind.format_value(e.value)} has no name on this machine's "
+                f"{cores} cores (a team no share of them names); not seeded")
+            continue
+        seed(store, e.digest, where, best)
+        written += 1
+    say(f"seeded {written} adaptive verdict{'s' if written != 1 else ''} from {profile} "
+        f"into {store}")
+    return written
+
+
 def _arm(text: str) -> Arm:
     name, samples, dropped, kept, at, times = text.split(":", 5)
     return Arm(name, int(samples), dropped == "1", kept == "1", int(at),

@@ -111,6 +111,15 @@ class ProfileKind:
         candidates = site.get("candidates") or []
         return ranked if len(ranked) == len(candidates) else [0.0] * len(candidates)
 
+    #: whether the adaptive runtime (:mod:`mirecc.runtime`) decides these
+    #: sites too, so that an entry can seed its store (:meth:`adapt_arm`)
+    adapts = False
+
+    def adapt_arm(self, value: dict, cores: int) -> str | None:
+        """The adaptive runtime's name for the configuration ``value`` on a
+        machine with ``cores`` (None: the runtime has no name for it)."""
+        return None
+
 
 def key_values(text: str) -> dict:
     """``key=value[,key=value]`` (integers where they are digits)."""

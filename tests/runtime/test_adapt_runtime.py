@@ -308,3 +308,54 @@ def test_a_seeded_verdict_is_run_from_the_first_invocation(llvm_plugin, runtime,
     arms = {a.name: a.samples for a in cell.arms}
     assert arms["all-dynamic-8"] > 0 and arms["one-static-default"] == 0
     assert arms["all-guided-default"] == 0
+
+
+def test_mire_adapt_seeds_what_a_profile_keeps(tmp_path):
+    """mire adapt --seed (and mire tune --seed-adapt): a decisions profile's
+    openmp entry, keyed by the region's digest as the site is, becomes this
+    machine's verdict; the program built with adapt_openmp runs it from its
+    first invocation, with the plain build's output."""
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    bindir = Path(os.sys.executable).parent
+    mirecc = shutil.which("mirecc", path=str(bindir)) or "mirecc"
+    mire = shutil.which("mire", path=str(bindir)) or "mire"
+    src = tmp_path / "tri.c"
+    src.write_text(PROGRAM)
+    store = tmp_path / "store.txt"
+    env = {**run_env(), "MIRECC_CACHE_DIR": str(tmp_path / "cache"),
+           "MIRECC_ADAPT_STORE": str(store), "MIRECC_ADAPT_OPENMP": "1",
+           "MIRECC_RECORD": str(tmp_path / "record.jsonl")}
+    subprocess.run([mirecc, "-O2", "-fopenmp", str(src), "-o", str(tmp_path / "prog")],
+                   check=True, env=env, cwd=tmp_path)
+    (rec,) = [json.loads(x) for x in (tmp_path / "record.jsonl").read_text().splitlines()]
+    (site,) = [d for d in rec["decisions"] if d["task"] == "openmp"]
+    key, arm = site["value"]["key"], site["value"]["adapt"][-1]
+    share, schedule, chunk = arm.split("-")
+    cores = len(os.sched_getaffinity(0))
+    threads = {"one": 1, "all": cores, "half": cores // 2, "quarter": cores // 4}[share]
+    value = f"threads={threads},schedule={schedule}" + (
+        f",chunk={chunk}" if chunk != "default" else "")
+    profile = tmp_path / "mirecc.profile"
+    profile.write_text(f"# mirecc decisions profile 1\nopenmp tri.c main:0 {key} {value}\n")
+
+    out = subprocess.run([mire, "adapt", "--seed", str(profile)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert f"seeded 1 adaptive verdict from {profile}" in out
+    (cell,) = read_store(store)
+    assert cell.key == key and cell.best == arm and cell.phase == 1
+
+    ran = subprocess.run([str(tmp_path / "prog"), "40"], capture_output=True, text=True,
+                         env=env, check=True)
+    assert ran.stdout == plain("clang-14", tmp_path, PROGRAM, "tri_plain", "40")
+    (cell,) = read_store(store)
+    arms = {a.name: a.samples for a in cell.arms}
+    assert cell.best == arm and arms[arm] > 0, table([cell])
+    assert sum(n for name, n in arms.items() if name not in (arm, "default")) == 0, \
+        table([cell])
+
+    # a malformed profile: a clear error naming it, nothing written
+    profile.write_text("openmp tri.c main:0 nothex threads=1,schedule=static\n")
+    bad = subprocess.run([mire, "adapt", "--seed", str(profile)], env=env,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and str(profile) in bad.stderr

@@ -3,15 +3,22 @@
     mire adapt                 # every site of every machine's store
     mire adapt --json          # the same, one JSON object per site and bucket
     mire adapt --forget        # drop the stores (the next runs explore again)
+    mire adapt --seed mirecc.profile   # start from what mire tune kept
 
 Programs built with ``adapt_openmp`` (``MIRECC_ADAPT_OPENMP=1``) carry the
 runtime; it writes its verdicts per user and machine under
-``<cache>/adapt/`` (:mod:`mirecc.runtime.store`).
+``<cache>/adapt/`` (:mod:`mirecc.runtime.store`).  ``--seed`` (and ``mire
+tune --seed-adapt``) writes the regions a decisions profile keeps as decided
+verdicts for this machine, keyed by the region's digest as the adaptive
+sites are: the program's first invocation of each runs the kept
+configuration, and the runtime's default is re-checked now and then as for
+any verdict.
 """
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def add_arguments(p) -> None:
@@ -21,11 +28,18 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per site and bucket")
     p.add_argument("--forget", action="store_true",
                    help="remove the store files: later runs explore again")
+    p.add_argument("--seed", metavar="PROFILE", default=None,
+                   help="write the OpenMP regions a decisions profile keeps (mire tune's) "
+                        "as this machine's verdicts")
+
+
+def _machine() -> str:
+    from mirecc.runtime.store import machine_descriptor
+    return machine_descriptor()
 
 
 def _directory(args):
     import os
-    from pathlib import Path
 
     from mirecc.runtime.store import store_dir
 
@@ -37,6 +51,17 @@ def _directory(args):
 
 def run(args) -> int:
     from dataclasses import asdict
+
+    if args.seed:
+        from mirecc.runtime.store import seed_profile
+        from mirecc.taskapi.profile import ProfileError
+        try:
+            seed_profile(args.seed, Path(args.store) / f"{_machine()}.txt"
+                         if args.store else None)
+        except ProfileError as exc:
+            print(f"mire adapt: {exc}", file=sys.stderr)
+            return 2
+        return 0
 
     from mirecc.runtime.store import read_all, table
 

@@ -54,6 +54,11 @@ class RegionKind(ProfileKind):
     noun = "region"
     target_help = "a region id <function>:<n>"
     order = 0
+    adapts = True
+
+    def adapt_arm(self, value, cores):
+        from mirecc.runtime.store import share_name
+        return share_name(value["threads"], cores, value["schedule"], value.get("chunk"))
 
     def parse_value(self, text):
         value = key_values(text)
