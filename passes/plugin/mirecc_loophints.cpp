@@ -452,5 +452,6 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
                 });
             mirecc::registerOpenMPPasses(pb);  // after mirecc-loop-mark
             mirecc::registerRecordPasses(pb);
+            mirecc::registerCoarsenPasses(pb);
           }};
 }

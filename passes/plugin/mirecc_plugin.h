@@ -25,6 +25,9 @@ std::string parseRecords(llvm::StringRef module, const llvm::json::Object &recor
                          const std::string &where);
 void clearRecords();
 void registerRecordPasses(llvm::PassBuilder &pb);
+
+// mirecc_coarsen.cpp: OpenCL thread coarsening, named for opt only
+void registerCoarsenPasses(llvm::PassBuilder &pb);
 }  // namespace mirecc
 
 #endif  // MIRECC_PLUGIN_H

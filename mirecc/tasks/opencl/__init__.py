@@ -55,7 +55,11 @@ class OpenclThreadCoarsening(Task):
     bench = (BenchSuite("coarsening", "mirecc.tasks.opencl.offline.cli:run",
                         "thread coarsening: mirecc's embeddings against IR2Vec and the prior "
                         "art on the published dataset, on the same folds",
-                        arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),)
+                        arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),
+             BenchSuite("coarsen-check", "mirecc.tasks.opencl.offline.coarsen_check:run",
+                        "the plugin's coarsening transform run: every kernel at each factor "
+                        "against factor 1 on the same inputs, LLVM 14 and 19",
+                        arguments="mirecc.tasks.opencl.offline.coarsen_check:add_arguments"))
 
     def head_class(self):
         from mirecc.tasks.opencl.head import ThreadCoarseningHead
