@@ -426,15 +426,15 @@ def digest(rows: list[Row]) -> str:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--llvm", default="14,19",
+    p.add_argument("--coarsen-llvm", default="14,19",
                    help="LLVM majors whose opt and clang run the check (default: %(default)s)")
-    p.add_argument("--factors", default=",".join(map(str, FACTORS)),
+    p.add_argument("--coarsen-factors", default=",".join(map(str, FACTORS)),
                    help="coarsening factors (default: %(default)s)")
-    p.add_argument("--dataset", default=None,
+    p.add_argument("--coarsen-dataset", default=None,
                    help="the thread-coarsening dataset (default: ../shared/datasets/"
                         "thread_coarsening or $MIRECC_DATASETS; without it the project's "
                         "kernels only)")
-    p.add_argument("--out", default="docs/results/coarsen-transform.md",
+    p.add_argument("--coarsen-out", default="docs/results/coarsen-transform.md",
                    help="the table to write (default: %(default)s)")
 
 
@@ -445,11 +445,12 @@ def run(args) -> int:
     from mirecc.plugin.build import PluginError, ensure_plugin
     from mirecc.util.fsutil import atomic_write_bytes
 
-    majors = [int(m) for m in str(args.llvm).split(",") if m.strip()]
-    factors = tuple(int(f) for f in str(args.factors).split(",") if f.strip())
+    majors = [int(m) for m in str(args.coarsen_llvm).split(",") if m.strip()]
+    factors = tuple(int(f) for f in str(args.coarsen_factors).split(",") if f.strip())
     from mirecc.learn.datasets import default_root
 
-    dataset = Path(args.dataset) if args.dataset else default_root() / "thread_coarsening"
+    dataset = (Path(args.coarsen_dataset) if args.coarsen_dataset
+               else default_root() / "thread_coarsening")
     if not (dataset / "kernels_ir").is_dir():
         print(f"mire bench coarsen-check: no kernels_ir/ under {dataset}; the project's own "
               f"kernels only", file=sys.stderr)
@@ -502,7 +503,7 @@ def run(args) -> int:
         *[f"- {k} ({s}): {why}" for k, s, why in reasons],
         "",
     ])
-    out = Path(args.out)
+    out = Path(args.coarsen_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, text.encode())
     print(f"wrote {out}")
