@@ -133,7 +133,7 @@ def parse_psource(psource: str) -> str | None:
     return f"{parts[1]}:{line}" if line > 0 else None
 
 
-def _split_args(text: str) -> list[str]:
+def split_args(text: str) -> list[str]:
     """Top-level comma-separated arguments of a call (``text`` starts after
     the opening parenthesis)."""
     args, depth, cur = [], 0, []
@@ -181,7 +181,7 @@ def find_sites(ir_text: str) -> list[Site]:
             if callee in bodies:
                 calls[fn].add(callee)
             if callee == FORK:
-                args = _split_args(rest)
+                args = split_args(rest)
                 ident = _ref(args[0]) if args else None
                 outlined = _ref(args[2]) if len(args) > 2 else None
                 sites.append(Site(f"{fn}:{n_fork}", "parallel", fn, n_fork,
@@ -195,7 +195,7 @@ def find_sites(ir_text: str) -> list[Site]:
             elif callee == SET_THREADS:
                 sets_threads = True
             elif (k := _INIT_KIND.match(callee)):
-                args = _split_args(rest)
+                args = split_args(rest)
                 ident = _ref(args[0]) if args else None
                 try:
                     sched = int(args[2].split()[-1])

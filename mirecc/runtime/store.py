@@ -89,16 +89,21 @@ def _fnv(text: str) -> int:
     return h
 
 
+def allowed_cores() -> int:
+    """The cores this process may run on (what a team of ``all`` has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def machine_descriptor(threads: int | None = None) -> str:
     """This machine as the runtime names it in its store:
     ``c<threads>-<FNV-1a of the CPU model>-p<power cap>`` (the runtime's
     ``initialise``: the threads a team may have, the first ``model name``
     of /proc/cpuinfo, ``MIRECC_POWER_CAP``)."""
     if threads is None:
-        try:
-            threads = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            threads = os.cpu_count() or 1
+        threads = allowed_cores()
     model = "unknown"
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -157,16 +162,13 @@ def seed_profile(profile, store=None, say=print) -> int:
     machine's cores (an entry the runtime has no name for is skipped with a
     line).  Returns how many were written; ProfileError for a malformed
     profile."""
-    import os
-
     from mirecc.taskapi.profile import read_profile
 
     entries = [e for e in read_profile(str(profile)) if e.kind.adapts]
     if store is None:
         store = os.environ.get("MIRECC_ADAPT_STORE") or (
             store_dir() / f"{machine_descriptor()}.txt")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    cores = allowed_cores()
     written = 0
     for e in entries:
         best = e.kind.adapt_arm(e.value, cores)

@@ -33,11 +33,6 @@ def add_arguments(p) -> None:
                         "as this machine's verdicts")
 
 
-def _machine() -> str:
-    from mirecc.runtime.store import machine_descriptor
-    return machine_descriptor()
-
-
 def _directory(args):
     import os
 
@@ -53,10 +48,10 @@ def run(args) -> int:
     from dataclasses import asdict
 
     if args.seed:
-        from mirecc.runtime.store import seed_profile
+        from mirecc.runtime.store import machine_descriptor, seed_profile
         from mirecc.taskapi.profile import ProfileError
         try:
-            seed_profile(args.seed, Path(args.store) / f"{_machine()}.txt"
+            seed_profile(args.seed, Path(args.store) / f"{machine_descriptor()}.txt"
                          if args.store else None)
         except ProfileError as exc:
             print(f"mire adapt: {exc}", file=sys.stderr)

@@ -22,8 +22,6 @@ in bounds), each integer scalar 8, each float scalar 0.5; a global size of
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -152,23 +150,6 @@ class Row:
     cells: dict = field(default_factory=dict)   # "k/mode" -> "equal" | "refused: ..." | ...
 
 
-def _split_top(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
 def _metadata_strings(ir: str, ref: str) -> list[str]:
     m = re.search(rf"^{re.escape(ref)} = !\{{(.*)\}}$", ir, re.M)
     return re.findall(r'!"([^"]*)"', m.group(1)) if m else []
@@ -178,18 +159,20 @@ def read_kernel(ir_path: Path, source: str) -> Kernel:
     """The kernel of an IR file (the first spir_kernel, else the first
     function with kernel_arg_type metadata): its parameters, dimensions and
     the functions it needs that the emulator must define."""
+    from mirecc.ir.regions import split_args
+    from mirecc.ir.text import functions
+
     ir = ir_path.read_text()
-    kernels = [mm for mm in re.finditer(r"^define ([\w ]*?)void @([\w.]+)\((.*?)\)([^\n]*)\{$",
-                                         ir, re.M)
-               if "spir_kernel" in mm.group(1) or "!kernel_arg_type" in mm.group(4)]
-    if not kernels:
+    define = next((d for _, d, _ in functions(ir)
+                   if " spir_kernel " in d or "!kernel_arg_type" in d), None)
+    m = define and re.match(r"^define [^@]*void @([\w.]+)\((.*?)\)([^\n]*)\{$", define)
+    if not m:
         raise ValueError(f"{ir_path}: no kernel")
-    m = kernels[0]
-    name, params_text, tail = m.group(2), m.group(3), m.group(4)
+    name, params_text, tail = m.group(1), m.group(2), m.group(3)
     types_ref = re.search(r"!kernel_arg_type (![0-9]+)", tail)
     cl_types = _metadata_strings(ir, types_ref.group(1)) if types_ref else []
     params = []
-    for i, p in enumerate(_split_top(params_text)):
+    for i, p in enumerate(split_args(params_text)):
         llvm = p.split(" ")[0] if not p.startswith("<") else p[:p.index(">") + 1] + (
             "*" if p[p.index(">") + 1:].startswith("*") else "")
         pointer = llvm.endswith("*") or llvm == "ptr" or p.startswith("ptr ")
@@ -321,11 +304,13 @@ def coarsen(ir: Path, kernel: str, factor: int, mode: str, major: int, plugin: P
 
 def _build_run(ir: Path, kernel: Kernel, major: int, work: Path, tag: str,
                launch: tuple[tuple[int, ...], tuple[int, ...]], reverse: bool = False) -> str:
-    lib = work / "builtins.ll"
-    lib.write_text("\n".join(BUILTINS[n] for n in kernel.needs if n in BUILTINS) + "\n")
-    (work / "workitem.c").write_text(WORK_ITEM)
-    main = work / f"main-{kernel.name}.c"
-    main.write_text(launcher(kernel))
+    # the emulator's sources, written once per kernel
+    lib, main = (work / f"builtins-{kernel.source}-{kernel.name}.ll",
+                 work / f"main-{kernel.source}-{kernel.name}.c")
+    if not main.is_file():
+        lib.write_text("\n".join(BUILTINS[n] for n in kernel.needs if n in BUILTINS) + "\n")
+        (work / "workitem.c").write_text(WORK_ITEM)
+        main.write_text(launcher(kernel))
     exe = work / f"run-{tag}"
     clang = _tool("clang", major)
     proc = subprocess.run([clang, "-O2", "-Wno-override-module", "-w", str(ir), str(lib),
@@ -418,11 +403,6 @@ def table_markdown(rows: list[Row]) -> str:
                                                    else c.split(":")[0]))
         lines.append(f"| {r.kernel} ({r.source}) | {r.major} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def digest(rows: list[Row]) -> str:
-    return hashlib.sha256(json.dumps([r.__dict__ for r in rows], sort_keys=True,
-                                     default=str).encode()).hexdigest()[:12]
 
 
 def add_arguments(p) -> None:
