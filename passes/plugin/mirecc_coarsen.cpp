@@ -19,8 +19,11 @@
 // for each other, so the kernel is refused, unchanged, with a reason on
 // stderr where something does: a barrier or work-group / sub-group function,
 // a work-item function whose dimension is not a constant,
-// get_enqueued_local_size along d, get_local_id / get_local_size along d in
-// the strided form (its work-groups are not the old ones), local memory (a
+// get_enqueued_local_size along d, get_local_id / get_local_size /
+// get_group_id along d in the strided form (its work-groups are not the old
+// ones), a reqd_work_group_size along d that k does not divide (one it
+// divides is divided), a function that is no kernel or that other code
+// calls, local memory (a
 // __local argument or a local global), or a function the module defines
 // that the kernel calls and that calls work-item functions itself.
 //
@@ -29,6 +32,7 @@
 //   mirecc-coarsen: <kernel>: refused: <reason>
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/IRBuilder.h"
@@ -56,13 +60,17 @@ struct CoarsenOptions {
   bool strided = false;
 };
 
-// The Itanium-mangled names clang gives the OpenCL work-item functions.
+// The Itanium-mangled name's prefix clang gives an OpenCL builtin.
+std::string mangledPrefix(StringRef base) {
+  return "_Z" + std::to_string(base.size()) + base.str();
+}
+
+// Whether f is the OpenCL builtin ``base`` (mangled, or a C-style declaration).
 bool named(const Function *f, StringRef base) {
   if (!f) return false;
   StringRef n = f->getName();
-  if (n == base) return true;  // unmangled (a C-style declaration)
-  std::string mangled = "_Z" + std::to_string(base.size()) + base.str();
-  return n.size() >= mangled.size() && n.substr(0, mangled.size()) == mangled;
+  std::string prefix = mangledPrefix(base);
+  return n == base || n.substr(0, prefix.size()) == prefix;
 }
 
 bool isWorkItem(const Function *f) {
@@ -77,8 +85,7 @@ bool isWorkItem(const Function *f) {
 bool waits(const Function *f) {
   if (!f) return false;
   StringRef n = f->getName();
-  return named(f, "barrier") || named(f, "work_group_barrier") ||
-         n.contains("work_group_") || n.contains("sub_group_") ||
+  return named(f, "barrier") || n.contains("work_group_") || n.contains("sub_group_") ||
          n.contains("__spirv_ControlBarrier");
 }
 
@@ -87,12 +94,8 @@ bool waits(const Function *f) {
 bool reachesWorkItems(const Function *f, SmallPtrSet<const Function *, 16> &seen) {
   if (!f || f->isDeclaration() || !seen.insert(f).second) return false;
   for (const Instruction &i : instructions(*f))
-    if (auto *call = dyn_cast<CallBase>(&i)) {
-      const Function *callee = call->getCalledFunction();
-      if (!callee) continue;
-      if (isWorkItem(callee) || waits(callee)) return true;
-      if (reachesWorkItems(callee, seen)) return true;
-    }
+    if (const Function *callee = mirecc::calleeOf(i))
+      if (isWorkItem(callee) || waits(callee) || reachesWorkItems(callee, seen)) return true;
   return false;
 }
 
@@ -112,21 +115,39 @@ bool takesLocalMemory(const Function &f) {
 bool usesLocalGlobal(const Function &f) {
   for (const Instruction &i : instructions(f))
     for (const Use &u : i.operands()) {
-      const Value *v = u.get()->stripPointerCasts();
-      if (auto *g = dyn_cast<GlobalVariable>(v))
+      // through casts and constant GEPs (an element of a local array)
+      if (auto *g = dyn_cast<GlobalVariable>(getUnderlyingObject(u.get())))
         if (g->getAddressSpace() == 3) return true;
     }
   return false;
 }
 
 // "" when the kernel can be coarsened along dim, else why not.
-std::string refusal(Function &f, unsigned dim, bool strided) {
+// The work-group size the kernel requires along dim (0: none given).
+uint64_t requiredSize(const Function &f, unsigned dim) {
+  if (MDNode *md = f.getMetadata("reqd_work_group_size"))
+    if (dim < md->getNumOperands())
+      if (auto *c = mdconst::dyn_extract_or_null<ConstantInt>(md->getOperand(dim)))
+        return c->getZExtValue();
+  return 0;
+}
+
+std::string refusal(Function &f, const CoarsenOptions &o) {
+  unsigned dim = o.dim;
+  bool strided = o.strided;
+  if (f.getCallingConv() != CallingConv::SPIR_KERNEL && !f.hasMetadata("kernel_arg_type") &&
+      !f.hasMetadata("kernel_arg_addr_space"))
+    return "not an OpenCL kernel (no spir_kernel convention, no kernel_arg_* metadata)";
+  if (!f.use_empty()) return "called or referenced by other code (it would run the loop)";
+  if (uint64_t r = requiredSize(f, dim); r % o.factor)
+    return "its reqd_work_group_size " + std::to_string(r) + " is not a multiple of " +
+           std::to_string(o.factor);
   if (takesLocalMemory(f)) return "takes local memory (a __local argument)";
   if (usesLocalGlobal(f)) return "uses local memory";
   for (Instruction &i : instructions(f)) {
     auto *call = dyn_cast<CallBase>(&i);
     if (!call) continue;
-    Function *callee = call->getCalledFunction();
+    Function *callee = mirecc::calleeOf(i);
     if (!callee) {
       if (!call->isInlineAsm()) continue;
       return "inline assembly";
@@ -142,7 +163,8 @@ std::string refusal(Function &f, unsigned dim, bool strided) {
       if (named(callee, "get_enqueued_local_size") && d->getZExtValue() == dim)
         return ("calls " + n + " along the coarsened dimension").str();
       if (strided && d->getZExtValue() == dim &&
-          (named(callee, "get_local_id") || named(callee, "get_local_size")))
+          (named(callee, "get_local_id") || named(callee, "get_local_size") ||
+           named(callee, "get_group_id")))
         return ("calls " + n + " along the coarsened dimension (strided: work-groups "
                 "would not keep their items)").str();
       continue;
@@ -154,13 +176,31 @@ std::string refusal(Function &f, unsigned dim, bool strided) {
   return "";
 }
 
-Function *declared(Module &m, StringRef base, Type *sizeTy, Type *dimTy,
-                   Function *like) {
-  std::string name = "_Z" + std::to_string(base.size()) + base.str() + "j";
-  FunctionCallee fc = m.getOrInsertFunction(name, FunctionType::get(sizeTy, {dimTy}, false));
-  auto *f = dyn_cast<Function>(fc.getCallee());
-  if (f && like && f->isDeclaration()) f->setCallingConv(like->getCallingConv());
-  return f;
+// The builtin ``base`` with the type and naming of ``like`` (a call of
+// get_global_id): a declaration of the module where it has one, else a new
+// one, named as like's callee is (mangled with the same parameter suffix, or
+// plain).
+FunctionCallee sibling(Module &m, CallBase *like, StringRef base) {
+  Function *callee = mirecc::calleeOf(*like);
+  StringRef name = callee->getName();
+  std::string own = mangledPrefix("get_global_id");
+  std::string wanted = name.substr(0, own.size()) == own
+                           ? mangledPrefix(base) + name.substr(own.size()).str()
+                           : base.str();
+  FunctionCallee fc = m.getOrInsertFunction(wanted, like->getFunctionType());
+  if (auto *f = dyn_cast<Function>(fc.getCallee()))
+    if (f->isDeclaration() && f->use_empty()) f->setCallingConv(callee->getCallingConv());
+  return fc;
+}
+
+// The calling convention of the kernel's body: a function's, not a kernel's.
+CallingConv::ID bodyConvention(CallingConv::ID kernel) {
+  switch (kernel) {
+    case CallingConv::SPIR_KERNEL: return CallingConv::SPIR_FUNC;
+    case CallingConv::AMDGPU_KERNEL:
+    case CallingConv::PTX_Kernel: return CallingConv::C;
+    default: return kernel;
+  }
 }
 
 // The rewrite: the kernel's body into an internal function with the
@@ -168,24 +208,13 @@ Function *declared(Module &m, StringRef base, Type *sizeTy, Type *dimTy,
 void coarsen(Module &m, Function &kernel, const CoarsenOptions &o) {
   LLVMContext &ctx = m.getContext();
   FunctionType *ft = kernel.getFunctionType();
-  // size_t as the kernel's own calls have it (i64 on 64-bit targets)
-  Type *sizeTy = Type::getInt64Ty(ctx);
-  Type *dimTy = Type::getInt32Ty(ctx);
-  Function *gidDecl = nullptr;
-  for (Instruction &i : instructions(kernel))
-    if (auto *call = dyn_cast<CallBase>(&i))
-      if (named(call->getCalledFunction(), "get_global_id") ||
-          named(call->getCalledFunction(), "get_global_size")) {
-        sizeTy = call->getType();
-        dimTy = call->getArgOperand(0)->getType();
-        gidDecl = call->getCalledFunction();
-        break;
-      }
-
+  Type *subTy = Type::getInt64Ty(ctx);  // each rewrite casts it to its call's size_t
   std::vector<Type *> params(ft->param_begin(), ft->param_end());
-  params.push_back(sizeTy);
+  params.push_back(subTy);
+  // external until cloned (a local function cannot take a kernel's
+  // hidden or protected visibility, which the clone copies)
   Function *body = Function::Create(FunctionType::get(ft->getReturnType(), params, false),
-                                    GlobalValue::InternalLinkage,
+                                    GlobalValue::ExternalLinkage,
                                     kernel.getName() + ".mirecc.body", &m);
   ValueToValueMapTy vmap;
   auto dst = body->arg_begin();
@@ -197,81 +226,90 @@ void coarsen(Module &m, Function &kernel, const CoarsenOptions &o) {
   sub->setName("mirecc.sub");
   SmallVector<ReturnInst *, 4> returns;
   CloneFunctionInto(body, &kernel, vmap, CloneFunctionChangeType::LocalChangesOnly, returns);
-  body->setLinkage(GlobalValue::InternalLinkage);
   body->setVisibility(GlobalValue::DefaultVisibility);
+  body->setLinkage(GlobalValue::InternalLinkage);
   body->setDSOLocal(true);
-  body->setCallingConv(kernel.getCallingConv() == CallingConv::SPIR_KERNEL
-                           ? CallingConv::SPIR_FUNC
-                           : kernel.getCallingConv());
-  // not a kernel: no kernel_arg_* metadata, inlined into the loop
+  body->setCallingConv(bodyConvention(kernel.getCallingConv()));
+  // not a kernel: no kernel_arg_* metadata; inlined into the loop, unless
+  // the kernel is not optimised (optnone), when both stay as they were
   SmallVector<std::pair<unsigned, MDNode *>, 8> mds;
   body->getAllMetadata(mds);
   for (auto &[kind, node] : mds)
     if (kind != LLVMContext::MD_dbg) body->setMetadata(kind, nullptr);
-  body->removeFnAttr(Attribute::NoInline);
-  body->removeFnAttr(Attribute::OptimizeNone);
-  if (!kernel.hasFnAttribute(Attribute::OptimizeNone))
+  if (!kernel.hasFnAttribute(Attribute::OptimizeNone)) {
+    body->removeFnAttr(Attribute::NoInline);
     body->addFnAttr(Attribute::AlwaysInline);
+  }
 
-  Function *gsizeFn = declared(m, "get_global_size", sizeTy, dimTy, gidDecl);
-  Function *goffFn = declared(m, "get_global_offset", sizeTy, dimTy, gidDecl);
-  Value *k = ConstantInt::get(sizeTy, o.factor);
   std::vector<CallBase *> calls;
-  for (Instruction &i : instructions(*body))
-    if (auto *call = dyn_cast<CallBase>(&i)) {
-      Function *callee = call->getCalledFunction();
-      auto *d = call->arg_size() ? dyn_cast<ConstantInt>(call->getArgOperand(0)) : nullptr;
-      if (d && d->getZExtValue() == o.dim &&
-          (named(callee, "get_global_id") || named(callee, "get_global_size") ||
-           named(callee, "get_local_id") || named(callee, "get_local_size")))
-        calls.push_back(call);
-    }
+  for (Instruction &i : instructions(*body)) {
+    Function *callee = mirecc::calleeOf(i);
+    auto *call = dyn_cast<CallBase>(&i);
+    auto *d = call && call->arg_size() ? dyn_cast<ConstantInt>(call->getArgOperand(0)) : nullptr;
+    if (d && d->getZExtValue() == o.dim &&
+        (named(callee, "get_global_id") || named(callee, "get_global_size") ||
+         named(callee, "get_local_id") || named(callee, "get_local_size")))
+      calls.push_back(call);
+  }
   for (CallBase *call : calls) {
+    Function *callee = mirecc::calleeOf(*call);
     IRBuilder<> b(call->getNextNode());
     Type *t = call->getType();
     Value *subT = b.CreateZExtOrTrunc(sub, t);
-    Value *kT = b.CreateZExtOrTrunc(k, t);
-    Value *v;
+    Value *kT = ConstantInt::get(t, o.factor);
     // the call stays (the launch's own value); its uses take the new one
     std::vector<Use *> uses;
     for (Use &u : call->uses()) uses.push_back(&u);
-    if (named(call->getCalledFunction(), "get_global_size") ||
-        named(call->getCalledFunction(), "get_local_size")) {
+    Value *v;
+    if (named(callee, "get_global_size") || named(callee, "get_local_size")) {
       v = b.CreateMul(call, kT, "mirecc.size");
-    } else if (named(call->getCalledFunction(), "get_local_id")) {
+    } else if (named(callee, "get_local_id")) {
       v = b.CreateAdd(b.CreateMul(call, kT), subT, "mirecc.lid");  // consecutive only
-    } else if (o.strided) {
-      CallInst *size = b.CreateCall(gsizeFn, {call->getArgOperand(0)});
-      size->setCallingConv(call->getCallingConv());
-      v = b.CreateAdd(call, b.CreateMul(subT, b.CreateZExtOrTrunc(size, t)), "mirecc.gid");
     } else {
-      CallInst *off = b.CreateCall(goffFn, {call->getArgOperand(0)});
-      off->setCallingConv(call->getCallingConv());
-      Value *offT = b.CreateZExtOrTrunc(off, t);
-      v = b.CreateAdd(b.CreateAdd(b.CreateMul(b.CreateSub(call, offT), kT), subT), offT,
-                      "mirecc.gid");
+      CallInst *other = b.CreateCall(sibling(m, call, o.strided ? "get_global_size"
+                                                                : "get_global_offset"),
+                                     {call->getArgOperand(0)});
+      other->setCallingConv(call->getCallingConv());
+      if (o.strided)  // id + s * size
+        v = b.CreateAdd(call, b.CreateMul(subT, other), "mirecc.gid");
+      else            // off + (id - off) * k + s
+        v = b.CreateAdd(b.CreateAdd(b.CreateMul(b.CreateSub(call, other), kT), subT), other,
+                        "mirecc.gid");
     }
     for (Use *u : uses) u->set(v);
   }
 
-  // the kernel: for (s = 0; s < k; s++) body(args..., s)
+  // the kernel: for (s = 0; s < k; s++) body(args..., s), its metadata kept
+  // (deleteBody drops it), a required work-group size divided by k as the
+  // host divides the local size
+  SmallVector<std::pair<unsigned, MDNode *>, 8> kernelMds;
+  kernel.getAllMetadata(kernelMds);
   kernel.deleteBody();
+  for (auto &[kind, node] : kernelMds)
+    if (kind != LLVMContext::MD_dbg) kernel.setMetadata(kind, node);
+  if (uint64_t r = requiredSize(kernel, o.dim)) {
+    MDNode *md = kernel.getMetadata("reqd_work_group_size");
+    SmallVector<Metadata *, 3> sizes(md->op_begin(), md->op_end());
+    auto *c = mdconst::extract<ConstantInt>(sizes[o.dim]);
+    sizes[o.dim] = ConstantAsMetadata::get(ConstantInt::get(c->getType(), r / o.factor));
+    kernel.setMetadata("reqd_work_group_size", MDNode::get(ctx, sizes));
+  }
   BasicBlock *entry = BasicBlock::Create(ctx, "entry", &kernel);
   BasicBlock *loop = BasicBlock::Create(ctx, "mirecc.coarsen", &kernel);
   BasicBlock *exit = BasicBlock::Create(ctx, "mirecc.done", &kernel);
   IRBuilder<> b(entry);
   b.CreateBr(loop);
   b.SetInsertPoint(loop);
-  PHINode *s = b.CreatePHI(sizeTy, 2, "mirecc.s");
-  s->addIncoming(ConstantInt::get(sizeTy, 0), entry);
+  PHINode *s = b.CreatePHI(subTy, 2, "mirecc.s");
+  s->addIncoming(ConstantInt::get(subTy, 0), entry);
   std::vector<Value *> args;
   for (Argument &a : kernel.args()) args.push_back(&a);
   args.push_back(s);
   CallInst *call = b.CreateCall(body, args);
   call->setCallingConv(body->getCallingConv());
-  Value *next = b.CreateAdd(s, ConstantInt::get(sizeTy, 1), "mirecc.next", true, true);
+  Value *next = b.CreateAdd(s, ConstantInt::get(subTy, 1), "mirecc.next", true, true);
   s->addIncoming(next, loop);
-  b.CreateCondBr(b.CreateICmpULT(next, k), loop, exit);
+  b.CreateCondBr(b.CreateICmpULT(next, ConstantInt::get(subTy, o.factor)), loop, exit);
   b.SetInsertPoint(exit);
   b.CreateRetVoid();
 }
@@ -290,20 +328,15 @@ struct CoarsenPass : PassInfoMixin<CoarsenPass> {
       errs() << "mirecc-coarsen: " << o.kernel << ": refused: not a kernel (returns a value)\n";
       return PreservedAnalyses::all();
     }
-    std::string why = refusal(*kernel, o.dim, o.strided);
+    std::string why = refusal(*kernel, o);
     if (!why.empty()) {
       errs() << "mirecc-coarsen: " << o.kernel << ": refused: " << why << "\n";
       return PreservedAnalyses::all();
     }
-    if (o.factor == 1) {
-      errs() << "mirecc-coarsen: " << o.kernel << ": factor 1 dim " << o.dim
-             << (o.strided ? " strided" : " consecutive") << "\n";
-      return PreservedAnalyses::all();
-    }
-    coarsen(m, *kernel, o);
+    if (o.factor > 1) coarsen(m, *kernel, o);
     errs() << "mirecc-coarsen: " << o.kernel << ": factor " << o.factor << " dim " << o.dim
            << (o.strided ? " strided" : " consecutive") << "\n";
-    return PreservedAnalyses::none();
+    return o.factor > 1 ? PreservedAnalyses::none() : PreservedAnalyses::all();
   }
 };
 

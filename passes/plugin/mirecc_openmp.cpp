@@ -109,11 +109,7 @@ bool hasPrefix(StringRef s, StringRef prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-Function *calleeOf(const Instruction &i) {
-  if (const auto *cb = dyn_cast<CallBase>(&i))
-    return dyn_cast<Function>(cb->getCalledOperand()->stripPointerCasts());
-  return nullptr;
-}
+using mirecc::calleeOf;
 
 StringRef calleeName(const Instruction &i) {
   Function *f = calleeOf(i);

@@ -5,12 +5,23 @@
 #define MIRECC_PLUGIN_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/InstrTypes.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/JSON.h"
 
 #include <string>
 
 namespace mirecc {
+// The function an instruction calls, through pointer casts (LLVM 14's typed
+// pointers call through a bitcast where the declaration's type differs);
+// null for anything else.
+inline llvm::Function *calleeOf(const llvm::Instruction &i) {
+  if (const auto *cb = llvm::dyn_cast<llvm::CallBase>(&i))
+    return llvm::dyn_cast<llvm::Function>(cb->getCalledOperand()->stripPointerCasts());
+  return nullptr;
+}
+
 // mirecc_loophints.cpp: the decisions file is read and valid
 bool decisionsLoaded();
 

@@ -83,3 +83,34 @@ def test_bad_options_and_unknown_kernel(llvm_plugin, tmp_path):
                            "-passes=mirecc-coarsen<kernel=saxpy;factor=99>", str(ir),
                            "-disable-output"], capture_output=True, text=True)
     assert proc.returncode != 0 and "mirecc-coarsen: factor: 1..64" in proc.stderr
+
+
+REQD = r"""
+__kernel __attribute__((reqd_work_group_size(32, 1, 1)))
+void scale(__global float *y, float a) { y[get_global_id(0)] *= a; }
+void helper(__global float *y) { y[1] = 2.0f; }
+"""
+
+
+@pytest.mark.parametrize("major", [14, 19])
+def test_kernel_metadata_kept_and_required_size_divided(llvm_plugin, tmp_path, major):
+    """The coarsened kernel keeps its kernel_arg_* metadata, its required
+    work-group size is divided by the factor (the host divides the local
+    size), a factor that does not divide it is refused, and a function that
+    is no kernel is refused."""
+    _clang, _major, plugin = llvm_plugin(major)
+    _opt(major)
+    ir = cc.own_kernel_ir("scale", REQD, major, tmp_path)
+    out = tmp_path / "scale4.ll"
+    ok, line = cc.coarsen(ir, "scale", 4, "consecutive", major, plugin, out)
+    assert ok, line
+    text = out.read_text()
+    define = next(ln for ln in text.splitlines() if ln.startswith("define") and "@scale(" in ln)
+    assert "!kernel_arg_type" in define and "!reqd_work_group_size" in define
+    ref = define.split("!reqd_work_group_size ")[1].split()[0]
+    node = next(ln for ln in text.splitlines() if ln.startswith(ref + " = "))
+    assert "i32 8, i32 1, i32 1" in node
+    ok, line = cc.coarsen(ir, "scale", 3, "consecutive", major, plugin, tmp_path / "s3.ll")
+    assert not ok and "reqd_work_group_size 32 is not a multiple of 3" in line
+    ok, line = cc.coarsen(ir, "helper", 2, "consecutive", major, plugin, tmp_path / "h.ll")
+    assert not ok and "not an OpenCL kernel" in line
