@@ -74,7 +74,7 @@ sys.path.insert(0, str(ROOT))
 
 import omp_suites  # noqa: E402
 
-from mirecc.runtime.store import read_store  # noqa: E402
+from mirecc.runtime.store import HEADER, decided_line, read_store  # noqa: E402
 from mirecc.util.machine import cpu_model  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -111,23 +111,25 @@ def timed(prog, work: Path, env: dict, reference: str | None) -> tuple[float, st
     return seconds, problem
 
 
+#: the options the page's protocol text states, kept with the data for --render
+PROTOCOL = ("rounds", "oracle_runs", "oracle_rounds")
+
+
 def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
 
 def force_store(source: Path, target: Path) -> dict:
     """A store that forces each site's fastest arm (lowest median) of ``source``."""
-    lines, chosen = ["# mirecc-adapt 1 machine=oracle"], {}
+    lines, chosen = [f"{HEADER} machine=oracle"], {}
     for cell in read_store(source):
         arms = [a for a in cell.arms if len(a.times) >= 2]
         if not arms:
             continue
         best = min(arms, key=lambda a: a.median)
         chosen[f"{cell.name} b{cell.bucket}"] = best.name
-        arm_text = ";".join(f"{a.name}:{a.samples}:0:0:0:" for a in cell.arms)
-        lines.append("\t".join([cell.key, str(cell.bucket), cell.name, "1", best.name,
-                                "1000000000", "0", "1", "1", "0", "0", "0", "-", "0",
-                                arm_text]))
+        lines.append(decided_line(cell.key, cell.name, best.name, [a.name for a in cell.arms],
+                                  bucket=cell.bucket, invocations=1000000000, runs=1))
     target.write_text("\n".join(lines) + "\n")
     return chosen
 
@@ -266,11 +268,10 @@ def pair_cost(root: Path, runs: int) -> dict:
     subprocess.run([CLANG, "-O2", "-fopenmp", str(src), "-o", str(exe),
                     *link_arguments(CLANG)], check=True)
     store = root / "pairs-store.txt"
-    arms = ";".join(f"{n}:0:0:0:0:" for n in ("default", "one-static-default",
-                                               "all-dynamic-8"))
-    store.write_text("# mirecc-adapt 1 machine=x\n" + "\t".join([
-        "pairs00000000001", "-1", "pairs.c main:0", "1", "default", "1000000000000", "0",
-        "1", "1", "0", "0", "0", "-", "0", arms]) + "\n")
+    store.write_text(f"{HEADER} machine=x\n" + decided_line(
+        "pairs00000000001", "pairs.c main:0", "default",
+        ["default", "one-static-default", "all-dynamic-8"], invocations=1000000000000,
+        runs=1) + "\n")
     out = {"decided": [], "off": []}
     for r in range(runs):
         for side in (("decided", "off") if r % 2 == 0 else ("off", "decided")):
@@ -298,9 +299,9 @@ def overhead(root: Path, rounds: int) -> dict:
     first = time.perf_counter() - t0
     (cell,) = read_store(learned)
     store = root / "ovh-store.txt"
-    store.write_text("# mirecc-adapt 1 machine=x\n" + "\t".join([
-        cell.key, str(cell.bucket), cell.name, "1", "default", "1000000000", "0", "1", "1",
-        "0", "0", "0", "-", "0", ";".join(f"{a.name}:0:0:0:0:" for a in cell.arms)]) + "\n")
+    store.write_text(f"{HEADER} machine=x\n" + decided_line(
+        cell.key, cell.name, "default", [a.name for a in cell.arms], bucket=cell.bucket,
+        invocations=1000000000, runs=1) + "\n")
     times = {"clang": [], "adapt": [], "learned": []}
     envs = {"clang": run_env(None), "adapt": run_env(store), "learned": run_env(learned)}
     for r in range(rounds):
@@ -465,6 +466,8 @@ def main(argv=None) -> int:
     started = time.strftime("%Y-%m-%d")
     if args.render:
         data = json.loads(args.out.with_suffix(".json").read_text())
+        # the protocol of the run that wrote the data (older files: the options)
+        vars(args).update(data.get("protocol", {}))
         args.out.write_text(page(data["programs"], data.get("overhead"), args,
                                  data.get("started", started)))
         plot(data["programs"], args.out.with_suffix(".png"))
@@ -497,7 +500,8 @@ def main(argv=None) -> int:
             print(f"  {r['error']}", flush=True)
         raw.write_text(json.dumps({"programs": results}, indent=1))
     ovh = overhead(root, 9) if args.overhead else None
-    raw.write_text(json.dumps({"programs": results, "overhead": ovh, "started": started},
+    raw.write_text(json.dumps({"programs": results, "overhead": ovh, "started": started,
+                               "protocol": {k: vars(args)[k] for k in PROTOCOL}},
                               indent=1))
     args.out.write_text(page(results, ovh, args, started))
     plot(results, args.out.with_suffix(".png"))

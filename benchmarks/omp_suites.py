@@ -195,7 +195,6 @@ def compare(ref: str, out: str, rel: float = 0.0, abs_: float = 0.0,
     a, b = lines(ref), lines(out)
     if len(a) != len(b):
         return f"{len(a)} vs {len(b)} compared lines"
-    worst = None
     for (la, ta), (lb, tb) in zip(a, b):
         if len(ta) != len(tb):
             return f"line {la}/{lb}: {' '.join(ta)[:120]!r} vs {' '.join(tb)[:120]!r}"
@@ -210,8 +209,6 @@ def compare(ref: str, out: str, rel: float = 0.0, abs_: float = 0.0,
             d = abs(fx - fy)
             if d > max(rel * max(abs(fx), abs(fy)), abs_):
                 return f"line {la}/{lb}: {x} vs {y} (diff {d:.3g}; rel {rel:g}, abs {abs_:g})"
-            if worst is None or d > worst:
-                worst = d
     return None
 
 

@@ -49,7 +49,6 @@ import json
 import math
 import os
 import platform
-import re
 import shlex
 import shutil
 import statistics
@@ -59,6 +58,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirecc.cli.bench import geomean, uses_openmp
 from mirecc.util.machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,11 +94,6 @@ class Program:
 
 
 CC = "clang-14"
-
-
-def uses_openmp(source: Path) -> bool:
-    return re.search(r"^\s*#\s*pragma\s+omp\b", source.read_text(errors="replace"),
-                     re.MULTILINE) is not None
 
 
 def programs(suite: str, wanted: set[str], work: Path) -> tuple[list[Program], dict]:
@@ -167,10 +162,6 @@ def check_apart(work: Path, prog: Program, profile: Path, runs: int, env: dict) 
         statistics.median(times["plain"]) / statistics.median(times["tuned"])
     return {"same_output": outputs["plain"] == outputs["tuned"], "same_binary": same_binary,
             "times": times, "speedup": speedup}
-
-
-def geomean(xs) -> float:
-    return statistics.geometric_mean(xs) if xs else 1.0
 
 
 def share(small: float, large: float) -> str:

@@ -368,10 +368,12 @@ class Bench:
         same = mirecc_objects == {objs["clang"].read_bytes()}
         return objs, times, same
 
-    def link(self, obj: Path, flags: list[str]) -> Path:
+    def link(self, obj: Path, flags: list[str], driver: str | None = None,
+             env: dict | None = None) -> Path:
+        """The program of ``obj``, linked by clang (or ``driver``)."""
         exe = obj.with_suffix("")
         link_flags = [f for f in flags if f.startswith("-fopenmp")]
-        _timed([self.clang, *link_flags, str(obj), "-o", str(exe), "-lm"])
+        _timed([driver or self.clang, *link_flags, str(obj), "-o", str(exe), "-lm"], env=env)
         return exe
 
     # 1. code size
@@ -434,16 +436,15 @@ class Bench:
 
     def adapted(self, source, flags, objs, times, same_object, decisions, forced) -> LevelRow:
         """The adapted program (its link through mirecc adds the runtime)
-        against clang's: ``ADAPTED_RUNS`` runs each from an empty verdict
-        store of its own, sides alternating, every output compared."""
+        against clang's: ``ADAPTED_RUNS`` runs, sides alternating, every
+        output compared; the adapted runs share one verdict store, empty
+        before the first (as a user's successive runs do)."""
         from mirecc.runtime.store import read_store
 
         store = self.work / f"{source.stem}.adapt-store.txt"
         env = self.env(**forced, MIRECC_ADAPT_STORE=str(store))
         plain = self.link(objs["clang"], flags)
-        exe = objs["mirecc"].with_suffix("")
-        link_flags = [f for f in flags if f.startswith("-fopenmp")]
-        _timed([self.mirecc, *link_flags, str(objs["mirecc"]), "-o", str(exe), "-lm"], env=env)
+        exe = self.link(objs["mirecc"], flags, self.mirecc, env)
         reference = _timed([str(plain)])[1].stdout
         row = LevelRow(source.stem, " ".join(f"{k}={v}" for k, v in forced.items()),
                        times["clang"], times["mirecc"], same_object, True,

@@ -21,14 +21,12 @@ that rewrites a decisions file in place must give it a new name instead.
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
+from mirecc.util.fsutil import build_once
 from mirecc.util.paths import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,25 +119,19 @@ def build_plugin(major: int, cache: str | os.PathLike | None = None) -> Path:
     cmake = shutil.which("cmake")
     if not cmake:
         raise PluginError(f"cmake is not installed, needed for mirecc's pass plugin; {how}")
-    out_dir = cache_dir(cache)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / plugin_name(major)
-    with open(out_dir / f".{plugin_name(major)}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _cached(major, cache):
-            return target  # built by another process while we waited
-        with tempfile.TemporaryDirectory(prefix=f".build-{major}-", dir=out_dir) as tmp:
-            for cmd in ([cmake, "-S", str(SOURCE), "-B", tmp, f"-DLLVM_DIR={llvm_dir}",
-                         "-DCMAKE_BUILD_TYPE=Release"],
-                        [cmake, "--build", tmp]):
-                proc = subprocess.run(cmd, capture_output=True, text=True)
-                if proc.returncode != 0:
-                    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines()
-                             if "error" in ln.lower()] or ["exit status %d" % proc.returncode]
-                    raise PluginError(f"building mirecc's pass plugin for LLVM {major} "
-                                      f"failed ({lines[0].strip()}); {how}")
-            os.replace(Path(tmp) / plugin_name(major), target)
-    return target
+    target = cache_dir(cache) / plugin_name(major)
+
+    def steps(tmp):
+        return ([cmake, "-S", str(SOURCE), "-B", tmp, f"-DLLVM_DIR={llvm_dir}",
+                 "-DCMAKE_BUILD_TYPE=Release"], [cmake, "--build", tmp])
+
+    def failed(cmd, message):
+        return PluginError(f"building mirecc's pass plugin for LLVM {major} failed "
+                           f"({message}); {how}")
+
+    # another process may have built it while this one waited
+    return build_once(target, lambda: _cached(major, cache) is not None, steps,
+                      plugin_name(major), failed)
 
 
 def ensure_plugin(major: int, build: bool = True,

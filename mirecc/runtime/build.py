@@ -9,11 +9,8 @@ when it is missing or older than its source).  Concurrent links (``make
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 from mirecc.util.paths import default_cache_dir
@@ -53,31 +50,31 @@ def ensure_runtime(compiler: str = "cc", cache: str | os.PathLike | None = None)
     ar = shutil.which("ar") or shutil.which("llvm-ar")
     if not ar:
         raise RuntimeBuildError("no ar on PATH to build the adaptive runtime's archive")
+    from mirecc.util.fsutil import build_once
+
+    def steps(tmp):
+        obj, lib = Path(tmp) / "mirecc_adapt.o", Path(tmp) / ARCHIVE
+        # -x c: clang++ (a C++ link) would read the file as C++
+        return ([compiler, "-x", "c", "-O2", "-fPIC", "-c", str(SOURCE), "-o", str(obj)],
+                [ar, "rcs", str(lib), str(obj)])
+
+    def failed(cmd, message):
+        return RuntimeBuildError(f"building the adaptive runtime failed: "
+                                 f"{' '.join(cmd[:2])}...: {message}")
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / f".{ARCHIVE}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if _fresh(target):
-                return target
-            with tempfile.TemporaryDirectory(prefix=".build-", dir=out) as tmp:
-                obj, lib = Path(tmp) / "mirecc_adapt.o", Path(tmp) / ARCHIVE
-                for cmd in ([compiler, "-O2", "-fPIC", "-c", str(SOURCE), "-o", str(obj)],
-                            [ar, "rcs", str(lib), str(obj)]):
-                    proc = subprocess.run(cmd, capture_output=True, text=True)
-                    if proc.returncode != 0:
-                        first = (proc.stderr.strip().splitlines() or
-                                 [f"exit status {proc.returncode}"])[0]
-                        raise RuntimeBuildError(f"building the adaptive runtime failed: "
-                                                f"{' '.join(cmd[:2])}...: {first}")
-                os.replace(lib, target)
+        return build_once(target, lambda: _fresh(target), steps, ARCHIVE, failed)
+    except FileNotFoundError as exc:
+        raise RuntimeBuildError(f"cannot build the adaptive runtime: {exc.filename} is "
+                                f"not installed") from None
     except OSError as exc:
         raise RuntimeBuildError(f"cannot build the adaptive runtime in {out}: "
                                 f"{exc.strerror or exc}") from None
-    return target
 
 
 def link_arguments(compiler: str, cache: str | os.PathLike | None = None) -> list[str]:
     """What a link adds so the program carries the runtime: the archive, its
     entry named undefined (the objects' references are weak, so that an
     object linked without the runtime runs the program's own configuration)."""
-    return [f"-Wl,-u,{ENTRY}", str(ensure_runtime(compiler, cache))]
+    # -x none: after a user's -x c, the archive would be read as a source
+    return [f"-Wl,-u,{ENTRY}", "-x", "none", str(ensure_runtime(compiler, cache))]

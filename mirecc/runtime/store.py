@@ -118,15 +118,36 @@ def machine_descriptor(threads: int | None = None) -> str:
     return "".join("_" if c in "/ %\t" else c for c in text)
 
 
-def share_name(threads: int, cores: int, schedule: str, chunk: int | None) -> str | None:
-    """A configuration with an absolute team size as the runtime's arm
-    name on a machine with ``cores`` (None: no share names that size)."""
+def share_of(threads: int, cores: int) -> str:
+    """A team size as a share of ``cores``: ``one``, ``quarter``, ``half`` or
+    ``all`` (the nearest; what carries across machines)."""
     if threads == 1:
+        return "one"
+    if threads >= cores:
+        return "all"
+    return "quarter" if threads * 4 <= cores else "half"
+
+
+def share_name(threads: int, cores: int, schedule: str, chunk: int | None) -> str:
+    """A configuration with an absolute team size as the runtime's arm name
+    on a machine with ``cores``, e.g. ``half-dynamic-8``.  One thread runs
+    every iteration whatever the schedule: its schedules are one arm."""
+    share = share_of(threads, cores)
+    if share == "one":
         return "one-static-default"
-    share = {cores: "all", cores // 2: "half", cores // 4: "quarter"}.get(threads)
-    if share is None:
-        return None
     return f"{share}-{schedule}-{chunk if chunk else 'default'}"
+
+
+def decided_line(key: str, name: str, best: str, arms: list[str], *, bucket: int = -1,
+                 invocations: int = 0, decided_at: int = 0, runs: int = 0,
+                 kept: str | None = None) -> str:
+    """One store line of a decided site (phase 1, verdict ``best``) with no
+    samples: each of ``arms`` (names, ``default`` first) unsampled, ``kept``
+    (default: none) marked kept.  ``invocations`` sets when the default is
+    re-checked next (the runtime re-checks at 64, 128, ...)."""
+    arm_text = ";".join(f"{a}:0:0:{int(a == kept)}:0:" for a in dict.fromkeys(arms))
+    return "\t".join([key, str(bucket), name.replace("\t", " "), "1", best, str(invocations),
+                      str(decided_at), str(runs), str(runs), "0", "0", "0", "-", "0", arm_text])
 
 
 def seed(path: str | os.PathLike, key: str, name: str, best: str) -> None:
@@ -140,8 +161,7 @@ def seed(path: str | os.PathLike, key: str, name: str, best: str) -> None:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = "\t".join([key, "-1", name.replace("\t", " "), "1", best, "0", "0", "0", "0",
-                      "0", "0", "0", "-", "0", f"default:0:0:0:0:;{best}:0:0:1:0:"])
+    line = decided_line(key, name, best, ["default", best], kept=best)
     with open(f"{path}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -174,8 +194,8 @@ def seed_profile(profile, store=None, say=print) -> int:
         best = e.kind.adapt_arm(e.value, cores)
         where = f"{os.path.basename(e.source)} {e.target}"
         if best is None:
-            say(f"{where}: {e.kind.format_value(e.value)} has no name on this machine's "
-                f"{cores} cores (a team no share of them names); not seeded")
+            say(f"{where}: {e.kind.format_value(e.value)} has no name in the adaptive "
+                f"runtime on this machine's {cores} cores; not seeded")
             continue
         seed(store, e.digest, where, best)
         written += 1
@@ -213,11 +233,30 @@ def read_store(path: str | os.PathLike) -> list[Cell]:
     return cells
 
 
-def read_all(directory: str | os.PathLike | None = None) -> tuple[list[Cell], list[str]]:
-    """(cells of every store file in the directory, problems: one line each)."""
-    cells, problems = [], []
+def store_files(directory: str | os.PathLike | None = None) -> list[Path]:
+    """The store files a listing reads: those of ``directory``, else the one
+    MIRECC_ADAPT_STORE names (where it exists), else those of
+    ``<cache>/adapt``."""
+    if directory is None and os.environ.get("MIRECC_ADAPT_STORE"):
+        named = Path(os.environ["MIRECC_ADAPT_STORE"])
+        return [named] if named.is_file() else []
     directory = Path(directory) if directory else store_dir()
-    for path in sorted(directory.glob("*.txt")) if directory.is_dir() else []:
+    return sorted(directory.glob("*.txt")) if directory.is_dir() else []
+
+
+def is_store(path: Path) -> bool:
+    """Whether the file begins as the runtime's stores do."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.readline().startswith(HEADER)
+    except OSError:
+        return False
+
+
+def read_all(paths: list[Path]) -> tuple[list[Cell], list[str]]:
+    """(cells of every store file of ``paths``, problems: one line each)."""
+    cells, problems = [], []
+    for path in paths:
         try:
             cells.extend(read_store(path))
         except (OSError, StoreError) as exc:

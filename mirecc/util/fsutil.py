@@ -110,3 +110,33 @@ def replace_dir(target: Path, files: dict[str, bytes]) -> Path:
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def build_once(target, fresh, steps, product: str, failed):
+    """Build ``target`` (a Path) once however many processes ask at the same
+    time (``make -j``): under a lock file beside it, unless ``fresh()`` after
+    the wait (another process built it), run each command of ``steps(tmp)``
+    in a temporary folder beside it, then move ``tmp/product`` onto
+    ``target`` atomically.  A command that fails raises ``failed(cmd,
+    message)`` (message: its first line naming an error, else its exit
+    status); OSError for the folder, the lock or the move."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if fresh():
+            return target
+        with tempfile.TemporaryDirectory(prefix=f".build-{target.name}-",
+                                         dir=target.parent) as tmp:
+            for cmd in steps(tmp):
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()
+                             if "error" in ln.lower()]
+                    raise failed(cmd, lines[0] if lines else
+                                 f"exit status {proc.returncode}")
+            os.replace(Path(tmp) / product, target)
+    return target

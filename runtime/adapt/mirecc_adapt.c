@@ -353,9 +353,9 @@ static void finish(struct cell *c) {
 static int choose(struct state *s, struct cell *c) {
   if (c->phase == SHORT) return 0;
   if (c->phase == EXPLOIT) {
-    if (c->best && c->invocations >= c->next_check) {
-      c->next_check *= 2;
-      return 0;   /* a rare re-check of the default */
+    if (c->invocations >= c->next_check) {
+      c->next_check *= 2;   /* past it, even where the default is the verdict */
+      if (c->best) return 0;   /* a rare re-check of the default */
     }
     return c->best;
   }
@@ -465,7 +465,7 @@ static void apply_line(struct state *s, char *line) {
   c->decided_runs = atoi(f[8]);
   c->total = atof(f[9]);
   c->lost = atof(f[10]);
-  c->across = atoi(f[11]);
+  c->across = across_runs && atoi(f[11]);
   c->next_default = atoi(f[13]);
   char stored_best[NAME_LEN] = "", stored_cur[NAME_LEN] = "";
   snprintf(stored_best, sizeof stored_best, "%s", f[4]);
@@ -486,17 +486,26 @@ static void apply_line(struct state *s, char *line) {
       a->dropped = dr;
       a->kept = kp;
       a->at = at;
-      a->n = 0;
       times = strrchr(colon + 1, ':');
+      int k = times && times[1] ? 1 : 0;
+      for (const char *q = times ? times + 1 : ""; *q; q++) k += *q == ',';
+      /* the last k of nn samples: the ring goes on where the run left it */
+      a->n = nn > k ? nn - k : 0;
       for (char *t = times ? strtok_r(times + 1, ",", &times) : NULL; t;
            t = strtok_r(NULL, ",", &times))
         add(a, atof(t));
-      a->n = nn > a->n ? nn : a->n;
     }
   }
+  int known = 0;
   for (int i = 0; i < s->narm; i++) {
-    if (!strcmp(c->arm[i].name, stored_best)) c->best = i;
+    if (!strcmp(c->arm[i].name, stored_best)) c->best = i, known = 1;
     if (!strcmp(c->arm[i].name, stored_cur)) c->cur = i;
+  }
+  if (c->phase == EXPLOIT && !known) {
+    /* a verdict for a candidate this build does not carry (a seed from
+       outside the head's top candidates, another head): explore afresh */
+    c->phase = EXPLORE;
+    c->cur = 1;
   }
   if (c->phase == EXPLOIT) {
     c->next_check = 64;
@@ -561,7 +570,7 @@ static int write_cell(FILE *f, struct state *s, struct cell *c) {
   fprintf(f, "%s\t%d\t%s\t%d\t%s\t%lld\t%lld\t%d\t%d\t%.9g\t%.9g\t%d\t%s\t%d\t",
           s->site->key, c->bucket, name, c->phase, c->arm[c->best].name,
           (long long)c->invocations, (long long)c->decided_at, c->runs, c->decided_runs,
-          c->total, c->lost, c->across || (c->phase == EXPLORE && across_runs),
+          c->total, c->lost, c->across,
           c->cur < s->narm ? c->arm[c->cur].name : "-", c->next_default);
   for (int i = 0; i < s->narm; i++) {
     struct arm *a = &c->arm[i];
@@ -641,11 +650,10 @@ static void save_store(void) {
   for (struct state *s = states; s; s = s->next)
     for (int i = 0; i < s->ncell; i++)
       if (s->cell[i].dirty && write_cell(out, s, &s->cell[i])) goto fail;
-  if (fclose(out)) {
-    out = NULL;
-    goto fail;
-  }
+  int bad = fflush(out) || fsync(fileno(out));   /* on disk before the rename */
+  bad = fclose(out) || bad;
   out = NULL;
+  if (bad) goto fail;
   if (rename(tmp, store_path)) goto fail;
   close(fd);
   pthread_mutex_unlock(&lock);

@@ -310,6 +310,23 @@ def test_a_seeded_verdict_is_run_from_the_first_invocation(llvm_plugin, runtime,
     assert arms["all-guided-default"] == 0
 
 
+
+def test_a_site_decided_for_its_own_configuration_stays_quiet(llvm_plugin, runtime, tmp_path):
+    """A site whose verdict is the program's own configuration times one
+    invocation in 16 (and the re-checks), not every invocation once it
+    passes its first re-check point (64)."""
+    from mirecc.runtime.store import machine_descriptor, seed
+
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _ = build(clang, plugin, tmp_path, PROGRAM, "tri", runtime)
+    store = tmp_path / "adapt" / f"{machine_descriptor()}.txt"
+    seed(store, "k0000000000000001", "tri.c main:0", "default")
+    assert run(exe, store, "240").stdout == plain(clang, tmp_path, PROGRAM, "tri_plain", "240")
+    (cell,) = read_store(store)
+    assert cell.phase == 1 and cell.best == "default" and cell.invocations == 240
+    samples = {a.name: a.samples for a in cell.arms}
+    assert samples["default"] <= 240 // 16 + 8, table([cell])
+
 def test_mire_adapt_seeds_what_a_profile_keeps(tmp_path):
     """mire adapt --seed (and mire tune --seed-adapt): a decisions profile's
     openmp entry, keyed by the region's digest as the site is, becomes this
@@ -359,3 +376,30 @@ def test_mire_adapt_seeds_what_a_profile_keeps(tmp_path):
     bad = subprocess.run([mire, "adapt", "--seed", str(profile)], env=env,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and str(profile) in bad.stderr
+
+
+def test_links_with_x_c_and_through_cxx(tmp_path):
+    """The runtime's archive on a link after the user's ``-x c`` is read as
+    an archive (not a C source), and a first link through mirecc++ (clang++)
+    builds the runtime's C file as C."""
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    bindir = Path(os.sys.executable).parent
+    src = tmp_path / "tri.c"
+    src.write_text(PROGRAM)
+    env = {**run_env(), "MIRECC_ADAPT_STORE": str(tmp_path / "store.txt"),
+           "MIRECC_ADAPT_OPENMP": "1"}
+    for driver, cache, flags in (("mirecc", "c1", ["-x", "c"]), ("mirecc++", "c2", [])):
+        source = src if not flags else tmp_path / "tri.txt"
+        if flags:
+            source.write_text(PROGRAM)   # a name clang would not read as C
+        else:
+            source = tmp_path / "tri.cpp"
+            source.write_text(PROGRAM)
+        exe = tmp_path / f"prog-{driver}"
+        proc = subprocess.run([str(bindir / driver), "-O2", "-fopenmp", *flags, str(source),
+                               "-o", str(exe)], capture_output=True, text=True,
+                              env={**env, "MIRECC_CACHE_DIR": str(tmp_path / cache)})
+        assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+        nm = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+        assert " T __mirecc_adapt_begin" in nm, driver

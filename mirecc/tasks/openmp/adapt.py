@@ -17,14 +17,15 @@ any verdict.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 
 def add_arguments(p) -> None:
     p.add_argument("--store", default=None,
-                   help="a store directory (default: <cache>/adapt, or MIRECC_ADAPT_STORE's "
-                        "folder)")
+                   help="a store directory (default: the file MIRECC_ADAPT_STORE names, "
+                        "else <cache>/adapt)")
     p.add_argument("--json", action="store_true", help="one JSON object per site and bucket")
     p.add_argument("--forget", action="store_true",
                    help="remove the store files: later runs explore again")
@@ -33,42 +34,32 @@ def add_arguments(p) -> None:
                         "as this machine's verdicts")
 
 
-def _directory(args):
-    import os
-
-    from mirecc.runtime.store import store_dir
-
-    if args.store:
-        return Path(args.store)
-    named = os.environ.get("MIRECC_ADAPT_STORE")
-    return Path(named).parent if named else store_dir()
-
-
 def run(args) -> int:
     from dataclasses import asdict
 
+    from mirecc.runtime import store
+
     if args.seed:
-        from mirecc.runtime.store import machine_descriptor, seed_profile
         from mirecc.taskapi.profile import ProfileError
         try:
-            seed_profile(args.seed, Path(args.store) / f"{machine_descriptor()}.txt"
-                         if args.store else None)
-        except ProfileError as exc:
+            store.seed_profile(args.seed, Path(args.store) / f"{store.machine_descriptor()}.txt"
+                               if args.store else None)
+        except (ProfileError, OSError) as exc:
             print(f"mire adapt: {exc}", file=sys.stderr)
             return 2
         return 0
 
-    from mirecc.runtime.store import read_all, table
-
-    directory = _directory(args)
+    paths = store.store_files(args.store)
+    where = args.store or os.environ.get("MIRECC_ADAPT_STORE") or store.store_dir()
     if args.forget:
-        removed = 0
-        for path in sorted(directory.glob("*.txt")) if directory.is_dir() else []:
+        # only the runtime's own files: a folder may hold others
+        removed = [p for p in paths if store.is_store(p)]
+        for path in removed:
             path.unlink()
-            removed += 1
-        print(f"removed {removed} store file{'s' if removed != 1 else ''} from {directory}")
+        print(f"removed {len(removed)} store file{'s' if len(removed) != 1 else ''} "
+              f"from {where}")
         return 0
-    cells, problems = read_all(directory)
+    cells, problems = store.read_all(paths)
     for problem in problems:
         print(f"mire adapt: warning: {problem}; skipped", file=sys.stderr)
     if args.json:
@@ -76,8 +67,8 @@ def run(args) -> int:
             print(json.dumps({**asdict(c), "speedup": c.speedup, "tried": c.tried}))
         return 0
     if not cells:
-        print(f"no adaptive sites have run yet (store: {directory}); build with "
+        print(f"no adaptive sites have run yet (store: {where}); build with "
               f"MIRECC_ADAPT_OPENMP=1 and -fopenmp, then run the program")
         return 0
-    sys.stdout.write(table(cells))
+    sys.stdout.write(store.table(cells))
     return 0

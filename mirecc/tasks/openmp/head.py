@@ -59,6 +59,11 @@ def describe(value: dict) -> str:
             f"{value['schedule']}" + (f" chunk {chunk}" if chunk else ""))
 
 
+#: the most candidates the plugin takes per adaptive site (FORMAT.md
+#: "Adaptive sites"; more would make it refuse the whole decisions file)
+MAX_CANDIDATES = 8
+
+
 class OpenMPHead(RegionHead):
     task = TASK
     FEATURES = ALL_FEATURES
@@ -82,7 +87,7 @@ class OpenMPHead(RegionHead):
         self.min_gain = self._number("min_gain", 0.0, 10.0)
         self.apply = bool(getattr(self.config, "apply_openmp", False))
         self.adapt = bool(getattr(self.config, "adapt_openmp", False))
-        self.candidates_per_site = int(getattr(self.config, "adapt_candidates", 4) or 4)
+        self.candidates_per_site = getattr(self.config, "adapt_candidates", 4)
 
     def _settings(self) -> str:
         # the machine's cores decide whether the head forces: part of the key
@@ -90,23 +95,13 @@ class OpenMPHead(RegionHead):
             return f"|adapt={self.candidates_per_site}"
         return ("|apply" if self.apply else "|record") + f"|cores={os.cpu_count()}"
 
-    def share(self, threads: int) -> str:
-        """A labelled team size as a share of the labels' machine's cores:
-        ``one``, ``quarter``, ``half`` or ``all`` (what carries across machines)."""
-        if threads == 1:
-            return "one"
-        if threads >= self.cores:
-            return "all"
-        return "quarter" if threads * 4 <= self.cores else "half"
-
     def relative(self, cfg: dict) -> str:
-        """A configuration in the runtime's machine-relative form, e.g.
-        ``one-static-default``, ``all-dynamic-64``.  One thread runs every
-        iteration whatever the schedule: its schedules are one configuration."""
-        if self.share(cfg["threads"]) == "one":
-            return "one-static-default"
-        return (f"{self.share(cfg['threads'])}-{cfg['schedule']}-"
-                f"{cfg['chunk'] if cfg.get('chunk') else 'default'}")
+        """A labelled configuration in the runtime's machine-relative form,
+        e.g. ``one-static-default``, ``all-dynamic-64``: its team size as a
+        share of the labels' machine's cores."""
+        from mirecc.runtime.store import share_name
+
+        return share_name(cfg["threads"], self.cores, cfg["schedule"], cfg.get("chunk"))
 
     # ------------------------------------------------------------- pipeline
 
@@ -229,7 +224,7 @@ class OpenMPHead(RegionHead):
                 name = self.relative(c.value) if c.value else own
                 if name != own and name not in names:
                     names.append(name)
-            names = names[:self.candidates_per_site]
+            names = names[:min(self.candidates_per_site, MAX_CANDIDATES)]
             key = region_digest(digests, region.function, region.outlined)
             if key is None or not names:
                 continue
