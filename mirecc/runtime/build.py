@@ -1,11 +1,12 @@
-"""Find or build ``libmirecc-adapt.a``, the adaptive OpenMP runtime.
+"""Find or build the runtimes: ``libmirecc-adapt.a``, the adaptive OpenMP
+runtime, and ``libmirecc-opencl.so``, the OpenCL interposer.
 
-One C file (``runtime/adapt/mirecc_adapt.c``; an installed mirecc carries it
-as package data, ``mirecc/runtimesrc``), compiled position-independent so
-that it links into programs and shared libraries alike, into the per-user
-cache ``<cache>/runtime/`` (set-up builds it; a link builds it on first use
-when it is missing or older than its source).  Concurrent links (``make
--j``) wait on a lock and build it once; the archive appears atomically.
+Each is one C file beside the engine they share (``runtime/adapt``,
+``runtime/opencl``, ``runtime/common``; an installed mirecc carries them as
+package data, ``mirecc/runtimesrc``), compiled position-independent into the
+per-user cache ``<cache>/runtime/`` (set-up builds them; their first use
+builds one that is missing or older than its sources).  Concurrent builds
+(``make -j``) wait on a lock and build once; the file appears atomically.
 """
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ from pathlib import Path
 from mirecc.util.paths import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = REPO / "runtime" / "adapt" / "mirecc_adapt.c"
-if not SOURCE.is_file():
-    SOURCE = Path(__file__).resolve().parents[1] / "runtimesrc" / "mirecc_adapt.c"
+SOURCES = REPO / "runtime"
+if not (SOURCES / "common").is_dir():
+    SOURCES = Path(__file__).resolve().parents[1] / "runtimesrc"
+SOURCE = SOURCES / "adapt" / "mirecc_adapt.c"
+ENGINE = SOURCES / "common" / "mirecc_engine.h"
+INTERPOSER_SOURCE = SOURCES / "opencl" / "mirecc_opencl.c"
 ARCHIVE = "libmirecc-adapt.a"
+INTERPOSER = "libmirecc-opencl.so"
 #: the runtime's entries; the link names one so the archive's member is taken
 ENTRY = "__mirecc_adapt_begin"
 
@@ -32,9 +37,9 @@ def runtime_dir(cache: str | os.PathLike | None = None) -> Path:
     return Path(cache or os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "runtime"
 
 
-def _fresh(path: Path) -> bool:
+def _fresh(path: Path, source: Path = SOURCE) -> bool:
     try:
-        return path.stat().st_mtime >= SOURCE.stat().st_mtime
+        return path.stat().st_mtime >= max(source.stat().st_mtime, ENGINE.stat().st_mtime)
     except OSError:
         return False
 
@@ -78,3 +83,32 @@ def link_arguments(compiler: str, cache: str | os.PathLike | None = None) -> lis
     object linked without the runtime runs the program's own configuration)."""
     # -x none: after a user's -x c, the archive would be read as a source
     return [f"-Wl,-u,{ENTRY}", "-x", "none", str(ensure_runtime(compiler, cache))]
+
+
+def ensure_interposer(compiler: str = "cc", cache: str | os.PathLike | None = None) -> Path:
+    """``libmirecc-opencl.so`` (LD_PRELOAD by ``mire run --opencl``), built
+    with ``compiler`` when missing or stale."""
+    target = runtime_dir(cache) / INTERPOSER
+    if _fresh(target, INTERPOSER_SOURCE):
+        return target
+    if not INTERPOSER_SOURCE.is_file():
+        raise RuntimeBuildError(f"the OpenCL interposer's source {INTERPOSER_SOURCE} is missing")
+    from mirecc.util.fsutil import build_once
+
+    def steps(tmp):
+        return ([compiler, "-x", "c", "-O2", "-fPIC", "-shared", str(INTERPOSER_SOURCE),
+                 "-o", str(Path(tmp) / INTERPOSER), "-ldl"],)
+
+    def failed(cmd, message):
+        return RuntimeBuildError(f"building the OpenCL interposer failed: "
+                                 f"{' '.join(cmd[:2])}...: {message}")
+
+    try:
+        return build_once(target, lambda: _fresh(target, INTERPOSER_SOURCE), steps,
+                          INTERPOSER, failed)
+    except FileNotFoundError as exc:
+        raise RuntimeBuildError(f"cannot build the OpenCL interposer: {exc.filename} is "
+                                f"not installed") from None
+    except OSError as exc:
+        raise RuntimeBuildError(f"cannot build the OpenCL interposer in {target.parent}: "
+                                f"{exc.strerror or exc}") from None

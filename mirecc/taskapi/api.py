@@ -109,6 +109,11 @@ class Task:
     commands: tuple = ()
     #: its ``mire bench`` suites (:class:`BenchSuite`)
     bench: tuple = ()
+    #: modules that take part in ``mire run``: each has
+    #: ``add_run_arguments(parser)`` and ``run_environment(args) -> (env,
+    #: lines)``, the variables the program runs with and what to say about them
+    #: (raises ``ValueError`` with the problem); imported only by ``mire run``
+    run_modules: tuple = ()
 
     # ------------------------------------------------------------------ hooks
 

@@ -278,8 +278,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--proc-root", default="/proc", help=argparse.SUPPRESS)
     parser.add_argument("--dev-root", default="/dev", help=argparse.SUPPRESS)
     parser.add_argument("--numactl", default=None, help=argparse.SUPPRESS)
+    for module in _run_modules():
+        module.add_run_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the program and its arguments, after --")
+
+
+def _run_modules() -> list:
+    """The modules other tasks bring to ``mire run`` (``Task.run_modules``)."""
+    import importlib
+
+    from mirecc.taskapi.registry import tasks
+    return [importlib.import_module(m) for t in tasks().values() for m in t.run_modules]
+
+
+def _run_environment(args, say) -> dict:
+    """The variables the other tasks' run modules set for the program."""
+    env: dict = {}
+    for module in _run_modules():
+        extra, lines = module.run_environment(args)
+        env.update(extra)
+        for line in lines:
+            say(f"mire run: {line}")
+    return env
 
 
 def run(args: argparse.Namespace) -> int:
@@ -295,6 +316,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     say = (lambda line: print(line)) if args.dry_run else \
         (lambda line: print(line, file=sys.stderr))
+    try:
+        extra = _run_environment(args, say)
+    except ValueError as exc:
+        print(f"mire run: {exc}", file=sys.stderr)
+        return 2
     plan = None
     if not args.no_numa:
         binary = shutil.which(command[0]) or command[0]
@@ -310,8 +336,8 @@ def run(args: argparse.Namespace) -> int:
             for line in plan.lines:
                 say(f"mire run: {line}")
     if args.dry_run:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items())) \
-            if plan else ""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                       sorted({**(plan.env if plan else {}), **extra}.items()))
         print("mire run: would run: " + " ".join(
             filter(None, [env, shlex.join([*(plan.prefix if plan else []), *command])])))
         if args.power_cap:
@@ -327,8 +353,9 @@ def run(args: argparse.Namespace) -> int:
     previous = {signum: signal.signal(signum, interrupt) for signum in _FORWARDED}
     try:
         if plan is None or (not plan.env and not plan.prefix and plan.msr_mask is None):
-            return run_capped(command, args.power_cap, Path(args.powercap_root))
-        return _run_planned(plan, machine, command, args, say)
+            return run_capped(command, args.power_cap, Path(args.powercap_root),
+                              env={**os.environ, **extra})
+        return _run_planned(plan, machine, command, args, say, extra)
     except (PowerCapError, LaunchError) as exc:
         print(f"mire run: {exc}", file=sys.stderr)
         return 2
@@ -347,7 +374,7 @@ def _msr_record() -> Path:
     return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "msr-restore.json"
 
 
-def _run_planned(plan, machine, command: list[str], args, say) -> int:
+def _run_planned(plan, machine, command: list[str], args, say, extra: dict) -> int:
     """Run ``command`` with the plan's environment, numactl prefix and
     prefetcher MSRs (restored afterwards, also after signals)."""
     from mirecc.tasks.numa.launch import restore_msrs, set_prefetchers
@@ -357,7 +384,7 @@ def _run_planned(plan, machine, command: list[str], args, say) -> int:
         else {}
     try:
         return run_capped([*plan.prefix, *command], args.power_cap, Path(args.powercap_root),
-                          env={**os.environ, **plan.env})
+                          env={**os.environ, **extra, **plan.env})
     finally:
         if saved:
             problems = restore_msrs(saved)

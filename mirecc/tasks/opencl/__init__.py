@@ -60,6 +60,7 @@ class OpenclThreadCoarsening(Task):
                         "the plugin's coarsening transform run: every kernel at each factor "
                         "against factor 1 on the same inputs, LLVM 14 and 19",
                         arguments="mirecc.tasks.opencl.offline.coarsen_check:add_arguments"))
+    run_modules = ("mirecc.tasks.opencl.run",)
 
     def head_class(self):
         from mirecc.tasks.opencl.head import ThreadCoarseningHead

@@ -1,0 +1,103 @@
+"""``mire run --opencl``: the OpenCL interposer for one run of a program.
+
+Sets ``LD_PRELOAD`` to ``libmirecc-opencl.so`` (``runtime/opencl``, built
+into the per-user cache) and ``MIRECC_OPENCL_PLANNER`` to this Python's
+:mod:`mirecc.tasks.opencl.coarsen`; ``--opencl-record FILE`` has the
+interposer list what was tried, kept and gained; ``--opencl-factor K``
+runs every accepted kernel at factor K (labels, benchmarks: no exploring,
+nothing stored).  ``--opencl-device`` tells what the platform offers.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shlex
+import sys
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--opencl", action="store_true",
+                        help="coarsen the program's OpenCL kernels where the transform accepts "
+                             "them, trying the head's factors on their first launches and "
+                             "keeping one only when it is faster beyond the noise (verdicts "
+                             "kept in the adaptive runtime's store)")
+    parser.add_argument("--opencl-record", metavar="FILE",
+                        help="with --opencl: write what was tried, kept and the measured gain "
+                             "per kernel to FILE (tab-separated)")
+    parser.add_argument("--opencl-factor", type=int, metavar="K",
+                        help="with --opencl: run every kernel the transform accepts at factor "
+                             "K where the launch allows it (no exploring, nothing stored)")
+    parser.add_argument("--opencl-device", choices=("program", "auto"), default="program",
+                        help="with --opencl: auto uses the head's device where the platform "
+                             "offers more than one (default: %(default)s, the program's own)")
+
+
+def opencl_devices() -> list[tuple[str, str]]:
+    """(platform name, device name) of every OpenCL device this machine
+    offers, through the ICD loader; [] without one."""
+    try:
+        cl = ctypes.CDLL("libOpenCL.so.1")
+    except OSError:
+        return []
+    n = ctypes.c_uint32()
+    if cl.clGetPlatformIDs(0, None, ctypes.byref(n)) != 0 or not n.value:
+        return []
+    platforms = (ctypes.c_void_p * n.value)()
+    cl.clGetPlatformIDs(n.value, platforms, None)
+    out = []
+    for p in platforms:
+        name = ctypes.create_string_buffer(256)
+        cl.clGetPlatformInfo(ctypes.c_void_p(p), 0x0902, 256, name, None)
+        count = ctypes.c_uint32()
+        if cl.clGetDeviceIDs(ctypes.c_void_p(p), ctypes.c_uint64(0xFFFFFFFF), 0, None,
+                             ctypes.byref(count)) != 0:
+            continue
+        devices = (ctypes.c_void_p * count.value)()
+        cl.clGetDeviceIDs(ctypes.c_void_p(p), ctypes.c_uint64(0xFFFFFFFF), count.value, devices,
+                          None)
+        for d in devices:
+            dname = ctypes.create_string_buffer(256)
+            cl.clGetDeviceInfo(ctypes.c_void_p(d), 0x102B, 256, dname, None)
+            out.append((name.value.decode(errors="replace").strip(),
+                        dname.value.decode(errors="replace").strip()))
+    return out
+
+
+def run_environment(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    if not args.opencl:
+        if args.opencl_record or args.opencl_factor or args.opencl_device != "program":
+            raise ValueError("--opencl-record, --opencl-factor and --opencl-device go with "
+                             "--opencl")
+        return {}, []
+    if args.opencl_factor is not None and not 1 <= args.opencl_factor <= 1024:
+        raise ValueError(f"--opencl-factor {args.opencl_factor}: a factor is 1..1024")
+    from mirecc.frontend.compiler import find_compiler
+    from mirecc.runtime.build import RuntimeBuildError, ensure_interposer
+    from mirecc.taskapi.config import load_config
+
+    try:
+        library = ensure_interposer(find_compiler(load_config(), cxx=False))
+    except RuntimeBuildError as exc:
+        raise ValueError(str(exc)) from None
+    preload = " ".join(filter(None, [str(library), os.environ.get("LD_PRELOAD", "")]))
+    env = {"LD_PRELOAD": preload,
+           "MIRECC_OPENCL_PLANNER": f"{shlex.quote(sys.executable)} -m "
+                                    "mirecc.tasks.opencl.coarsen"}
+    lines = ["OpenCL: kernels coarsened where the transform accepts them, "
+             + (f"all at factor {args.opencl_factor}" if args.opencl_factor else
+                "each factor confirmed by timing the kernel's own launches")]
+    if args.opencl_record:
+        env["MIRECC_OPENCL_RECORD"] = os.path.abspath(args.opencl_record)
+    if args.opencl_factor:
+        env["MIRECC_OPENCL_FACTOR"] = str(args.opencl_factor)
+    if args.opencl_device == "auto":
+        devices = opencl_devices()
+        if len(devices) <= 1:
+            which = f"{devices[0][1]} ({devices[0][0]})" if devices else "none found"
+            lines.append(f"--opencl-device=auto: this machine offers one OpenCL device, "
+                         f"{which}; the program's choice stands")
+        else:
+            lines.append(f"--opencl-device=auto: {len(devices)} devices, but choosing among "
+                         "them is not implemented; the program's choice stands")
+    return env, lines
