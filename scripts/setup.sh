@@ -9,7 +9,9 @@
 # System packages: clang-14, llvm-14-dev, libomp-14-dev (for -fopenmp),
 # cmake, make, dpkg-dev (for `apt-get source` in the real-project benchmark),
 # g++ (nvcc's host compiler: mirecc-nvcc runs NVIDIA's nvcc from the pip
-# wheels of the `cuda` extra, CUDA 13, which supports GCC 12);
+# wheels of the `cuda` extra, CUDA 13, which supports GCC 12); pocl-opencl-icd,
+# ocl-icd-opencl-dev and opencl-headers (OpenCL on the CPU, for mire run --opencl,
+# its benchmark's host programs and tests);
 # with --test also libtinfo5 (ProGraML's llvm2graph-10, the graph reference),
 # clang-19 and llvm-19-dev, clang-22 and llvm-22-dev, ccache.
 # The native graph builder (passes/graph) is built into build/native.
@@ -22,7 +24,8 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 missing=()
-packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev g++)
+packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev g++ pocl-opencl-icd
+          ocl-icd-opencl-dev opencl-headers)
 # clang-19 and llvm-19-dev: the 14-vs-19 statement-overlap test and the
 # LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev);
 # linux-perf: mire tune samples the run with it (its test skips without it).
@@ -104,4 +107,9 @@ fi
 from mirecc.taskapi.config import load_config; from mirecc.runtime.build import ensure_runtime; \
 ensure_runtime(find_compiler(load_config(), cxx=False))") \
     || echo "setup: could not build the adaptive OpenMP runtime; a link builds it on first use" >&2
+# The OpenCL interposer (runtime/opencl), for mire run --opencl.
+(cd / && "$repo/.venv/bin/python" -c "from mirecc.frontend.compiler import find_compiler; \
+from mirecc.taskapi.config import load_config; from mirecc.runtime.build import ensure_interposer; \
+ensure_interposer(find_compiler(load_config(), cxx=False))") \
+    || echo "setup: could not build the OpenCL interposer; mire run --opencl builds it" >&2
 echo "setup: mirecc installed in $(pwd)/.venv (compiler: $(.venv/bin/mirecc --version | head -1))" >&2

@@ -7,7 +7,7 @@
  * GLOBAL: work-items, "N" or "NxM" or "NxMxK"; LOCAL: the same, or 0 (the
  * platform's choice).  ARG, in the kernel's order: f:N a float buffer of N
  * elements ((i % 16 + 1) / 16), i:N an int buffer (i % 16), F:x a float, I:n
- * an int.  Prints the wall time of the launches (after clFinish) and an FNV
+ * an int, c:N a buffer of N bytes (i % 16).  Prints the wall time of the launches (after clFinish) and an FNV
  * digest of every buffer's bytes after them.
  */
 #define CL_TARGET_OPENCL_VERSION 120
@@ -83,13 +83,14 @@ int main(int argc, char **argv) {
   size_t sizes[32] = {0};
   for (int a = 0; a < nargs && a < 32; a++) {
     const char *spec = argv[6 + a];
-    if ((spec[0] == 'f' || spec[0] == 'i') && spec[1] == ':') {
+    if ((spec[0] == 'f' || spec[0] == 'i' || spec[0] == 'c') && spec[1] == ':') {
       size_t n = strtoul(spec + 2, NULL, 10);
-      sizes[a] = n * 4;
+      sizes[a] = spec[0] == 'c' ? n : n * 4;
       void *host = malloc(sizes[a]);
       for (size_t i = 0; i < n; i++) {
         if (spec[0] == 'f') ((float *)host)[i] = (float)(i % 16 + 1) / 16.0f;
-        else ((int *)host)[i] = (int)(i % 16);
+        else if (spec[0] == 'i') ((int *)host)[i] = (int)(i % 16);
+        else ((unsigned char *)host)[i] = (unsigned char)(i % 16);
       }
       bufs[a] = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizes[a], host,
                                &err);
@@ -103,7 +104,7 @@ int main(int argc, char **argv) {
       int v = atoi(spec + 2);
       CHECK(clSetKernelArg(k, (cl_uint)a, sizeof v, &v), "clSetKernelArg");
     } else {
-      fprintf(stderr, "cl_driver: argument %d: %s is not f:N, i:N, F:x or I:n\n", a, spec);
+      fprintf(stderr, "cl_driver: argument %d: %s is not f:N, i:N, c:N, F:x or I:n\n", a, spec);
       return 2;
     }
   }

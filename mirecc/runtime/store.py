@@ -1,6 +1,7 @@
 """The adaptive runtime's verdict store, read for ``mire adapt``.
 
-The runtime (``runtime/adapt/mirecc_adapt.c``) keeps one text file per user
+The runtimes (``runtime/adapt``, ``runtime/opencl``: the engine in
+``runtime/common/mirecc_engine.h``) keep one text file per user
 and machine, ``<cache>/adapt/<machine>.txt`` (``MIRECC_ADAPT_STORE`` names
 another), where ``<machine>`` is ``c<cores>-<CPU model digest>-p<power
 cap>``.  After a header line ``# mirecc-adapt 1 machine=<machine>``, one
@@ -10,7 +11,10 @@ tab-separated line per (site, trip-count bucket)::
     total lost across current next_default arms
 
 ``key``: the region's code digest (its function's and outlined function's,
-as decisions profiles key regions); ``phase``: 0 exploring, 1 decided
+as decisions profiles key regions), or for an OpenCL kernel
+``cl-<digest of its program's source, build options and device>-<kernel>``
+(arms ``default``, the program's own kernel, and ``f<k>``, factor k; bucket:
+the launch's work-items in powers of 4); ``phase``: 0 exploring, 1 decided
 (``best`` is the verdict), 2 too short to matter; ``arms``: ``;``-separated
 ``name:samples:dropped:kept:at:t,t,...`` (``at``: the site's invocation
 at which the candidate was kept or dropped; the last samples, seconds),

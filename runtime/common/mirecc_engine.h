@@ -1,10 +1,11 @@
-/* mirecc_engine.h: what the adaptive runtimes share (README.md beside this
- * file): the arms a site or kernel runs, the policy that explores them and
- * keeps one only when it beats the reference beyond the measured noise, and
- * the per-user, per-machine verdict store.  Included by one C file of each
- * runtime (mirecc-adapt, the OpenMP runtime; mirecc-opencl, the OpenCL
- * interposer), which defines ENGINE_NAME (its name in warnings) before it.
- * Everything here is static: each runtime has its own copy.
+/* mirecc_engine.h: what the adaptive runtimes share (the policy and the
+ * store as ../adapt/README.md describes them): the arms a site or kernel
+ * runs, the policy that explores them and keeps one only when it beats the
+ * reference beyond the measured noise, and the per-user, per-machine
+ * verdict store.  Included by one C file of each runtime (mirecc-adapt, the
+ * OpenMP runtime; mirecc-opencl, the OpenCL interposer), which defines
+ * ENGINE_NAME (its name in warnings) before it.  Everything here is static:
+ * each runtime has its own copy.
  */
 #ifndef MIRECC_ENGINE_H
 #define MIRECC_ENGINE_H

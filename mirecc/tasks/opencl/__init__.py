@@ -6,8 +6,12 @@ offline lab built on the same public datasets, so they share this folder.
 Driver side: :mod:`.head`.  Offline: :mod:`.offline` (``mire bench devmap``,
 ``mire bench coarsening``, ``--write-heads``).  Shipped heads:
 ``heads/devmap-amd``, ``heads/devmap-nvidia``, ``heads/coarsening``.  Both
-tasks are advisory: their predictions are shown by ``--explain`` and
-written to the record file; nothing in the compile changes.
+heads are advisory in the compile: their predictions are shown by
+``--explain`` and written to the record file.  Coarsening is applied at run
+time instead (OpenCL programs build their kernels from source when they
+run): ``mire run --opencl`` (:mod:`.run`) preloads the interposer
+(``runtime/opencl``), which asks :mod:`.coarsen` for each program's plan
+and confirms each factor on the kernel's own launches.
 
 This module is the tasks' declaration: standard library only.
 """
@@ -59,7 +63,13 @@ class OpenclThreadCoarsening(Task):
              BenchSuite("coarsen-check", "mirecc.tasks.opencl.offline.coarsen_check:run",
                         "the plugin's coarsening transform run: every kernel at each factor "
                         "against factor 1 on the same inputs, LLVM 14 and 19",
-                        arguments="mirecc.tasks.opencl.offline.coarsen_check:add_arguments"))
+                        arguments="mirecc.tasks.opencl.offline.coarsen_check:add_arguments"),
+             BenchSuite("opencl", "mirecc.tasks.opencl.offline.run_bench:run",
+                        "coarsening applied at run time by mire run --opencl on this machine's "
+                        "OpenCL platform: programs at factor 1, each factor and adaptive, "
+                        "outputs checked (the project's driver; Rodinia gaussian with "
+                        "--opencl-rodinia)",
+                        arguments="mirecc.tasks.opencl.offline.run_bench:add_arguments"))
     run_modules = ("mirecc.tasks.opencl.run",)
 
     def head_class(self):

@@ -258,6 +258,32 @@ def kernels_ir(source: Path, options: str, major: int, out: Path) -> None:
 # ---------------------------------------------------------------- the plan
 
 
+ORDERS = "coarsening-runtime/orders.json"
+#: how many of a learned order's factors are tried
+TRIES = 3
+
+
+def learned_order(device_type: str) -> dict | None:
+    """The factor order ``mire bench opencl --opencl-write-order`` learned
+    from this kind of device's labels (the shipped heads'
+    ``coarsening-runtime/orders.json``); None where there is none."""
+    import json
+
+    from mirecc.taskapi.config import load_config
+    from mirecc.taskapi.registry import default_heads_dirs
+
+    for d in default_heads_dirs(load_config()):
+        path = Path(d) / ORDERS
+        if path.is_file():
+            try:
+                entry = json.loads(path.read_text()).get("devices", {}).get(device_type)
+            except (OSError, ValueError) as exc:
+                raise PlanError(f"{path}: not a factor-order file ({exc})") from None
+            if entry and all(isinstance(f, int) and f > 1 for f in entry.get("order", [])):
+                return entry
+    return None
+
+
 def ranked_factors(device: str, device_type: str) -> tuple[list[int], str]:
     """The factors to try for a kernel on ``device``, best first, and how
     they were ranked."""
@@ -270,6 +296,11 @@ def ranked_factors(device: str, device_type: str) -> tuple[list[int], str]:
         if any(f < 2 or f > 1024 for f in factors):
             raise PlanError(f"MIRECC_OPENCL_FACTORS={env}: factors are 2..1024")
         return factors, "factors from MIRECC_OPENCL_FACTORS"
+    learned = learned_order(device_type)
+    if learned and learned.get("order"):
+        return learned["order"][:TRIES], (
+            f"the order learned on {learned.get('kernels', '?')} kernels' labels on "
+            f"{learned.get('device', device_type)}")
     return list(DEFAULT_FACTORS), (f"no head ranks factors for {device_type} devices: "
                                    f"the fixed order {', '.join(map(str, DEFAULT_FACTORS))}")
 

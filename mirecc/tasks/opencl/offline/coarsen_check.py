@@ -23,11 +23,13 @@ in bounds), each integer scalar 8, each float scalar 0.5; a global size of
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mirecc.tasks.opencl.coarsen import coarsen_ir as coarsen
+from mirecc.tasks.opencl.coarsen import llvm_tool as _tool
 
 FACTORS = (2, 4, 8, 16, 32)
 MODES = ("consecutive", "strided")
@@ -269,14 +271,6 @@ int main(int argc, char **argv) {{
 """
 
 
-def _tool(name: str, major: int) -> str:
-    tool = shutil.which(f"{name}-{major}") or shutil.which(
-        str(Path(f"/usr/lib/llvm-{major}/bin/{name}")))
-    if not tool:
-        raise FileNotFoundError(f"{name}-{major} is not installed")
-    return tool
-
-
 def own_kernel_ir(name: str, source: str, major: int, work: Path) -> Path:
     """An own kernel's IR from OpenCL C, by clang -x cl for this CPU (the
     optimisation of the IR left to the compile after the pass)."""
@@ -288,18 +282,6 @@ def own_kernel_ir(name: str, source: str, major: int, work: Path) -> Path:
                     "-emit-llvm", "-S", str(cl), "-o", str(out)],
                    check=True, capture_output=True, text=True)
     return out
-
-
-def coarsen(ir: Path, kernel: str, factor: int, mode: str, major: int, plugin: Path,
-            out: Path) -> tuple[bool, str]:
-    """(accepted, the pass's line) for one form; the coarsened IR at ``out``."""
-    proc = subprocess.run([_tool("opt", major), "-load-pass-plugin", str(plugin),
-                           f"-passes=mirecc-coarsen<kernel={kernel};factor={factor};dim=0;"
-                           f"mode={mode}>", str(ir), "-S", "-o", str(out)],
-                          capture_output=True, text=True)
-    line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("mirecc-coarsen:")),
-                proc.stderr.strip()[-200:])
-    return proc.returncode == 0 and ": refused:" not in line and out.is_file(), line
 
 
 def _build_run(ir: Path, kernel: Kernel, major: int, work: Path, tag: str,
