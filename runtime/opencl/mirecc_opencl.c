@@ -131,7 +131,8 @@ struct kern {
 
 static struct prog *progs;
 static struct kern *kerns;
-static int forced;          /* MIRECC_OPENCL_FACTOR: every launch at this factor */
+static int forced;          /* MIRECC_OPENCL_FACTOR: every launch at this factor;
+                               -1 (all): the arms in turn, launch by launch (labels) */
 static int off_all;         /* MIRECC_OPENCL=0, or no store/planner to work with */
 static char record_path[4096], cache_root[4096];
 
@@ -156,7 +157,9 @@ static void initialise(void) {
   }
   warm_each_arm = 1;
   v = getenv("MIRECC_OPENCL_FACTOR");
-  if (v && *v) {
+  if (v && !strcmp(v, "all")) {
+    forced = -1;
+  } else if (v && *v) {
     char *end;
     long f = strtol(v, &end, 10);
     if (*end || f < 1 || f > 1024) warn("MIRECC_OPENCL_FACTOR=%s is not a factor%s; ignored", v, "");
@@ -404,7 +407,8 @@ static void write_record(void) {
     warn("cannot write the record %s: %s", record_path, strerror(errno));
     return;
   }
-  if (forced) fprintf(f, "# mirecc-opencl record 1 forced=%d\n", forced);
+  if (forced < 0) fprintf(f, "# mirecc-opencl record 1 forced=all\n");
+  else if (forced) fprintf(f, "# mirecc-opencl record 1 forced=%d\n", forced);
   else fprintf(f, "# mirecc-opencl record 1\n");
   fprintf(f, "kernel\tdevice\tbucket\tlaunches\tphase\tkept\tgain\tarms\tnote\n");
   for (struct prog *p = progs; p; p = p->next)
@@ -420,9 +424,12 @@ static void write_record(void) {
         const char *phase = forced ? "forced" : c->phase == EXPLOIT ? "decided"
                             : c->phase == SHORT ? "too short" : "exploring";
         int best = forced ? 0 : c->best;
-        if (forced)
-          for (int a = 0; a < s->narm; a++)
-            if (c->arm[a].factor == forced) best = a;
+        for (int a = 0; a < s->narm; a++) {
+          if (forced > 0 && c->arm[a].factor == forced) best = a;
+          if (forced < 0 && count(&c->arm[a]) &&
+              (!count(&c->arm[best]) || median(&c->arm[a]) < median(&c->arm[best])))
+            best = a;
+        }
         double base = count(&c->arm[0]) ? median(&c->arm[0]) : 0;
         double kept = count(&c->arm[best]) ? median(&c->arm[best]) : 0;
         fprintf(f, "%s\t%s\t%d\t%lld\t%s\tf%d\t", k->name, p->device, c->bucket,
@@ -645,7 +652,10 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
   struct cell *c = cell_for(s, launch_bucket(dims, global));
   int arm = 0, quiet = 1;
   if (c) {
-    if (forced) {
+    if (forced < 0) {
+      arm = (int)(c->invocations % s->narm);
+      quiet = 0;
+    } else if (forced) {
       for (int a = 0; a < s->narm; a++)
         if (s->cell[0].arm[a].factor == forced) arm = a;
       quiet = 0;

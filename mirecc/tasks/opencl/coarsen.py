@@ -214,10 +214,10 @@ def coarsen_ir(ir: Path, kernel: str, factor: int, mode: str, major: int, plugin
                out: Path | None = None, dim: int = DIM) -> tuple[bool, str]:
     """(accepted, the pass's line) for one kernel of ``ir``; the coarsened IR
     at ``out`` (None: only the answer)."""
-    where = [str(out), "-S"] if out else ["-disable-output"]
+    where = ["-o", str(out), "-S"] if out else ["-disable-output"]
     proc = subprocess.run([llvm_tool("opt", major), "-load-pass-plugin", str(plugin),
                            f"-passes=mirecc-coarsen<kernel={kernel};factor={factor};dim={dim};"
-                           f"mode={mode}>", str(ir), "-o", *where],
+                           f"mode={mode}>", str(ir), *where],
                           capture_output=True, text=True)
     line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("mirecc-coarsen:")),
                 proc.stderr.strip()[-200:])

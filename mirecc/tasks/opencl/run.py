@@ -25,9 +25,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opencl-record", metavar="FILE",
                         help="with --opencl: write what was tried, kept and the measured gain "
                              "per kernel to FILE (tab-separated)")
-    parser.add_argument("--opencl-factor", type=int, metavar="K",
+    parser.add_argument("--opencl-factor", metavar="K",
                         help="with --opencl: run every kernel the transform accepts at factor "
-                             "K where the launch allows it (no exploring, nothing stored)")
+                             "K where the launch allows it, or with 'all' each of its factors "
+                             "in turn, launch by launch (labels); every launch timed, nothing "
+                             "explored or stored")
     parser.add_argument("--opencl-device", choices=("program", "auto"), default="program",
                         help="with --opencl: auto uses the head's device where the platform "
                              "offers more than one (default: %(default)s, the program's own)")
@@ -70,8 +72,9 @@ def run_environment(args: argparse.Namespace) -> tuple[dict, list[str]]:
             raise ValueError("--opencl-record, --opencl-factor and --opencl-device go with "
                              "--opencl")
         return {}, []
-    if args.opencl_factor is not None and not 1 <= args.opencl_factor <= 1024:
-        raise ValueError(f"--opencl-factor {args.opencl_factor}: a factor is 1..1024")
+    if args.opencl_factor is not None and args.opencl_factor != "all" and not (
+            args.opencl_factor.isdigit() and 1 <= int(args.opencl_factor) <= 1024):
+        raise ValueError(f"--opencl-factor {args.opencl_factor}: a factor 1..1024 or 'all'")
     from mirecc.frontend.compiler import find_compiler
     from mirecc.runtime.build import RuntimeBuildError, ensure_interposer
     from mirecc.taskapi.config import load_config
@@ -85,7 +88,8 @@ def run_environment(args: argparse.Namespace) -> tuple[dict, list[str]]:
            "MIRECC_OPENCL_PLANNER": f"{shlex.quote(sys.executable)} -m "
                                     "mirecc.tasks.opencl.coarsen"}
     lines = ["OpenCL: kernels coarsened where the transform accepts them, "
-             + (f"all at factor {args.opencl_factor}" if args.opencl_factor else
+             + ("each factor in turn (labels)" if args.opencl_factor == "all" else
+                f"all at factor {args.opencl_factor}" if args.opencl_factor else
                 "each factor confirmed by timing the kernel's own launches")]
     if args.opencl_record:
         env["MIRECC_OPENCL_RECORD"] = os.path.abspath(args.opencl_record)

@@ -119,6 +119,20 @@ def test_a_forced_factor_writes_the_plain_runs_bytes(driver, tmp_path, factor, l
     assert int(arms["f1"]) == 0               # and none at factor 1
 
 
+def test_every_factor_in_turn_times_each_within_one_run(driver, tmp_path):
+    exe, cl = driver
+    args = [exe, cl, "saxpy", 65536, "0", 12, "f:65536", "f:65536", "F:0.5", "I:60000"]
+    plain, _ = _run(args, {}, tmp_path, opencl=None)
+    record = tmp_path / "rec.tsv"
+    got, err = _run(args, {}, tmp_path, ("--opencl", "--opencl-factor", "all",
+                                         "--opencl-record", str(record)))
+    assert got == plain, err
+    assert record.read_text().startswith("# mirecc-opencl record 1 forced=all")
+    arms = dict(a.split(":")[:2] for a in _record(record)["saxpy"]["arms"].split(";"))
+    assert set(arms) == {"f1", "f2", "f4", "f8"}
+    assert all(int(n) >= 2 for n in arms.values()), arms   # 12 launches, 4 arms, 1 warm-up
+
+
 def test_a_launch_the_factor_does_not_divide_runs_factor_one(driver, tmp_path):
     exe, cl = driver
     args = [exe, cl, "saxpy", 1001, "0", 3, "f:1001", "f:1001", "F:0.5", "I:1001"]

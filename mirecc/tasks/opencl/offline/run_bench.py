@@ -9,7 +9,10 @@ in each round:
 
 - ``plain``: the program alone;
 - ``f<k>``: ``--opencl-factor k`` (every accepted kernel at factor k; f1:
-  the program's own kernels through the interposer, its cost);
+  the program's own kernels through the interposer, every launch timed);
+- ``fall``: ``--opencl-factor all``, every factor in turn, launch by launch:
+  the labels (each factor's median launch time, the factors compared within
+  one run, as the adaptive runtime compares them);
 - ``adaptive``: ``--opencl`` with a verdict store of the benchmark's own,
   empty at the first round (that run explores; later ones use its verdicts).
 
@@ -193,7 +196,7 @@ def _mire_run(side: str, record: Path, store: Path) -> list[str]:
     base = [sys.executable, "-m", "mirecc.cli.mire", "run", "--opencl", "--opencl-record",
             str(record), "--no-numa"]
     if side.startswith("f"):
-        return [*base, "--opencl-factor", side[1:], "--"]
+        return [*base, "--opencl-factor", side[1:], "--"]   # fall: 'all'
     return [*base, "--"]
 
 
@@ -248,7 +251,7 @@ def read_record(path: Path) -> list[dict]:
 
 def bench_program(name: str, command: list[str], check: list[str] | None, cwd: Path,
                   work: Path, rounds: int, progress) -> dict:
-    sides = ["plain", "f1", *(f"f{k}" for k in FACTORS), "adaptive"]
+    sides = ["plain", "f1", *(f"f{k}" for k in FACTORS), "fall", "adaptive"]
     store = work / f"store-{name}.txt"
     store.unlink(missing_ok=True)
     results: dict = {s: [] for s in sides}
@@ -277,11 +280,10 @@ def bench_program(name: str, command: list[str], check: list[str] | None, cwd: P
                 k = kernels.setdefault(row["kernel"], {"note": row["note"], "phase": row["phase"],
                                                        "factors": {}, "confirmed": None,
                                                        "adaptive_phases": []})
-                if side.startswith("f") and row["phase"] == "forced":
-                    f = int(side[1:])
-                    arm = row["arms"].get(f)
-                    if arm and arm["samples"]:
-                        k["factors"].setdefault(f, []).append(arm["median"])
+                if side == "fall" and row["phase"] == "forced":
+                    for f, arm in row["arms"].items():
+                        if arm["samples"]:
+                            k["factors"].setdefault(f, []).append(arm["median"])
                 elif side == "adaptive":
                     k["confirmed"] = int(row["kept"][1:]) if row["kept"].startswith("f") else 1
                     k["adaptive_phases"].append(row["phase"])
@@ -320,7 +322,7 @@ def report(programs: list[dict], machine: str, rounds: int, device: str,
     for p in programs:
         t = p["times"]
         base = statistics.median(t["plain"])
-        best = min((s for s in t if s.startswith("f") and s != "f1"),
+        best = min((s for s in t if s.startswith("f") and s not in ("f1", "fall")),
                    key=lambda s: statistics.median(t[s]))
         same = "yes" if all(p["equal"].values()) else \
             "not comparable: two plain runs differ" if None in p["equal"].values() else \
@@ -334,8 +336,9 @@ def report(programs: list[dict], machine: str, rounds: int, device: str,
     for name, why in (failures or {}).items():
         lines.append(f"| {name} | did not run: {why} | | | | | |")
     lines += ["", "## Kernels", "",
-              "Median launch time per factor from the interposer's records of the forced "
-              "runs (seconds); guess: the first factor the plan ranks; confirmed: the adaptive "
+              "Labels: the median launch time per factor (seconds) from the `fall` runs "
+              "(every factor in turn, launch by launch, within each run; the median over "
+              "the rounds' medians); guess: the first factor the plan ranks; confirmed: the adaptive "
               "runs' verdict.", "",
               "| program | kernel | factor 1 | guess | confirmed | best | verdict | note |",
               "|---|---|---|---|---|---|---|---|"]
