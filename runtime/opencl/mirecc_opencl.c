@@ -51,6 +51,8 @@ typedef struct _cl_event *cl_event;
 #define CL_KERNEL_REFERENCE_COUNT 0x1192
 #define CL_PROFILING_COMMAND_START 0x1282
 #define CL_PROFILING_COMMAND_END 0x1283
+#define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
+#define CL_COMPLETE 0
 
 typedef void(build_notify)(cl_program, void *);
 
@@ -87,12 +89,18 @@ REAL(clReleaseProgram, cl_int, cl_program)
 REAL(clGetProgramInfo, cl_int, cl_program, cl_uint, size_t, void *, size_t *)
 REAL(clGetKernelInfo, cl_int, cl_kernel, cl_uint, size_t, void *, size_t *)
 REAL(clGetDeviceInfo, cl_int, cl_device_id, cl_uint, size_t, void *, size_t *)
+REAL(clGetEventInfo, cl_int, cl_event, cl_uint, size_t, void *, size_t *)
+REAL(clRetainEvent, cl_int, cl_event)
+REAL(clFinish, cl_int, cl_command_queue)
 REAL(clWaitForEvents, cl_int, cl_uint, const cl_event *)
+REAL(clEnqueueReadBuffer, cl_int, cl_command_queue, void *, cl_uint, size_t, size_t, void *,
+     cl_uint, const cl_event *, cl_event *)
 REAL(clGetEventProfilingInfo, cl_int, cl_event, cl_uint, size_t, void *, size_t *)
 REAL(clReleaseEvent, cl_int, cl_event)
 
 #define MAX_FACTORS 6
 #define MAX_ARGS 64
+#define MAX_PENDING 32
 
 /* One kernel of a plan: what the planner said about it. */
 struct planned {
@@ -103,6 +111,10 @@ struct planned {
   struct state *state;   /* the engine's state: arms f1 (default), f<k>... */
   char key[96], label[256];
   int64_t launches, coarsened;
+  /* timed launches not read yet: read once they have run (no waiting) */
+  cl_event pending[MAX_PENDING];
+  struct cell *pending_cell[MAX_PENDING];
+  int pending_arm[MAX_PENDING], npending;
   struct planned *next;
 };
 
@@ -395,6 +407,42 @@ static int launch_bucket(cl_uint dims, const size_t *global) {
   return bucket_of((int64_t)items);
 }
 
+/* Under `lock`: the samples of the kernel's timed launches that have run
+   (their profiling events read, nothing waited for), in launch order; those
+   still queued or running stay pending. */
+static void collect(struct planned *k) {
+  int kept = 0;
+  for (int i = 0; i < k->npending; i++) {
+    cl_event e = k->pending[i];
+    cl_int status = -1;
+    if (real_clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                            NULL) == CL_SUCCESS && status > CL_COMPLETE) {
+      k->pending[kept] = e;
+      k->pending_cell[kept] = k->pending_cell[i];
+      k->pending_arm[kept++] = k->pending_arm[i];
+      continue;
+    }
+    cl_ulong t0 = 0, t1 = 0;
+    if (status == CL_COMPLETE &&
+        real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) ==
+            CL_SUCCESS &&
+        real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) ==
+            CL_SUCCESS &&
+        t1 >= t0)
+      sample(k->pending_cell[i], k->pending_arm[i], (double)(t1 - t0) * 1e-9);
+    real_clReleaseEvent(e);
+  }
+  k->npending = kept;
+}
+
+/* Under `lock`: every kernel's (after the program waited for its queue). */
+static void collect_all(void) {
+  if (!real_clGetEventInfo || !real_clGetEventProfilingInfo || !real_clReleaseEvent) return;
+  for (struct prog *p = progs; p; p = p->next)
+    for (struct planned *k = p->kernels; k; k = k->next)
+      if (k->npending) collect(k);
+}
+
 /* ------------------------------------------------------------- the record */
 
 static void write_record(void) {
@@ -640,8 +688,8 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
   struct kern *e = kern_of(kernel);
   struct planned *k = e ? e->plan : NULL;
   struct state *s = k && k->accepted && !e->off ? state_for(k) : NULL;
-  if (!s || s->busy || !load_clWaitForEvents() || !load_clGetEventProfilingInfo() ||
-      !load_clReleaseEvent()) {
+  if (!s || s->busy || !load_clGetEventInfo() || !load_clGetEventProfilingInfo() ||
+      !load_clReleaseEvent() || !load_clRetainEvent()) {
     if (k) k->launches++;
     pthread_mutex_unlock(&lock);
     return real_clEnqueueNDRangeKernel(queue, kernel, dims, offset, global, local, nwait, wait,
@@ -649,6 +697,8 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
   }
   k->launches++;
   s->busy = 1;
+  collect(k);
+  int busy_timing = k->npending == MAX_PENDING;
   struct cell *c = cell_for(s, launch_bucket(dims, global));
   int arm = 0, quiet = 1;
   if (c) {
@@ -665,6 +715,7 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
                (c->invocations & 15) != 15);
       arm = choose(s, c);
     }
+    quiet |= busy_timing;
   }
   int d = k->dim, f = c ? c->arm[arm].factor : 1;
   cl_kernel run = kernel;
@@ -708,28 +759,55 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
     return real_clEnqueueNDRangeKernel(queue, kernel, dims, offset, global, local, nwait, wait,
                                        event);
   }
-  double t = -1;
-  if (rc == CL_SUCCESS && ev && !quiet) {
-    cl_ulong t0 = 0, t1 = 0;
-    if (real_clWaitForEvents(1, ev) == CL_SUCCESS &&
-        real_clGetEventProfilingInfo(*ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) ==
-            CL_SUCCESS &&
-        real_clGetEventProfilingInfo(*ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) ==
-            CL_SUCCESS &&
-        t1 >= t0)
-      t = (double)(t1 - t0) * 1e-9;
-  }
-  if (mine) real_clReleaseEvent(mine);
   pthread_mutex_lock(&lock);
   if (c && rc == CL_SUCCESS) {
     if (f > 1) k->coarsened++;
-    if (t >= 0) {
-      sample(c, arm, t);
+    if (ev && !quiet) {   /* read at a later launch: the program is not made to wait */
+      if (ev == event) real_clRetainEvent(*ev);
+      k->pending[k->npending] = *ev;
+      k->pending_cell[k->npending] = c;
+      k->pending_arm[k->npending++] = arm;
+      mine = NULL;
     }
     c->invocations++;
     c->dirty = !forced;
   }
+  if (mine) real_clReleaseEvent(mine);
   s->busy = 0;
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+/* Where the program waits for its work, the launches it waited for are read. */
+cl_int clFinish(cl_command_queue queue) {
+  if (!load_clFinish()) return -30;
+  cl_int rc = real_clFinish(queue);
+  if (off_all) return rc;
+  pthread_mutex_lock(&lock);
+  collect_all();
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+cl_int clWaitForEvents(cl_uint n, const cl_event *events) {
+  if (!load_clWaitForEvents()) return -30;
+  cl_int rc = real_clWaitForEvents(n, events);
+  if (off_all) return rc;
+  pthread_mutex_lock(&lock);
+  collect_all();
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+cl_int clEnqueueReadBuffer(cl_command_queue queue, void *buffer, cl_uint blocking, size_t offset,
+                           size_t size, void *ptr, cl_uint nwait, const cl_event *wait,
+                           cl_event *event) {
+  if (!load_clEnqueueReadBuffer()) return -30;
+  cl_int rc = real_clEnqueueReadBuffer(queue, buffer, blocking, offset, size, ptr, nwait, wait,
+                                       event);
+  if (off_all || !blocking) return rc;
+  pthread_mutex_lock(&lock);
+  collect_all();
   pthread_mutex_unlock(&lock);
   return rc;
 }

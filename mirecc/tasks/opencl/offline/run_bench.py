@@ -201,7 +201,7 @@ def _mire_run(side: str, record: Path, store: Path) -> list[str]:
 
 
 def run_side(command: list[str], side: str, cwd: Path, work: Path, store: Path,
-             timeout: float = 600) -> dict:
+             timeout: float = 600, factors: list[int] | None = None) -> dict:
     """One run: the program's own kernel time, its output (timing lines
     removed) and the interposer's record."""
     record = work / f"record-{side}-{os.getpid()}.tsv"
@@ -210,6 +210,8 @@ def run_side(command: list[str], side: str, cwd: Path, work: Path, store: Path,
     env.pop("MIRECC_OPENCL_FACTORS", None)
     if side.startswith("f"):   # forced: a plan that carries every factor
         env["MIRECC_OPENCL_FACTORS"] = ",".join(map(str, FACTORS))
+    elif factors:               # adaptive: the order learned without this kernel
+        env["MIRECC_OPENCL_FACTORS"] = ",".join(map(str, factors))
     t0 = time.perf_counter()
     proc = subprocess.run([*_mire_run(side, record, store), *command], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -250,7 +252,7 @@ def read_record(path: Path) -> list[dict]:
 
 
 def bench_program(name: str, command: list[str], check: list[str] | None, cwd: Path,
-                  work: Path, rounds: int, progress) -> dict:
+                  work: Path, rounds: int, progress, factors: list[int] | None = None) -> dict:
     sides = ["plain", "f1", *(f"f{k}" for k in FACTORS), "fall", "adaptive"]
     store = work / f"store-{name}.txt"
     store.unlink(missing_ok=True)
@@ -259,7 +261,8 @@ def bench_program(name: str, command: list[str], check: list[str] | None, cwd: P
     outputs = {}
     for side in sides:
         probe_store = work / f"probe-store-{name}.txt"
-        outputs[side] = run_side(check or command, side, cwd, work, probe_store)["output"]
+        outputs[side] = run_side(check or command, side, cwd, work, probe_store,
+                                 factors=factors)["output"]
     again = run_side(check or command, "plain", cwd, work, work / "unused-store.txt")["output"]
     if again != outputs["plain"]:
         # the program's own output differs from run to run (work-items racing
@@ -270,7 +273,7 @@ def bench_program(name: str, command: list[str], check: list[str] | None, cwd: P
     for r in range(rounds):
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for side in order:
-            results[side].append(run_side(command, side, cwd, work, store))
+            results[side].append(run_side(command, side, cwd, work, store, factors=factors))
             if progress:
                 progress(name, r, side, results[side][-1]["seconds"])
     kernels = {}
@@ -289,7 +292,7 @@ def bench_program(name: str, command: list[str], check: list[str] | None, cwd: P
                     k["adaptive_phases"].append(row["phase"])
                     k["phase"] = row["phase"]
                     k["note"] = row["note"]
-    return {"name": name, "equal": equal, "kernels": kernels,
+    return {"name": name, "equal": equal, "adaptive_factors": factors, "kernels": kernels,
             "times": {s: [r["seconds"] for r in results[s]] for s in sides}}
 
 
@@ -367,8 +370,10 @@ def report(programs: list[dict], machine: str, rounds: int, device: str,
 def loko_section(programs: list[dict], lab: dict) -> list[str]:
     result = loko(lab)
     rows = result["rows"]
-    confirmed = {}
+    confirmed, tried = {}, {}
     for p in programs:
+        if p.get("adaptive_factors"):
+            tried[p["name"]] = ",".join(map(str, p["adaptive_factors"]))
         if p["name"] in rows:
             t = p["times"]
             confirmed[p["name"]] = statistics.median(t["plain"]) / statistics.median(
@@ -383,13 +388,17 @@ def loko_section(programs: list[dict], lab: dict) -> list[str]:
              "the held-out kernel; fixed: the planner's default first factor "
              f"(f{DEFAULT_FACTORS[0]}); confirmed: the adaptive runs' kernel time against the "
              "plain run's (all rounds, median), the launches spent trying and the platform's "
-             "compiles of each factor's kernel included.", "",
-             "| kernel | oracle | guess (learned order) | fixed | confirmed (whole runs) |",
-             "|---|---|---|---|---|"]
+             "compiles of each factor's kernel included; tried: the factors its adaptive runs "
+             "tried (where given: the first of the order learned without the kernel on an "
+             "earlier run's labels, `--opencl-loko-order`; else the planner's).", "",
+             "| kernel | oracle | guess (learned order) | fixed | confirmed (whole runs) | "
+             "tried |",
+             "|---|---|---|---|---|---|"]
     for n, r in sorted(rows.items()):
         lines.append(f"| {n} | f{r['oracle']} {r['oracle_speedup']:.2f}x | "
                      f"f{r['guess']} {r['guess_speedup']:.2f}x | {r['fixed_speedup']:.2f}x | "
-                     f"{confirmed.get(n, float('nan')):.2f}x |")
+                     f"{confirmed.get(n, float('nan')):.2f}x | "
+                     f"{tried.get(n, ', '.join(map(str, DEFAULT_FACTORS)))} |")
     conf_rows = {n: {**rows[n], "c": confirmed[n]} for n in confirmed}
     lines += ["", "| measure | learned guess | fixed | confirmed | oracle |",
               "|---|---|---|---|---|",
@@ -448,7 +457,7 @@ def loko(labels_: dict) -> dict:
         lab = labels_[n]
         guess = next((f for f in learned if f in lab), 1)
         best = min(lab, key=lab.get)
-        rows[n] = {"guess": guess, "guess_speedup": lab[1] / lab[guess],
+        rows[n] = {"guess": guess, "guess_speedup": lab[1] / lab[guess], "order": learned,
                    "fixed": DEFAULT_FACTORS[0],
                    "fixed_speedup": lab[1] / lab.get(DEFAULT_FACTORS[0], lab[1]),
                    "oracle": best, "oracle_speedup": lab[1] / lab[best]}
@@ -484,6 +493,10 @@ def add_arguments(p) -> None:
                    help="opencl: write the factor order learned on every kernel's labels for "
                         "this kind of device into heads/coarsening-runtime/orders.json (the "
                         "planner tries its first factors)")
+    p.add_argument("--opencl-loko-order", metavar="JSON",
+                   help="opencl: the adaptive side of each kernel tries the first factors of "
+                        "the order learned on the other kernels' labels in this earlier "
+                        "report's JSON (leave one kernel out); default: the planner's order")
     p.add_argument("--opencl-render", action="store_true",
                    help="opencl: write the report again from its JSON, running nothing")
     p.add_argument("--opencl-fresh", action="store_true",
@@ -531,6 +544,11 @@ def run(args) -> int:
         done = {"machine": machine, "rounds": args.opencl_rounds, "programs": {}}
     failures = {}
     dataset = Path(args.opencl_dataset) if args.opencl_dataset else None
+    held_out = {}
+    if args.opencl_loko_order:
+        from mirecc.tasks.opencl.coarsen import TRIES
+        earlier = json.loads(Path(args.opencl_loko_order).read_text())["programs"]
+        held_out = {n: r["order"][:TRIES] for n, r in loko(labels(earlier))["rows"].items()}
     with tempfile.TemporaryDirectory(prefix="mirecc-bench-opencl-") as tmp:
         work = Path(tmp)
         driver = build_driver(work)
@@ -551,7 +569,8 @@ def run(args) -> int:
             cl.write_text(src)
             cmd = [str(driver), str(cl), kernel, glob, loc, str(launches), *argv]
             try:
-                result = bench_program(name, cmd, None, work, work, args.opencl_rounds, progress)
+                result = bench_program(name, cmd, None, work, work, args.opencl_rounds, progress,
+                                       held_out.get(name))
             except (RuntimeError, subprocess.SubprocessError) as exc:
                 failures[name] = str(exc).splitlines()[0][:200]
                 print(f"mire bench opencl: {name}: {failures[name]}", file=sys.stderr)
@@ -568,7 +587,7 @@ def run(args) -> int:
                 cmd = [str(exe), "-s", str(args.opencl_size), "-p", "0", "-d", "0"]
                 check = [str(exe), "-s", "64", "-v", "-p", "0", "-d", "0"]
                 programs.append(bench_program(name, cmd, check, exe.parent, work,
-                                              args.opencl_rounds, progress))
+                                              args.opencl_rounds, progress, held_out.get(name)))
                 done["programs"][name] = programs[-1]
                 partial.write_text(json.dumps(done, default=str))
     text = report(programs, machine, args.opencl_rounds, device, failures)
