@@ -46,7 +46,8 @@ struct arm {
 struct cell {            /* one trip-count bucket of a site */
   int32_t bucket, phase, best, cur, next_default, across, rare;
   int32_t run_done;      /* across runs: this run's candidate has its verdict */
-  uint32_t warmed;       /* the arms run once in this run (warm_each_arm) */
+  uint32_t warmed;       /* the arms sampled once in this run (warm_each_arm) */
+  uint32_t started;      /* the arms launched in this run (warm_each_arm) */
   int64_t invocations, decided_at, next_check;
   int32_t runs, decided_runs, dirty, this_run;
   double total, lost;
@@ -151,14 +152,35 @@ static double highest(const struct arm *a) {
   return m;
 }
 
-/* mirecc.learn.keep.beats: faster beyond the noise of `base`. */
+/* The k-th smallest of an arm's samples (0: the lowest). */
+static double kth(const struct arm *a, int k) {
+  int n = count(a);
+  double v[SAMPLES];
+  memcpy(v, a->t, sizeof v);
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+      double t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* mirecc.learn.keep.beats: faster beyond the noise of `base`.  With
+   trim_outliers (the OpenCL interposer: launch times on a shared CPU device
+   have rare stalls) and 6 or more samples, the rule reads each arm without
+   its slowest and fastest sample. */
+static int trim_outliers;
+
 static int beats(const struct arm *c, const struct arm *base) {
   double mb = median(base);
   if (count(c) < 2 || count(base) < 2 || mb <= 0) return 0;
-  double noise = (highest(base) - lowest(base)) / mb;
+  int tb = trim_outliers && count(base) >= 6, tc = trim_outliers && count(c) >= 6;
+  double lo_b = kth(base, tb), hi_b = kth(base, count(base) - 1 - tb);
+  double lo_c = kth(c, tc), hi_c = kth(c, count(c) - 1 - tc);
+  double noise = (hi_b - lo_b) / mb;
   double margin = 1 - (noise > THRESHOLD ? noise : THRESHOLD);
-  return median(c) < mb * margin && lowest(c) < lowest(base) * margin &&
-         highest(c) < mb * (1 - THRESHOLD);
+  return median(c) < mb * margin && lo_c < lo_b * margin && hi_c < mb * (1 - THRESHOLD);
 }
 
 static void add(struct arm *a, double t) { a->t[a->n++ % SAMPLES] = t; }
@@ -205,7 +227,11 @@ static int choose(struct state *s, struct cell *c) {
   /* across runs: this run's one arm, every invocation */
   if (c->across) return (c->next_default || c->run_done) ? c->best : c->cur;
   if (count(&c->arm[0]) < 3) return 0;
-  if (c->lost > budget * c->total) return c->best;  /* over the budget: wait */
+  /* over the budget: wait (with warm_each_arm, a candidate already started in
+     this run, whose warm-up was paid, is finished first) */
+  if (c->lost > budget * c->total &&
+      !(warm_each_arm && c->cur < 32 && (c->started >> c->cur & 1u)))
+    return c->best;
   return c->next_default ? c->best : c->cur;
 }
 

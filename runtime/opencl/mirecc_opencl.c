@@ -49,6 +49,7 @@ typedef struct _cl_event *cl_event;
 #define CL_PROGRAM_NUM_DEVICES 0x1162
 #define CL_PROGRAM_DEVICES 0x1163
 #define CL_KERNEL_REFERENCE_COUNT 0x1192
+#define CL_PROFILING_COMMAND_SUBMIT 0x1281
 #define CL_PROFILING_COMMAND_START 0x1282
 #define CL_PROFILING_COMMAND_END 0x1283
 #define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
@@ -115,6 +116,7 @@ struct planned {
   cl_event pending[MAX_PENDING];
   struct cell *pending_cell[MAX_PENDING];
   int pending_arm[MAX_PENDING], npending;
+  cl_ulong last_end;     /* the end of its last launch read */
   struct planned *next;
 };
 
@@ -168,6 +170,7 @@ static void initialise(void) {
     return;
   }
   warm_each_arm = 1;
+  trim_outliers = 1;
   v = getenv("MIRECC_OPENCL_FACTOR");
   if (v && !strcmp(v, "all")) {
     forced = -1;
@@ -422,14 +425,28 @@ static void collect(struct planned *k) {
       k->pending_arm[kept++] = k->pending_arm[i];
       continue;
     }
-    cl_ulong t0 = 0, t1 = 0;
+    cl_ulong t0 = 0, t1 = 0, sub = 0;
     if (status == CL_COMPLETE &&
         real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) ==
             CL_SUCCESS &&
         real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) ==
             CL_SUCCESS &&
-        t1 >= t0)
-      sample(k->pending_cell[i], k->pending_arm[i], (double)(t1 - t0) * 1e-9);
+        t1 >= t0) {
+      struct cell *c = k->pending_cell[i];
+      int arm = k->pending_arm[i];
+      /* a candidate's first launch in a run: the platform builds its kernel
+         for it (pocl: a compile before the command starts, a few hundred ms
+         on a cold cache); from its submission, or the kernel's last launch's
+         end, to its own end, it counts against the exploration budget */
+      if (arm && arm < 32 && !(c->warmed & (1u << arm)) && c->phase == EXPLORE && !forced &&
+          real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_SUBMIT, sizeof sub, &sub,
+                                       NULL) == CL_SUCCESS) {
+        cl_ulong from = sub > k->last_end ? sub : k->last_end;
+        if (t1 > from) c->lost += (double)(t1 - from) * 1e-9;
+      }
+      sample(c, arm, (double)(t1 - t0) * 1e-9);
+      k->last_end = t1;
+    }
     real_clReleaseEvent(e);
   }
   k->npending = kept;
@@ -762,6 +779,7 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
   pthread_mutex_lock(&lock);
   if (c && rc == CL_SUCCESS) {
     if (f > 1) k->coarsened++;
+    if (arm < 32) c->started |= 1u << arm;
     if (ev && !quiet) {   /* read at a later launch: the program is not made to wait */
       if (ev == event) real_clRetainEvent(*ev);
       k->pending[k->npending] = *ev;

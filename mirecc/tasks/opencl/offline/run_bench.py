@@ -520,6 +520,10 @@ def run(args) -> int:
         text = report(data["programs"], data["machine"], data["rounds"], data["device"],
                       data.get("failed"))
         out.write_text(text)
+        if args.opencl_write_order:
+            path = write_order(labels(data["programs"]), data["device"].split(" (")[0],
+                               data["machine"], REPO / "heads" / "coarsening-runtime")
+            print(f"mire bench opencl: wrote {path}", file=sys.stderr)
         print(text)
         return 0
 
