@@ -382,7 +382,7 @@ def loko_section(programs: list[dict], lab: dict) -> list[str]:
     guess = [r["guess_speedup"] for r in rows.values()]
     fixed = [r["fixed_speedup"] for r in rows.values()]
     lines = ["", "## Leave one kernel out on this device's labels", "",
-             "Labels: the median launch time at each factor above (forced runs through the "
+             "Labels: the median launch time at each factor above (the `fall` runs, through the "
              "interposer, outputs equal to the plain run's). Learned order: the factors by "
              "geomean speedup over factor 1 on the other kernels; guess: its first factor for "
              "the held-out kernel; fixed: the planner's default first factor "
