@@ -108,7 +108,7 @@ struct planned {
   char name[128];
   int dim, nfactor, factors[MAX_FACTORS];
   char why[256];         /* refused: the reason; else how the factors were ranked */
-  int accepted;
+  int accepted, needs_local;
   struct state *state;   /* the engine's state: arms f1 (default), f<k>... */
   char key[96], label[256];
   int64_t launches, coarsened;
@@ -268,14 +268,17 @@ static int write_file(const char *path, const char *text) {
 
 /* The plan's lines:
  *   # mirecc-opencl-plan 1
- *   kernel <name> <dim> <f,f,...> <why>     (accepted: the factors in the head's order)
+ *   kernel <name> <dim> <f,f,...> <flags> <why>   (accepted: the factors in the head's
+ *                                                  order; flags "local": it reads its
+ *                                                  work-group, coarsened only where the
+ *                                                  launch gives a local size)
  *   refused <name> <reason>                 (tab-separated) */
 static void parse_plan(struct prog *p, char *text) {
   if (strncmp(text, "# mirecc-opencl-plan 1", 22)) return;
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-    char *f[5] = {0};
+    char *f[6] = {0};
     int n = 0;
-    for (char *q = line; q && n < 5; n++) {
+    for (char *q = line; q && n < 6; n++) {
       f[n] = q;
       q = strchr(q, '\t');
       if (q) *q++ = 0;
@@ -284,12 +287,13 @@ static void parse_plan(struct prog *p, char *text) {
     struct planned *k = calloc(1, sizeof *k);
     if (!k) return;
     snprintf(k->name, sizeof k->name, "%s", f[1]);
-    if (!strcmp(f[0], "kernel") && n == 5) {
+    if (!strcmp(f[0], "kernel") && n == 6) {
       k->dim = atoi(f[2]);
       for (char *t = strtok_r(f[3], ",", &f[3]); t && k->nfactor < MAX_FACTORS;
            t = strtok_r(NULL, ",", &f[3]))
         if (atoi(t) > 1) k->factors[k->nfactor++] = atoi(t);
-      snprintf(k->why, sizeof k->why, "%s", f[4]);
+      k->needs_local = !strcmp(f[4], "local");
+      snprintf(k->why, sizeof k->why, "%s", f[5]);
       k->accepted = k->nfactor > 0 && k->dim >= 0 && k->dim < 3;
     } else {
       snprintf(k->why, sizeof k->why, "%s", f[2]);
@@ -740,7 +744,7 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
   if (f > 1) {
     /* the factor must divide the launch along d (and the local size given) */
     int fits = (cl_uint)d < dims && global[d] % (size_t)f == 0 &&
-               (!local || local[d] % (size_t)f == 0);
+               (local ? local[d] % (size_t)f == 0 : !k->needs_local);
     cl_kernel v = fits ? variant(e, arm, f) : NULL;
     if (v) {
       for (cl_uint i = 0; i < dims; i++) {

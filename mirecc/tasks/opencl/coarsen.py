@@ -7,8 +7,12 @@ under that digest) and reads back two files:
 
 ``PREFIX.plan``
     ``# mirecc-opencl-plan 1``, then per kernel of the source, tab-separated,
-    ``kernel NAME DIM F,F,... WHY`` (accepted: the factors to try, in the
-    order the head ranks them) or ``refused NAME REASON``.
+    ``kernel NAME DIM F,F,... FLAGS WHY`` (accepted: the factors to try, in
+    the order the head ranks them; FLAGS ``local`` where the kernel reads
+    its work-group (local ids or sizes, group ids): only launches that give
+    a local size are coarsened, since a platform's own choice of work-group
+    for the coarsened launch need not match the original's; else ``-``) or
+    ``refused NAME REASON``.
 ``PREFIX.cl``
     the program's source followed by each accepted kernel's coarsened forms,
     ``NAME__mirecc_f<k>``, in OpenCL C: platforms without an IL path (pocl
@@ -126,6 +130,8 @@ class SourceKernel:
 
 
 _KERNEL = re.compile(r"\b(?:__kernel|kernel)\b")
+_READS_GROUP = re.compile(r"\bget_(?:local_id|local_size|group_id|num_groups|enqueued_local_size)"
+                          r"\s*\(")
 
 
 def source_kernels(source: str) -> list[SourceKernel]:
@@ -330,7 +336,9 @@ def make_plan(source_text: str, options: str, device: str, device_type: str,
             if reason:
                 lines.append(f"refused\t{kernel.name}\t{reason}")
                 continue
-            lines.append(f"kernel\t{kernel.name}\t{DIM}\t{','.join(map(str, factors))}\t{how}")
+            flags = "local" if _READS_GROUP.search(_blank_comments(kernel.body)) else "-"
+            lines.append(f"kernel\t{kernel.name}\t{DIM}\t{','.join(map(str, factors))}\t"
+                         f"{flags}\t{how}")
             forms += [coarsened_form(kernel, k) for k in factors]
     helpers = "".join(_helpers(k, DIM) for k in factors) if forms else ""
     coarse = source_text + "\n/* mirecc: coarsened forms */\n" + helpers + "".join(forms)

@@ -47,12 +47,27 @@ def test_source_kernels_are_found_past_comments_and_attributes():
     assert kernels["fixed"].attributes and not kernels["saxpy"].attributes
 
 
-def test_plan_accepts_what_the_pass_accepts_and_the_form_compiles(llvm_plugin, tmp_path):
+def test_the_planner_tries_the_shipped_order_for_the_device_type(monkeypatch):
+    monkeypatch.delenv("MIRECC_OPENCL_FACTORS", raising=False)
+    learned = coarsen.learned_order("cpu")
+    factors, how = coarsen.ranked_factors("pthread", "cpu")
+    if learned is None:
+        assert factors == list(coarsen.DEFAULT_FACTORS) and "fixed order" in how
+    else:
+        assert factors == learned["order"][:coarsen.TRIES] and "learned" in how
+    assert coarsen.ranked_factors("gpu0", "no-such-type")[0] == list(coarsen.DEFAULT_FACTORS)
+    monkeypatch.setenv("MIRECC_OPENCL_FACTORS", "4,2")
+    assert coarsen.ranked_factors("pthread", "cpu")[0] == [4, 2]
+
+
+def test_plan_accepts_what_the_pass_accepts_and_the_form_compiles(llvm_plugin, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setenv("MIRECC_OPENCL_FACTORS", "2,4,8")
     clang, major, plugin = llvm_plugin(14)
     plan, coarse = coarsen.make_plan(SOURCE, "-DUNUSED=1", "cpu", "cpu", major, plugin)
     lines = [ln.split("\t") for ln in plan.splitlines()[1:]]
     assert plan.startswith(coarsen.PLAN_HEADER)
-    assert ["kernel", "saxpy", "0", "2,4,8"] == lines[0][:4]
+    assert ["kernel", "saxpy", "0", "2,4,8", "local"] == lines[0][:5]
     assert lines[1][:2] == ["refused", "fixed"] and "attributes" in lines[1][2]
     assert lines[2][:2] == ["refused", "reduce"]
     assert "local memory" in lines[2][2] or "barrier" in lines[2][2]
@@ -89,7 +104,8 @@ def driver(tmp_path_factory):
 
 
 def _run(args, env_extra, tmp_path, opencl=("--opencl",)):
-    env = {**os.environ, "MIRECC_CACHE_DIR": str(tmp_path / "cache"), **env_extra}
+    env = {**os.environ, "MIRECC_CACHE_DIR": str(tmp_path / "cache"),
+           "MIRECC_OPENCL_FACTORS": "2,4,8", **env_extra}
     mire = [sys.executable, "-m", "mirecc.cli.mire", "run", "--no-numa", *opencl, "--"] \
         if opencl is not None else []
     proc = subprocess.run([*mire, *map(str, args)], capture_output=True, text=True, env=env)
@@ -103,7 +119,7 @@ def _record(path: Path) -> dict:
     return {row[0]: dict(zip(lines[0], row)) for row in lines[1:]}
 
 
-@pytest.mark.parametrize("factor,local", [(2, "64"), (8, "0")])
+@pytest.mark.parametrize("factor,local", [(2, "64"), (8, "256")])
 def test_a_forced_factor_writes_the_plain_runs_bytes(driver, tmp_path, factor, local):
     exe, cl = driver
     args = [exe, cl, "saxpy", 65536, local, 3, "f:65536", "f:65536", "F:0.5", "I:60000"]
@@ -121,7 +137,7 @@ def test_a_forced_factor_writes_the_plain_runs_bytes(driver, tmp_path, factor, l
 
 def test_every_factor_in_turn_times_each_within_one_run(driver, tmp_path):
     exe, cl = driver
-    args = [exe, cl, "saxpy", 65536, "0", 12, "f:65536", "f:65536", "F:0.5", "I:60000"]
+    args = [exe, cl, "saxpy", 65536, "64", 12, "f:65536", "f:65536", "F:0.5", "I:60000"]
     plain, _ = _run(args, {}, tmp_path, opencl=None)
     record = tmp_path / "rec.tsv"
     got, err = _run(args, {}, tmp_path, ("--opencl", "--opencl-factor", "all",
@@ -133,9 +149,24 @@ def test_every_factor_in_turn_times_each_within_one_run(driver, tmp_path):
     assert all(int(n) >= 2 for n in arms.values()), arms   # 12 launches, 4 arms, 1 warm-up
 
 
+def test_a_kernel_reading_its_work_group_keeps_factor_one_without_a_local_size(driver,
+                                                                              tmp_path):
+    """The platform's own work-group for the coarsened launch need not match
+    the original's, and this saxpy writes its local id into the output."""
+    exe, cl = driver
+    args = [exe, cl, "saxpy", 65536, "0", 3, "f:65536", "f:65536", "F:0.5", "I:60000"]
+    plain, _ = _run(args, {}, tmp_path, opencl=None)
+    record = tmp_path / "rec.tsv"
+    got, _ = _run(args, {}, tmp_path, ("--opencl", "--opencl-factor", "8",
+                                       "--opencl-record", str(record)))
+    assert got == plain
+    arms = dict(a.split(":")[:2] for a in _record(record)["saxpy"]["arms"].split(";"))
+    assert arms["f8"] == "0"
+
+
 def test_a_launch_the_factor_does_not_divide_runs_factor_one(driver, tmp_path):
     exe, cl = driver
-    args = [exe, cl, "saxpy", 1001, "0", 3, "f:1001", "f:1001", "F:0.5", "I:1001"]
+    args = [exe, cl, "saxpy", 1001, "7", 3, "f:1001", "f:1001", "F:0.5", "I:1001"]
     plain, _ = _run(args, {}, tmp_path, opencl=None)
     record = tmp_path / "rec.tsv"
     got, _ = _run(args, {}, tmp_path, ("--opencl", "--opencl-factor", "2",
@@ -147,7 +178,7 @@ def test_a_launch_the_factor_does_not_divide_runs_factor_one(driver, tmp_path):
 
 def test_adaptive_runs_explore_store_and_resume(driver, tmp_path):
     exe, cl = driver
-    args = [exe, cl, "saxpy", 262144, "0", 40, "f:262144", "f:262144", "F:0.5", "I:262144"]
+    args = [exe, cl, "saxpy", 262144, "64", 40, "f:262144", "f:262144", "F:0.5", "I:262144"]
     plain, _ = _run(args, {}, tmp_path, opencl=None)
     store, record = tmp_path / "store.txt", tmp_path / "rec.tsv"
     env = {"MIRECC_ADAPT_STORE": str(store), "MIRECC_ADAPT_MIN_US": "0"}
@@ -169,10 +200,11 @@ def test_adaptive_runs_explore_store_and_resume(driver, tmp_path):
 
 def test_fails_open_when_the_planner_fails_or_the_form_does_not_build(driver, tmp_path):
     exe, cl = driver
-    args = [exe, cl, "saxpy", 4096, "0", 2, "f:4096", "f:4096", "F:0.5", "I:4096"]
+    args = [exe, cl, "saxpy", 4096, "64", 2, "f:4096", "f:4096", "F:0.5", "I:4096"]
     plain, _ = _run(args, {}, tmp_path, opencl=None)
     # a planner that fails: the program's own kernels, one warning
-    env = {**os.environ, "MIRECC_CACHE_DIR": str(tmp_path / "c1")}
+    env = {**os.environ, "MIRECC_CACHE_DIR": str(tmp_path / "c1"),
+           "MIRECC_OPENCL_FACTORS": "2,4,8"}
     lib = _interposer()
     proc = subprocess.run(list(map(str, args)), capture_output=True, text=True,
                           env={**env, "LD_PRELOAD": str(lib), "MIRECC_OPENCL_PLANNER": "false"})
@@ -181,7 +213,7 @@ def test_fails_open_when_the_planner_fails_or_the_form_does_not_build(driver, tm
     assert proc.stderr.count("mirecc-opencl: warning:") == 1, proc.stderr
     # a coarsened form that does not build: the same
     planner = tmp_path / "bad-planner.sh"
-    planner.write_text("#!/bin/sh\nprintf '# mirecc-opencl-plan 1\\nkernel\\tsaxpy\\t0\\t2\\tx\\n'"
+    planner.write_text("#!/bin/sh\nprintf '# mirecc-opencl-plan 1\\nkernel\\tsaxpy\\t0\\t2\\t-\\tx\\n'"
                        " > \"$5.plan\"\necho 'this is not OpenCL C' > \"$5.cl\"\n")
     planner.chmod(0o755)
     proc = subprocess.run(list(map(str, args)), capture_output=True, text=True,
