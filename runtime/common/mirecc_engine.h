@@ -127,8 +127,10 @@ static void cpu_model(char *out, size_t size) {
 
 static int count(const struct arm *a) { return a->n < SAMPLES ? a->n : SAMPLES; }
 
-static double median(const struct arm *a) {
+/* The k-th smallest of an arm's samples (0: the lowest). */
+static double kth(const struct arm *a, int k) {
   int n = count(a);
+  if (!n) return 0;
   double v[SAMPLES];
   memcpy(v, a->t, sizeof v);
   for (int i = 1; i < n; i++)
@@ -137,7 +139,12 @@ static double median(const struct arm *a) {
       v[j] = v[j - 1];
       v[j - 1] = t;
     }
-  return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
+  return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static double median(const struct arm *a) {
+  int n = count(a);
+  return n ? (n % 2 ? kth(a, n / 2) : (kth(a, n / 2 - 1) + kth(a, n / 2)) / 2) : 0;
 }
 
 static double lowest(const struct arm *a) {
@@ -150,20 +157,6 @@ static double highest(const struct arm *a) {
   double m = a->t[0];
   for (int i = 1; i < count(a); i++) m = a->t[i] > m ? a->t[i] : m;
   return m;
-}
-
-/* The k-th smallest of an arm's samples (0: the lowest). */
-static double kth(const struct arm *a, int k) {
-  int n = count(a);
-  double v[SAMPLES];
-  memcpy(v, a->t, sizeof v);
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
 /* mirecc.learn.keep.beats: faster beyond the noise of `base`.  With
