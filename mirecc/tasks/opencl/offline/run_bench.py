@@ -193,8 +193,10 @@ def build_gaussian(rodinia: Path, work: Path) -> Path:
 def _mire_run(side: str, record: Path, store: Path) -> list[str]:
     if side == "plain":
         return []
-    base = [sys.executable, "-m", "mirecc.cli.mire", "run", "--opencl", "--opencl-record",
-            str(record), "--no-numa"]
+    # the mire script beside this Python (a task runs mire as a user does)
+    mire = Path(sys.executable).with_name("mire")
+    base = [str(mire) if mire.is_file() else shutil.which("mire") or "mire", "run", "--opencl",
+            "--opencl-record", str(record), "--no-numa"]
     if side.startswith("f"):
         return [*base, "--opencl-factor", side[1:], "--"]   # fall: 'all'
     return [*base, "--"]
