@@ -801,13 +801,17 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
 }
 
 /* Where the program waits for its work, the launches it waited for are read. */
+static void collect_waited(void) {
+  pthread_mutex_lock(&lock);
+  collect_all();
+  pthread_mutex_unlock(&lock);
+}
+
 cl_int clFinish(cl_command_queue queue) {
   if (!load_clFinish()) return -30;
   cl_int rc = real_clFinish(queue);
   if (off_all) return rc;
-  pthread_mutex_lock(&lock);
-  collect_all();
-  pthread_mutex_unlock(&lock);
+  collect_waited();
   return rc;
 }
 
@@ -815,9 +819,7 @@ cl_int clWaitForEvents(cl_uint n, const cl_event *events) {
   if (!load_clWaitForEvents()) return -30;
   cl_int rc = real_clWaitForEvents(n, events);
   if (off_all) return rc;
-  pthread_mutex_lock(&lock);
-  collect_all();
-  pthread_mutex_unlock(&lock);
+  collect_waited();
   return rc;
 }
 
@@ -828,9 +830,7 @@ cl_int clEnqueueReadBuffer(cl_command_queue queue, void *buffer, cl_uint blockin
   cl_int rc = real_clEnqueueReadBuffer(queue, buffer, blocking, offset, size, ptr, nwait, wait,
                                        event);
   if (off_all || !blocking) return rc;
-  pthread_mutex_lock(&lock);
-  collect_all();
-  pthread_mutex_unlock(&lock);
+  collect_waited();
   return rc;
 }
 

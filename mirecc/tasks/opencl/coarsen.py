@@ -109,24 +109,27 @@ class SourceKernel:
         self.name, self.params, self.body, self.attributes = name, params, body, attributes
 
     def param_names(self) -> list[str] | None:
-        params = self.params.strip()
-        if not params or params == "void":
-            return []
-        names, depth, part = [], 0, ""
-        for ch in params + ",":
-            if ch in "([":
-                depth += 1
-            elif ch in ")]":
-                depth -= 1
-            if ch == "," and depth == 0:
-                m = re.search(r"([A-Za-z_]\w*)\s*(\[[^\]]*\]\s*)*$", part.strip())
-                if not m:
-                    return None
-                names.append(m.group(1))
-                part = ""
-            else:
-                part += ch
+        names = []
+        for part in split_params(self.params):
+            m = re.search(r"([A-Za-z_]\w*)\s*(\[[^\]]*\]\s*)*$", part)
+            if not m:
+                return None
+            names.append(m.group(1))
         return names
+
+
+def split_params(params: str) -> list[str]:
+    """A parameter list's parameters, split at its top-level commas."""
+    depth, part, out = 0, "", []
+    for ch in params + ",":
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "," and depth == 0:
+            out.append(part.strip())
+            part = ""
+        else:
+            part += ch
+    return [p for p in out if p and p != "void"]
 
 
 _KERNEL = re.compile(r"\b(?:__kernel|kernel)\b")

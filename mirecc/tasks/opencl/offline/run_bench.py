@@ -126,7 +126,7 @@ def dataset_programs(dataset: Path) -> dict:
     and whose parameters the driver can pass."""
     import csv
 
-    from mirecc.tasks.opencl.coarsen import source_kernels
+    from mirecc.tasks.opencl.coarsen import source_kernels, split_params
 
     csv.field_size_limit(1 << 24)
     out = {}
@@ -142,25 +142,12 @@ def dataset_programs(dataset: Path) -> dict:
             dims = min(3, max([1, *(int(d) + 1 for d in re.findall(
                 r"get_(?:global|local|group)_\w+\(\s*(\d)\s*\)", src))]))
             leading = 8 if dims == 1 else int(DATASET_GLOBAL[dims].split("x")[0])
-            specs = [_param_spec(p, leading) for p in _split_params(k.params)]
+            specs = [_param_spec(p, leading) for p in split_params(k.params)]
             if not specs or None in specs:
                 continue
             out[name] = (src, k.name, DATASET_GLOBAL[dims], DATASET_LOCAL[dims],
                          DATASET_LAUNCHES, specs)
     return out
-
-
-def _split_params(params: str) -> list[str]:
-    depth, part, out = 0, "", []
-    for ch in params + ",":
-        depth += ch in "(["
-        depth -= ch in ")]"
-        if ch == "," and depth == 0:
-            out.append(part.strip())
-            part = ""
-        else:
-            part += ch
-    return [p for p in out if p and p != "void"]
 
 
 def kernel_source(name: str) -> str:
