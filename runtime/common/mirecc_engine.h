@@ -48,6 +48,8 @@ struct cell {            /* one trip-count bucket of a site */
   int32_t run_done;      /* across runs: this run's candidate has its verdict */
   uint32_t warmed;       /* the arms sampled once in this run (warm_each_arm) */
   uint32_t started;      /* the arms launched in this run (warm_each_arm) */
+  int32_t inflight[MAX_ARMS];  /* launched, their samples not yet read (OpenCL's
+                                  queues: a program enqueues many, then waits) */
   int64_t invocations, decided_at, next_check;
   int32_t runs, decided_runs, dirty, this_run;
   double total, lost;
@@ -190,9 +192,20 @@ static void finish(struct cell *c) {
   while (c->next_check <= c->invocations) c->next_check *= 2;
 }
 
+/* Samples an arm will have once its launches in flight are read (its
+   first in a run, with warm_each_arm, gives none). */
+static int expected(const struct cell *c, int a) {
+  int n = count(&c->arm[a]) + c->inflight[a];
+  if (warm_each_arm && c->inflight[a] && a < 32 && !(c->warmed >> a & 1u)) n--;
+  return n;
+}
+
 /* The arm for the next invocation of cell `c`.  While exploring, the
    candidates alternate with the reference: the default, then the last
-   candidate kept (each later one must beat it). */
+   candidate kept (each later one must beat it).  The alternation is decided
+   here, at the launch, so that launches queued before any has been timed
+   still alternate; a candidate gets no more launches in flight than its
+   verdict needs. */
 static int choose(struct state *s, struct cell *c) {
   if (c->phase == SHORT) return 0;
   if (c->phase == EXPLOIT) {
@@ -216,16 +229,25 @@ static int choose(struct state *s, struct cell *c) {
     c->dirty = 1;
     return c->best;
   }
-  if (c->rare) return c->best;
   /* across runs: this run's one arm, every invocation */
   if (c->across) return (c->next_default || c->run_done) ? c->best : c->cur;
-  if (count(&c->arm[0]) < 3) return 0;
-  /* over the budget: wait (with warm_each_arm, a candidate already started in
-     this run, whose warm-up was paid, is finished first) */
-  if (c->lost > budget * c->total &&
-      !(warm_each_arm && c->cur < 32 && (c->started >> c->cur & 1u)))
-    return c->best;
-  return c->next_default ? c->best : c->cur;
+  int arm = c->best;
+  if (expected(c, 0) < 3) {
+    arm = 0;
+  } else if (c->rare) {
+    arm = c->best;
+  } else if (c->lost > budget * c->total &&
+             !(warm_each_arm && c->cur < 32 && (c->started >> c->cur & 1u))) {
+    /* over the budget: wait (with warm_each_arm, a candidate already started
+       in this run, whose warm-up was paid, is finished first) */
+    arm = c->best;
+  } else if (c->inflight[c->cur] && expected(c, c->cur) >= pairs) {
+    arm = c->best;   /* enough of it in flight: its verdict waits for them */
+  } else if (!c->next_default) {
+    arm = c->cur;
+  }
+  c->next_default = arm == c->cur;
+  return arm;
 }
 
 static void record(struct cell *c, int arm, double t) {
@@ -241,11 +263,7 @@ static void record(struct cell *c, int arm, double t) {
   }
   if (c->phase != EXPLORE) return;
   add(a, t);
-  if (arm == c->best || arm != c->cur) {  /* the reference (or a paused arm) */
-    if (!c->across) c->next_default = 0;
-    return;
-  }
-  if (!c->across) c->next_default = 1;
+  if (arm == c->best || arm != c->cur) return;  /* the reference (or a paused arm) */
   struct arm *ref = &c->arm[c->best];
   if (count(ref) == 0) return;  /* across runs: no reference yet to compare */
   double d = median(ref);

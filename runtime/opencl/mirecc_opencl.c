@@ -421,6 +421,8 @@ static void collect(struct planned *k) {
   int kept = 0;
   for (int i = 0; i < k->npending; i++) {
     cl_event e = k->pending[i];
+    struct cell *c = k->pending_cell[i];
+    int arm = k->pending_arm[i];
     cl_int status = -1;
     if (real_clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
                             NULL) == CL_SUCCESS && status > CL_COMPLETE) {
@@ -436,8 +438,6 @@ static void collect(struct planned *k) {
         real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) ==
             CL_SUCCESS &&
         t1 >= t0) {
-      struct cell *c = k->pending_cell[i];
-      int arm = k->pending_arm[i];
       /* a candidate's first launch in a run: the platform builds its kernel
          for it (pocl: a compile before the command starts, a few hundred ms
          on a cold cache); from its submission, or the kernel's last launch's
@@ -451,6 +451,7 @@ static void collect(struct planned *k) {
       sample(c, arm, (double)(t1 - t0) * 1e-9);
       k->last_end = t1;
     }
+    c->inflight[arm]--;
     real_clReleaseEvent(e);
   }
   k->npending = kept;
@@ -734,7 +735,8 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
       quiet = c->phase == SHORT ||
               (c->phase == EXPLOIT && c->invocations < c->next_check &&
                (c->invocations & 15) != 15);
-      arm = choose(s, c);
+      /* no event slot left to time it: not a candidate's launch */
+      arm = busy_timing && c->phase == EXPLORE ? c->best : choose(s, c);
     }
     quiet |= busy_timing;
   }
@@ -789,6 +791,7 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
       k->pending[k->npending] = *ev;
       k->pending_cell[k->npending] = c;
       k->pending_arm[k->npending++] = arm;
+      c->inflight[arm]++;
       mine = NULL;
     }
     c->invocations++;

@@ -198,6 +198,25 @@ def test_adaptive_runs_explore_store_and_resume(driver, tmp_path):
     assert any(c.key == line[0] for c in cells)
 
 
+def test_launches_queued_before_any_wait_still_alternate_in_the_first_run(driver, tmp_path):
+    """cl_driver queues all its launches and waits once, as OpenCL programs
+    do: no launch has been timed when the next is queued.  The first run
+    still tries the first factor, alternating with factor 1 in the queue,
+    with no more of its launches than its verdict needs."""
+    exe, cl = driver
+    args = [exe, cl, "saxpy", 262144, "64", 30, "f:262144", "f:262144", "F:0.5", "I:262144"]
+    store, record = tmp_path / "store.txt", tmp_path / "rec.tsv"
+    env = {"MIRECC_ADAPT_STORE": str(store), "MIRECC_ADAPT_MIN_US": "0",
+           "MIRECC_ADAPT_BUDGET": "1"}
+    _run(args, env, tmp_path, ("--opencl", "--opencl-record", str(record)))
+    arms = dict(a.split(":")[:2] for a in _record(record)["saxpy"]["arms"].split(";"))
+    # 4 samples (MIRECC_ADAPT_PAIRS) after its warm-up launch (a later factor
+    # starts only where a verdict came while launches were still queued)
+    n = {f: int(arms[f]) for f in ("f1", "f2", "f4", "f8")}
+    assert n["f2"] == 4 and n["f4"] <= 4 and n["f8"] <= 4, arms
+    assert n["f1"] >= 30 - n["f2"] - n["f4"] - n["f8"] - 4, arms   # the rest, less warm-ups
+
+
 def test_fails_open_when_the_planner_fails_or_the_form_does_not_build(driver, tmp_path):
     exe, cl = driver
     args = [exe, cl, "saxpy", 4096, "64", 2, "f:4096", "f:4096", "F:0.5", "I:4096"]
