@@ -30,9 +30,10 @@ packages=(clang-14 llvm-14-dev libomp-14-dev cmake make dpkg-dev g++ pocl-opencl
 # LLVM 19 graph builder (not libomp-19-dev: it conflicts with libomp-14-dev);
 # linux-perf: mire tune samples the run with it (its test skips without it).
 # ccache: the launcher (prefix) test; clang-22 and llvm-22-dev: the pass plugin's
-# tests on the newest LLVM Debian 12 ships.
+# tests on the newest LLVM Debian 12 ships; redis-server, sccache and distcc:
+# the team store's and the composition tests (a real server, real tools).
 [ "$mode" = "--test" ] && packages+=(libtinfo5 clang-19 llvm-19-dev linux-perf ccache clang-22
-                                     llvm-22-dev)
+                                     llvm-22-dev redis-server sccache distcc)
 # autoconf-archive: python3.11's configure.ac (deb12u8) uses its AX_ macros;
 # bison and flex: ngspice generates its parsers.
 [ "$mode" = "--corpus" ] && packages+=(csmith libcsmith-dev libtool-bin autoconf automake
@@ -75,7 +76,7 @@ elif [ "$mode" = "--corpus" ]; then
     .venv/bin/pip install -q -e . --config-settings editable_mode=compat
     .venv/bin/python -m compileall -q mirecc
 else
-    .venv/bin/pip install -q ".[cuda,plot]"
+    .venv/bin/pip install -q ".[cuda,plot,store]"
 fi
 
 # The compilers this installation drives: the clang setup installed with its

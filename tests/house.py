@@ -21,7 +21,7 @@ import ast
 from pathlib import Path
 
 #: the layers, lowest first: a package may import its own and those before it
-LAYERS = ("util", "ir", "frontend", "graph", "encoder", "taskapi", "learn", "plugin",
+LAYERS = ("util", "store", "ir", "frontend", "graph", "encoder", "taskapi", "learn", "plugin",
           "runtime", "corpus", "tasks", "tu", "driver", "cli")
 #: the module that names the task folders
 REGISTRY = "mirecc.taskapi.registry"

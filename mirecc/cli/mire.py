@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: mirecc's own (``bench``, ``corpus``, ``pretrain``, ``export``,
-``embed``, ``serve``, ``stats``, ``tune``, ``gates``), then those the
+``embed``, ``serve``, ``stats``, ``store``, ``tune``, ``gates``), then those the
 tasks declare (``Task.commands``: their datasets and training); ``mire
 bench``'s suites are ``programs`` and those the tasks declare
 (``Task.bench``), with the options each suite's task adds.
@@ -68,6 +68,11 @@ LAZY_SUBCOMMANDS = [
      "Counters kept in the cache directory by every mirecc call, as ccache's "
      "statistics: translation units seen, decided, applied, served from the result "
      "cache, and the calls and TUs skipped, by reason code."),
+    ("store", "mirecc.cli.store",
+     "the team store of verified results: status, fill, prune, export, import",
+     "Code-size winners shared by every build that names the same store (store / "
+     "MIRECC_STORE: redis://host:port/db or a shared directory): what it holds, a build "
+     "that fills it (store_write), removing what no build can use, and moving entries."),
     ("tune", "mirecc.cli.tune",
      "time the heads' ranked loop candidates on your own benchmark and keep the winners in "
      "a decisions profile",

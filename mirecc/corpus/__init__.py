@@ -7,6 +7,6 @@ loop kernels generated here (:mod:`.kernels`).  :mod:`.store` deduplicates,
 drops copies of the evaluation kernels (:mod:`.evalfilter`) and records
 per-module statistics; :mod:`.report` sums them up.
 
-Layer 10 of the house (``docs/layout.md``): may import the layers up to
+Layer 11 of the house (``docs/layout.md``): may import the layers up to
 ``mirecc.runtime``.
 """

@@ -2,6 +2,6 @@
 (``nvcc``) and the counters and reason codes ``mire stats`` shows
 (``stats``).
 
-Layer 13 of the house (``docs/layout.md``): may import every layer below
+Layer 14 of the house (``docs/layout.md``): may import every layer below
 it; nothing below imports it.
 """

@@ -615,6 +615,9 @@ def _verify(outcome, extra, config) -> None:
                                     int(getattr(verified, "from_cache", False)),
                                 f"verified.{decision.task}.from-twin":
                                     int(getattr(verified, "from_twin", False)),
+                                f"verified.{decision.task}.from-store":
+                                    int(getattr(verified, "from_store", False)),
+                                **getattr(verified, "store_counts", {}),
                                 f"verified.{decision.task}.early":
                                     int(getattr(outcome.split.early, "taken", False)),
                                 f"verified.{decision.task}.not-searched":

@@ -43,6 +43,9 @@ Counters:
   link-only calls a task's link step took (``Task.link_step()``: code size at an
   LTO link), those where its output replaced the user's, those where a
   candidate link failed (the user's output stands);
+- ``store.<counter>``: the team store's asks and writes, as its owner
+  declares them (:data:`mirecc.store.team.COUNTERS`); ``verified.<task>.from-store``:
+  TUs whose winner came from it;
 - ``cuda.compiles`` / ``cuda.applied``: ``mirecc-nvcc`` calls that compiled
   CUDA sources, and those whose build got a block shape (a decision that
   fails to build is withdrawn: ``fallback.decided-failed``);
@@ -256,12 +259,19 @@ def render(data: dict, path: str) -> str:
         lines += [row("a candidate better than -O<level>", n(f"{name}.improved"), 6),
                   row("winner known from an earlier build", n(f"{name}.from-cache"), 6),
                   row("from its static/shared twin", n(f"{name}.from-twin"), 8),
+                  row("from the team store", n(f"{name}.from-store"), 8),
                   row("a candidate built beside your compile", n(f"{name}.early"), 6)]
     for name in sorted(k for k in data if k.startswith("links.") and k.count(".") == 1):
         task = name[len("links."):]
         lines += [row(f"{task}: links linked again (LTO)", n(name), 4),
                   row("a smaller output kept", n(f"{name}.improved"), 6),
                   row("a candidate link failed", n(f"{name}.failed"), 6)]
+    if any(k.startswith("store.") for k in data):
+        from mirecc.store.team import COUNTERS
+
+        lines.append("  team store (store):")
+        lines += [row(name[len("store."):], n(name), 4) + f"  {words}"
+                  for name, words in COUNTERS.items()]
     if n("cuda.compiles"):
         lines += [row("CUDA compiles (mirecc-nvcc)", n("cuda.compiles")),
                   row("with a block shape applied", n("cuda.applied"), 4)]

@@ -5,7 +5,7 @@ this package does not, so the driver and torch-less installs can import
 ``mirecc.encoder`` (for its constants and, later, the ONNX runtime side)
 without paying for or requiring torch.
 
-Layer 5 of the house (``docs/layout.md``): may import ``mirecc.util``, ``ir``,
+Layer 6 of the house (``docs/layout.md``): may import ``mirecc.util``, ``ir``,
 ``frontend`` and ``graph``.
 """
 from pathlib import Path

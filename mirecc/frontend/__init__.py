@@ -4,6 +4,6 @@ beside the front end that emits the IR (``clang``: the split compile),
 nvcc's command line and the device IR of CUDA sources (``nvcc``), and the
 installed driver scripts with the CMake toolchain file (``toolchain``).
 
-Layer 3 of the house (``docs/layout.md``): may import ``mirecc.util`` and
+Layer 4 of the house (``docs/layout.md``): may import ``mirecc.util`` and
 ``mirecc.ir``.
 """

@@ -11,7 +11,7 @@ differences on typed-pointer IR are in its docstring).  See
 :mod:`mirecc.graph.native` for where the native tool is looked for and
 :mod:`mirecc.graph.format` for the file format.
 
-Layer 4 of the house (``docs/layout.md``): may import ``mirecc.util``, ``ir`` and
+Layer 5 of the house (``docs/layout.md``): may import ``mirecc.util``, ``ir`` and
 ``frontend``.
 """
 

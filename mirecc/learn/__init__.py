@@ -1,6 +1,6 @@
 """What the tasks learn with: forests and their ONNX export, embedding tables,
 label files, kernel generators (shared by the tasks' offline commands).
 
-Layer 7 of the house (``docs/layout.md``): may import the layers up to
+Layer 8 of the house (``docs/layout.md``): may import the layers up to
 ``mirecc.taskapi``.
 """

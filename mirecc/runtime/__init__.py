@@ -7,6 +7,6 @@ interposer (``runtime/opencl/mirecc_opencl.c``, preloaded by ``mire run
 finds or builds them, :mod:`.store` reads the verdicts they keep per user
 and machine (``mire adapt``).
 
-Layer 9 of the house (``docs/layout.md``): may import the layers up to
+Layer 10 of the house (``docs/layout.md``): may import the layers up to
 ``mirecc.plugin``.
 """

@@ -9,7 +9,7 @@ IR, graph, embedding, loop and region tables), ``onnxhead`` (the heads'
 shared base) and ``profile`` (decisions profiles and each task's kind of
 entry).
 
-Layer 6 of the house (``docs/layout.md``): may import ``mirecc.util``,
+Layer 7 of the house (``docs/layout.md``): may import ``mirecc.util``,
 ``ir``, ``frontend``, ``graph`` and ``encoder``.  The registry names the
 task folders and imports their declarations (standard library only); it is
 the one place below the tasks that loads them.

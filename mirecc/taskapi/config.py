@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 
-from mirecc.taskapi.settings import (Setting, as_bool, as_positive_int, as_prefix, as_str,
-                                     as_timeout)
+from mirecc.taskapi.settings import (Setting, as_bool, as_positive_int, as_prefix, as_store,
+                                     as_str, as_timeout)
 from mirecc.util.paths import default_cache_dir
 
 CONFIG_FILE_NAME = ".mirecc.yaml"
@@ -99,11 +99,18 @@ CORE_SETTINGS = (
     Setting("server", "MIRECC_SERVER", as_bool, True,
             "run the pipeline in the per-user server (started when none answers); "
             "false: in process"),
+    Setting("store", "MIRECC_STORE", as_store, None,
+            "the team store of verified results: redis://host:port/db or a shared "
+            "directory (see mirecc/store/team.py)"),
+    Setting("store_write", "MIRECC_STORE_WRITE", as_bool, False,
+            "write what this build verifies to the team store (CI); false: read only"),
+    Setting("store_timeout", "MIRECC_STORE_TIMEOUT", as_timeout, 0.25,
+            "seconds the team store may take to answer before builds go on without it"),
 )
 # MIRECC_QUIET=1 is the natural spelling of warnings: false.
 ENV_NEGATED = {"MIRECC_QUIET": "warnings"}
 # settings whose empty environment value means false, not unset
-EMPTY_IS_VALUE = ("cache", "disable", "server")
+EMPTY_IS_VALUE = ("cache", "disable", "server", "store_write")
 
 
 def all_settings() -> tuple:

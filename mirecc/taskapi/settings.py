@@ -40,6 +40,17 @@ def as_str(value: object) -> str:
     raise ValueError(f"expected a non-empty string, got {value!r}")
 
 
+def as_store(value: object) -> str:
+    """A team store: ``redis://``, ``rediss://``, ``unix://`` or
+    ``file://`` URL, or a directory path."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected redis://host:port/db or a directory, got {value!r}")
+    value = value.strip()
+    if "://" in value and not value.startswith(("redis://", "rediss://", "unix://", "file://")):
+        raise ValueError(f"expected redis://host:port/db or a directory, got {value!r}")
+    return value
+
+
 def as_prefix(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         import shlex

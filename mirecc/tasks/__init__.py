@@ -2,6 +2,6 @@
 ``offline/`` lab), listed once in :data:`mirecc.taskapi.registry.TASK_MODULES`
 (``docs/tasks.md``: the interface and how to add one).
 
-Layer 11 of the house (``docs/layout.md``): a task folder may import the layers
+Layer 12 of the house (``docs/layout.md``): a task folder may import the layers
 up to ``mirecc.corpus`` and its own folder; no task imports another.
 """

@@ -48,6 +48,8 @@ class Verified:
     built: int = 0
     from_cache: bool = False
     from_twin: bool = False     # the winner came from a twin compile (winners.twin_key)
+    from_store: bool = False    # the winner came from the team store (mirecc.store)
+    store_counts: dict = field(default_factory=dict)   # store.* counters of this compile
     text: dict = field(default_factory=dict)
     note: str = ""          # why nothing was built, when that is the reason
     reason: str = ""        # its code, as the gate gives it (too-small, predicted-no-gain)
@@ -73,7 +75,8 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
     from mirecc.frontend.compiler import clang_major
     from mirecc.tasks.code_size.build import gate_keeps
     from mirecc.tasks.code_size.head import installed
-    from mirecc.tasks.code_size.winners import WinnerCache, winner_key
+    from mirecc.tasks.code_size.winners import (WinnerCache, shared_key, tools,
+                                                travelling_flags, twin_key, winner_key)
 
     spec, major = installed(config), str(clang_major(split.compiler))
     library = spec["library"].get(major, {})
@@ -96,17 +99,20 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
                                  "within the budget makes this object smaller",
                             reason="predicted-no-gain")
     passes = {name: library[name] for name in names if name in library}
-    cache = key = twin = None
+    candidates = [passes.get(n, n) for n in names]
+    cache = key = twin = code = None
+    root = config.cache_root() if config is not None else None
     if config is not None and config.cache:
-        cache = WinnerCache(config.cache_root())
-        candidates = [passes.get(n, n) for n in names]
+        cache = WinnerCache(root)
         key = winner_key(report.bitcode_sha256,
                          split.backend_command(extra, output="-", bitcode="-"),
-                         opt_beside(split.compiler), candidates)
+                         opt_beside(split.compiler), candidates, root)
         known = cache.get(key)
         if known is not None:
             return _rebuild_winner(known, split, extra, workdir, own, passes, own_sizes)
-        twin = _twin_key(split, candidates)
+        code = _code_digest(split)
+        twin = twin_key(code, opt_beside(split.compiler), split.compiler, candidates, root) \
+            if code is not None else None
         known = cache.get(twin) if twin is not None else None
         if known is not None:
             verified = _rebuild_winner(_as_twin(known, own), split, extra, workdir, own,
@@ -114,6 +120,24 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             verified.from_twin = True
             # this TU's own record: its rebuild knows its winner
             cache.put(key, verified.winner, verified.sizes, verified.skipped, verified.text)
+            return verified
+    team = shared = ids = None
+    if config is not None and getattr(config, "store", None):
+        from mirecc.store.team import team_store
+
+        code = code if code is not None else _code_digest(split)
+        team = team_store(config) if code is not None else None
+    if team is not None:
+        ids = tools(split.compiler, opt_beside(split.compiler), root)
+        shared = shared_key(code, ids, travelling_flags(
+            split.backend_command(extra, output="-", bitcode="-")), candidates)
+        known = team.get("winner", shared, ids, f"the code-size winner of {split.source.path}")
+        verified = None if known is None else _from_store(
+            known, team, split, extra, workdir, own, passes, own_sizes)
+        if verified is not None:
+            verified.store_counts = team.counts
+            if cache is not None:
+                cache.put(key, verified.winner, verified.sizes, verified.skipped, verified.text)
             return verified
     sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, dict(gate_skipped), {}
     def build(item):
@@ -150,21 +174,76 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         cache.put(key, winner, sizes, skipped, text)
         if twin is not None:
             cache.put(twin, winner, sizes, skipped, text)
-    return Verified(sizes, winner, skipped, own, built=len(names), text=text)
+    if team is not None:
+        # a whole search's record (a twin's or the store's verdict is not one)
+        team.put("winner", shared, ids, {"winner": winner, "sizes": sizes, "skipped": skipped,
+                                         "text": text, "own": own})
+    return Verified(sizes, winner, skipped, own, built=len(names), text=text,
+                    store_counts=team.counts if team is not None else {})
 
 
-def _twin_key(split, candidates: list[str]) -> str | None:
-    """The TU's twin key (:func:`.winners.twin_key`), from its bitcode's IR
-    text; None when the IR cannot be read (then there is no twin)."""
+def _code_digest(split) -> str | None:
+    """The module's code digest (:func:`.winners.code_digest`) from its
+    bitcode's IR text; None when the IR cannot be read (then there is no
+    twin and no team store entry)."""
     from mirecc.tasks.code_size.build import run_step, tool_beside
-    from mirecc.tasks.code_size.winners import code_digest, twin_key
+    from mirecc.tasks.code_size.winners import code_digest
 
     try:
         text = run_step([tool_beside(split.compiler, "llvm-dis"), "-o", "-",
                          split.bitcode_path], "the bitcode")
     except CandidateError:
         return None
-    return twin_key(code_digest(text), opt_beside(split.compiler), split.compiler, candidates)
+    return code_digest(text)
+
+
+def _from_store(known: dict, team, split, extra: list[str], workdir: str, own: str,
+                passes: dict, own_sizes: tuple[int, int]) -> Verified | None:
+    """A team store record used: it must describe this compile (the user's
+    own object has the size it gives, its winner is the smallest of its
+    sizes), and its winner, built here, must have the size it gives and be
+    smaller than the user's object.  None (counted as rejected): the
+    search runs as without a store."""
+    sizes, winner = known.get("sizes"), known.get("winner")
+    what = f"the code-size winner of {split.source.path}"
+    if not (isinstance(sizes, dict) and isinstance(winner, str) and winner in sizes
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in sizes.values())
+            and isinstance(known.get("skipped", {}), dict)):
+        team.reject("a record without a winner and its sizes (damaged)", what)
+        return None
+    if sizes.get(own) != own_sizes[0]:
+        team.reject(f"it gives {sizes.get(own)} bytes for {own}, this compile's object has "
+                    f"{own_sizes[0]} (another compile's record)", what)
+        return None
+    if min(sizes.values()) != sizes[winner]:
+        team.reject(f"its winner {winner} is not the smallest of its sizes", what)
+        return None
+    text = {n: v for n, v in known.get("text", {}).items() if isinstance(v, int)} \
+        if isinstance(known.get("text"), dict) else {}
+    skipped = {n: str(v) for n, v in known.get("skipped", {}).items()}
+    if winner == own:
+        team.used()
+        return Verified(dict(sizes), own, skipped, own, built=0, from_cache=True,
+                        from_store=True, text=text)
+    if winner not in passes:
+        team.reject(f"its winner {winner} is not in this build's candidates", what)
+        return None
+    try:
+        path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
+        measured = object_sizes(path)
+    except CandidateError as exc:
+        team.reject(f"its winner {winner} does not build here: {exc}", what)
+        return None
+    if measured[0] != sizes[winner] or measured[0] >= own_sizes[0]:
+        team.reject(f"its winner {winner} has {measured[0]} bytes built here, the record "
+                    f"gives {sizes[winner]}", what)
+        return None
+    team.used()
+    _replace_output(split, path)
+    sizes = dict(sizes)
+    text[winner] = measured[1]
+    return Verified(sizes, winner, skipped, own, built=1, from_cache=True, from_store=True,
+                    text=text)
 
 
 def _as_twin(known: dict, own: str) -> dict:

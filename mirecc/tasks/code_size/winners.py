@@ -27,27 +27,74 @@ import os
 import re
 from pathlib import Path
 
-from mirecc.util.fsutil import atomic_write_bytes, file_identity
+from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.toolid import tool_identity
 
-VERSION = "2"   # 2: sizes are loadable bytes, .text beside
+VERSION = "3"   # 2: sizes are loadable bytes, .text beside; 3: tools by content
+
+
+def tools(compiler: str, opt: str, cache_dir: str | None = None) -> dict:
+    """The tools a record depends on, by content (:mod:`mirecc.util.toolid`)."""
+    return {"compiler": tool_identity(compiler, cache_dir), "opt": tool_identity(opt, cache_dir)}
 
 
 def winner_key(bitcode_sha256: str, backend_command: list[str], opt: str,
-               candidates: list[str]) -> str:
+               candidates: list[str], cache_dir: str | None = None) -> str:
     """The record's key; ``backend_command`` without its output and input
     paths (they differ between builds of the same TU)."""
-    material = "\0".join((VERSION, bitcode_sha256, file_identity(backend_command[0]),
-                          file_identity(opt), "\1".join(backend_command),
+    ids = tools(backend_command[0], opt, cache_dir)
+    material = "\0".join((VERSION, bitcode_sha256, ids["compiler"], ids["opt"],
+                          "\1".join(backend_command[1:]), "\1".join(candidates)))
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def twin_key(code: str, opt: str, compiler: str, candidates: list[str],
+             cache_dir: str | None = None) -> str:
+    """The record's twin key: ``code`` (:func:`code_digest`), the tools
+    and the candidates, without the back-end command (a static and a
+    shared compile of one source differ in it)."""
+    ids = tools(compiler, opt, cache_dir)
+    material = "\0".join((VERSION, "twin", code, ids["compiler"], ids["opt"],
                           "\1".join(candidates)))
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def twin_key(code: str, opt: str, compiler: str, candidates: list[str]) -> str:
-    """The record's twin key: ``code`` (:func:`code_digest`), the tools'
-    files and the candidates, without the back-end command (a static and a
-    shared compile of one source differ in it)."""
-    material = "\0".join((VERSION, "twin", code, file_identity(compiler), file_identity(opt),
-                          "\1".join(candidates)))
+# flags of the front end alone (the bitcode holds their effect): not part of
+# a key that travels; (flag, takes the next argument)
+_FRONT_END_WITH_ARG = ("-I", "-D", "-U", "-include", "-imacros", "-isystem", "-iquote",
+                       "-idirafter", "-iprefix", "-iwithprefix", "-isysroot", "--sysroot")
+_FRONT_END_PREFIXES = ("-W", "-std=", "-pedantic", "-fcolor-diagnostics", "-fdiagnostics",
+                       "--sysroot=", "-ferror-limit")
+
+
+def travelling_flags(backend_command: list[str]) -> list[str]:
+    """The back-end command's code-generation flags as a key that travels:
+    no compiler path, no front-end flags (include paths, defines,
+    warnings), and the working directory written ``<cwd>`` (a prefix map
+    names it)."""
+    cwd = os.getcwd()
+    out, args, i = [], backend_command[1:], 0
+    while i < len(args):
+        a = args[i]
+        if a in _FRONT_END_WITH_ARG:
+            i += 2
+            continue
+        i += 1
+        if a.startswith(_FRONT_END_PREFIXES) or \
+                any(a.startswith(f) and len(a) > len(f) for f in _FRONT_END_WITH_ARG[:9]):
+            continue
+        out.append(a.replace(cwd, "<cwd>") if len(cwd) > 1 else a)
+    return out
+
+
+def shared_key(code: str, ids: dict, flags: list[str], candidates: list[str]) -> str:
+    """The team store's key of a record: the module's code
+    (:func:`code_digest`, no paths), the tools by content (:func:`tools`),
+    the code-generation flags (:func:`travelling_flags`) and the
+    candidates.  (The entry names its tools too: one copied under another
+    key is rejected, :mod:`mirecc.store.team`.)"""
+    material = "\0".join((VERSION, "shared", code, ids["compiler"], ids["opt"],
+                          "\1".join(flags), "\1".join(candidates)))
     return hashlib.sha256(material.encode()).hexdigest()
 
 

@@ -1,0 +1,191 @@
+"""``mire store``: the team store (``store`` / ``MIRECC_STORE``).
+
+- ``status``: where it is, whether it answers, its entries by kind and how
+  many this machine's tools can use, and this user's ``store.*`` counters;
+- ``fill -- BUILD...``: run a build that writes what it verifies (a fresh
+  local cache for the run, so that every TU searches: a CI job's fill);
+- ``prune``: remove entries that no mirecc can use (damaged, another
+  version), and with ``--older-than DAYS`` or ``--foreign`` (made by tools
+  not installed here) those too;
+- ``export FILE`` / ``import FILE``: the entries as JSON lines (each as
+  stored: ``import`` writes only what would be read back unchanged).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+KINDS = ("winner",)
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="store_command", required=True)
+    sub.add_parser("status", help="where the store is, whether it answers, what it holds")
+    fill = sub.add_parser("fill", help="run a build that writes its verified results")
+    fill.add_argument("build", nargs="+", help="the build command (after --)")
+    prune = sub.add_parser("prune", help="remove entries no build can use")
+    prune.add_argument("--older-than", type=float, metavar="DAYS",
+                       help="also entries written more than DAYS ago")
+    prune.add_argument("--foreign", action="store_true",
+                       help="also entries made by tools not installed here")
+    prune.add_argument("--dry-run", action="store_true", help="say what would go")
+    exp = sub.add_parser("export", help="write the entries to a JSON-lines file")
+    exp.add_argument("file")
+    imp = sub.add_parser("import", help="add the entries of an exported file")
+    imp.add_argument("file")
+
+
+def _local_tools(config) -> set[str]:
+    """The identities of the clang and opt installs this machine has."""
+    import glob
+
+    from mirecc.util.toolid import tool_identity
+
+    ids = set()
+    for pattern in ("/usr/lib/llvm-*/bin/clang", "/usr/lib/llvm-*/bin/opt"):
+        for path in glob.glob(pattern):
+            ids.add(tool_identity(path, config.cache_root()))
+    if config.cc:
+        ids.add(tool_identity(config.cc, config.cache_root()))
+    return ids
+
+
+def _entries(backend, kind: str):
+    """(key, raw bytes) of every entry of ``kind``."""
+    for key in backend.keys(kind):
+        data = backend.get(kind, key)
+        if data is not None:
+            yield key, data
+
+
+def run(args) -> int:
+    from mirecc.driver import stats
+    from mirecc.store.backends import Unavailable, open_backend
+    from mirecc.store.team import COUNTERS, Rejected, open_envelope
+    from mirecc.taskapi.config import ConfigError, load_config
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"mire store: {exc}", file=sys.stderr)
+        return 2
+    if not config.store:
+        print("mire store: no team store is set (store: in .mirecc.yaml or MIRECC_STORE, "
+              "e.g. redis://host:6379/0 or a shared directory)", file=sys.stderr)
+        return 2
+    if args.store_command == "fill":
+        return _fill(args.build, config)
+    try:
+        backend = open_backend(config.store, max(config.store_timeout, 2.0))
+        if args.store_command == "status":
+            print(f"team store: {backend.describe()}")
+            print(f"  this user's builds: {'read and write' if config.store_write else 'read only'}"
+                  f" (store_write), answer within {config.store_timeout:g} s (store_timeout)")
+            mine = _local_tools(config)
+            for kind in KINDS:
+                total = usable = bad = 0
+                for key, data in _entries(backend, kind):
+                    total += 1
+                    try:
+                        entry = open_envelope(data, kind, key, None)
+                    except Rejected:
+                        bad += 1
+                        continue
+                    usable += all(v in mine for v in entry["tools"].values())
+                print(f"  {kind} entries: {total} ({usable} made by tools installed here, "
+                      f"{bad} damaged or of another version)")
+            counts = stats.read(config)
+            for name, words in COUNTERS.items():
+                print(f"  {name[len('store.'):]:<12}{counts.get(name, 0):>8}  {words}")
+            return 0
+        if args.store_command == "export":
+            n = 0
+            tmp = f"{args.file}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for kind in KINDS:
+                    for key, data in _entries(backend, kind):
+                        fh.write(json.dumps({"kind": kind, "key": key,
+                                             "entry": data.decode("utf-8", "replace")}) + "\n")
+                        n += 1
+            os.replace(tmp, args.file)
+            print(f"mire store: exported {n} entries to {args.file}")
+            return 0
+        if args.store_command == "import":
+            n = skipped = 0
+            try:
+                lines = open(args.file, encoding="utf-8").read().splitlines()
+            except OSError as exc:
+                print(f"mire store: {args.file}: {exc.strerror or exc}", file=sys.stderr)
+                return 2
+            for number, line in enumerate(lines, 1):
+                try:
+                    row = json.loads(line)
+                    open_envelope(row["entry"].encode(), row["kind"], row["key"], None)
+                except (ValueError, KeyError, TypeError, AttributeError, Rejected) as exc:
+                    print(f"mire store: {args.file}:{number}: not imported: {exc}",
+                          file=sys.stderr)
+                    skipped += 1
+                    continue
+                backend.put(row["kind"], row["key"], row["entry"].encode())
+                n += 1
+            print(f"mire store: imported {n} entries ({skipped} not)")
+            return 0 if not skipped else 1
+        # prune
+        mine = _local_tools(config) if args.foreign else set()
+        gone = kept = 0
+        for kind in KINDS:
+            for key, data in list(_entries(backend, kind)):
+                why = None
+                try:
+                    entry = open_envelope(data, kind, key, None)
+                    if args.older_than is not None and \
+                            time.time() - float(entry.get("at", 0)) > args.older_than * 86400:
+                        why = f"older than {args.older_than:g} days"
+                    elif args.foreign and not all(v in mine for v in entry["tools"].values()):
+                        why = "made by tools not installed here"
+                except Rejected as exc:
+                    why = str(exc)
+                if why is None:
+                    kept += 1
+                    continue
+                gone += 1
+                if args.dry_run:
+                    print(f"  would remove {kind} {key[:16]}: {why}")
+                else:
+                    backend.delete(kind, key)
+        print(f"mire store: {'would remove' if args.dry_run else 'removed'} {gone} entries, "
+              f"kept {kept}")
+        return 0
+    except Unavailable as exc:
+        print(f"mire store: the team store does not answer: {exc}", file=sys.stderr)
+        return 1
+
+
+def _fill(build: list[str], config) -> int:
+    """The build, writing to the store, with a local cache of its own (a
+    cache that already knows a TU's winner would search nothing)."""
+    import subprocess
+    import tempfile
+
+    if build and build[0] == "--":
+        build = build[1:]
+    if not build:
+        print("mire store fill: no build command (mire store fill -- make -j2)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="mirecc-fill-") as tmp:
+        env = {**os.environ, "MIRECC_STORE": config.store, "MIRECC_STORE_WRITE": "1",
+               "MIRECC_CACHE_DIR": tmp}
+        proc = subprocess.run(build, env=env)
+        from mirecc.driver import stats
+        from mirecc.taskapi.config import load_config
+
+        counts = stats.read(load_config(environ=env))
+        # the run's counters join this user's
+        stats.bump(config, {k: v for k, v in counts.items() if k.startswith(("store.",
+                                                                             "verified."))})
+    print(f"mire store fill: {counts.get('store.fills', 0)} entries written, "
+          f"{counts.get('verified.code-size', 0)} TUs verified; the build exited "
+          f"{proc.returncode}", file=sys.stderr)
+    return proc.returncode

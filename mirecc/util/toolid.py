@@ -1,0 +1,85 @@
+"""A tool's identity by its content (ccache's ``compiler_check=content``):
+what a key names a compiler or ``opt`` by, so that the same tools in
+another checkout, under another user or on another machine give the same
+key, and a reinstalled or upgraded LLVM another.
+
+The identity is ``<name>|sha256:<digest>``: the digest of the tool's file
+and of the LLVM and Clang shared libraries beside it (Debian's
+``/usr/lib/llvm-N/bin/clang`` is a small program over
+``../lib/libclang-cpp.so.N`` and ``../lib/libLLVM-N.so``: a point release
+changes the libraries, not the program).  Hashing them takes a few hundred
+milliseconds, so the digest is remembered per user under
+``<cache>/tools/``, keyed by the files' real paths, sizes and times
+(:func:`mirecc.util.fsutil.file_identity`): a compile reads one small file.
+"""
+from __future__ import annotations
+
+import os
+
+from mirecc.util.fsutil import atomic_write_bytes, file_identity, sha256
+
+#: the shared libraries beside a tool that are part of it
+_LIBRARY_PREFIXES = ("libLLVM", "libclang-cpp")
+
+_memo: dict[str, str] = {}
+
+
+def _parts(path: str) -> list[str]:
+    """The tool's file and the LLVM libraries in ``../lib`` of its real path."""
+    real = os.path.realpath(path)
+    parts = [real]
+    lib = os.path.join(os.path.dirname(os.path.dirname(real)), "lib")
+    try:
+        names = sorted(os.listdir(lib))
+    except OSError:
+        names = []
+    for name in names:
+        full = os.path.realpath(os.path.join(lib, name))
+        if name.startswith(_LIBRARY_PREFIXES) and ".so" in name and full not in parts \
+                and os.path.isfile(full):
+            parts.append(full)
+    return parts
+
+
+def tool_identity(path: str, cache_dir: str | None = None) -> str:
+    """``name|sha256:<digest>`` of the tool at ``path`` (found on PATH when
+    it has no slash); the real path alone when the tool cannot be read (then
+    the key does not travel, and nothing is wrong)."""
+    if os.sep not in path:
+        import shutil
+
+        path = shutil.which(path) or path
+    parts = _parts(path)
+    stamp = "\n".join(file_identity(p) for p in parts)
+    if stamp in _memo:
+        return _memo[stamp]
+    if cache_dir is None:
+        from mirecc.util.paths import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    memo_path = os.path.join(cache_dir, "tools", sha256(stamp.encode()).hexdigest()[:40])
+    name = os.path.basename(parts[0])
+    try:
+        with open(memo_path, encoding="utf-8") as fh:
+            digest = fh.read().strip()
+        if len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
+            _memo[stamp] = f"{name}|sha256:{digest}"
+            return _memo[stamp]
+    except OSError:
+        pass
+    h = sha256()
+    try:
+        for p in parts:
+            h.update(f"{os.path.basename(p)}\0".encode())
+            with open(p, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    except OSError:
+        return os.path.realpath(path)
+    digest = h.hexdigest()
+    try:
+        atomic_write_bytes(memo_path, digest.encode(), durable=False)
+    except OSError:
+        pass        # only the memo is lost
+    _memo[stamp] = f"{name}|sha256:{digest}"
+    return _memo[stamp]

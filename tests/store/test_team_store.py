@@ -1,0 +1,239 @@
+"""The team store: a code-size winner verified by one build (CI, writing)
+is used by another checkout with an empty cache (reading) on a real Redis
+server and on a shared directory, giving the same object; an entry that is
+damaged, another compiler's or wrong is rejected, counted, and changes
+nothing; a stopped server costs one short timeout and the build goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envs import isolated_env
+from size_helpers import SOURCE   # over 1024 bytes of .text: searched
+
+CLANG = "/usr/bin/clang-14"
+MIRECC = str(Path(sys.executable).with_name("mirecc"))
+MIRE = str(Path(sys.executable).with_name("mire"))
+
+pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A real redis-server on a free port, private to the test."""
+    server = shutil.which("redis-server")
+    if not server:
+        pytest.skip("needs redis-server (scripts/setup.sh --test installs it)")
+    pytest.importorskip("redis")
+    port = _free_port()
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import redis
+
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    url = f"redis://127.0.0.1:{port}/0"
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _heads(tmp_path: Path) -> Path:
+    root = tmp_path / "heads"
+    (root / "code-size").mkdir(parents=True, exist_ok=True)
+    (root / "code-size" / "spec.yaml").write_text(
+        'task: code-size\nlanguages: [c, c++]\npipelines:\n  14: ["default<Oz>", "default<O3>"]\n')
+    return root
+
+
+def _checkout(tmp_path: Path, name: str) -> Path:
+    """A checkout of the project at its own path."""
+    where = tmp_path / name / "src"
+    where.mkdir(parents=True)
+    (where / "p.c").write_text(SOURCE)
+    return where
+
+
+def _build(where: Path, tmp_path: Path, cache: str, store: str, write: bool,
+           **extra: str) -> tuple[bytes, str]:
+    """``mirecc -Os -c p.c`` in ``where`` (the candidates: -Os,
+    default<Oz> and default<O3>: default<Oz> wins)."""
+    env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(_heads(tmp_path)),
+                       MIRECC_CACHE_DIR=str(tmp_path / cache), MIRECC_SIZE_SEARCH="2",
+                       MIRECC_SIZE_BUDGET="2", MIRECC_STORE=store,
+                       MIRECC_STORE_WRITE="1" if write else "0", **extra)
+    proc = subprocess.run([MIRECC, "-Os", "-c", "p.c", "-o", "p.o"], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return (where / "p.o").read_bytes(), proc.stderr
+
+
+def _stats(tmp_path: Path, cache: str) -> dict:
+    from mirecc.driver import stats
+    from mirecc.taskapi.config import Config
+
+    return stats.read(Config(cache_dir=str(tmp_path / cache)))
+
+
+def _store_kinds(tmp_path: Path, url: str) -> list[tuple[str, bytes]]:
+    from mirecc.store.backends import open_backend
+
+    backend = open_backend(url, 2.0)
+    return [(key, backend.get("winner", key)) for key in backend.keys("winner")]
+
+
+@pytest.mark.parametrize("kind", ["redis", "directory"])
+def test_a_winner_verified_in_ci_is_used_by_another_checkout(tmp_path, kind, request):
+    url = request.getfixturevalue("redis_url") if kind == "redis" else str(tmp_path / "shared")
+    if kind == "directory":
+        os.makedirs(url)
+    ci, _ = _build(_checkout(tmp_path, "ci"), tmp_path, "ci-cache", url, write=True)
+    assert _stats(tmp_path, "ci-cache").get("store.fills") == 1
+    (key, data), = _store_kinds(tmp_path, url)
+    entry = json.loads(data)
+    assert entry["payload"]["winner"] == "default<Oz>" and entry["kind"] == "winner"
+    assert entry["tools"]["compiler"].startswith("clang|sha256:")
+    # another user's checkout at another path, an empty cache, read only
+    dev, err = _build(_checkout(tmp_path, "dev"), tmp_path, "dev-cache", url, write=False)
+    assert dev == ci, err
+    counts = _stats(tmp_path, "dev-cache")
+    assert counts.get("store.hits") == 1 and counts.get("verified.code-size.from-store") == 1
+    assert not counts.get("store.fills")                     # read only: nothing written
+    # plain clang's object differs: the winner was applied, not the user's level
+    plain = subprocess.run([CLANG, "-Os", "-c", "p.c", "-o", "plain.o"],
+                           cwd=tmp_path / "dev" / "src")
+    assert plain.returncode == 0 and (tmp_path / "dev" / "src" / "plain.o").read_bytes() != dev
+
+
+def _tamper(url: str, key: str, change) -> None:
+    from mirecc.store.backends import open_backend
+
+    backend = open_backend(url, 2.0)
+    entry = json.loads(backend.get("winner", key))
+    backend.put("winner", key, change(entry))
+
+
+def _wrong_winner(e):
+    e["payload"]["winner"] = "default<O3>"
+    return json.dumps(e).encode()
+
+
+def _wrong_sizes(e):
+    e["payload"]["sizes"]["default<Oz>"] -= 16
+    return json.dumps(e).encode()
+
+
+def _other_compiler(e):
+    e["tools"]["compiler"] = "clang|sha256:" + "0" * 64
+    return json.dumps(e).encode()
+
+
+def _foreign_key(e):
+    e["key"] = "f" * 64
+    return json.dumps(e).encode()
+
+
+@pytest.mark.parametrize("change", [
+    lambda e: json.dumps(e).encode()[:40],        # truncated
+    lambda e: b"\x00\xff not json",
+    lambda e: json.dumps({**e, "mirecc-store": 99}).encode(),
+    _wrong_winner, _wrong_sizes, _other_compiler, _foreign_key,
+], ids=["truncated", "garbage", "another-version", "wrong-winner", "wrong-sizes",
+        "another-compiler", "another-key"])
+def test_a_tampered_entry_is_rejected_counted_and_changes_nothing(tmp_path, redis_url, change):
+    ci, _ = _build(_checkout(tmp_path, "ci"), tmp_path, "ci-cache", redis_url, write=True)
+    (key, _), = _store_kinds(tmp_path, redis_url)
+    _tamper(redis_url, key, change)
+    dev, err = _build(_checkout(tmp_path, "dev"), tmp_path, "dev-cache", redis_url,
+                      write=False)
+    assert dev == ci                    # the search ran, as without a store
+    counts = _stats(tmp_path, "dev-cache")
+    assert counts.get("store.rejected") == 1 and not counts.get("store.hits"), counts
+    assert err.count("team store") == 1 and "not used" in err, err
+
+
+def test_a_stopped_server_costs_one_timeout_and_the_build_goes_on(tmp_path):
+    url = f"redis://127.0.0.1:{_free_port()}/0"     # nothing listens there
+    plain, _ = _build(_checkout(tmp_path, "a"), tmp_path, "plain-cache", "", write=False)
+    start = time.monotonic()
+    first, err = _build(_checkout(tmp_path, "b"), tmp_path, "cache", url, write=True)
+    assert first == plain and "team store unavailable" in err
+    # the next compile (its winner not known here) does not ask again (the
+    # marker), and says nothing
+    shutil.rmtree(tmp_path / "cache" / "code-size")
+    second, err2 = _build(_checkout(tmp_path, "c"), tmp_path, "cache", url, write=True)
+    assert second == plain and "team store" not in err2
+    assert time.monotonic() - start < 120
+    counts = _stats(tmp_path, "cache")
+    assert counts.get("store.unavailable") == 2 and not counts.get("store.hits")
+
+
+def test_envelopes_check_version_kind_key_and_tools():
+    from mirecc.store.team import Rejected, envelope, open_envelope
+
+    tools = {"compiler": "clang|sha256:" + "1" * 64, "opt": "opt|sha256:" + "2" * 64}
+    data = envelope("winner", "k1", tools, {"winner": "-Oz"})
+    assert open_envelope(data, "winner", "k1", tools)["payload"] == {"winner": "-Oz"}
+    assert open_envelope(data, "winner", "k1", None)["tools"] == tools
+    for kind, key, want in (("profile", "k1", tools), ("winner", "k2", tools),
+                            ("winner", "k1", {**tools, "opt": "opt|sha256:" + "3" * 64})):
+        with pytest.raises(Rejected):
+            open_envelope(data, kind, key, want)
+
+
+def test_a_bad_store_setting_is_a_clear_error(tmp_path):
+    env = isolated_env(tmp_path, MIRECC_STORE="http://example.org/store")
+    proc = subprocess.run([MIRE, "store", "status"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "MIRECC_STORE" in proc.stderr and "redis://host:port/db" in proc.stderr
+
+
+def test_mire_store_status_export_import_and_prune(tmp_path, redis_url):
+    _build(_checkout(tmp_path, "ci"), tmp_path, "ci-cache", redis_url, write=True)
+    env = isolated_env(tmp_path, MIRECC_STORE=redis_url,
+                       MIRECC_CACHE_DIR=str(tmp_path / "ci-cache"))
+
+    def mire(*args):
+        proc = subprocess.run([MIRE, "store", *args], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+    status = mire("status")
+    assert "Redis" in status and "winner entries: 1 (1 made by tools installed here" in status
+    assert "fills" in status
+    dump = tmp_path / "store.jsonl"
+    assert "exported 1 entries" in mire("export", str(dump))
+    from mirecc.store.backends import open_backend
+
+    backend = open_backend(redis_url, 2.0)
+    (key,) = list(backend.keys("winner"))
+    backend.put("winner", "0" * 64, b"damaged")
+    assert "removed 1 entries, kept 1" in mire("prune")
+    backend.delete("winner", key)
+    assert "imported 1 entries (0 not)" in mire("import", str(dump))
+    assert list(backend.keys("winner")) == [key]
+    assert "removed 1 entries, kept 0" in mire("prune", "--older-than", "0")
