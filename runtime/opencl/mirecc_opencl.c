@@ -438,15 +438,20 @@ static void collect(struct planned *k) {
         real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) ==
             CL_SUCCESS &&
         t1 >= t0) {
-      /* a candidate's first launch in a run: the platform builds its kernel
-         for it (pocl: a compile before the command starts, a few hundred ms
-         on a cold cache); from its submission, or the kernel's last launch's
-         end, to its own end, it counts against the exploration budget */
-      if (arm && arm < 32 && !(c->warmed & (1u << arm)) && c->phase == EXPLORE && !forced &&
+      /* the first launch in a run of the candidate being explored: the
+         platform builds its kernel for it (pocl: a compile before the
+         command starts, a few hundred ms on a cold cache); from its
+         submission, or the kernel's last launch's end, to its own end, what
+         it takes beyond the reference's median counts against the
+         exploration budget (the reference's own first launch does not) */
+      if (arm && arm < 32 && arm == c->cur && arm != c->best && !(c->warmed & (1u << arm)) &&
+          c->phase == EXPLORE && !forced &&
           real_clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_SUBMIT, sizeof sub, &sub,
                                        NULL) == CL_SUCCESS) {
         cl_ulong from = sub > k->last_end ? sub : k->last_end;
-        if (t1 > from) c->lost += (double)(t1 - from) * 1e-9;
+        double ref = count(&c->arm[c->best]) ? median(&c->arm[c->best]) : 0;
+        double took = t1 > from ? (double)(t1 - from) * 1e-9 : 0;
+        if (took > ref) c->lost += took - ref;
       }
       sample(c, arm, (double)(t1 - t0) * 1e-9);
       k->last_end = t1;
