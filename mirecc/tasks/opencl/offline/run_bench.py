@@ -241,7 +241,8 @@ def read_record(path: Path) -> list[dict]:
 
 
 def bench_program(name: str, command: list[str], check: list[str] | None, cwd: Path,
-                  work: Path, rounds: int, progress, factors: list[int] | None = None) -> dict:
+                  work: Path, rounds: int, progress, factors: list[int] | None = None,
+                  adaptive_runs: int = 1) -> dict:
     sides = ["plain", "f1", *(f"f{k}" for k in FACTORS), "fall", "adaptive"]
     store = work / f"store-{name}.txt"
     store.unlink(missing_ok=True)
@@ -262,9 +263,12 @@ def bench_program(name: str, command: list[str], check: list[str] | None, cwd: P
     for r in range(rounds):
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for side in order:
-            results[side].append(run_side(command, side, cwd, work, store, factors=factors))
-            if progress:
-                progress(name, r, side, results[side][-1]["seconds"])
+            # the adaptive side: several runs in a row (a program run again and
+            # again: its verdicts need runs to be reached)
+            for _ in range(adaptive_runs if side == "adaptive" else 1):
+                results[side].append(run_side(command, side, cwd, work, store, factors=factors))
+                if progress:
+                    progress(name, r, side, results[side][-1]["seconds"])
     kernels = {}
     for side in sides:
         for run_ in results[side]:
@@ -282,7 +286,24 @@ def bench_program(name: str, command: list[str], check: list[str] | None, cwd: P
                     k["phase"] = row["phase"]
                     k["note"] = row["note"]
     return {"name": name, "equal": equal, "adaptive_factors": factors, "kernels": kernels,
+            "adaptive_runs": adaptive_runs,
             "times": {s: [r["seconds"] for r in results[s]] for s in sides}}
+
+
+def amortized(p: dict) -> float:
+    """The adaptive side's speedup over every one of its runs: plain's
+    median time for as many runs, over the adaptive runs' total (every
+    launch spent trying and every compile of a factor's kernel included)."""
+    t = p["times"]
+    return statistics.median(t["plain"]) * len(t["adaptive"]) / sum(t["adaptive"])
+
+
+def after_verdicts(p: dict) -> float:
+    """The adaptive side's speedup in its last round (its verdicts reached
+    or not): plain's median over the last round's runs' median."""
+    t = p["times"]
+    last = t["adaptive"][-p.get("adaptive_runs", 1):]
+    return statistics.median(t["plain"]) / statistics.median(last)
 
 
 def _fmt(times: list[float]) -> str:
@@ -292,6 +313,7 @@ def _fmt(times: list[float]) -> str:
 
 def report(programs: list[dict], machine: str, rounds: int, device: str,
            failures: dict | None = None) -> str:
+    adaptive_runs = max((p.get("adaptive_runs", 1) for p in programs), default=1)
     lines = [
         "# OpenCL thread coarsening applied at run time (`mire run --opencl`)",
         "",
@@ -301,15 +323,19 @@ def report(programs: list[dict], machine: str, rounds: int, device: str,
         "(the driver: its launches' wall time after clFinish; Rodinia gaussian: its `Exec` "
         "line, the sum of its launches' profiling events), median (min-max) in seconds. "
         "`adaptive`: `mire run --opencl` with a store of its own, empty before the first "
-        "round (that run explores; the later ones use its verdicts); `f<k>`: every accepted "
-        "kernel at factor k. Speedups are over `plain` (medians); identical binaries "
-        "(plain against plain) would be 1.0x. Outputs: each side's against plain's.",
+        f"round, run {adaptive_runs} times in a row in each round (a program run again and "
+        "again; its verdicts need runs to be reached); `f<k>`: every accepted kernel at "
+        "factor k. Speedups are over `plain` (medians); identical binaries (plain against "
+        "plain) would be 1.0x; `adaptive, all runs`: plain's median times the number of "
+        "adaptive runs over their total (every launch spent trying and every compile "
+        "included); `last round`: the last round's adaptive runs. Outputs: each side's "
+        "against plain's.",
         "",
         "## Programs",
         "",
-        "| program | plain | f1 (interposer, every launch timed) | adaptive (all runs) | adaptive first run | "
-        "best factor | outputs equal |",
-        "|---|---|---|---|---|---|---|",
+        "| program | plain | f1 (interposer, every launch timed) | adaptive | adaptive, all "
+        "runs | adaptive first run | last round | best factor | outputs equal |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in programs:
         t = p["times"]
@@ -322,11 +348,12 @@ def report(programs: list[dict], machine: str, rounds: int, device: str,
         lines.append(
             f"| {p['name']} | {_fmt(t['plain'])} | {_fmt(t['f1'])} "
             f"({base / statistics.median(t['f1']):.2f}x) | {_fmt(t['adaptive'])} "
-            f"({base / statistics.median(t['adaptive']):.2f}x) | "
+            f"({base / statistics.median(t['adaptive']):.2f}x) | {amortized(p):.2f}x | "
             f"{t['adaptive'][0]:.4f} ({base / t['adaptive'][0]:.2f}x) | "
+            f"{after_verdicts(p):.2f}x | "
             f"{best} {_fmt(t[best])} ({base / statistics.median(t[best]):.2f}x) | {same} |")
     for name, why in (failures or {}).items():
-        lines.append(f"| {name} | did not run: {why} | | | | | |")
+        lines.append(f"| {name} | did not run: {why} | | | | | | | |")
     lines += ["", "## Kernels", "",
               "Labels: the median launch time per factor (seconds) from the `fall` runs "
               "(every factor in turn, launch by launch, within each run; the median over "
@@ -359,14 +386,13 @@ def report(programs: list[dict], machine: str, rounds: int, device: str,
 def loko_section(programs: list[dict], lab: dict) -> list[str]:
     result = loko(lab)
     rows = result["rows"]
-    confirmed, tried = {}, {}
+    confirmed, tried, last = {}, {}, {}
     for p in programs:
         if p.get("adaptive_factors"):
             tried[p["name"]] = ",".join(map(str, p["adaptive_factors"]))
         if p["name"] in rows:
-            t = p["times"]
-            confirmed[p["name"]] = statistics.median(t["plain"]) / statistics.median(
-                t["adaptive"])
+            confirmed[p["name"]] = amortized(p)
+            last[p["name"]] = after_verdicts(p)
     below = (lambda values, x: sum(v < x for v in values))
     guess = [r["guess_speedup"] for r in rows.values()]
     fixed = [r["fixed_speedup"] for r in rows.values()]
@@ -376,30 +402,33 @@ def loko_section(programs: list[dict], lab: dict) -> list[str]:
              "geomean speedup over factor 1 on the other kernels; guess: its first factor for "
              "the held-out kernel; fixed: the planner's default first factor "
              f"(f{DEFAULT_FACTORS[0]}); confirmed: the adaptive runs' kernel time against the "
-             "plain run's (all rounds, median), the launches spent trying and the platform's "
-             "compiles of each factor's kernel included; tried: the factors its adaptive runs "
+             "plain run's (all runs: their total against as many plain runs, the launches "
+             "spent trying and the platform's compiles of each factor's kernel included; "
+             "last round: after the verdicts reached by then); tried: the factors its adaptive runs "
              "tried (where given: the first of the order learned without the kernel on an "
              "earlier run's labels, `--opencl-loko-order`; else the planner's).", "",
-             "| kernel | oracle | guess (learned order) | fixed | confirmed (whole runs) | "
-             "tried |",
-             "|---|---|---|---|---|---|"]
+             "| kernel | oracle | guess (learned order) | fixed | confirmed (all runs) | "
+             "confirmed (last round) | tried |",
+             "|---|---|---|---|---|---|---|"]
     for n, r in sorted(rows.items()):
         lines.append(f"| {n} | f{r['oracle']} {r['oracle_speedup']:.2f}x | "
                      f"f{r['guess']} {r['guess_speedup']:.2f}x | {r['fixed_speedup']:.2f}x | "
-                     f"{confirmed.get(n, float('nan')):.2f}x | "
+                     f"{confirmed.get(n, float('nan')):.2f}x | {last.get(n, float('nan')):.2f}x | "
                      f"{tried.get(n, ', '.join(map(str, DEFAULT_FACTORS)))} |")
-    conf_rows = {n: {**rows[n], "c": confirmed[n]} for n in confirmed}
-    lines += ["", "| measure | learned guess | fixed | confirmed | oracle |",
-              "|---|---|---|---|---|",
+    conf_rows = {n: {**rows[n], "c": confirmed[n], "l": last[n]} for n in confirmed}
+    lines += ["", "| measure | learned guess | fixed | confirmed (all runs) | "
+              "confirmed (last round) | oracle |",
+              "|---|---|---|---|---|---|",
               f"| geomean over factor 1 | {_geomean(guess):.3f}x | {_geomean(fixed):.3f}x | "
-              f"{_geomean(confirmed.values()):.3f}x | "
+              f"{_geomean(confirmed.values()):.3f}x | {_geomean(last.values()):.3f}x | "
               f"{_geomean(r['oracle_speedup'] for r in rows.values()):.3f}x |",
               f"| share of the oracle's log gain | {_share(rows, 'guess_speedup')} | "
-              f"{_share(rows, 'fixed_speedup')} | {_share(conf_rows, 'c')} | 100% |",
+              f"{_share(rows, 'fixed_speedup')} | {_share(conf_rows, 'c')} | "
+              f"{_share(conf_rows, 'l')} | 100% |",
               f"| kernels below 0.95x | {below(guess, 0.95)} | {below(fixed, 0.95)} | "
-              f"{below(confirmed.values(), 0.95)} | 0 |",
+              f"{below(confirmed.values(), 0.95)} | {below(last.values(), 0.95)} | 0 |",
               f"| kernels below 0.97x | {below(guess, 0.97)} | {below(fixed, 0.97)} | "
-              f"{below(confirmed.values(), 0.97)} | 0 |",
+              f"{below(confirmed.values(), 0.97)} | {below(last.values(), 0.97)} | 0 |",
               "", f"Kernels: {len(rows)}. Learned on all of them (this device's order): "
               + ", ".join(f"f{f} ({math_exp(result['score'][f]):.2f}x)" for f in result["order"])
               + "."]
@@ -472,6 +501,9 @@ def add_arguments(p) -> None:
                    help="opencl: a Rodinia checkout whose opencl/gaussian runs unmodified")
     p.add_argument("--opencl-rounds", type=int, default=3,
                    help="opencl: rounds of every side (default: %(default)s)")
+    p.add_argument("--opencl-adaptive-runs", type=int, default=3,
+                   help="opencl: runs of the adaptive side in a row in each round "
+                        "(default: %(default)s)")
     p.add_argument("--opencl-size", type=int, default=1024,
                    help="opencl: gaussian's matrix size (default: %(default)s)")
     p.add_argument("--opencl-only", help="opencl: comma-separated programs to run")
@@ -563,7 +595,7 @@ def run(args) -> int:
             cmd = [str(driver), str(cl), kernel, glob, loc, str(launches), *argv]
             try:
                 result = bench_program(name, cmd, None, work, work, args.opencl_rounds, progress,
-                                       held_out.get(name))
+                                       held_out.get(name), args.opencl_adaptive_runs)
             except (RuntimeError, subprocess.SubprocessError) as exc:
                 failures[name] = str(exc).splitlines()[0][:200]
                 print(f"mire bench opencl: {name}: {failures[name]}", file=sys.stderr)
@@ -580,7 +612,8 @@ def run(args) -> int:
                 cmd = [str(exe), "-s", str(args.opencl_size), "-p", "0", "-d", "0"]
                 check = [str(exe), "-s", "64", "-v", "-p", "0", "-d", "0"]
                 programs.append(bench_program(name, cmd, check, exe.parent, work,
-                                              args.opencl_rounds, progress, held_out.get(name)))
+                                              args.opencl_rounds, progress, held_out.get(name),
+                                              args.opencl_adaptive_runs))
                 done["programs"][name] = programs[-1]
                 partial.write_text(json.dumps(done, default=str))
     text = report(programs, machine, args.opencl_rounds, device, failures)
