@@ -20,6 +20,7 @@ USAGE = """\
 usage: mirecc [clang arguments...]      (C; mirecc++ for C++)
        mirecc --explain[=verbose|json] [clang arguments...]
        mirecc --print-toolchain-file | --mirecc-version | --mirecc-help
+       mirecc --mirecc-identity    (what ccache's compiler_check should hash)
 
 Every argument except the ones above goes to clang untouched.
 Configuration: .mirecc.yaml (searched upward from the working directory, or
@@ -75,7 +76,8 @@ def help_text() -> str:
 
 
 #: mirecc's own options that answer and compile nothing
-OWN_ACTIONS = ("--print-toolchain-file", "--mirecc-version", "--mirecc-help")
+OWN_ACTIONS = ("--print-toolchain-file", "--mirecc-version", "--mirecc-help",
+               "--mirecc-identity")
 
 
 def _say(kind: str, message: str) -> None:
@@ -184,6 +186,21 @@ class _Guard:
         return _exec(cmd)
 
 
+def identity(config, compiler: str, cxx: bool) -> str:
+    """One line that changes whenever mirecc could compile a source
+    differently: its version and code, the model, the installed heads, every
+    task's settings (:func:`mirecc.tu.cache.pipeline_key`) and the real
+    compiler by its content.  ccache's ``compiler_check`` runs
+    ``%compiler% --mirecc-identity`` so that its entries follow mirecc's."""
+    from mirecc import __version__
+    from mirecc.tu.cache import pipeline_key
+    from mirecc.util.toolid import tool_identity
+
+    languages = {"c++"} if cxx else {"c"}
+    return (f"mirecc {__version__} pipeline {pipeline_key(config, languages)[:32]} "
+            f"compiler {tool_identity(compiler, config.cache_root())}")
+
+
 def _main(argv: list[str], cxx: bool, guard: _Guard) -> int:
     try:
         args, explain, action = _parse_own_options(argv)
@@ -220,6 +237,9 @@ def _main(argv: list[str], cxx: bool, guard: _Guard) -> int:
     except (ConfigError, CompilerNotFound) as exc:
         _say("error", str(exc))
         return 2
+    if action == "--mirecc-identity":
+        print(identity(config, compiler, cxx))
+        return 0
     guard.compiler, guard.prefix, guard.warn = compiler, config.prefix, config.warnings
 
     final = [*config.prefix, compiler, *args]

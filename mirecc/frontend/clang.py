@@ -26,10 +26,12 @@ Where anything fails, the user's command runs as asked, so clang reports
 errors itself.
 
 Flags whose effect this could change (outputs named after the object,
-records of the command line, instrumentation, ``-Xclang``, LTO, ...) and
-launchers (``prefix``: ccache hashes the command it sees) make a call
-ineligible: mirecc then emits the IR in a side run and runs the user's
-command (with the decision flags), as before.
+records of the command line, instrumentation, ``-Xclang``, LTO, ...) make
+a call ineligible: mirecc then emits the IR in a side run and runs the
+user's command (with the decision flags), as before.  A launcher
+(``prefix``: ccache, distcc) runs the user's own compile; the front end and
+a task's candidates run here, without it (they are mirecc's own work, kept
+in its own caches).
 """
 from __future__ import annotations
 
@@ -60,8 +62,6 @@ DEP_WITH_ARG = {"-MF", "-MT", "-MQ"}
 
 def why_not(inv, args: list[str], config) -> str | None:
     """None when the call can be split into front end and back end; else why not."""
-    if config.prefix:
-        return "a launcher (prefix) runs the compiler"
     if inv.kind != "compile" or len(inv.sources) != 1 or inv.other_inputs:
         return "not a compile of one source"
     if not inv.emits_object_only or inv.output == "-":
@@ -94,8 +94,10 @@ class Split:
     :class:`mirecc.frontend.cmdline.Invocation` for the user's ``args``)."""
 
     def __init__(self, compiler: str, args: list[str], inv, bitcode_path: str,
-                 color: bool = False, private_dep_file: str | None = None):
+                 color: bool = False, private_dep_file: str | None = None,
+                 launcher: tuple = ()):
         self.compiler = compiler
+        self.launcher = tuple(launcher)   # before the user's own compile (prefix)
         self.args = list(args)
         self.source = inv.sources[0]
         self.bitcode_path = bitcode_path
@@ -155,7 +157,7 @@ class Split:
                 out += ["-MQ", self.output]
         if self.color:
             out.append("-fcolor-diagnostics")
-        return [self.compiler, *out, *extra, "-o", output]
+        return [*self.launcher, self.compiler, *out, *extra, "-o", output]
 
     def dependency_file(self) -> str | None:
         """The file listing every file the front end read (None without one)."""

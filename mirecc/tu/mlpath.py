@@ -446,7 +446,8 @@ def _split_front_end(c: Compile, number: int, source: Source, bc_path: str,
 
     outcome, config, args = c.outcome, c.config, c.args
     split = frontend.Split(c.compiler, args, c.inv, bc_path, color=sys.stderr.isatty(),
-                           private_dep_file=os.path.join(c.workdir, f"tu{number}.d"))
+                           private_dep_file=os.path.join(c.workdir, f"tu{number}.d"),
+                           launcher=config.prefix)
     gates = _gates(c.inv, config, c.explain)
     # where a gate may answer in direct mode, the own compile lists the files
     # it reads, for the manifest that keeps its object: into a private file,

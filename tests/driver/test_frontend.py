@@ -174,14 +174,22 @@ def test_calls_that_are_not_split(args, why):
     assert reason is not None and why in reason
 
 
-def test_a_launcher_is_not_split():
+def test_a_launcher_runs_the_own_compile_of_a_split_one():
+    """With a launcher (ccache, distcc) a compile is still split: the user's
+    own compile goes through it, the front end (and a task's candidates)
+    run here."""
     from mirecc.frontend import clang as frontend
     from mirecc.frontend.cmdline import classify
     from mirecc.taskapi.config import Config
 
     args = ["-O2", "-c", "kern.c"]
     assert frontend.why_not(classify(args), args, Config()) is None
-    assert "launcher" in frontend.why_not(classify(args), args, Config(prefix=("ccache",)))
+    assert frontend.why_not(classify(args), args, Config(prefix=("ccache",))) is None
+    split = frontend.Split("/usr/bin/clang-14", args, classify(args), "kern.bc",
+                           launcher=("ccache",))
+    assert split.own_command("out.o", None)[:2] == ["ccache", "/usr/bin/clang-14"]
+    assert split.frontend_command()[0] == "/usr/bin/clang-14"
+    assert split.backend_command([])[0] == "/usr/bin/clang-14"
 
 
 def test_an_output_that_is_not_a_file_is_written_in_place(tmp_path):

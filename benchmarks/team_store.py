@@ -1,0 +1,403 @@
+"""The team store on real projects: what a second checkout's first build
+costs when CI has verified the code-size winners, against clang and against
+the same build without the store.
+
+    .venv/bin/python benchmarks/team_store.py [--projects zlib,lua5.4]
+        [--rounds 3] [--work DIR] [--out docs/results/team-store.md]
+
+Protocol, per project (Debian's source, built as ``real_projects.py`` does,
+at -Oz, with the project's own ``-g`` and flags; configure included):
+
+1. **CI** (once): mirecc with ``store_write`` on a real ``redis-server``
+   started here, an empty cache, checkout path ``A``: the first build
+   without a store (every searched TU pays its candidates) that fills it.
+2. Then, in each round, in an order that rotates, each at checkout path
+   ``B`` with an empty cache of its own and another ``HOME`` (another
+   user's):
+   - ``clang``: the real clang the driver resolves;
+   - ``store``: mirecc reading the store (read only);
+   - ``stopped``: mirecc with the same store setting and the server
+     stopped (the local search, as without a store).
+   Each build's wall time (configure and make), its tests, and an inventory
+   of its objects and linked outputs.
+
+Checks: the ``store`` and ``stopped`` builds give the same objects and
+outputs byte for byte (the store's winners are the search's); their tests
+pass.  Machine: this one (its CPU and cores are printed); timings are the
+median (min-max) of the rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_projects as rp  # noqa: E402
+
+from mirecc.util.machine import cpu_model  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Redis:
+    def __init__(self, work: Path):
+        self.port = _free_port()
+        self.dir = work / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.proc = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        server = shutil.which("redis-server")
+        if not server:
+            raise rp.BenchError("needs redis-server (scripts/setup.sh --test installs it)")
+        # the data survive a stop (dump.rdb): a server stopped and started again
+        self.proc = subprocess.Popen([server, "--port", str(self.port), "--bind", "127.0.0.1",
+                                      "--dir", str(self.dir), "--save", "1 1"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise rp.BenchError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            subprocess.run(["redis-cli", "-p", str(self.port), "save"], capture_output=True)
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+
+def build_once(project: str, source: Path, at: Path, side: rp.Side, env: dict, logs: Path,
+               results: Path, tag: str) -> dict:
+    """One build of ``project`` at ``at`` (a fresh copy of ``source``):
+    wall time of its configure and make, its tests, its inventory (the tree
+    then moved to ``results/tag``)."""
+    _, build, test, _ = rp.PROJECTS[project]
+    if at.exists():
+        shutil.rmtree(at)
+    shutil.copytree(source, at, symlinks=True)
+    rp._SIDE_ENV[side.cc] = env
+    rp._SIDE_ENV[side.cxx] = env
+    start = time.monotonic()
+    build(at, side, logs)
+    seconds = time.monotonic() - start
+    summary, _ = test(at, side, logs)
+    inventory = rp.inventory(at)
+    dest = results / tag
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(at), dest)
+    return {"seconds": seconds, "tests": summary, "inventory": inventory}
+
+
+def counters(cache: Path) -> dict:
+    from mirecc.driver import stats
+    from mirecc.taskapi.config import Config
+
+    return stats.read(Config(cache_dir=str(cache)))
+
+
+def bench_project(project: str, work: Path, mirecc: Path, rounds: int, redis: Redis) -> dict:
+    package = rp.PROJECTS[project][0]
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    source = rp.fetch_source(package, work / "src", logs=logs)
+    clang_side, mirecc_side = rp.sides(mirecc)
+    # the shipped heads decide (pin_compilers would name none)
+    rp._PINNED.pop("MIRECC_HEADS_DIR", None)
+    results = work / "store-results" / project
+    homes = work / "homes" / project
+    if homes.exists():
+        shutil.rmtree(homes)
+
+    def side_env(name: str, **extra: str) -> dict:
+        home = homes / name
+        (home / "home").mkdir(parents=True, exist_ok=True)
+        return {"HOME": str(home / "home"), "XDG_CACHE_HOME": str(home / "xdg"),
+                "MIRECC_CACHE_DIR": str(home / "cache"), "MIRECC_SERVER": "0", **extra}
+
+    rp._OPT["level"] = "-Oz"
+    redis.start()
+    rp.log(f"{project}: CI build (store_write) at checkout A")
+    ci_env = side_env("ci", MIRECC_STORE=redis.url, MIRECC_STORE_WRITE="1")
+    ci = build_once(project, source, work / "checkout-A" / project, mirecc_side, ci_env, logs,
+                    results, "ci")
+    ci["counters"] = counters(Path(ci_env["MIRECC_CACHE_DIR"]))
+    sides = ["clang", "store", "stopped"]
+    out: dict = {"ci": ci, "rounds": {s: [] for s in sides}}
+    for r in range(rounds):
+        order = sides[r % 3:] + sides[:r % 3]
+        for name in order:
+            tag = f"{name}-{r + 1}"
+            if name == "clang":
+                env, side = {}, clang_side
+            else:
+                env = side_env(tag, MIRECC_STORE=redis.url, MIRECC_STORE_WRITE="0")
+                side = mirecc_side
+                if name == "stopped":
+                    redis.stop()
+                elif redis.proc is None:
+                    redis.start()
+            rp.log(f"{project}: round {r + 1} {name} at checkout B")
+            got = build_once(project, source, work / "checkout-B" / project, side, env, logs,
+                             results, tag)
+            if name != "clang":
+                got["counters"] = counters(Path(env["MIRECC_CACHE_DIR"]))
+            if redis.proc is None:
+                redis.start()
+            rp.log(f"{project}: {name}: {got['seconds']:.1f} s")
+            out["rounds"][name].append(got)
+    redis.stop()
+    return out
+
+
+class Distccd:
+    """A local distccd (its compiles run as the distcc user)."""
+
+    def __init__(self, work: Path):
+        self.port = _free_port()
+        self.log = work / "distccd.log"
+        self.proc = None
+
+    def __enter__(self):
+        with open(self.log, "wb") as err:
+            self.proc = subprocess.Popen(
+                ["distccd", "--no-detach", "--daemon", "--listen", "127.0.0.1", "--port",
+                 str(self.port), "--allow", "127.0.0.1", "--log-stderr", "--log-level",
+                 "info", "--jobs", "2", "--enable-tcp-insecure"],
+                stdout=subprocess.DEVNULL, stderr=err)
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise rp.BenchError("distccd did not start")
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def _tool_hits(kind: str, env: dict) -> tuple[int, int]:
+    """(hits, misses) of ccache or sccache so far."""
+    if kind == "ccache":
+        out = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True,
+                             text=True).stdout
+        stats = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+        return (int(stats.get("direct_cache_hit", 0)) + int(stats.get("preprocessed_cache_hit", 0)),
+                int(stats.get("cache_miss", 0)))
+    out = subprocess.run(["sccache", "--show-stats"], env=env, capture_output=True,
+                         text=True).stdout
+    def value(prefix):
+        return next((int(line.split()[-1]) for line in out.splitlines()
+                     if line.startswith(prefix) and line.split()[-1].isdigit()), 0)
+    return value("Cache hits"), value("Cache misses")
+
+
+def compositions(project: str, work: Path, mirecc: Path, reference: dict) -> list[dict]:
+    """The project built with each composition twice (the second a rebuild
+    from a fresh copy, the tools' caches kept): times, the TUs the search
+    built candidates for, the objects against mirecc's alone
+    (``reference``: the ``stopped`` side's first inventory), tests, and the
+    cache's hits on the rebuild."""
+    package = rp.PROJECTS[project][0]
+    logs = work / "logs"
+    source = rp.fetch_source(package, work / "src", logs=logs)
+    clang_side, mirecc_side = rp.sides(mirecc)
+    rp._PINNED.pop("MIRECC_HEADS_DIR", None)
+    identity = subprocess.run([str(mirecc), "--mirecc-identity"], capture_output=True,
+                              text=True, env=rp.build_env()).stdout.strip()
+    rows = []
+    for name in ("ccache mirecc", "sccache mirecc", "mirecc, prefix=ccache",
+                 "mirecc, prefix=distcc"):
+        tool = name.split()[0] if not name.startswith("mirecc,") else name.split("=")[1]
+        if not shutil.which(tool if tool != "distcc" else "distccd"):
+            rows.append({"name": name, "missing": f"{tool} is not installed"})
+            continue
+        home = work / "compose" / project / name.replace(" ", "_").replace(",", "").replace("=", "-")
+        if home.exists():
+            shutil.rmtree(home)
+        home.mkdir(parents=True)
+        env = {"HOME": str(home), "MIRECC_CACHE_DIR": str(home / "mirecc-cache"),
+               "MIRECC_SERVER": "0", "CCACHE_DIR": str(home / "ccache"),
+               "SCCACHE_DIR": str(home / "sccache"), "DISTCC_DIR": str(home / "distcc"),
+               "SCCACHE_SERVER_PORT": str(_free_port()), "SCCACHE_IDLE_TIMEOUT": "0"}
+        (home / "distcc").mkdir()
+        cc, cxx = mirecc_side.cc, mirecc_side.cxx
+        if name == "ccache mirecc":
+            cc, cxx = f"ccache {cc}", f"ccache {cxx}"
+            env.update(CCACHE_COMPILERTYPE="clang",
+                       CCACHE_COMPILERCHECK="%compiler% --mirecc-identity")
+        elif name == "sccache mirecc":
+            cc, cxx = f"sccache {cc}", f"sccache {cxx}"
+            env.update(SCCACHE_C_CUSTOM_CACHE_BUSTER=identity)
+        else:
+            env["MIRECC_PREFIX"] = tool
+        side = rp.Side("mirecc", cc, cxx)
+        distccd = Distccd(home) if tool == "distcc" else None
+        if distccd:
+            distccd.__enter__()
+            env.update(DISTCC_HOSTS=f"127.0.0.1:{distccd.port}/2", DISTCC_FALLBACK="0")
+        if tool == "sccache":
+            subprocess.run(["sccache", "--start-server"], env={**os.environ, **env},
+                           capture_output=True)
+        try:
+            runs = []
+            for attempt in ("first", "rebuild"):
+                before = _tool_hits(tool, {**os.environ, **env}) if tool in ("ccache", "sccache") \
+                    else (0, 0)
+                got = build_once(project, source, work / "checkout-B" / project, side, env, logs,
+                                 work / "store-results" / project, f"compose-{attempt}")
+                after = _tool_hits(tool, {**os.environ, **env}) if tool in ("ccache", "sccache") \
+                    else (0, 0)
+                got["tool"] = (after[0] - before[0], after[1] - before[1])
+                got["counters"] = counters(home / "mirecc-cache")
+                runs.append(got)
+                rp.log(f"{project}: {name} {attempt}: {got['seconds']:.1f} s, "
+                       f"{tool} hits/misses {got['tool']}")
+        finally:
+            if tool == "sccache":
+                subprocess.run(["sccache", "--stop-server"], env={**os.environ, **env},
+                               capture_output=True)
+            if distccd:
+                text = distccd.log.read_text(errors="replace")
+                distccd.__exit__()
+        c1 = runs[0]["counters"]
+        rows.append({"name": name, "first": runs[0], "rebuild": runs[1],
+                     "searched": c1.get("verified.code-size", 0)
+                     - c1.get("verified.code-size.from-cache", 0),
+                     "same": runs[0]["inventory"] == reference,
+                     "distributed": text.count("COMPILE_OK") if distccd else None})
+    return rows
+
+
+def _median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def render(results: dict, machine: str, rounds: int, compiler: str) -> str:
+    lines = ["# The team store on real projects", "",
+             "Written by `benchmarks/team_store.py`. Machine: "
+             f"{machine}. Compiler: {compiler}. Level: -Oz, each project's own flags "
+             "(`-g` included). A real `redis-server` on this machine.",
+             f"Protocol: a CI build (store_write, empty cache, checkout path A) fills the "
+             f"store; then {rounds} rounds, the sides' order rotating, each side at checkout "
+             "path B with an empty cache and another HOME: `clang`; `store` (mirecc reading "
+             "the store); `stopped` (the same setting, the server stopped: the local search "
+             "as without a store). Times: wall seconds of configure and make, median "
+             "(min-max); tests: each build's own.", "",
+             "| project | clang | CI build (no store yet) | store | stopped | store / clang | "
+             "stopped / clang | store = stopped (objects, outputs) | winners from the store | "
+             "rejected | tests |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for project, r in results.items():
+        t = {s: [x["seconds"] for x in r["rounds"][s]] for s in r["rounds"]}
+        clang = _median(t["clang"])
+        same = all(x["inventory"] == y["inventory"]
+                   for x, y in zip(r["rounds"]["store"], r["rounds"]["stopped"]))
+        counts = [x["counters"] for x in r["rounds"]["store"]]
+        lines.append(
+            f"| {project} | {rp.spread(t['clang'], 1)} | {r['ci']['seconds']:.1f} "
+            f"({r['ci']['seconds'] / clang:.2f}x) | {rp.spread(t['store'], 1)} | "
+            f"{rp.spread(t['stopped'], 1)} | {_median(t['store']) / clang:.2f}x | "
+            f"{_median(t['stopped']) / clang:.2f}x | {'yes' if same else 'NO'} "
+            f"({len(r['rounds']['store'][0]['inventory']['objects'])} objects, "
+            f"{len(r['rounds']['store'][0]['inventory']['linked'])} linked) | "
+            f"{_median([c.get('verified.code-size.from-store', 0) for c in counts]):.0f} of "
+            f"{_median([c.get('verified.code-size', 0) for c in counts]):.0f} searched TUs | "
+            f"{sum(c.get('store.rejected', 0) for c in counts)} | "
+            f"{r['rounds']['store'][0]['tests']} |")
+    lines += ["", "Counters of the CI build (filled) and of the first `store` and `stopped` "
+              "rounds:", ""]
+    for project, r in results.items():
+        for name, c in (("CI", r["ci"]["counters"]),
+                        ("store", r["rounds"]["store"][0]["counters"]),
+                        ("stopped", r["rounds"]["stopped"][0]["counters"])):
+            shown = {k: v for k, v in sorted(c.items())
+                     if k.startswith(("store.", "verified.code-size"))}
+            lines.append(f"- {project} {name}: " + ", ".join(f"`{k}` {v}"
+                                                            for k, v in shown.items()))
+    for project, r in results.items():
+        if not r.get("compositions"):
+            continue
+        lines += ["", f"## Composed with compile caches and distributors ({project})", "",
+                  "Each built twice at checkout path B: first with empty caches (mirecc's, the "
+                  "tool's), then again from a fresh copy with the caches kept (a rebuild). "
+                  "`ccache mirecc`: ccache in front, `compiler_check` = "
+                  "`%compiler% --mirecc-identity`; `sccache mirecc`: its "
+                  "`SCCACHE_C_CUSTOM_CACHE_BUSTER` = `mirecc --mirecc-identity`; `prefix=`: "
+                  "mirecc in front, the user's own compile through the tool (a local "
+                  "distccd). Objects: against mirecc alone (the `stopped` side).", "",
+                  "| composition | first build (s) | TUs searched | objects = mirecc alone | "
+                  "tests | rebuild (s) | the tool's hits / misses on the rebuild |",
+                  "|---|---|---|---|---|---|---|"]
+        for row in r["compositions"]:
+            if "missing" in row:
+                lines.append(f"| {row['name']} | not run: {row['missing']} | | | | | |")
+                continue
+            hits = (f"{row['rebuild']['tool'][0]} / {row['rebuild']['tool'][1]}"
+                    if row["name"].split()[0] in ("ccache", "sccache")
+                    or "ccache" in row["name"] else
+                    f"(distccd compiled {row['distributed']})")
+            lines.append(f"| {row['name']} | {row['first']['seconds']:.1f} | {row['searched']} "
+                         f"| {'yes' if row['same'] else 'NO'} | {row['first']['tests']} | "
+                         f"{row['rebuild']['seconds']:.1f} | {hits} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--projects", default="zlib,lua5.4")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--compose", default="zlib",
+                   help="projects also built with ccache, sccache and distcc (default: "
+                        "%(default)s; '' for none)")
+    p.add_argument("--work", type=Path, default=rp.DEFAULT_WORK)
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "team-store.md")
+    args = p.parse_args(argv)
+    mirecc = rp.find_mirecc()
+    work = args.work.resolve()
+    redis = Redis(Path(tempfile.mkdtemp(prefix="mirecc-store-bench-")))
+    results = {}
+    try:
+        for project in args.projects.split(","):
+            results[project] = bench_project(project, work, mirecc, args.rounds, redis)
+            if project in args.compose.split(","):
+                reference = results[project]["rounds"]["stopped"][0]["inventory"]
+                results[project]["compositions"] = compositions(project, work, mirecc,
+                                                                reference)
+            (work / "team-store.json").write_text(json.dumps(results, indent=1, default=str))
+    finally:
+        redis.stop()
+    compiler = rp.real_compiler(mirecc)
+    text = render(results, f"{cpu_model()}, {os.cpu_count()} cores", args.rounds, compiler)
+    rp.publish(text, args.out)
+    same = all(all(x["inventory"] == y["inventory"]
+                   for x, y in zip(r["rounds"]["store"], r["rounds"]["stopped"]))
+               for r in results.values())
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
