@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -235,7 +236,7 @@ def compositions(project: str, work: Path, mirecc: Path, reference: dict) -> lis
         if not shutil.which(tool if tool != "distcc" else "distccd"):
             rows.append({"name": name, "missing": f"{tool} is not installed"})
             continue
-        home = work / "compose" / project / name.replace(" ", "_").replace(",", "").replace("=", "-")
+        home = work / "compose" / project / re.sub(r"[^a-z]+", "-", name)
         if home.exists():
             shutil.rmtree(home)
         home.mkdir(parents=True)

@@ -21,3 +21,12 @@ def isolated_env(tmp_path: Path, **extra: str) -> dict:
                 "MIRECC_SERVER": "0"})
     env.update(extra)
     return env
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for a server a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -71,3 +71,13 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
+
+
+def two_candidate_heads(tmp_path):
+    """A code-size head of two candidates for clang 14 (at -Os, default<Oz>
+    is the smallest of SOURCE's objects); its heads directory."""
+    root = tmp_path / "heads"
+    (root / "code-size").mkdir(parents=True, exist_ok=True)
+    (root / "code-size" / "spec.yaml").write_text(
+        'task: code-size\nlanguages: [c, c++]\npipelines:\n  14: ["default<Oz>", "default<O3>"]\n')
+    return root

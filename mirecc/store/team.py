@@ -68,8 +68,8 @@ def open_envelope(data: bytes, kind: str, key: str, tools: dict | None) -> dict:
     except ValueError:
         raise Rejected("not a mirecc store entry (damaged)") from None
     if not isinstance(entry, dict) or entry.get("mirecc-store") != SCHEMA:
-        raise Rejected(f"store entry version {entry.get('mirecc-store') if isinstance(entry, dict) else '?'}, "
-                       f"this mirecc reads {SCHEMA}")
+        version = entry.get("mirecc-store") if isinstance(entry, dict) else "?"
+        raise Rejected(f"store entry version {version}, this mirecc reads {SCHEMA}")
     if entry.get("kind") != kind or entry.get("key") != key:
         raise Rejected("an entry of another key (copied or damaged)")
     if not isinstance(entry.get("payload"), dict) or not isinstance(entry.get("tools"), dict):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from envs import isolated_env
-from size_helpers import SOURCE   # over 1024 bytes of .text: searched
+from envs import free_port, isolated_env
+from size_helpers import SOURCE, two_candidate_heads   # SOURCE: searched
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
@@ -26,16 +26,10 @@ MIRECC = str(Path(sys.executable).with_name("mirecc"))
 pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
 
 
-def _heads(tmp_path: Path) -> Path:
-    root = tmp_path / "heads"
-    (root / "code-size").mkdir(parents=True, exist_ok=True)
-    (root / "code-size" / "spec.yaml").write_text(
-        'task: code-size\nlanguages: [c, c++]\npipelines:\n  14: ["default<Oz>", "default<O3>"]\n')
-    return root
-
 
 def _env(tmp_path: Path, **extra: str) -> dict:
-    return isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(_heads(tmp_path)),
+    return isolated_env(tmp_path, MIRECC_CC=CLANG,
+                        MIRECC_HEADS_DIR=str(two_candidate_heads(tmp_path)),
                         MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_SIZE_SEARCH="2",
                         MIRECC_SIZE_BUDGET="2", **extra)
 
@@ -114,7 +108,7 @@ def test_sccache_in_front_of_mirecc(tmp_path):
     holds mirecc's script, not its settings or heads, so its cache buster
     carries mirecc's identity."""
     alone = _mirecc_alone(tmp_path)
-    port = _free_port()
+    port = free_port()
     env = _env(tmp_path, SCCACHE_DIR=str(tmp_path / "sccache"), SCCACHE_SERVER_PORT=str(port),
                SCCACHE_IDLE_TIMEOUT="0")
     identity = subprocess.run([MIRECC, "--mirecc-identity"], env=env, capture_output=True,
@@ -140,11 +134,6 @@ def test_sccache_in_front_of_mirecc(tmp_path):
         subprocess.run(["sccache", "--stop-server"], env=env, capture_output=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.skipif(shutil.which("distccd") is None, reason="needs distcc")
 def test_mirecc_with_distcc_as_its_prefix(tmp_path):
@@ -152,7 +141,7 @@ def test_mirecc_with_distcc_as_its_prefix(tmp_path):
     distributed (distccd compiles it), the front end and the search run
     here; the object is mirecc's alone."""
     alone = _mirecc_alone(tmp_path)
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "distccd.log"
     # its log on stderr: as root, distccd runs as the distcc user, who cannot
     # write into the test's folder

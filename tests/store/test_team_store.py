@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from envs import isolated_env
-from size_helpers import SOURCE   # over 1024 bytes of .text: searched
+from envs import free_port, isolated_env
+from size_helpers import SOURCE, two_candidate_heads   # SOURCE: searched
 
 CLANG = "/usr/bin/clang-14"
 MIRECC = str(Path(sys.executable).with_name("mirecc"))
@@ -26,11 +25,6 @@ MIRE = str(Path(sys.executable).with_name("mire"))
 
 pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -40,7 +34,7 @@ def redis_url(tmp_path):
     if not server:
         pytest.skip("needs redis-server (scripts/setup.sh --test installs it)")
     pytest.importorskip("redis")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -62,13 +56,6 @@ def redis_url(tmp_path):
     proc.wait(timeout=10)
 
 
-def _heads(tmp_path: Path) -> Path:
-    root = tmp_path / "heads"
-    (root / "code-size").mkdir(parents=True, exist_ok=True)
-    (root / "code-size" / "spec.yaml").write_text(
-        'task: code-size\nlanguages: [c, c++]\npipelines:\n  14: ["default<Oz>", "default<O3>"]\n')
-    return root
-
 
 def _checkout(tmp_path: Path, name: str) -> Path:
     """A checkout of the project at its own path."""
@@ -82,7 +69,8 @@ def _build(where: Path, tmp_path: Path, cache: str, store: str, write: bool,
            **extra: str) -> tuple[bytes, str]:
     """``mirecc -Os -c p.c`` in ``where`` (the candidates: -Os,
     default<Oz> and default<O3>: default<Oz> wins)."""
-    env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(_heads(tmp_path)),
+    env = isolated_env(tmp_path, MIRECC_CC=CLANG,
+                       MIRECC_HEADS_DIR=str(two_candidate_heads(tmp_path)),
                        MIRECC_CACHE_DIR=str(tmp_path / cache), MIRECC_SIZE_SEARCH="2",
                        MIRECC_SIZE_BUDGET="2", MIRECC_STORE=store,
                        MIRECC_STORE_WRITE="1" if write else "0", **extra)
@@ -177,7 +165,7 @@ def test_a_tampered_entry_is_rejected_counted_and_changes_nothing(tmp_path, redi
 
 
 def test_a_stopped_server_costs_one_timeout_and_the_build_goes_on(tmp_path):
-    url = f"redis://127.0.0.1:{_free_port()}/0"     # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"     # nothing listens there
     plain, _ = _build(_checkout(tmp_path, "a"), tmp_path, "plain-cache", "", write=False)
     start = time.monotonic()
     first, err = _build(_checkout(tmp_path, "b"), tmp_path, "cache", url, write=True)
