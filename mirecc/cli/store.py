@@ -8,7 +8,11 @@
   version), and with ``--older-than DAYS`` or ``--foreign`` (made by tools
   not installed here) those too;
 - ``export FILE`` / ``import FILE``: the entries as JSON lines (each as
-  stored: ``import`` writes only what would be read back unchanged).
+  stored: ``import`` writes only what would be read back unchanged);
+- ``push-verdicts`` / ``pull-verdicts``: the adaptive runtimes' decided
+  verdicts (``mire adapt``), per kind of machine, from this user's stores
+  to the team store (with ``store_write``) and back into this machine's
+  store (where it has no verdict of its own for the site).
 """
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
-KINDS = ("winner",)
+KINDS = ("winner", "verdict")
 
 
 def add_arguments(p) -> None:
@@ -29,12 +34,16 @@ def add_arguments(p) -> None:
     prune.add_argument("--older-than", type=float, metavar="DAYS",
                        help="also entries written more than DAYS ago")
     prune.add_argument("--foreign", action="store_true",
-                       help="also entries made by tools not installed here")
+                       help="also winners made by tools not installed here")
     prune.add_argument("--dry-run", action="store_true", help="say what would go")
     exp = sub.add_parser("export", help="write the entries to a JSON-lines file")
     exp.add_argument("file")
     imp = sub.add_parser("import", help="add the entries of an exported file")
     imp.add_argument("file")
+    sub.add_parser("push-verdicts", help="write this user's decided run-time verdicts to the "
+                                         "store (store_write)")
+    sub.add_parser("pull-verdicts", help="add the store's verdicts for this machine to its "
+                                         "verdict store")
 
 
 def _local_tools(config) -> set[str]:
@@ -77,13 +86,17 @@ def run(args) -> int:
         return 2
     if args.store_command == "fill":
         return _fill(args.build, config)
+    if args.store_command in ("push-verdicts", "pull-verdicts"):
+        return _verdicts(args.store_command, config)
     try:
         backend = open_backend(config.store, max(config.store_timeout, 2.0))
         if args.store_command == "status":
             print(f"team store: {backend.describe()}")
             print(f"  this user's builds: {'read and write' if config.store_write else 'read only'}"
                   f" (store_write), answer within {config.store_timeout:g} s (store_timeout)")
-            mine = _local_tools(config)
+            from mirecc.runtime.store import machine_descriptor
+
+            mine = _local_tools(config) | {machine_descriptor()}
             for kind in KINDS:
                 total = usable = bad = 0
                 for key, data in _entries(backend, kind):
@@ -94,7 +107,8 @@ def run(args) -> int:
                         bad += 1
                         continue
                     usable += all(v in mine for v in entry["tools"].values())
-                print(f"  {kind} entries: {total} ({usable} made by tools installed here, "
+                whose = "for this machine" if kind == "verdict" else "made by tools installed here"
+                print(f"  {kind} entries: {total} ({usable} {whose}, "
                       f"{bad} damaged or of another version)")
             counts = stats.read(config)
             for name, words in COUNTERS.items():
@@ -143,7 +157,8 @@ def run(args) -> int:
                     if args.older_than is not None and \
                             time.time() - float(entry.get("at", 0)) > args.older_than * 86400:
                         why = f"older than {args.older_than:g} days"
-                    elif args.foreign and not all(v in mine for v in entry["tools"].values()):
+                    elif args.foreign and kind == "winner" and \
+                            not all(v in mine for v in entry["tools"].values()):
                         why = "made by tools not installed here"
                 except Rejected as exc:
                     why = str(exc)
@@ -161,6 +176,41 @@ def run(args) -> int:
     except Unavailable as exc:
         print(f"mire store: the team store does not answer: {exc}", file=sys.stderr)
         return 1
+
+
+def _verdicts(command: str, config) -> int:
+    """push-verdicts / pull-verdicts (mirecc.runtime.store)."""
+    from mirecc.driver import stats
+    from mirecc.runtime.store import (machine_descriptor, pull_verdicts, push_verdicts,
+                                      store_dir, store_files)
+    from mirecc.store.backends import Unavailable
+    from mirecc.store.team import TeamStore
+
+    team = TeamStore(config.store, max(config.store_timeout, 2.0), config.store_write,
+                     config.cache_root())
+    try:
+        if command == "push-verdicts":
+            if not config.store_write:
+                print("mire store push-verdicts: this user's store access is read only "
+                      "(store_write / MIRECC_STORE_WRITE=1 to write)", file=sys.stderr)
+                return 2
+            files = store_files() if os.environ.get("MIRECC_ADAPT_STORE") else \
+                store_files(store_dir(config.cache_root()))
+            n = push_verdicts(team, files)
+            print(f"mire store: wrote {n} decided verdicts from {len(files)} store files")
+        else:
+            machine = machine_descriptor()
+            path = Path(os.environ.get("MIRECC_ADAPT_STORE") or
+                        store_dir(config.cache_root()) / f"{machine}.txt")
+            added, rejected = pull_verdicts(team, machine, path)
+            print(f"mire store: added {added} verdicts for {machine} to {path}"
+                  + (f" ({rejected} rejected)" if rejected else ""))
+    except Unavailable as exc:
+        print(f"mire store: the team store does not answer: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stats.bump(config, team.counts)
+    return 0
 
 
 def _fill(build: list[str], config) -> int:

@@ -225,16 +225,21 @@ def read_store(path: str | os.PathLike) -> list[Cell]:
     machine = lines[0].partition("machine=")[2].strip() or path.stem
     cells = []
     for number, line in enumerate(lines[1:], 2):
-        f = line.split("\t")
         try:
-            if len(f) != 15:
-                raise ValueError(f"{len(f)} fields, expected 15")
-            cells.append(Cell(machine, f[0], int(f[1]), f[2], int(f[3]), f[4], int(f[5]),
-                              int(f[6]), int(f[7]), int(f[8]), float(f[9]), float(f[10]),
-                              f[11] == "1", [_arm(a) for a in f[14].split(";") if a]))
+            cells.append(parse_line(machine, line))
         except ValueError as exc:
             raise StoreError(f"{path}:{number}: {exc}") from None
     return cells
+
+
+def parse_line(machine: str, line: str) -> Cell:
+    """One store line as a :class:`Cell`; ValueError saying what is wrong."""
+    f = line.split("\t")
+    if len(f) != 15:
+        raise ValueError(f"{len(f)} fields, expected 15")
+    return Cell(machine, f[0], int(f[1]), f[2], int(f[3]), f[4], int(f[5]), int(f[6]),
+                int(f[7]), int(f[8]), float(f[9]), float(f[10]), f[11] == "1",
+                [_arm(a) for a in f[14].split(";") if a])
 
 
 def store_files(directory: str | os.PathLike | None = None) -> list[Path]:
@@ -283,3 +288,71 @@ def table(cells: list[Cell]) -> str:
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()
                      for r in [head, *rows]) + "\n"
+
+
+# --------------------------------------------------------------- team store
+
+def _verdict_key(machine: str, key: str, bucket: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{machine}\0{key}\0{bucket}".encode()).hexdigest()
+
+
+def push_verdicts(team, files: list[Path]) -> int:
+    """Write every decided (site, bucket) line of the store ``files`` into
+    the team store (``team``: :class:`mirecc.store.team.TeamStore`), each
+    named for its machine (cores, CPU model, power cap): a verdict is only
+    read back on the same kind of machine.  Returns how many were written."""
+    written = 0
+    for path in files:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if not lines or not lines[0].startswith(HEADER):
+            continue
+        machine = lines[0].partition("machine=")[2].strip() or path.stem
+        for cell, line in zip(read_store(path), lines[1:]):
+            if cell.phase == 1:
+                written += team.put("verdict", _verdict_key(machine, cell.key, str(cell.bucket)),
+                                    {"machine": machine}, {"line": line})
+    return written
+
+
+def pull_verdicts(team, machine: str, path: Path) -> tuple[int, int]:
+    """Merge the team store's decided verdicts for ``machine`` into the
+    store file at ``path`` (lock, merge, atomic rename, as the runtime):
+    only for (site, bucket) pairs the file does not hold yet (its own
+    verdicts and explorations win).  Returns (added, rejected)."""
+    import fcntl
+
+    from mirecc.util.fsutil import atomic_write_bytes
+
+    lines_in = []
+    rejected = 0
+    for key, entry in team.entries("verdict"):
+        if entry["tools"].get("machine") != machine:
+            continue
+        line = entry["payload"].get("line")
+        try:
+            if not isinstance(line, str) or "\n" in line:
+                raise ValueError("not one line")
+            cell = parse_line(machine, line)
+            if cell.phase != 1 or _verdict_key(machine, cell.key, str(cell.bucket)) != key:
+                raise ValueError("not a decided verdict of its key")
+        except ValueError as exc:
+            rejected += 1
+            team.reject(str(exc), "a run-time verdict")
+            continue
+        lines_in.append(line)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            lines = []
+        if not lines or not lines[0].startswith(HEADER):
+            lines = [f"{HEADER} machine={machine}"]
+        have = {tuple(ln.split("\t", 2)[:2]) for ln in lines[1:]}
+        new = [ln for ln in lines_in if tuple(ln.split("\t", 2)[:2]) not in have]
+        if new:
+            atomic_write_bytes(path, ("\n".join([*lines, *new]) + "\n").encode())
+    return len(new), rejected

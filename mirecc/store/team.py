@@ -150,6 +150,20 @@ class TeamStore:
             self.reject(str(exc), what)
             return None
 
+    def entries(self, kind: str):
+        """(key, entry) of every readable entry of ``kind``, whatever its
+        tools (the caller checks them); the damaged ones counted as
+        rejected.  Raises :class:`Unavailable`."""
+        backend = self.backend()
+        for key in list(backend.keys(kind)):
+            data = backend.get(kind, key)
+            if data is None:
+                continue
+            try:
+                yield key, open_envelope(data, kind, key, None)
+            except Rejected as exc:
+                self.reject(str(exc), f"a {kind} entry")
+
     def put(self, kind: str, key: str, tools: dict, payload: dict) -> bool:
         if not self.write or self._down():
             return False

@@ -225,3 +225,42 @@ def test_mire_store_status_export_import_and_prune(tmp_path, redis_url):
     assert "imported 1 entries (0 not)" in mire("import", str(dump))
     assert list(backend.keys("winner")) == [key]
     assert "removed 1 entries, kept 0" in mire("prune", "--older-than", "0")
+
+
+def test_run_time_verdicts_travel_to_another_user_on_the_same_kind_of_machine(tmp_path,
+                                                                             redis_url):
+    """A decided verdict of the adaptive runtime (as mire tune's seeding
+    writes it) pushed by CI is pulled into another user's store for this
+    machine; a verdict of another kind of machine, or a line that is not a
+    decided verdict of its key, is not."""
+    from mirecc.runtime.store import machine_descriptor, read_store, seed
+    from mirecc.store.backends import open_backend
+
+    machine = machine_descriptor()
+    ci_cache = tmp_path / "ci-cache"
+    seed(ci_cache / "adapt" / f"{machine}.txt", "ab" * 16, "k.c:3 region", "half-static-default")
+    seed(ci_cache / "adapt" / "c999-00000000-pnone.txt", "cd" * 16, "k.c:9 region", "f4")
+
+    def mire(cache, *args, write=False):
+        env = isolated_env(tmp_path, MIRECC_STORE=redis_url, MIRECC_CACHE_DIR=str(cache),
+                           MIRECC_STORE_WRITE="1" if write else "0")
+        return subprocess.run([MIRE, "store", *args], env=env, capture_output=True, text=True,
+                              timeout=120)
+    assert mire(ci_cache, "push-verdicts").returncode == 2          # read only: refused
+    proc = mire(ci_cache, "push-verdicts", write=True)
+    assert proc.returncode == 0 and "wrote 2 decided verdicts" in proc.stdout, proc.stderr
+    backend = open_backend(redis_url, 2.0)
+    bad = next(k for k in backend.keys("verdict")
+               if json.loads(backend.get("verdict", k))["tools"]["machine"] != machine)
+    dev = tmp_path / "dev-cache"
+    proc = mire(dev, "pull-verdicts")
+    assert proc.returncode == 0 and "added 1 verdicts" in proc.stdout, proc.stdout + proc.stderr
+    (cell,) = read_store(dev / "adapt" / f"{machine}.txt")
+    assert (cell.key, cell.phase, cell.best) == ("ab" * 16, 1, "half-static-default")
+    assert "added 0 verdicts" in mire(dev, "pull-verdicts").stdout   # already there
+    # a line that is not a decided verdict of its key is rejected, counted
+    entry = json.loads(backend.get("verdict", bad))
+    entry["tools"]["machine"] = machine
+    backend.put("verdict", bad, json.dumps(entry).encode())
+    proc = mire(tmp_path / "third-cache", "pull-verdicts")
+    assert "added 1 verdicts" in proc.stdout and "(1 rejected)" in proc.stdout, proc.stdout
