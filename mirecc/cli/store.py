@@ -9,6 +9,10 @@
   not installed here) those too;
 - ``export FILE`` / ``import FILE``: the entries as JSON lines (each as
   stored: ``import`` writes only what would be read back unchanged);
+- ``push-profile FILE`` / ``pull-profile FILE``: a decisions profile's
+  entries (``mire tune``'s measurements, each keyed by its function's code
+  digest), per kind of machine, to the store (with ``store_write``) and
+  back into a profile (its own entries win; ``profile: FILE`` applies it);
 - ``push-verdicts`` / ``pull-verdicts``: the adaptive runtimes' decided
   verdicts (``mire adapt``), per kind of machine, from this user's stores
   to the team store (with ``store_write``) and back into this machine's
@@ -22,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("winner", "verdict")
+KINDS = ("winner", "verdict", "profile")
 
 
 def add_arguments(p) -> None:
@@ -40,6 +44,11 @@ def add_arguments(p) -> None:
     exp.add_argument("file")
     imp = sub.add_parser("import", help="add the entries of an exported file")
     imp.add_argument("file")
+    for name, words in (("push-profile", "write a decisions profile's entries to the store "
+                                         "(store_write)"),
+                        ("pull-profile", "add the store's profile entries for this machine "
+                                         "to a decisions profile")):
+        sub.add_parser(name, help=words).add_argument("profile", metavar="FILE")
     sub.add_parser("push-verdicts", help="write this user's decided run-time verdicts to the "
                                          "store (store_write)")
     sub.add_parser("pull-verdicts", help="add the store's verdicts for this machine to its "
@@ -88,6 +97,8 @@ def run(args) -> int:
         return _fill(args.build, config)
     if args.store_command in ("push-verdicts", "pull-verdicts"):
         return _verdicts(args.store_command, config)
+    if args.store_command in ("push-profile", "pull-profile"):
+        return _profile(args.store_command, args.profile, config)
     try:
         backend = open_backend(config.store, max(config.store_timeout, 2.0))
         if args.store_command == "status":
@@ -211,6 +222,85 @@ def _verdicts(command: str, config) -> int:
     finally:
         stats.bump(config, team.counts)
     return 0
+
+
+def _profile_key(machine: str, fields: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\0".join([machine, *fields[:4]]).encode()).hexdigest()
+
+
+def _profile(command: str, path: str, config) -> int:
+    """push-profile / pull-profile: each entry's line as written (its source
+    relative to the profile's folder), keyed by the machine, task, source,
+    target and function digest."""
+    from mirecc.driver import stats
+    from mirecc.runtime.store import machine_descriptor
+    from mirecc.store.backends import Unavailable
+    from mirecc.store.team import TeamStore
+    from mirecc.taskapi.profile import FORMAT_LINE, ProfileError, parse_entry, read_profile
+    from mirecc.util.fsutil import atomic_write_bytes
+
+    machine = machine_descriptor()
+    team = TeamStore(config.store, max(config.store_timeout, 2.0), config.store_write,
+                     config.cache_root())
+    base = os.path.dirname(os.path.abspath(path))
+    try:
+        if command == "push-profile":
+            if not config.store_write:
+                print("mire store push-profile: this user's store access is read only "
+                      "(store_write / MIRECC_STORE_WRITE=1 to write)", file=sys.stderr)
+                return 2
+            try:
+                read_profile(path)
+                lines = open(path, encoding="utf-8").read().splitlines()
+            except (ProfileError, OSError) as exc:
+                print(f"mire store: {exc}", file=sys.stderr)
+                return 2
+            n = 0
+            for line in lines:
+                fields = line.partition("#")[0].split()
+                if len(fields) == 5:
+                    n += team.put("profile", _profile_key(machine, fields), {"machine": machine},
+                                  {"line": line.strip()})
+            print(f"mire store: wrote {n} profile entries for {machine}")
+            return 0
+        try:
+            text = open(path, encoding="utf-8").read()
+            read_profile(path)
+        except FileNotFoundError:
+            text = FORMAT_LINE + "\n"
+        except (ProfileError, OSError) as exc:
+            print(f"mire store: {exc}", file=sys.stderr)
+            return 2
+        have = {tuple(ln.partition("#")[0].split()[:4]) for ln in text.splitlines()}
+        new = []
+        for key, entry in team.entries("profile"):
+            if entry["tools"].get("machine") != machine:
+                continue
+            line = entry["payload"].get("line")
+            try:
+                if not isinstance(line, str) or "\n" in line:
+                    raise ProfileError("not one line")
+                fields = line.partition("#")[0].split()
+                if parse_entry(line, base, f"store entry {key[:12]}") is None or \
+                        _profile_key(machine, fields) != key:
+                    raise ProfileError("not an entry of its key")
+            except ProfileError as exc:
+                team.reject(str(exc), "a decisions profile entry")
+                continue
+            if tuple(fields[:4]) not in have:
+                have.add(tuple(fields[:4]))
+                new.append(line)
+        if new:
+            atomic_write_bytes(path, (text.rstrip("\n") + "\n" + "\n".join(new) + "\n").encode())
+        print(f"mire store: added {len(new)} profile entries for {machine} to {path}")
+        return 0
+    except Unavailable as exc:
+        print(f"mire store: the team store does not answer: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stats.bump(config, team.counts)
 
 
 def _fill(build: list[str], config) -> int:

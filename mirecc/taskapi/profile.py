@@ -175,34 +175,43 @@ def read_profile(path: str) -> list[Entry]:
         raise ProfileError(f"{path}: cannot read the decisions profile: "
                            f"{getattr(exc, 'strerror', None) or exc}") from None
     base = os.path.dirname(os.path.abspath(path))
-    known = kinds()
     entries = []
     for number, line in enumerate(lines, 1):
-        text, _, comment = line.partition("#")
-        fields = text.split()
-        if not fields:
-            continue
-        where = f"{path}:{number}"
-        if len(fields) != 5:
-            raise ProfileError(f"{where}: expected 5 fields (task source target digest "
-                               f"value), found {len(fields)}")
-        task, source, target, digest, value = fields
-        kind = known.get(task)
-        if kind is None:
-            raise ProfileError(f"{where}: task {task!r} cannot take profile entries "
-                               f"(only {', '.join(known)})")
-        if not kind.check_target(target):
-            raise ProfileError(f"{where}: target {target!r}: expected {kind.target_help}")
-        if not re.fullmatch(r"[0-9a-f]{16}", digest):
-            raise ProfileError(f"{where}: expected a 16-hex-digit function digest, "
-                               f"found {digest!r}")
-        try:
-            parsed = kind.parse_value(value)
-        except ValueError as exc:
-            raise ProfileError(f"{where}: value {value!r}: {exc}") from None
-        entries.append(Entry(task, os.path.normpath(os.path.join(base, source)), target,
-                             digest, parsed, comment.strip(), number, kind))
+        entry = parse_entry(line, base, f"{path}:{number}")
+        if entry is not None:
+            entry.line = number
+            entries.append(entry)
     return entries
+
+
+def parse_entry(line: str, base: str, where: str) -> Entry | None:
+    """One profile line as an :class:`Entry` (its source joined to
+    ``base``), None for a blank or comment line; ProfileError naming
+    ``where`` for anything malformed."""
+    known = kinds()
+    text, _, comment = line.partition("#")
+    fields = text.split()
+    if not fields:
+        return None
+    if len(fields) != 5:
+        raise ProfileError(f"{where}: expected 5 fields (task source target digest "
+                           f"value), found {len(fields)}")
+    task, source, target, digest, value = fields
+    kind = known.get(task)
+    if kind is None:
+        raise ProfileError(f"{where}: task {task!r} cannot take profile entries "
+                           f"(only {', '.join(known)})")
+    if not kind.check_target(target):
+        raise ProfileError(f"{where}: target {target!r}: expected {kind.target_help}")
+    if not re.fullmatch(r"[0-9a-f]{16}", digest):
+        raise ProfileError(f"{where}: expected a 16-hex-digit function digest, "
+                           f"found {digest!r}")
+    try:
+        parsed = kind.parse_value(value)
+    except ValueError as exc:
+        raise ProfileError(f"{where}: value {value!r}: {exc}") from None
+    return Entry(task, os.path.normpath(os.path.join(base, source)), target, digest, parsed,
+                 comment.strip(), 0, kind)
 
 
 def format_entry(task: str, source: str, target: str, digest: str, value: dict,

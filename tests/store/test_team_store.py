@@ -264,3 +264,38 @@ def test_run_time_verdicts_travel_to_another_user_on_the_same_kind_of_machine(tm
     backend.put("verdict", bad, json.dumps(entry).encode())
     proc = mire(tmp_path / "third-cache", "pull-verdicts")
     assert "added 1 verdicts" in proc.stdout and "(1 rejected)" in proc.stdout, proc.stdout
+
+
+def test_decisions_profile_entries_travel_by_their_function_digest(tmp_path, redis_url):
+    from mirecc.store.backends import open_backend
+    from mirecc.taskapi.profile import read_profile
+
+    profile = tmp_path / "ci" / "mirecc.profile"
+    profile.parent.mkdir()
+    profile.write_text("# mirecc decisions profile 1\n"
+                       "openmp  src/cov.c  kernel_covariance:0  5e1f0c9a2b7d3e48  "
+                       "threads=2,schedule=static,chunk=8  # 1.43x\n")
+
+    def mire(*args, write=False):
+        env = isolated_env(tmp_path, MIRECC_STORE=redis_url,
+                           MIRECC_CACHE_DIR=str(tmp_path / "cache"),
+                           MIRECC_STORE_WRITE="1" if write else "0")
+        return subprocess.run([MIRE, "store", *args], env=env, capture_output=True, text=True,
+                              timeout=120)
+    assert mire("push-profile", str(profile)).returncode == 2      # read only: refused
+    assert "wrote 1 profile entries" in mire("push-profile", str(profile), write=True).stdout
+    mine = tmp_path / "dev" / "mirecc.profile"
+    mine.parent.mkdir()
+    assert "added 1 profile entries" in mire("pull-profile", str(mine)).stdout
+    (entry,) = read_profile(str(mine))
+    assert entry.digest == "5e1f0c9a2b7d3e48" and entry.source == str(mine.parent / "src/cov.c")
+    assert "added 0 profile entries" in mire("pull-profile", str(mine)).stdout
+    # a damaged entry is rejected and the profile left as it is
+    backend = open_backend(redis_url, 2.0)
+    (key,) = list(backend.keys("profile"))
+    entry = json.loads(backend.get("profile", key))
+    entry["payload"]["line"] = entry["payload"]["line"].replace("threads=2", "threads=x")
+    backend.put("profile", key, json.dumps(entry).encode())
+    other = tmp_path / "other.profile"
+    proc = mire("pull-profile", str(other))
+    assert "added 0 profile entries" in proc.stdout and "not used" in proc.stderr, proc.stderr
