@@ -12,8 +12,8 @@ at -Oz, with the project's own ``-g`` and flags; configure included):
    started here, an empty cache, checkout path ``A``: the first build
    without a store (every searched TU pays its candidates) that fills it.
 2. Then, in each round, in an order that rotates, each at checkout path
-   ``B`` with an empty cache of its own and another ``HOME`` (another
-   user's):
+   ``B`` with an empty cache of its own, another ``HOME`` and a per-user
+   server of its own (another user's):
    - ``clang``: the real clang the driver resolves;
    - ``store``: mirecc reading the store (read only);
    - ``stopped``: mirecc with the same store setting and the server
@@ -99,8 +99,13 @@ def build_once(project: str, source: Path, at: Path, side: rp.Side, env: dict, l
     rp._SIDE_ENV[side.cc] = env
     rp._SIDE_ENV[side.cxx] = env
     start = time.monotonic()
-    build(at, side, logs)
-    seconds = time.monotonic() - start
+    try:
+        build(at, side, logs)
+        seconds = time.monotonic() - start
+    finally:
+        if env.get("XDG_RUNTIME_DIR"):   # the side's per-user server, if it started one
+            subprocess.run([str(Path(sys.executable).with_name("mire")), "serve", "--stop"],
+                           env=rp.build_env(**env), capture_output=True)
     summary, _ = test(at, side, logs)
     inventory = rp.inventory(at)
     dest = results / tag
@@ -132,10 +137,14 @@ def bench_project(project: str, work: Path, mirecc: Path, rounds: int, redis: Re
         shutil.rmtree(homes)
 
     def side_env(name: str, **extra: str) -> dict:
+        """Another user's: a HOME, a cache and a per-user server of its own
+        (started by its first compile, stopped after its build)."""
         home = homes / name
         (home / "home").mkdir(parents=True, exist_ok=True)
+        (home / "run").mkdir(mode=0o700, exist_ok=True)
         return {"HOME": str(home / "home"), "XDG_CACHE_HOME": str(home / "xdg"),
-                "MIRECC_CACHE_DIR": str(home / "cache"), "MIRECC_SERVER": "0", **extra}
+                "XDG_RUNTIME_DIR": str(home / "run"), "MIRECC_CACHE_DIR": str(home / "cache"),
+                **extra}
 
     rp._OPT["level"] = "-Oz"
     redis.start()
@@ -234,14 +243,15 @@ def compositions(project: str, work: Path, mirecc: Path, reference: dict) -> lis
                  "mirecc, prefix=distcc"):
         tool = name.split()[0] if not name.startswith("mirecc,") else name.split("=")[1]
         if not shutil.which(tool if tool != "distcc" else "distccd"):
-            rows.append({"name": name, "missing": f"{tool} is not installed"})
+            rows.append({"name": name, "missing": f"not run: {tool} is not installed"})
             continue
         home = work / "compose" / project / re.sub(r"[^a-z]+", "-", name)
         if home.exists():
             shutil.rmtree(home)
         home.mkdir(parents=True)
+        (home / "run").mkdir(mode=0o700)
         env = {"HOME": str(home), "MIRECC_CACHE_DIR": str(home / "mirecc-cache"),
-               "MIRECC_SERVER": "0", "CCACHE_DIR": str(home / "ccache"),
+               "XDG_RUNTIME_DIR": str(home / "run"), "CCACHE_DIR": str(home / "ccache"),
                "SCCACHE_DIR": str(home / "sccache"), "DISTCC_DIR": str(home / "distcc"),
                "SCCACHE_SERVER_PORT": str(_free_port()), "SCCACHE_IDLE_TIMEOUT": "0"}
         (home / "distcc").mkdir()
@@ -263,6 +273,7 @@ def compositions(project: str, work: Path, mirecc: Path, reference: dict) -> lis
         if tool == "sccache":
             subprocess.run(["sccache", "--start-server"], env={**os.environ, **env},
                            capture_output=True)
+        failed = None
         try:
             runs = []
             for attempt in ("first", "rebuild"):
@@ -277,6 +288,9 @@ def compositions(project: str, work: Path, mirecc: Path, reference: dict) -> lis
                 runs.append(got)
                 rp.log(f"{project}: {name} {attempt}: {got['seconds']:.1f} s, "
                        f"{tool} hits/misses {got['tool']}")
+        except rp.BenchError as exc:   # a row that says so, the others still run
+            failed = next((ln for ln in str(exc).splitlines()[1:] if ln.strip()), str(exc))
+            rp.log(f"{project}: {name}: {failed}")
         finally:
             if tool == "sccache":
                 subprocess.run(["sccache", "--stop-server"], env={**os.environ, **env},
@@ -284,6 +298,9 @@ def compositions(project: str, work: Path, mirecc: Path, reference: dict) -> lis
             if distccd:
                 text = distccd.log.read_text(errors="replace")
                 distccd.__exit__()
+        if failed is not None:
+            rows.append({"name": name, "missing": f"the build failed: {failed[:160]}"})
+            continue
         c1 = runs[0]["counters"]
         rows.append({"name": name, "first": runs[0], "rebuild": runs[1],
                      "searched": c1.get("verified.code-size", 0)
@@ -304,7 +321,8 @@ def render(results: dict, machine: str, rounds: int, compiler: str) -> str:
              "(`-g` included). A real `redis-server` on this machine.",
              f"Protocol: a CI build (store_write, empty cache, checkout path A) fills the "
              f"store; then {rounds} rounds, the sides' order rotating, each side at checkout "
-             "path B with an empty cache and another HOME: `clang`; `store` (mirecc reading "
+             "path B with an empty cache, another HOME and a per-user server of its own "
+             "(started by its first compile, as another user's): `clang`; `store` (mirecc reading "
              "the store); `stopped` (the same setting, the server stopped: the local search "
              "as without a store). Times: wall seconds of configure and make, median "
              "(min-max); tests: each build's own.", "",
@@ -355,7 +373,7 @@ def render(results: dict, machine: str, rounds: int, compiler: str) -> str:
                   "|---|---|---|---|---|---|---|"]
         for row in r["compositions"]:
             if "missing" in row:
-                lines.append(f"| {row['name']} | not run: {row['missing']} | | | | | |")
+                lines.append(f"| {row['name']} | {row['missing']} | | | | | |")
                 continue
             hits = (f"{row['rebuild']['tool'][0]} / {row['rebuild']['tool'][1]}"
                     if row["name"].split()[0] in ("ccache", "sccache")

@@ -138,6 +138,9 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             verified.store_counts = team.counts
             if cache is not None:
                 cache.put(key, verified.winner, verified.sizes, verified.skipped, verified.text)
+                if twin is not None:   # its static or shared copy takes it, as from a search
+                    cache.put(twin, verified.winner, verified.sizes, verified.skipped,
+                              verified.text)
             return verified
     sizes, text, skipped, paths = {own: own_sizes[0]}, {own: own_sizes[1]}, dict(gate_skipped), {}
     def build(item):
