@@ -141,10 +141,11 @@ def test_site_explores_keeps_and_remembers(llvm_plugin, runtime, tmp_path):
     assert cell.phase == 1 and cell.tried == len(CANDIDATES), table([cell])
     assert cell.best in ["default", *CANDIDATES]
     kept = [a for a in cell.arms[1:] if a.kept]
-    # a kept candidate was measured faster than the default: the median and
-    # even its slowest of the last samples (mirecc.learn.keep.beats)
+    # a kept candidate was measured faster than the default (its median; the
+    # stored samples are the last ones, exploiting's among them, so the rule's
+    # other terms, read when it was kept, need not hold on them now)
     for a in kept:
-        assert a.median < cell.arms[0].median and max(a.times) < cell.arms[0].median
+        assert a.median < cell.arms[0].median
     # each later candidate must beat the reference, the last one kept: the
     # verdict is the candidate kept last (medians move on as exploiting adds samples)
     assert cell.best == ("default" if not kept else max(kept, key=lambda a: a.at).name)
