@@ -4,12 +4,11 @@ running clang's front end (ccache's "direct mode", for decisions).
 The result cache (:mod:`mirecc.tu.cache`) is keyed by the TU's bitcode, so a
 hit there still pays a front end and a back end from bitcode.  After a TU's
 result is known, mirecc also writes a *manifest*: keyed by what the bitcode
-depends on besides the files it reads (the compiler by its content, the
-arguments, the working directory where the object names it, the
-environment variables clang reads, mirecc's pipeline key), it lists every
-file the front end read (the source and each header, from the dependency
-file the front end wrote; relative names stay relative to the working
-directory) with its SHA-256, and holds the result.  On a later compile with the same key, when
+depends on besides the files it reads (the compiler and its identity, the
+arguments, the working directory, the environment variables clang reads,
+mirecc's pipeline key), it lists every file the front end read (the source
+and each header, from the dependency file the front end wrote) with its
+SHA-256, and holds the result.  On a later compile with the same key, when
 every listed file still has that content, the result is the manifest's, and
 the user's own command runs as is (plus the decisions' flags): one clang
 run, as without mirecc.
@@ -34,10 +33,9 @@ from __future__ import annotations
 
 import os
 
-from mirecc.util.fsutil import sha256
-from mirecc.util.toolid import tool_identity
+from mirecc.util.fsutil import file_identity, sha256
 
-SCHEMA = 2   # 2: relative names stay relative; the compiler by content
+SCHEMA = 1
 # A file whose mtime is this close to the front end's start may have changed
 # while it was read (file times come from a coarse clock): no manifest (ccache
 # leaves 1 s too)
@@ -50,15 +48,8 @@ CLANG_ENVIRONMENT = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCL
 
 def manifest_key(compiler: str, args: list[str], pipeline_version: str) -> str:
     """What a TU's bitcode and result depend on besides the files the front
-    end reads: the compiler by its content (:mod:`mirecc.util.toolid`), the
-    arguments, the variables clang reads, and the working directory only
-    where the object names it (debug information, coverage): paths the
-    front end reads relative to it are relative in the manifest, and
-    absolute ones come from the arguments."""
-    names_cwd = any(a.startswith(("-g", "--coverage", "-ftest-coverage")) and a != "-g0"
-                    for a in args)
-    material = [f"direct{SCHEMA}", pipeline_version, tool_identity(compiler),
-                os.getcwd() if names_cwd else "",
+    end reads."""
+    material = [f"direct{SCHEMA}", pipeline_version, file_identity(compiler), os.getcwd(),
                 *(f"{v}={os.environ.get(v, '')}" for v in CLANG_ENVIRONMENT),
                 "args", *args]
     return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()
@@ -122,7 +113,7 @@ class Entry:
 
 
 class Manifests:
-    """The manifests under ``<cache dir>/direct/v<SCHEMA>``."""
+    """The manifests under ``<cache dir>/direct/v1``."""
 
     MAGIC = f"mirecc direct manifest {SCHEMA}"
 
@@ -181,11 +172,7 @@ class Manifests:
             try:
                 if os.stat(path).st_mtime_ns >= started_ns - TOO_NEW_NS:
                     return False        # changed while the front end read it
-                # as the front end named it: a relative name is read again
-                # relative to the compile's working directory (the key holds
-                # it only where the object names it: manifest_key)
-                lines.append(f"file {_file_sha(path)} "
-                             f"{name if not os.path.isabs(name) else path}")
+                lines.append(f"file {_file_sha(path)} {path}")
             except OSError:
                 return False
         lines += [f"bitcode {bitcode_sha256} {bitcode_bytes}",

@@ -47,8 +47,7 @@ from __future__ import annotations
 
 import os
 
-from mirecc.util.fsutil import sha256
-from mirecc.util.toolid import tool_identity
+from mirecc.util.fsutil import file_identity, sha256
 
 SCHEMA = 1
 #: the tools beside the compiler that build a task's candidates
@@ -62,7 +61,7 @@ FOLDERS = 256
 def object_key(manifest_key: str, bitcode_sha256: str, compiler: str) -> str:
     """The key of a TU's kept object (module docstring)."""
     folder = os.path.dirname(os.path.realpath(compiler))
-    tools = [tool_identity(os.path.join(folder, t)) for t in TOOLS
+    tools = [file_identity(os.path.join(folder, t)) for t in TOOLS
              if os.path.exists(os.path.join(folder, t))]
     material = [f"objects{SCHEMA}", manifest_key, bitcode_sha256, *tools]
     return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()

@@ -38,40 +38,6 @@ def test_dependency_file_parsing():
         dependency_files("no rule here\n")
 
 
-def test_relative_names_are_read_in_the_compile_s_own_directory(tmp_path, monkeypatch):
-    """Another checkout at another path (the key holds no working directory
-    without -g): the manifest's relative names are read there, so a header
-    that differs in the second checkout is a miss, never the first one's
-    result; the same files are a hit."""
-    from mirecc.taskapi.records import TUResult
-    from mirecc.tu.direct import manifest_key
-
-    past = time.time() - 60
-    for checkout in ("a", "b"):
-        (tmp_path / checkout).mkdir()
-        (tmp_path / checkout / "x.c").write_text('#include "x.h"\n')
-        (tmp_path / checkout / "x.h").write_text("int x;\n")
-        (tmp_path / checkout / "x.d").write_text("x.o: x.c x.h\n")
-        for name in ("x.c", "x.h"):
-            os.utime(tmp_path / checkout / name, (past, past))
-    manifests = Manifests(str(tmp_path / "cache"))
-    args = ["-O2", "-c", "x.c"]
-    monkeypatch.chdir(tmp_path / "a")
-    key = manifest_key(CLANG, args, "v")
-    assert key != manifest_key(CLANG, [*args, "-g"], "v")
-    result = TUResult(None, [], ["no loops"], ["no-loops"])
-    assert manifests.record(key, "x.d", "x.c", time.time_ns(), result, "f" * 64, 9)
-    monkeypatch.chdir(tmp_path / "b")
-    assert manifest_key(CLANG, args, "v") == key              # the key travels
-    assert manifests.lookup(key) is not None                  # the same files: a hit
-    (tmp_path / "b" / "x.h").write_text("int y;\n")
-    assert manifests.lookup(key) is None                      # b's own header differs
-    # with -g the object names its directory: another key in each checkout
-    g_b = manifest_key(CLANG, [*args, "-g"], "v")
-    monkeypatch.chdir(tmp_path / "a")
-    assert manifest_key(CLANG, [*args, "-g"], "v") != g_b
-
-
 def test_manifest_misses_on_changed_or_damaged_files(tmp_path):
     from mirecc.taskapi.records import TUResult
 
