@@ -189,6 +189,14 @@ def run(args) -> int:
         return 1
 
 
+def _may_write(command: str, config) -> bool:
+    """Whether this user writes to the store (store_write); says why not."""
+    if not config.store_write:
+        print(f"mire store {command}: this user's store access is read only "
+              "(store_write / MIRECC_STORE_WRITE=1 to write)", file=sys.stderr)
+    return bool(config.store_write)
+
+
 def _verdicts(command: str, config) -> int:
     """push-verdicts / pull-verdicts (mirecc.runtime.store)."""
     from mirecc.driver import stats
@@ -201,9 +209,7 @@ def _verdicts(command: str, config) -> int:
                      config.cache_root())
     try:
         if command == "push-verdicts":
-            if not config.store_write:
-                print("mire store push-verdicts: this user's store access is read only "
-                      "(store_write / MIRECC_STORE_WRITE=1 to write)", file=sys.stderr)
+            if not _may_write("push-verdicts", config):
                 return 2
             files = store_files() if os.environ.get("MIRECC_ADAPT_STORE") else \
                 store_files(store_dir(config.cache_root()))
@@ -247,9 +253,7 @@ def _profile(command: str, path: str, config) -> int:
     base = os.path.dirname(os.path.abspath(path))
     try:
         if command == "push-profile":
-            if not config.store_write:
-                print("mire store push-profile: this user's store access is read only "
-                      "(store_write / MIRECC_STORE_WRITE=1 to write)", file=sys.stderr)
+            if not _may_write("push-profile", config):
                 return 2
             try:
                 read_profile(path)

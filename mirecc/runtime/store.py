@@ -159,13 +159,20 @@ def seed(path: str | os.PathLike, key: str, name: str, best: str) -> None:
     into the store at ``path``, as the runtime would (lock, merge, atomic
     rename): its first invocation adopts it for its input size, and the
     default is re-checked at invocations 64, 128, ... as for any verdict."""
+    line = decided_line(key, name, best, ["default", best], kept=best)
+    _merge(Path(path), Path(path).stem,
+           lambda lines: [*(ln for ln in lines if not ln.startswith(key + "\t")), line])
+
+
+def _merge(path: Path, machine: str, change) -> None:
+    """Rewrite the store file at ``path`` as the runtime does (lock, merge,
+    atomic rename): its lines after the header become ``change(lines)``;
+    nothing is written when they stay the same."""
     import fcntl
 
     from mirecc.util.fsutil import atomic_write_bytes
 
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = decided_line(key, name, best, ["default", best], kept=best)
     with open(f"{path}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -173,9 +180,10 @@ def seed(path: str | os.PathLike, key: str, name: str, best: str) -> None:
         except FileNotFoundError:
             lines = []
         if not lines or not lines[0].startswith(HEADER):
-            lines = [f"{HEADER} machine={path.stem}"]
-        kept = [ln for ln in lines[1:] if not ln.startswith(key + "\t")]
-        atomic_write_bytes(path, ("\n".join([lines[0], *kept, line]) + "\n").encode())
+            lines = [f"{HEADER} machine={machine}"]
+        after = change(lines[1:])
+        if after != lines[1:]:
+            atomic_write_bytes(path, ("\n".join([lines[0], *after]) + "\n").encode())
 
 
 def seed_profile(profile, store=None, say=print) -> int:
@@ -321,10 +329,6 @@ def pull_verdicts(team, machine: str, path: Path) -> tuple[int, int]:
     store file at ``path`` (lock, merge, atomic rename, as the runtime):
     only for (site, bucket) pairs the file does not hold yet (its own
     verdicts and explorations win).  Returns (added, rejected)."""
-    import fcntl
-
-    from mirecc.util.fsutil import atomic_write_bytes
-
     lines_in = []
     rejected = 0
     for key, entry in team.entries("verdict"):
@@ -342,17 +346,11 @@ def pull_verdicts(team, machine: str, path: Path) -> tuple[int, int]:
             team.reject(str(exc), "a run-time verdict")
             continue
         lines_in.append(line)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{path}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except FileNotFoundError:
-            lines = []
-        if not lines or not lines[0].startswith(HEADER):
-            lines = [f"{HEADER} machine={machine}"]
-        have = {tuple(ln.split("\t", 2)[:2]) for ln in lines[1:]}
-        new = [ln for ln in lines_in if tuple(ln.split("\t", 2)[:2]) not in have]
-        if new:
-            atomic_write_bytes(path, ("\n".join([*lines, *new]) + "\n").encode())
+    new: list[str] = []
+
+    def add(lines: list[str]) -> list[str]:
+        have = {tuple(ln.split("\t", 2)[:2]) for ln in lines}
+        new.extend(ln for ln in lines_in if tuple(ln.split("\t", 2)[:2]) not in have)
+        return [*lines, *new]
+    _merge(path, machine, add)
     return len(new), rejected
