@@ -8,9 +8,10 @@ and of the LLVM and Clang shared libraries beside it (Debian's
 ``/usr/lib/llvm-N/bin/clang`` is a small program over
 ``../lib/libclang-cpp.so.N`` and ``../lib/libLLVM-N.so``: a point release
 changes the libraries, not the program).  Hashing them takes a few hundred
-milliseconds, so the digest is remembered per user under
-``<cache>/tools/``, keyed by the files' real paths, sizes and times
-(:func:`mirecc.util.fsutil.file_identity`): a compile reads one small file.
+milliseconds, so each file's digest is remembered per user under
+``<cache>/tools/``, keyed by its real path, size and time
+(:func:`mirecc.util.fsutil.file_identity`): a compile reads a small file per
+part, and the LLVM library that clang and ``opt`` share is read once.
 """
 from __future__ import annotations
 
@@ -41,45 +42,55 @@ def _parts(path: str) -> list[str]:
     return parts
 
 
-def tool_identity(path: str, cache_dir: str | None = None) -> str:
-    """``name|sha256:<digest>`` of the tool at ``path`` (found on PATH when
-    it has no slash); the real path alone when the tool cannot be read (then
-    the key does not travel, and nothing is wrong)."""
-    if os.sep not in path:
-        import shutil
-
-        path = shutil.which(path) or path
-    parts = _parts(path)
-    stamp = "\n".join(file_identity(p) for p in parts)
+def _file_digest(path: str, cache_dir: str) -> str | None:
+    """SHA-256 of one file's content, remembered under ``<cache>/tools/``
+    by its real path, size and time (a library shared by clang and ``opt``
+    is read once); None when it cannot be read."""
+    stamp = file_identity(path)
     if stamp in _memo:
         return _memo[stamp]
-    if cache_dir is None:
-        from mirecc.util.paths import default_cache_dir
-
-        cache_dir = default_cache_dir()
     memo_path = os.path.join(cache_dir, "tools", sha256(stamp.encode()).hexdigest()[:40])
-    name = os.path.basename(parts[0])
     try:
         with open(memo_path, encoding="utf-8") as fh:
             digest = fh.read().strip()
         if len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
-            _memo[stamp] = f"{name}|sha256:{digest}"
-            return _memo[stamp]
+            _memo[stamp] = digest
+            return digest
     except OSError:
         pass
     h = sha256()
     try:
-        for p in parts:
-            h.update(f"{os.path.basename(p)}\0".encode())
-            with open(p, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
     except OSError:
-        return os.path.realpath(path)
-    digest = h.hexdigest()
+        return None
+    digest = _memo[stamp] = h.hexdigest()
     try:
         atomic_write_bytes(memo_path, digest.encode(), durable=False)
     except OSError:
         pass        # only the memo is lost
-    _memo[stamp] = f"{name}|sha256:{digest}"
-    return _memo[stamp]
+    return digest
+
+
+def tool_identity(path: str, cache_dir: str | None = None) -> str:
+    """``name|sha256:<digest>`` of the tool at ``path`` (found on PATH when
+    it has no slash): the digest of its parts' names and digests; the real
+    path alone when a part cannot be read (then the key does not travel,
+    and nothing is wrong)."""
+    if os.sep not in path:
+        import shutil
+
+        path = shutil.which(path) or path
+    if cache_dir is None:
+        from mirecc.util.paths import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    parts = _parts(path)
+    h = sha256()
+    for p in parts:
+        digest = _file_digest(p, cache_dir)
+        if digest is None:
+            return os.path.realpath(path)
+        h.update(f"{os.path.basename(p)}\0{digest}\n".encode())
+    return f"{os.path.basename(parts[0])}|sha256:{h.hexdigest()}"

@@ -299,3 +299,42 @@ def test_decisions_profile_entries_travel_by_their_function_digest(tmp_path, red
     other = tmp_path / "other.profile"
     proc = mire("pull-profile", str(other))
     assert "added 0 profile entries" in proc.stdout and "not used" in proc.stderr, proc.stderr
+
+
+def test_a_compiles_read_gives_what_the_client_wrote_with_a_password_and_a_database(tmp_path):
+    """A compile reads an entry over a socket (no client import): on a
+    server that asks for a password, in database 3, binary data, a missing
+    entry, a wrong password (unavailable, not an entry)."""
+    server = shutil.which("redis-server")
+    if not server:
+        pytest.skip("needs redis-server (scripts/setup.sh --test installs it)")
+    redis = pytest.importorskip("redis")
+    from mirecc.store.backends import RedisStore, Unavailable
+
+    port = free_port()
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--requirepass", "s3cret", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(port=port, password="s3cret", db=3)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        data = bytes(range(256)) * 3 + b"\r\n$-1\r\n"
+        writer = RedisStore(f"redis://:s3cret@127.0.0.1:{port}/3", 2.0)
+        writer.put("winner", "k1", data)
+        assert client.get("mirecc:winner:k1") == data
+        reader = RedisStore(f"redis://:s3cret@127.0.0.1:{port}/3", 2.0)
+        assert reader.get("winner", "k1") == data
+        assert reader._client is None           # read without the client
+        assert reader.get("winner", "nothing") is None
+        assert RedisStore(f"redis://:s3cret@127.0.0.1:{port}/0", 2.0).get("winner", "k1") \
+            is None
+        with pytest.raises(Unavailable, match="WRONGPASS|invalid"):
+            RedisStore(f"redis://:wrong@127.0.0.1:{port}/3", 2.0).get("winner", "k1")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
