@@ -35,9 +35,10 @@ def _parts(path: str) -> list[str]:
     except OSError:
         names = []
     for name in names:
+        if not name.startswith(_LIBRARY_PREFIXES) or ".so" not in name:
+            continue        # Debian's lib/ holds ~700 files: resolve only these
         full = os.path.realpath(os.path.join(lib, name))
-        if name.startswith(_LIBRARY_PREFIXES) and ".so" in name and full not in parts \
-                and os.path.isfile(full):
+        if full not in parts and os.path.isfile(full):
             parts.append(full)
     return parts
 
