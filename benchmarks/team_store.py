@@ -3,7 +3,8 @@ costs when CI has verified the code-size winners, against clang and against
 the same build without the store.
 
     .venv/bin/python benchmarks/team_store.py [--projects zlib,lua5.4]
-        [--rounds 3] [--work DIR] [--out docs/results/team-store.md]
+        [--rounds 3] [--budgets 10] [--compose zlib] [--work DIR]
+        [--out docs/results/team-store.md]
 
 Protocol, per project (Debian's source, built as ``real_projects.py`` does,
 at -Oz, with the project's own ``-g`` and flags; configure included):
@@ -123,7 +124,10 @@ def counters(cache: Path) -> dict:
     return stats.read(Config(cache_dir=str(cache)))
 
 
-def bench_project(project: str, work: Path, mirecc: Path, rounds: int, redis: Redis) -> dict:
+def bench_project(project: str, work: Path, mirecc: Path, rounds: int, redis: Redis,
+                  budget: int | None = None) -> dict:
+    """One project's CI build and rounds; ``budget``: the mirecc sides'
+    ``size_search`` and ``size_budget`` (None: the defaults)."""
     package = rp.PROJECTS[project][0]
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -142,6 +146,8 @@ def bench_project(project: str, work: Path, mirecc: Path, rounds: int, redis: Re
         home = homes / name
         (home / "home").mkdir(parents=True, exist_ok=True)
         (home / "run").mkdir(mode=0o700, exist_ok=True)
+        if budget is not None:
+            extra.update(MIRECC_SIZE_SEARCH=str(budget), MIRECC_SIZE_BUDGET=str(budget))
         return {"HOME": str(home / "home"), "XDG_CACHE_HOME": str(home / "xdg"),
                 "XDG_RUNTIME_DIR": str(home / "run"), "MIRECC_CACHE_DIR": str(home / "cache"),
                 **extra}
@@ -396,6 +402,9 @@ def main(argv=None) -> int:
     p.add_argument("--compose", default="zlib",
                    help="projects also built with ccache, sccache and distcc (default: "
                         "%(default)s; '' for none)")
+    p.add_argument("--budgets", default="",
+                   help="also run each project with size_search = size_budget = N for each "
+                        "N of this comma list (a wider search, which the store saves)")
     p.add_argument("--work", type=Path, default=rp.DEFAULT_WORK)
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "team-store.md")
     args = p.parse_args(argv)
@@ -410,6 +419,9 @@ def main(argv=None) -> int:
                 reference = results[project]["rounds"]["stopped"][0]["inventory"]
                 results[project]["compositions"] = compositions(project, work, mirecc,
                                                                 reference)
+            for budget in [int(b) for b in args.budgets.split(",") if b]:
+                results[f"{project} (size_search = size_budget = {budget})"] = bench_project(
+                    project, work, mirecc, args.rounds, redis, budget)
             (work / "team-store.json").write_text(json.dumps(results, indent=1, default=str))
     finally:
         redis.stop()

@@ -130,8 +130,8 @@ def _verified_lines(task: str, v: dict) -> list[str]:
         + ("nothing built" if not v["built"] else "built it alone")
         if v.get("from_cache") else f"built {_plural(v['built'], 'candidate')}")
     # sizes first: pipeline names can be long
-    lines = [f"  {task}: {how}; loadable bytes (every allocated section; decides), "
-             f".text bytes (* kept):"]
+    lines = [f"  {task}: {how}; shipped bytes (every allocated section, and what the link "
+             f"adds for it: PLT, GOT, .eh_frame_hdr; decides), .text bytes (* kept):"]
     own_size = v["sizes"].get(v["own"])
     text = v.get("text") or {}
     for name, size in sorted(v["sizes"].items(), key=lambda kv: (kv[1], kv[0] != v["own"])):

@@ -110,16 +110,125 @@ def tool_beside(compiler: str, tool: str) -> str:
     return path
 
 
-def object_sizes(path: str) -> tuple[int, int]:
-    """(loadable bytes, .text bytes) of the ELF object at ``path``
-    (:func:`mirecc.util.elf.object_sizes`); CandidateError when it is none."""
+def object_sizes(path: str, pic: bool = False) -> tuple[int, int]:
+    """(shipped bytes, .text bytes) of the ELF object at ``path``: its
+    loadable bytes (:func:`mirecc.util.elf.object_sizes`) plus what the link
+    adds for it (:func:`link_bytes`; ``pic``: the object goes into a shared
+    library); CandidateError when it is no ELF object."""
     from mirecc.util.elf import ElfError
     from mirecc.util.elf import object_sizes as sizes
 
     try:
-        return sizes(path)
+        loadable, text = sizes(path)
     except ElfError as exc:
         raise CandidateError(str(exc)) from None
+    with open(path, "rb") as fh:
+        return loadable + link_bytes(fh.read(), pic), text
+
+
+def builds_shared_code(args) -> bool:
+    """Whether a compile with ``args`` makes position-independent code for a
+    shared library (the last of -fPIC/-fpic and their negations and the
+    executable forms, -fPIE/-fpie, is -fPIC or -fpic)."""
+    last = None
+    for arg in args:
+        if arg in ("-fPIC", "-fpic", "-fno-PIC", "-fno-pic", "-fPIE", "-fpie", "-fno-PIE",
+                   "-fno-pie"):
+            last = arg
+    return last in ("-fPIC", "-fpic")
+
+
+# What a link makes of an object's references (x86-64 ELF, GNU ld and lld
+# with the compiler driver's defaults): a call to an interposable function
+# through the PLT in a shared library: a PLT entry (16 bytes), a .got.plt
+# slot (8) and a JUMP_SLOT relocation (24); a GOT reference: a slot (8) and
+# a GLOB_DAT relocation (24); a symbol from another module: a .dynsym entry
+# (24), its name in .dynstr, .gnu.version (2) and .gnu.hash (4); and every
+# function's unwind record (FDE): an 8-byte entry in .eh_frame_hdr's table.
+PLT_BYTES, GOT_BYTES, DYNSYM_BYTES, FDE_HDR_BYTES = 16 + 8 + 24, 8 + 24, 24 + 2 + 4, 8
+R_X86_64_PLT32, R_X86_64_GOT_TYPES = 4, (3, 9, 41, 42)   # GOT32, GOTPCREL(X), REX_GOTPCRELX
+STV_DEFAULT, SHN_UNDEF, ET_REL = 0, 0, 1
+
+
+def link_bytes(data: bytes, pic: bool) -> int:
+    """The bytes a link adds for an object's bytes ``data``, beyond its
+    sections: its FDEs' ``.eh_frame_hdr`` entries and, for code that goes
+    into a shared library (``pic``), a PLT entry for each interposable
+    function it calls (a global function of default visibility, defined here
+    or not: a call the user's object inlined becomes one), a GOT slot for
+    each such symbol it reaches through the GOT, and the dynamic symbol of
+    each undefined one.  An upper bound per object (another object may
+    already call the same function through the PLT); 0 for linked outputs
+    and for objects other than x86-64 ELF64 (nothing is known of their
+    link)."""
+    try:
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 \
+                or struct.unpack_from("<HH", data, 0x10) != (ET_REL, EM_X86_64):
+            return 0        # (a linked output: the link has made them already)
+        return _x86_64_link_bytes(data, pic)
+    except (struct.error, IndexError, ValueError):
+        return 0            # truncated: nothing added (its sizes already say what it is)
+
+
+def _x86_64_link_bytes(data: bytes, pic: bool) -> int:
+    sections = elf_sections(data)
+    names = sections[struct.unpack_from("<H", data, 0x3E)[0]][4]   # .shstrtab's offset
+    total = 0
+    symbols: list[tuple] = []
+    for name, sh_type, flags, _, offset, size, link, _, _, _ in sections:
+        if sh_type == SHT_X86_64_UNWIND or data.startswith(b".eh_frame\0", names + name):
+            total += FDE_HDR_BYTES * _fdes(data, offset, size)
+        elif sh_type == SHT_SYMTAB and pic:
+            strtab = sections[link][4]
+            symbols = [(strtab + st_name, st_info, st_other, st_shndx)
+                       for st_name, st_info, st_other, st_shndx, _, _ in
+                       (struct.unpack_from("<IBBHQQ", data, at)
+                        for at in range(offset, offset + size - 23, 24))]
+    if not pic or not symbols:
+        return total
+    plt, got, undefined = set(), set(), set()
+    shnum = len(sections)
+    for _, sh_type, _, _, offset, size, _, info, _, _ in sections:
+        if sh_type != SHT_RELA or info >= shnum or not sections[info][2] & SHF_EXECINSTR:
+            continue
+        for at in range(offset, offset + size - 23, 24):
+            r_info = struct.unpack_from("<Q", data, at + 8)[0]
+            index, kind = r_info >> 32, r_info & 0xFFFFFFFF
+            if not 0 < index < len(symbols):
+                continue
+            name_at, st_info, st_other, st_shndx = symbols[index]
+            if st_info >> 4 not in (1, 2) or st_other & 3 != STV_DEFAULT:
+                continue            # local, or hidden/protected: bound at the link
+            if kind == R_X86_64_PLT32:
+                plt.add(index)
+            elif kind in R_X86_64_GOT_TYPES:
+                got.add(index)
+            else:
+                continue
+            if st_shndx == SHN_UNDEF:
+                undefined.add(name_at)
+    dynstr = sum(data.index(b"\0", at) - at + 1 for at in undefined)
+    return total + PLT_BYTES * len(plt) + GOT_BYTES * len(got) \
+        + DYNSYM_BYTES * len(undefined) + dynstr
+
+
+def _fdes(data: bytes, offset: int, size: int) -> int:
+    """The FDEs (records whose CIE pointer is not 0) in an .eh_frame
+    section's bytes."""
+    count, at, end = 0, offset, offset + size
+    while at + 8 <= end:
+        length = struct.unpack_from("<I", data, at)[0]
+        if length == 0:
+            break                   # the terminator
+        if length == 0xFFFFFFFF:    # 64-bit length
+            length = struct.unpack_from("<Q", data, at + 4)[0]
+            cie_pointer = struct.unpack_from("<Q", data, at + 12)[0]
+            at += 12 + length
+        else:
+            cie_pointer = struct.unpack_from("<I", data, at + 4)[0]
+            at += 4 + length
+        count += cie_pointer != 0
+    return count
 
 
 # The object gate: from the user's own object alone (no IR is read), the

@@ -9,8 +9,8 @@ library, :mod:`.head`'s spec reader.
 """
 from __future__ import annotations
 
-from mirecc.tasks.code_size.build import (MIN_TEXT_BYTES, candidate_steps, gate_keeps,
-                                          object_sizes)
+from mirecc.tasks.code_size.build import MIN_TEXT_BYTES, candidate_steps, gate_keeps
+from mirecc.util.elf import object_sizes
 
 
 def worth_searching(object_path: str, config=None, compiler: str = "") -> str | None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from mirecc.util.fsutil import atomic_write_bytes
 
 from mirecc.tasks.code_size.build import (MIN_TEXT_BYTES, CandidateError, build_candidate,
-                                          object_sizes, opt_beside)
+                                          builds_shared_code, object_sizes, opt_beside)
 
 
 @dataclass
@@ -66,7 +66,8 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
     lives in ``config``'s cache directory (caching off: every candidate is
     built).  ``report``: the TU's (its level, its bitcode's SHA-256)."""
     own = f"-O{report.opt_level}"
-    own_sizes = object_sizes(split.output)
+    pic = builds_shared_code(split.args)
+    own_sizes = object_sizes(split.output, pic)
     if own_sizes[1] < MIN_TEXT_BYTES:
         # before anything is loaded: configure's probes pay only this
         return Verified({own: own_sizes[0]}, own, {}, own, built=0, text={own: own_sizes[1]},
@@ -149,7 +150,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             if name not in passes:
                 raise CandidateError(f"{name}: not in the installed library")
             path = build_candidate(split, passes[name], extra, workdir, f"size{number}")
-            return name, path, object_sizes(path), None
+            return name, path, object_sizes(path, pic), None
         except CandidateError as exc:
             return name, None, None, str(exc)
     from mirecc.util.jobserver import slots
@@ -233,7 +234,7 @@ def _from_store(known: dict, team, split, extra: list[str], workdir: str, own: s
         return None
     try:
         path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
-        measured = object_sizes(path)
+        measured = object_sizes(path, builds_shared_code(split.args))
     except CandidateError as exc:
         team.reject(f"its winner {winner} does not build here: {exc}", what)
         return None
@@ -277,7 +278,7 @@ def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str
         if winner not in passes:
             raise CandidateError(f"{winner}: not in the installed library")
         path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
-        sizes[winner], text[winner] = object_sizes(path)
+        sizes[winner], text[winner] = object_sizes(path, builds_shared_code(split.args))
     except CandidateError as exc:
         skipped[winner] = str(exc)
         del sizes[winner]

@@ -30,7 +30,8 @@ from pathlib import Path
 from mirecc.util.fsutil import atomic_write_bytes
 from mirecc.util.toolid import tool_identity
 
-VERSION = "3"   # 2: sizes are loadable bytes, .text beside; 3: tools by content
+VERSION = "4"   # 2: sizes are loadable bytes, .text beside; 3: tools by content;
+#                 4: sizes are shipped bytes (loadable and what the link adds)
 
 
 def tools(compiler: str, opt: str, cache_dir: str | None = None) -> dict:
