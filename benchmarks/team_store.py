@@ -3,7 +3,8 @@ costs when CI has verified the code-size winners, against clang and against
 the same build without the store.
 
     .venv/bin/python benchmarks/team_store.py [--projects zlib,lua5.4]
-        [--rounds 3] [--budgets 10] [--compose zlib] [--work DIR]
+        [--rounds 3] [--budgets zlib:10 [--only-budgets]] [--compose zlib]
+        [--work DIR]
         [--out docs/results/team-store.md]
 
 Protocol, per project (Debian's source, built as ``real_projects.py`` does,
@@ -403,8 +404,11 @@ def main(argv=None) -> int:
                    help="projects also built with ccache, sccache and distcc (default: "
                         "%(default)s; '' for none)")
     p.add_argument("--budgets", default="",
-                   help="also run each project with size_search = size_budget = N for each "
-                        "N of this comma list (a wider search, which the store saves)")
+                   help="PROJECT:N,...: also run PROJECT with size_search = size_budget = N "
+                        "(a wider search, which the store saves)")
+    p.add_argument("--only-budgets", action="store_true",
+                   help="run only the --budgets rows, and add them to the last run's results "
+                        "(<work>/team-store.json) in the page")
     p.add_argument("--work", type=Path, default=rp.DEFAULT_WORK)
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "team-store.md")
     args = p.parse_args(argv)
@@ -412,17 +416,23 @@ def main(argv=None) -> int:
     work = args.work.resolve()
     redis = Redis(Path(tempfile.mkdtemp(prefix="mirecc-store-bench-")))
     results = {}
+    saved = work / "team-store.json"
+    if args.only_budgets and saved.exists():
+        results = json.loads(saved.read_text())
+    budgets = [b.split(":") for b in args.budgets.split(",") if b]
     try:
         for project in args.projects.split(","):
-            results[project] = bench_project(project, work, mirecc, args.rounds, redis)
-            if project in args.compose.split(","):
-                reference = results[project]["rounds"]["stopped"][0]["inventory"]
-                results[project]["compositions"] = compositions(project, work, mirecc,
-                                                                reference)
-            for budget in [int(b) for b in args.budgets.split(",") if b]:
-                results[f"{project} (size_search = size_budget = {budget})"] = bench_project(
-                    project, work, mirecc, args.rounds, redis, budget)
-            (work / "team-store.json").write_text(json.dumps(results, indent=1, default=str))
+            if not args.only_budgets:
+                results[project] = bench_project(project, work, mirecc, args.rounds, redis)
+                if project in args.compose.split(","):
+                    reference = results[project]["rounds"]["stopped"][0]["inventory"]
+                    results[project]["compositions"] = compositions(project, work, mirecc,
+                                                                    reference)
+            for name, budget in budgets:
+                if name == project:
+                    results[f"{project} (size_search = size_budget = {budget})"] = \
+                        bench_project(project, work, mirecc, args.rounds, redis, int(budget))
+            saved.write_text(json.dumps(results, indent=1, default=str))
     finally:
         redis.stop()
     compiler = rp.real_compiler(mirecc)
