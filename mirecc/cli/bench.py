@@ -69,6 +69,19 @@ def bundled_programs_dir() -> Path:
     return installed if installed.is_dir() else source_tree
 
 
+def fetched_library() -> Path | None:
+    """The zlib source tree ``scripts/setup.sh`` fetches (Debian's, by
+    ``benchmarks/real_projects.py --fetch-only``) in a checkout; None when
+    it is not there."""
+    # the checkout of an editable install, or the one whose .venv runs this
+    for repo in (Path(__file__).resolve().parents[2], Path(sys.prefix).parent):
+        root = repo / ".work" / "src" / "zlib"
+        trees = sorted(p for p in root.glob("zlib-*") if (p / "configure").is_file())
+        if trees:
+            return trees[-1]
+    return None
+
+
 def machine_description(compiler: str) -> dict:
     from mirecc.frontend.compiler import compiler_version
 
@@ -115,6 +128,28 @@ class SizeRow:
     @property
     def correct(self) -> bool:
         return self.same_output and self.never_larger
+
+
+@dataclass
+class LibraryRow:
+    """A real library built at -Oz by clang and by mirecc (configure and
+    make, a first build): what ships, per linked file."""
+    name: str
+    build_clang_s: float
+    build_mirecc_s: float
+    shipped: dict            # linked file -> [clang, mirecc, best known or None] loadable bytes
+    tests_clang: str
+    tests_mirecc: str
+    searched: int = 0        # TUs whose candidates mirecc built
+    build_best_s: float | None = None
+
+    @property
+    def never_larger(self) -> bool:
+        return all(m <= c for c, m, _ in self.shipped.values())
+
+    @property
+    def correct(self) -> bool:
+        return self.never_larger and self.tests_clang == self.tests_mirecc != ""
 
 
 @dataclass
@@ -402,6 +437,51 @@ class Bench:
         return SizeRow(source.stem, times["clang"], times["mirecc"], lc, lm, tc, tm,
                        same_object, same_binary, same_output, best)
 
+    def library(self, tree: Path, size_flags: list[str], best_k: int | None) -> LibraryRow:
+        """zlib (``tree``) configured and built with ``make -j<cores>`` by
+        clang, by mirecc (a first build: an empty cache of its own) and,
+        for the best known, by mirecc with ``best_k`` candidates; its shared
+        library and programs measured, its ``make test`` run on each."""
+        from mirecc.driver import stats
+        from mirecc.taskapi.config import Config
+
+        sides = [("clang", self.clang, {}), ("mirecc", self.mirecc, {})]
+        if best_k:
+            sides.append(("best", self.mirecc, {"MIRECC_SIZE_SEARCH": str(best_k),
+                                                 "MIRECC_SIZE_BUDGET": str(2 * best_k)}))
+        built, seconds, tests, searched = {}, {}, {}, 0
+        for side, cc, extra in sides:
+            where = self.work / f"library-{side}"
+            shutil.copytree(tree, where, symlinks=True)
+            cache = self.work / f"library-cache-{side}"
+            env = self.env(CC=cc, CFLAGS=" ".join(size_flags), MIRECC_CACHE_DIR=str(cache),
+                           LC_ALL="C", **extra)
+            start = time.perf_counter()
+            _timed(["sh", "./configure"], cwd=where, env=env)
+            _timed(["make", f"-j{os.cpu_count() or 1}"], cwd=where, env=env)
+            seconds[side] = time.perf_counter() - start
+            self.progress()
+            if side != "best":
+                out = _timed(["make", "test"], cwd=where, env=env)[1].stdout.decode(
+                    errors="replace")
+                tests[side] = f"{out.count('test OK')} of 3 'test OK'"
+            if side == "mirecc":
+                c = stats.read(Config(cache_dir=str(cache)))
+                searched = (c.get("verified.code-size", 0)
+                            - c.get("verified.code-size.not-searched", 0)
+                            - c.get("verified.code-size.from-cache", 0))
+            built[side] = where
+        shipped = {}
+        for path in sorted(built["clang"].iterdir()):
+            # linked files (the shared library, the programs): ELF, not objects
+            if path.is_symlink() or not path.is_file() or path.suffix in (".o", ".lo") \
+                    or path.read_bytes()[:4] != b"\x7fELF":
+                continue
+            shipped[path.name] = [loadable(built[s] / path.name)[0] if s in built else None
+                                  for s in ("clang", "mirecc", "best")]
+        return LibraryRow(tree.name, seconds["clang"], seconds["mirecc"], shipped,
+                          tests["clang"], tests["mirecc"], searched, seconds.get("best"))
+
     # 2. -O3: the defaults, and forced OpenMP decisions
 
     def level(self, source: Path, flags: list[str], forced: dict | None) -> LevelRow:
@@ -581,6 +661,34 @@ def size_table(rows: list[SizeRow], size_flags: list[str], k: object, best_k: in
     return lines
 
 
+def library_table(row: LibraryRow | None, size_flags: list[str], best_k: int | None,
+                  why_not: str = "") -> list[str]:
+    flags = " ".join(size_flags)
+    lines = [f"### A real library: zlib at {flags}", ""]
+    if row is None:
+        return lines + [f"Not built: {why_not}"]
+    lines += [
+        f"Debian's {row.name}, `CFLAGS={flags} ./configure && make -j{os.cpu_count()}` with "
+        f"CC=clang and CC=mirecc (an empty cache: a first build), once each; what ships: "
+        f"the shared library and the programs, loadable bytes (every allocated section of "
+        f"the linked file). Best known: mirecc with all {best_k} candidates of the library "
+        f"built for every searched TU." if best_k else "Best known: not measured.", "",
+        "| linked file | clang bytes | mirecc bytes | saved | never larger | best known |",
+        "|---|---:|---:|---:|---|---:|"]
+    for name, (c, m, b) in row.shipped.items():
+        best = "not measured" if b is None else f"{b} ({(c - b) / c:.2%})"
+        lines.append(f"| {name} | {c} | {m} | {c - m} ({(c - m) / c:.2%}) | "
+                     f"{'yes' if m <= c else 'NO: LARGER'} | {best} |")
+    best_s = (f", with all candidates {row.build_best_s:.1f} s"
+              if row.build_best_s is not None else "")
+    lines += ["", f"Build (configure and make, wall): clang {row.build_clang_s:.1f} s, mirecc "
+                  f"{row.build_mirecc_s:.1f} s ({row.build_mirecc_s / row.build_clang_s:.2f}x; "
+                  f"one build each: this machine's timings move by about 15%){best_s}; "
+                  f"candidates built for {row.searched} TUs. `make test`: clang "
+                  f"{row.tests_clang}, mirecc {row.tests_mirecc}."]
+    return lines
+
+
 def level_table(rows: list[LevelRow], flags: list[str], defaults_sentence: str,
                 compile_repeats: int, run_repeats: int, has_openmp: bool) -> list[str]:
     lines = [
@@ -705,15 +813,32 @@ def markdown(machine: dict, version: str, wall_s: float, sections: list[list[str
 
 
 def plot(path: Path, sizes: list[SizeRow], levels: list[LevelRow], tune: TuneResult | None,
-         title: str = "-O3") -> bool:
-    """Bytes saved per program (default and best known), and the run-time
-    speedups; False without matplotlib."""
+         title: str = "-O3", library: LibraryRow | None = None) -> bool:
+    """Bytes saved per program (default and best known), per linked file of
+    the library, and the run-time speedups; False without matplotlib."""
     from mirecc.util.plots import pyplot, save
 
     plt = pyplot()
     if plt is None:
         return False
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    if library is not None:
+        fig, (left, middle, right) = plt.subplots(1, 3, figsize=(17, 4.2))
+        names = list(library.shipped)
+        xs = range(len(names))
+        middle.bar([x - 0.2 for x in xs], [100 * (c - m) / c for c, m, _ in
+                                           library.shipped.values()],
+                   width=0.4, label="mirecc -Oz (default)", color="tab:blue")
+        middle.bar([x + 0.2 for x in xs], [100 * (c - b) / c if b is not None else 0
+                                           for c, _, b in library.shipped.values()],
+                   width=0.4, label="best known (all candidates)", color="tab:gray")
+        middle.axhline(0, color="black", linewidth=0.8)
+        middle.set_xticks(list(xs), names, rotation=30, ha="right", fontsize=8)
+        middle.set_ylabel("% of loadable bytes saved vs clang -Oz")
+        middle.set_title(f"zlib as shipped (build {library.build_mirecc_s / library.build_clang_s:.1f}x"
+                         " clang's)")
+        middle.legend(fontsize=8)
+    else:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
     names = [r.program for r in sizes]
     xs = range(len(names))
     left.bar([x - 0.2 for x in xs], [r.saved for r in sizes], width=0.4,
@@ -756,12 +881,14 @@ def plot(path: Path, sizes: list[SizeRow], levels: list[LevelRow], tune: TuneRes
 def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
               run_repeats: int, clang: str | None = None, size_flags: list[str] | None = None,
               best_known: int | None = -1, tune_program: str | None = None,
-              tune_budget: int = DEFAULT_TUNE_BUDGET) -> int:
+              tune_budget: int = DEFAULT_TUNE_BUDGET, library: str | None = None) -> int:
     """The three parts on the ``*.c`` of ``programs``; tables to stdout and
     ``out``/bench.md, data to bench.json, the plot to bench.png.
     ``best_known``: candidates built for the best-known size (-1: the whole
     library, 0: not measured); ``tune_program``: the program to tune (None:
-    tri_omp when present, else the first; "none": no tune)."""
+    tri_omp when present, else the first; "none": no tune); ``library``: the
+    zlib source tree of the code-size part's library (None: the one set-up
+    fetched, :func:`fetched_library`; "none": not built)."""
     from tqdm import tqdm
 
     import mirecc
@@ -794,6 +921,16 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     steps = len(sources) * 2 + len(openmp_sources) + (tune_source is not None)
     steps += (len(sources) * 2 + len(openmp_sources)) * compile_repeats
     steps += len(openmp_sources) * (ADAPTED_RUNS // 4)
+    library_tree, why_not = None, "--size-library none"
+    if library != "none":
+        library_tree = Path(library) if library else fetched_library()
+        why_not = ("no zlib source here (scripts/setup.sh fetches it into .work/src/zlib)"
+                   if library_tree is None else "")
+        if library_tree is not None and not (library_tree / "configure").is_file():
+            print(f"mire bench: --size-library {library_tree}: no configure script there",
+                  file=sys.stderr)
+            return 2
+    steps += (2 + bool(best_k)) if library_tree is not None else 0
     sizes, levels, tuned = [], [], None
     _, defaults_sentence = defaults_text(flags)
     # disable=None: no progress bar when stderr is not a terminal (CI logs)
@@ -808,6 +945,13 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
         for source in sources:
             bar.set_postfix_str(f"size {source.stem}")
             sizes.append(bench.size(source, size_flags, best_k))
+        library_row = None
+        if library_tree is not None:
+            bar.set_postfix_str(f"size {library_tree.name}")
+            try:
+                library_row = bench.library(library_tree, size_flags, best_k)
+            except RuntimeError as exc:     # its build failed: said in the page
+                why_not = " ".join(str(exc).split())[:300]
         for source in sources:
             bar.set_postfix_str(f"{' '.join(flags)} {source.stem}")
             levels.append(bench.level(source, flags, None))
@@ -819,7 +963,8 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     wall_s = time.perf_counter() - started
     sections = [
         size_table(sizes, size_flags, k, best_k, compile_repeats,
-                   getattr(load_config(), "size_budget", "?")),
+                   getattr(load_config(), "size_budget", "?"))
+        + [""] + library_table(library_row, size_flags, best_k, why_not),
         level_table(levels, flags, defaults_sentence, compile_repeats, run_repeats,
                     bool(openmp_sources)),
         tune_table(tuned, run_repeats),
@@ -842,14 +987,17 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
                                                          if r.adapted else {})
                    for r in levels],
         "tune": None if tuned is None else asdict(tuned) | {"speedup": tuned.speedup},
+        "library": None if library_row is None else asdict(library_row),
     }, indent=2))
-    plotted = plot(out / "bench.png", sizes, levels, tuned, " ".join(flags))
+    plotted = plot(out / "bench.png", sizes, levels, tuned, " ".join(flags), library_row)
     print(table)
     print(f"saved {out / 'bench.md'}, {out / 'bench.json'}"
           + (f" and {out / 'bench.png'}" if plotted else " (no matplotlib: no plot)"))
     bad = ([f"{r.program} (-Oz)" for r in sizes if not r.correct]
            + [f"{r.program} ({r.setting})" for r in levels if not r.correct]
-           + ([f"{tuned.program} (tune)"] if tuned is not None and not tuned.correct else []))
+           + ([f"{tuned.program} (tune)"] if tuned is not None and not tuned.correct else [])
+           + ([f"{library_row.name} (library)"] if library_row is not None
+              and not library_row.correct else []))
     if bad:
         print(f"mire bench: results differ from clang (or are larger) for: {', '.join(bad)}",
               file=sys.stderr)

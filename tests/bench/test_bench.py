@@ -82,6 +82,24 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     assert data["size"][0]["text_clang"] < MIN_TEXT_BYTES
     assert data["size"][0]["saved"] == 0 and data["size"][0]["same_object"]
 
+    # the real library (zlib, when set-up fetched its source): what ships
+    # (the shared library, the programs) never larger, its tests as clang's
+    from mirecc.cli.bench import fetched_library
+    md = (out / "bench.md").read_text()
+    assert "### A real library: zlib at -Oz" in md
+    if fetched_library() is None:
+        assert data["library"] is None and "Not built: no zlib source here" in md
+    else:
+        library = data["library"]
+        assert library is not None, md
+        shipped = library["shipped"]
+        assert any(name.startswith("libz.so") for name in shipped) and "minigzip" in shipped
+        for name, (clang, ours, best) in shipped.items():
+            assert 0 < ours <= clang and best is not None and best <= clang, (name, shipped)
+        assert library["tests_clang"] == library["tests_mirecc"] == "3 of 3 'test OK'"
+        assert library["searched"] > 0 and library["build_best_s"] > 0
+        assert f"| {next(iter(shipped))} | " in md
+
     # 2. -O3 with the defaults: no task applies, every object is clang's, the
     # same binary is 1.000x and not timed; the OpenMP program also adapted
     assert data["defaults"].startswith("On by default at -O3: none.")
@@ -109,7 +127,6 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     assert tune["same_binary"] and tune["speedup"] == 1.0
     assert any(line.startswith("baseline: median") for line in tune["log"])
 
-    md = (out / "bench.md").read_text()
     for words in ["## 1. Code size at -Oz", "| tiny |", "| **total** |",
                   "## 2. -O3 with the defaults", "On by default at -O3: none.",
                   "2 of 2 objects are clang's byte for byte",
