@@ -921,13 +921,13 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     steps = len(sources) * 2 + len(openmp_sources) + (tune_source is not None)
     steps += (len(sources) * 2 + len(openmp_sources)) * compile_repeats
     steps += len(openmp_sources) * (ADAPTED_RUNS // 4)
-    library_tree, why_not = None, "--size-library none"
+    library_tree, why_not = None, "--size-project none"
     if library != "none":
         library_tree = Path(library) if library else fetched_library()
         why_not = ("no zlib source here (scripts/setup.sh fetches it into .work/src/zlib)"
                    if library_tree is None else "")
         if library_tree is not None and not (library_tree / "configure").is_file():
-            print(f"mire bench: --size-library {library_tree}: no configure script there",
+            print(f"mire bench: --size-project {library_tree}: no configure script there",
                   file=sys.stderr)
             return 2
     steps += (2 + bool(best_k)) if library_tree is not None else 0

@@ -39,7 +39,7 @@ def _bench(args: argparse.Namespace) -> int:
     return run_bench(programs, Path(args.out), args.flags.split(), args.compile_repeats,
                      args.run_repeats, args.cc, size_flags=args.size_flags.split(),
                      best_known=args.size_best_known, tune_program=args.tune_program,
-                     tune_budget=args.tune_budget, library=args.size_library)
+                     tune_budget=args.tune_budget, library=args.size_project)
 
 
 #: subcommands whose module is imported only when they run:
@@ -151,7 +151,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                        help="programs: beside mirecc's default, the smallest object with N "
                             "library candidates built (MIRECC_SIZE_SEARCH=N; -1: the whole "
                             "library; 0: not measured) (default: %(default)s)")
-    bench.add_argument("--size-library", default=None, metavar="DIR",
+    bench.add_argument("--size-project", default=None, metavar="DIR",
                        help="programs: a zlib source tree built with clang and with mirecc "
                             "in the code-size part (default: the one scripts/setup.sh "
                             "fetches, when there; none: not built)")
