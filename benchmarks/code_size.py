@@ -163,7 +163,8 @@ COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object",
             "verified.code-size.predicted-no-gain", "verified.code-size.from-twin")
 
 # how many jobs each project's make runs (bzip2's Makefile is built one job at a time)
-MAKE_JOBS = {"zlib": 2, "bzip2": 1, "lua5.4": 2, "sqlite3": 2, "expat": 2, "pcre2": 2}
+MAKE_JOBS = {"zlib": 2, "bzip2": 1, "lua5.4": 2, "sqlite3": 2, "expat": 2, "pcre2": 2,
+             "libogg": 2, "libyaml": 2}
 
 BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
 LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
@@ -450,8 +451,54 @@ def test_pcre2(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
     return "make check: RunTest and pcre2posix_test passed", "\n".join(lines) + runtest
 
 
+def autotools(name: str, checks: int):
+    """configure (CFLAGS=-Oz), make and make check steps of an autotools
+    package whose ``make check`` runs ``checks`` test programs (libogg's
+    and libyaml's shared libraries: what the link adds is judged there)."""
+    def configure(tree: Path, side: Side, lp: Path) -> None:
+        sh(["./configure", f"CC={side.cc}", "CFLAGS=-Oz"], tree, side, lp,
+           f"{name} ./configure")
+
+    def make(tree: Path, side: Side, lp: Path) -> None:
+        out = sh(["make", f"-j{MAKE_JOBS[name]}", "V=1"], tree, side, lp, f"{name} make")
+        check_opt_level(out, side, f"{name} make")
+
+    def test(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
+        out = sh(["make", f"-j{MAKE_JOBS[name]}", "check"], tree, side, lp,
+                 f"{name} make check")
+        lines = [ln for ln in differential_lines(out).splitlines()
+                 if ln.startswith(("PASS", "FAIL", "# "))]
+        if lines:       # automake's test driver
+            if f"# PASS:  {checks}" not in lines or "# FAIL:  0" not in lines:
+                raise BenchError(f"{name} make check did not pass its {checks} tests; "
+                                 f"log: {lp}")
+            return f"make check: {checks} test programs passed", "\n".join(lines)
+        # a check target of its own (libogg's self tests print "... ok.")
+        oks = [ln.strip() for ln in out.splitlines() if ln.rstrip().endswith("ok.")]
+        if len(oks) < checks:
+            raise BenchError(f"{name} make check printed {len(oks)} 'ok.' lines; log: {lp}")
+        return f"make check: {len(oks)} self tests ok", "\n".join(oks)
+    return configure, make, test
+
+
+def prepare_autoreconf(name: str):
+    """A Debian source without a configure script (libyaml's): autoreconf
+    once, before either side's copy."""
+    def step(src: Path, lp: Path) -> None:
+        tree = src
+        if (tree / "configure").is_file():
+            return
+        proc = subprocess.run(["autoreconf", "-fi"], cwd=tree, capture_output=True, text=True)
+        with open(lp, "a") as fh:
+            fh.write(f"\n$ cd {tree} && autoreconf -fi\n{proc.stdout}{proc.stderr}"
+                     f"[exit status {proc.returncode}]\n")
+        if proc.returncode != 0 or not (tree / "configure").is_file():
+            raise BenchError(f"{name}: autoreconf -fi failed; log: {lp}")
+    return step
+
+
 #: a step on the fetched source before either side's copy, by project
-PREPARE = {"expat": prepare_expat}
+PREPARE = {"expat": prepare_expat, "libyaml": prepare_autoreconf("libyaml")}
 
 
 def run_test(cmd: list[str], cwd: Path, side: Side, lp: Path,
@@ -504,6 +551,10 @@ PROJECTS = {
                       "make -j2")),
     "pcre2": Project(("pcre2", configure_pcre2, make_pcre2, clean("make", "clean"),
                       test_pcre2, "./configure CFLAGS=-Oz, make -j2")),
+    "libogg": Project(("libogg", *autotools("libogg", 2)[:2], clean("make", "clean"),
+                       autotools("libogg", 2)[2], "./configure CFLAGS=-Oz, make -j2")),
+    "libyaml": Project(("libyaml", *autotools("libyaml", 2)[:2], clean("make", "clean"),
+                        autotools("libyaml", 2)[2], "./configure CFLAGS=-Oz, make -j2")),
 }
 
 
