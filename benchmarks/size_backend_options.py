@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mirecc.tasks.code_size.build import object_sizes  # noqa: E402
+from mirecc.util.elf import object_sizes  # noqa: E402  (loadable bytes, as shipped)
 from mirecc.tasks.code_size.offline.labels import codegen_flags  # noqa: E402
 
 OUTLINER = ["-mllvm", "-enable-machine-outliner"]

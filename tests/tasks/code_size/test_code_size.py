@@ -107,8 +107,7 @@ def test_a_smaller_candidate_replaces_the_object_and_the_output_is_the_same(
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>"]), k=1)
     if other_file_system:
         env["TMPDIR"] = other_file_system
-    from mirecc.tasks.code_size.build import link_bytes, object_sizes
-    from mirecc.util.elf import object_sizes as loadable_sizes
+    from mirecc.tasks.code_size.build import object_sizes
 
     plain, ours, stderr = compile_both(tmp_path, env, "-Os")
     assert stderr == ""
@@ -142,8 +141,7 @@ def test_a_rebuild_builds_only_the_winner_and_explain_lists_the_sizes(tmp_path):
     """The first compile builds every candidate; the rebuild builds only the
     remembered winner (none when the user's level won); --explain lists each
     candidate's .text bytes and marks the one kept."""
-    from mirecc.tasks.code_size.build import link_bytes, object_sizes
-    from mirecc.util.elf import object_sizes as loadable_sizes
+    from mirecc.tasks.code_size.build import object_sizes
 
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
     first = explain_json(tmp_path, env, "-Os")
@@ -501,8 +499,7 @@ def test_the_shipped_library_end_to_end(tmp_path, compilers):
     meets them (-Oz, -MD, -Wall): the same warning and dependency file as
     clang, never more loadable bytes, the same program output; with -Werror
     the same failure."""
-    from mirecc.tasks.code_size.build import link_bytes, object_sizes
-    from mirecc.util.elf import object_sizes as loadable_sizes
+    from mirecc.tasks.code_size.build import object_sizes
 
     env = isolated_env(tmp_path, MIRECC_CC=compilers.cc, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
     del env["MIRECC_HEADS_DIR"]                        # the shipped heads
@@ -641,8 +638,7 @@ def test_a_tu_too_small_to_gain_is_not_searched(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300)
     plain = subprocess.run([CLANG, "-Oz", "-c", "probe.c", "-o", "plain.o"], cwd=tmp_path)
     assert ours.returncode == 0 and plain.returncode == 0, ours.stderr
-    from mirecc.tasks.code_size.build import link_bytes, object_sizes
-    from mirecc.util.elf import object_sizes as loadable_sizes
+    from mirecc.tasks.code_size.build import object_sizes
     assert object_sizes(str(tmp_path / "plain.o"))[1] < MIN_TEXT_BYTES
     assert (tmp_path / "ours.o").read_bytes() == (tmp_path / "plain.o").read_bytes()
     counted = stats(env)
@@ -855,8 +851,7 @@ def test_the_shared_copy_of_a_source_takes_the_static_copys_verdict(tmp_path):
     in what position independence changes, so it builds the first one's
     winner alone (nothing when the user's level won), still measured
     against its own object.  Other code is searched in full."""
-    from mirecc.tasks.code_size.build import link_bytes, object_sizes
-    from mirecc.util.elf import object_sizes as loadable_sizes
+    from mirecc.tasks.code_size.build import object_sizes
 
     env = env_for(tmp_path, heads_with(tmp_path, ["default<Oz>", "default<O3>"]), k=2)
     (tmp_path / "p.c").write_text(SOURCE)
