@@ -834,8 +834,8 @@ def plot(path: Path, sizes: list[SizeRow], levels: list[LevelRow], tune: TuneRes
         middle.axhline(0, color="black", linewidth=0.8)
         middle.set_xticks(list(xs), names, rotation=30, ha="right", fontsize=8)
         middle.set_ylabel("% of loadable bytes saved vs clang -Oz")
-        middle.set_title(f"zlib as shipped (build {library.build_mirecc_s / library.build_clang_s:.1f}x"
-                         " clang's)")
+        ratio = library.build_mirecc_s / library.build_clang_s
+        middle.set_title(f"zlib as shipped (build {ratio:.1f}x clang's)")
         middle.legend(fontsize=8)
     else:
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
