@@ -27,31 +27,33 @@ pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs cla
 
 
 
-@pytest.fixture
-def redis_url(tmp_path):
-    """A real redis-server on a free port, private to the test."""
+def _start_redis(tmp_path, *options: str, password: str | None = None):
+    """A real redis-server on a free port, private to the test (``options``
+    added to its command line): (process, port)."""
     server = shutil.which("redis-server")
     if not server:
         pytest.skip("needs redis-server (scripts/setup.sh --test installs it)")
-    pytest.importorskip("redis")
+    redis = pytest.importorskip("redis")
     port = free_port()
     proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)],
+                             "--appendonly", "no", "--dir", str(tmp_path), *options],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import redis
-
-    client = redis.Redis(port=port)
+    client = redis.Redis(port=port, password=password)
     for _ in range(100):
         try:
             client.ping()
-            break
+            return proc, port
         except redis.exceptions.ConnectionError:
             time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not start")
-    url = f"redis://127.0.0.1:{port}/0"
-    yield url
+    proc.kill()
+    pytest.fail("redis-server did not start")
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A real redis-server on a free port, private to the test."""
+    proc, port = _start_redis(tmp_path)
+    yield f"redis://127.0.0.1:{port}/0"
     proc.terminate()
     proc.wait(timeout=10)
 
@@ -305,24 +307,12 @@ def test_a_compiles_read_gives_what_the_client_wrote_with_a_password_and_a_datab
     """A compile reads an entry over a socket (no client import): on a
     server that asks for a password, in database 3, binary data, a missing
     entry, a wrong password (unavailable, not an entry)."""
-    server = shutil.which("redis-server")
-    if not server:
-        pytest.skip("needs redis-server (scripts/setup.sh --test installs it)")
     redis = pytest.importorskip("redis")
     from mirecc.store.backends import RedisStore, Unavailable
 
-    port = free_port()
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--requirepass", "s3cret", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, port = _start_redis(tmp_path, "--requirepass", "s3cret", password="s3cret")
     try:
         client = redis.Redis(port=port, password="s3cret", db=3)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
         data = bytes(range(256)) * 3 + b"\r\n$-1\r\n"
         writer = RedisStore(f"redis://:s3cret@127.0.0.1:{port}/3", 2.0)
         writer.put("winner", "k1", data)
