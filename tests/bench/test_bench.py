@@ -168,3 +168,19 @@ def test_mire_bench_without_programs_is_a_clear_error(tmp_path):
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"no .c programs in {tmp_path}" in proc.stderr
+
+
+def test_a_larger_linked_file_or_failing_library_tests_are_flagged():
+    from mirecc.cli.bench import ZLIB_TESTS_OK, LibraryRow, library_table
+
+    ok = LibraryRow("zlib", 1.0, 2.0, {"libz.so": [100, 99, 98]}, ZLIB_TESTS_OK, ZLIB_TESTS_OK)
+    assert ok.correct and "| libz.so | 100 | 99 | 1 (1.00%) | yes | 98 (2.00%) |" in \
+        "\n".join(library_table(ok, ["-Oz"], 20))
+    larger = LibraryRow("zlib", 1.0, 2.0, {"libz.so": [100, 101, None]}, ZLIB_TESTS_OK,
+                        ZLIB_TESTS_OK)
+    assert not larger.correct and "NO: LARGER" in "\n".join(library_table(larger, ["-Oz"], None))
+    failing = LibraryRow("zlib", 1.0, 2.0, {"libz.so": [100, 99, None]}, ZLIB_TESTS_OK,
+                         "2 of 3 'test OK'")
+    assert not failing.correct
+    assert library_table(None, ["-Oz"], 20, "no zlib source here")[-1] == \
+        "Not built: no zlib source here"
