@@ -551,10 +551,10 @@ PROJECTS = {
                       "make -j2")),
     "pcre2": Project(("pcre2", configure_pcre2, make_pcre2, clean("make", "clean"),
                       test_pcre2, "./configure CFLAGS=-Oz, make -j2")),
-    "libogg": Project(("libogg", *autotools("libogg", 2)[:2], clean("make", "clean"),
-                       autotools("libogg", 2)[2], "./configure CFLAGS=-Oz, make -j2")),
-    "libyaml": Project(("libyaml", *autotools("libyaml", 2)[:2], clean("make", "clean"),
-                        autotools("libyaml", 2)[2], "./configure CFLAGS=-Oz, make -j2")),
+    **{name: Project((name, configure, make, clean("make", "clean"), test,
+                      "./configure CFLAGS=-Oz, make -j2"))
+       for name, (configure, make, test) in (("libogg", autotools("libogg", 2)),
+                                             ("libyaml", autotools("libyaml", 2)))},
 }
 
 

@@ -15,7 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from mirecc.util.elf import elf_sections, object_sizes
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from code_size import object_text  # noqa: E402
+
+from mirecc.util.elf import elf_sections  # noqa: E402
 
 
 def plt_entries(data: bytes) -> int:
@@ -26,20 +29,6 @@ def plt_entries(data: bytes) -> int:
         if data.startswith(b".rela.plt\0", shstr + name):
             return size // 24
     return 0
-
-
-def linked_files(tree: Path) -> dict[str, Path]:
-    """Relative path -> file, for each linked ELF file (ET_EXEC or ET_DYN,
-    no symlink) under ``tree``."""
-    out = {}
-    for path in sorted(tree.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.suffix in (".o", ".lo", ".a"):
-            continue
-        with open(path, "rb") as fh:
-            head = fh.read(18)
-        if head[:4] == b"\x7fELF" and head[16] in (2, 3):
-            out[str(path.relative_to(tree))] = path
-    return out
 
 
 def main(argv=None) -> int:
@@ -53,10 +42,10 @@ def main(argv=None) -> int:
     larger = total = 0
     for project in args.projects:
         root = args.work / "code-size" / "results" / project
-        clang, ours = linked_files(root / "clang"), linked_files(root / "mirecc")
+        clang, ours = object_text(root / "clang")[1], object_text(root / "mirecc")[1]
         for rel in sorted(set(clang) & set(ours)):
-            c, m = object_sizes(str(clang[rel]))[0], object_sizes(str(ours[rel]))[0]
-            pc, pm = plt_entries(clang[rel].read_bytes()), plt_entries(ours[rel].read_bytes())
+            c, m = clang[rel], ours[rel]
+            pc, pm = (plt_entries((root / side / rel).read_bytes()) for side in ("clang", "mirecc"))
             total += 1
             larger += m > c
             lines.append(f"| {project} | {rel} | {c} | {m} | {100 * (m - c) / c:+.2f}%"

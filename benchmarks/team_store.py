@@ -46,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402
 
+from mirecc.driver import stats  # noqa: E402
 from mirecc.util.machine import cpu_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,7 +120,6 @@ def build_once(project: str, source: Path, at: Path, side: rp.Side, env: dict, l
 
 
 def counters(cache: Path) -> dict:
-    from mirecc.driver import stats
     from mirecc.taskapi.config import Config
 
     return stats.read(Config(cache_dir=str(cache)))
@@ -313,9 +313,7 @@ def compositions(project: str, work: Path, mirecc: Path, reference: dict) -> lis
             continue
         c1 = runs[0]["counters"]
         rows.append({"name": name, "first": runs[0], "rebuild": runs[1],
-                     "searched": c1.get("verified.code-size", 0)
-                     - c1.get("verified.code-size.from-cache", 0)
-                     - c1.get("verified.code-size.not-searched", 0),
+                     "searched": stats.searched(c1, "code-size"),
                      "same": runs[0]["inventory"] == reference,
                      "distributed": text.count("COMPILE_OK") if distccd else None})
     return rows

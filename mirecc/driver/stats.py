@@ -219,6 +219,16 @@ def _step_reasons(name: str) -> dict:
     return declared.step_reasons if declared is not None else {}
 
 
+def searched(data: dict, task: str | None = None) -> int:
+    """The TUs of ``data`` (counters) for which ``task``'s build step (None:
+    every task's) built candidates: neither gated off nor known from an
+    earlier build."""
+    names = [f"verified.{task}"] if task else \
+        [k for k in data if k.startswith("verified.") and k.count(".") == 1]
+    return sum(data.get(name, 0) - data.get(f"{name}.from-cache", 0)
+               - data.get(f"{name}.not-searched", 0) for name in names)
+
+
 def render(data: dict, path: str) -> str:
     """``mire stats`` as text: translation units first (each counted once),
     then what each head said (one count per head and TU)."""
@@ -251,8 +261,7 @@ def render(data: dict, path: str) -> str:
               row("result computed in process", n("tus.in-process"), 4)]
     for name in sorted(k for k in data if k.startswith("verified.") and k.count(".") == 1):
         task = name[len("verified."):]
-        lines += [row(f"{task}: searched (candidates built)",
-                      n(name) - n(f"{name}.from-cache") - n(f"{name}.not-searched"), 4),
+        lines += [row(f"{task}: searched (candidates built)", searched(data, task), 4),
                   row("nothing built", n(f"{name}.not-searched"), 6)]
         lines += [row(words, n(f"{name}.{code}"), 8)
                   for code, words in _step_reasons(task).items()]

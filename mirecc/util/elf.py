@@ -34,7 +34,12 @@ def object_sizes(path: str) -> tuple[int, int]:
     tables ...: what a program made from it occupies in memory), and of the
     executable ones alone."""
     with open(path, "rb") as fh:
-        data = fh.read()
+        return sizes_of(fh.read(), path)
+
+
+def sizes_of(data: bytes, path: str) -> tuple[int, int]:
+    """:func:`object_sizes` of an ELF file's bytes (``path`` names it in
+    errors)."""
     if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
         raise ElfError(f"{path}: not an ELF object")
     try:

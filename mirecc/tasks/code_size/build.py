@@ -115,15 +115,15 @@ def object_sizes(path: str, pic: bool = False) -> tuple[int, int]:
     loadable bytes (:func:`mirecc.util.elf.object_sizes`) plus what the link
     adds for it (:func:`link_bytes`; ``pic``: the object goes into a shared
     library); CandidateError when it is no ELF object."""
-    from mirecc.util.elf import ElfError
-    from mirecc.util.elf import object_sizes as sizes
+    from mirecc.util.elf import ElfError, sizes_of
 
+    with open(path, "rb") as fh:
+        data = fh.read()
     try:
-        loadable, text = sizes(path)
+        loadable, text = sizes_of(data, path)
     except ElfError as exc:
         raise CandidateError(str(exc)) from None
-    with open(path, "rb") as fh:
-        return loadable + link_bytes(fh.read(), pic), text
+    return loadable + link_bytes(data, pic), text
 
 
 def builds_shared_code(args) -> bool:

@@ -66,8 +66,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
     lives in ``config``'s cache directory (caching off: every candidate is
     built).  ``report``: the TU's (its level, its bitcode's SHA-256)."""
     own = f"-O{report.opt_level}"
-    pic = builds_shared_code(split.args)
-    own_sizes = object_sizes(split.output, pic)
+    own_sizes = _shipped(split.output, split)
     if own_sizes[1] < MIN_TEXT_BYTES:
         # before anything is loaded: configure's probes pay only this
         return Verified({own: own_sizes[0]}, own, {}, own, built=0, text={own: own_sizes[1]},
@@ -150,7 +149,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             if name not in passes:
                 raise CandidateError(f"{name}: not in the installed library")
             path = build_candidate(split, passes[name], extra, workdir, f"size{number}")
-            return name, path, object_sizes(path, pic), None
+            return name, path, _shipped(path, split), None
         except CandidateError as exc:
             return name, None, None, str(exc)
     from mirecc.util.jobserver import slots
@@ -184,6 +183,13 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
                                          "text": text, "own": own})
     return Verified(sizes, winner, skipped, own, built=len(names), text=text,
                     store_counts=team.counts if team is not None else {})
+
+
+def _shipped(path: str, split) -> tuple[int, int]:
+    """(shipped bytes, .text bytes) of an object of ``split``'s compile
+    (:func:`.build.object_sizes`; its link counted as a shared library's
+    where the compile makes position-independent code for one)."""
+    return object_sizes(path, builds_shared_code(split.args))
 
 
 def _code_digest(split) -> str | None:
@@ -234,7 +240,7 @@ def _from_store(known: dict, team, split, extra: list[str], workdir: str, own: s
         return None
     try:
         path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
-        measured = object_sizes(path, builds_shared_code(split.args))
+        measured = _shipped(path, split)
     except CandidateError as exc:
         team.reject(f"its winner {winner} does not build here: {exc}", what)
         return None
@@ -278,7 +284,7 @@ def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str
         if winner not in passes:
             raise CandidateError(f"{winner}: not in the installed library")
         path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
-        sizes[winner], text[winner] = object_sizes(path, builds_shared_code(split.args))
+        sizes[winner], text[winner] = _shipped(path, split)
     except CandidateError as exc:
         skipped[winner] = str(exc)
         del sizes[winner]
