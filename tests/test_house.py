@@ -117,6 +117,9 @@ def test_outside_the_task_folders_no_module_names_a_task():
     # -Oz panel's best-of-the-library column): the one module above the tasks
     # that knows one
     known = {"mirecc.cli.bench": {"mirecc.tasks.code_size.head"}}
+    # LLVM's own pass name in optimisation remarks (the feedback labels'
+    # column), which the loop-vectorization task happens to share
+    llvm_names = {"mirecc.encoder.feedback": {"loop-vectorize"}}
     for module, deps in sorted(edges.items()):
         if module.startswith("mirecc.tasks.") or module == house.REGISTRY:
             continue
@@ -125,7 +128,7 @@ def test_outside_the_task_folders_no_module_names_a_task():
         path, _ = house.modules(REPO)[module]
         strings = {n.value for n in ast.walk(ast.parse(path.read_text()))
                    if isinstance(n, ast.Constant) and n.value in names}
-        assert not strings, (module, strings)
+        assert strings <= llvm_names.get(module, set()), (module, strings)
 
 
 TOY_DECLARATION = '''"""A toy task: counts a TU's loops (advisory)."""

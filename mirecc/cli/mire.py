@@ -26,6 +26,10 @@ def _suites() -> dict[str, list]:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.suite == "encoder":
+        from mirecc.cli.judge import run
+
+        return run(args)
     if args.suite != "programs":
         from mirecc.taskapi.api import load_attribute
 
@@ -50,6 +54,12 @@ LAZY_SUBCOMMANDS = [
      "Pretrain MIREncoder (masked language modelling, graph auto-encoder, IR-graph "
      "matching) with checkpoints, resume and a metrics log. For several processes: "
      "torchrun --nproc-per-node N -m mirecc.encoder.train ..."),
+    ("pretrain-feedback", "mirecc.encoder.finetune",
+     "train the encoder on compiler feedback: per-function outcomes of a fixed set of "
+     "pipelines (needs torch)",
+     "Train the encoder (from the shipped weights or random) so that its function vectors "
+     "predict, or are near for, the outcome vectors of python -m mirecc.encoder.feedback; "
+     "exports the result as an encoder directory."),
     ("export", "mirecc.encoder.export",
      "export a pretrained encoder to ONNX with its manifest (needs torch)",
      "Export model.pt to statements.onnx + graph.onnx (opset 18, dynamic shapes), check "
@@ -131,9 +141,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     "mirecc: code size at -Oz, -O3 with the defaults and forced OpenMP "
                     "decisions, one mire tune; outputs checked. "
                     + " ".join(f"{name}: {'; '.join(s.summary for s in declared)}."
-                               for name, declared in suites.items()))
+                               for name, declared in suites.items())
+                    + " encoder: each representation (statistics, IR2Vec, encoders, per "
+                      "module or per function) judged on every task's labels as trials "
+                      "saved, leave one program out, with resampled intervals.")
     bench.add_argument("suite", nargs="?", default="programs",
-                       choices=("programs", *suites),
+                       choices=("programs", "encoder", *suites),
                        help="what to benchmark (default: %(default)s)")
     bench.add_argument("--programs", help="directory of single-file C programs "
                        "(default: the bundled benchmarks/programs)")
@@ -162,6 +175,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.add_argument("--tune-budget", type=int, default=DEFAULT_TUNE_BUDGET,
                        help="programs: mire tune's --budget (default: %(default)s)")
     bench.set_defaults(func=_bench)
+    from mirecc.cli.judge import add_arguments as add_judge_arguments
+    add_judge_arguments(bench)
     from mirecc.taskapi.api import load_attribute
     added = set()
     for declared in suites.values():

@@ -190,7 +190,18 @@ def encode_module(bc_path: str | Path, tokenizer, cache_dir: str | Path | None =
         except (OSError, ValueError, KeyError):
             pass   # damaged or old entry: rebuild
     from mirecc.graph import build_graph
-    graph = build_graph(bc_path)
+    mod = encode_graph(build_graph(bc_path), tokenizer)
+    if cpath is not None:
+        buf = io.BytesIO()
+        np.savez(buf, tokenizer_sha256=np.array(tok_sha), version=np.array(ENCODING_VERSION),
+                 **mod.arrays())
+        atomic_write_bytes(cpath, buf.getvalue())
+    return mod
+
+
+def encode_graph(graph, tokenizer) -> EncodedModule:
+    """A program graph's :class:`EncodedModule` (its ``node_function``
+    indexes ``graph.function_names``)."""
     texts = node_texts(graph)
     uniq: dict[str, int] = {}
     node_stmt = np.fromiter((uniq.setdefault(t, len(uniq)) for t in texts),
@@ -202,14 +213,8 @@ def encode_module(bc_path: str | Path, tokenizer, cache_dir: str | Path | None =
     flow = graph.edge_flow
     src, dst = graph.edge_source, graph.edge_target
     edges = tuple(np.stack([src[flow == f], dst[flow == f]]).astype(np.int32) for f in range(3))
-    mod = EncodedModule(stmt_ids, node_stmt, np.asarray(graph.node_type, dtype=np.uint8), edges,
-                        np.asarray(graph.node_function, dtype=np.int32))
-    if cpath is not None:
-        buf = io.BytesIO()
-        np.savez(buf, tokenizer_sha256=np.array(tok_sha), version=np.array(ENCODING_VERSION),
-                 **mod.arrays())
-        atomic_write_bytes(cpath, buf.getvalue())
-    return mod
+    return EncodedModule(stmt_ids, node_stmt, np.asarray(graph.node_type, dtype=np.uint8), edges,
+                         np.asarray(graph.node_function, dtype=np.int32))
 
 
 # ---------------------------------------------------------------- batches

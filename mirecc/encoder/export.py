@@ -262,3 +262,55 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def model_from_onnx(model_dir: str | Path) -> MIREncoder:
+    """The torch model behind an exported encoder (``statements.onnx``,
+    ``graph.onnx`` and the manifest's config), for training on from where it
+    stopped when its ``model.pt`` is not at hand: named initializers are
+    the parameters themselves (``gnn.`` is ``graph.``); the statement
+    blocks' linear weights were folded to transposed constants, which come
+    in the blocks' order.  Checked against both ONNX files (RuntimeError
+    when they differ beyond :data:`PARITY_TOLERANCE`).  The heads that were
+    not exported (masked-token prediction, matching) keep their fresh
+    initialisation."""
+    import onnx
+    from onnx import numpy_helper
+
+    model_dir = Path(model_dir)
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    fields = EncoderConfig.__dataclass_fields__
+    model = MIREncoder(EncoderConfig(**{k: v for k, v in manifest["config"].items()
+                                        if k in fields}))
+    state = model.state_dict()
+    loaded: set[str] = set()
+    for name in (STATEMENTS_FILE, GRAPH_FILE):
+        folded = []
+        for init in onnx.load(str(model_dir / name)).graph.initializer:
+            key = "graph." + init.name[4:] if init.name.startswith("gnn.") else init.name
+            array = numpy_helper.to_array(init)
+            if key in state and tuple(state[key].shape) == array.shape:
+                state[key] = torch.from_numpy(array.copy())
+                loaded.add(key)
+            elif array.ndim == 2 and not init.name.startswith(("statements.", "gnn.")):
+                folded.append(array)
+        if name == STATEMENTS_FILE:
+            missing = [k for k in state if k.startswith("statements.blocks.")
+                       and k.endswith(".weight") and state[k].dim() == 2 and k not in loaded]
+            if len(missing) != len(folded):
+                raise RuntimeError(f"{model_dir / name}: {len(folded)} folded weights for "
+                                   f"{len(missing)} linear layers")
+            for key, array in zip(missing, folded):
+                if tuple(state[key].shape) != array.T.shape:
+                    raise RuntimeError(f"{model_dir / name}: {key}: shape {array.shape}")
+                state[key] = torch.from_numpy(array.T.copy())
+                loaded.add(key)
+    model.load_state_dict(state)
+    model.eval()
+    for seed, sizes in enumerate([dict(S=3, L=64, N=5, E=9), dict(S=40, L=5, N=300, E=700)]):
+        (ids,), graph_args = example_inputs(model, seed=seed + 1, **sizes)
+        check_parity(StatementGraph(model).eval(), (ids,), model_dir / STATEMENTS_FILE)
+        from mirecc.encoder.runtime import GRAPH_THREADS
+        check_parity(NodeGraph(model).eval(), graph_args, model_dir / GRAPH_FILE,
+                     threads=GRAPH_THREADS)
+    return model

@@ -213,6 +213,79 @@ class Encoder:
                  "statement_seconds": round(t1 - t0, 4), "graph_seconds": round(t2 - t1, 4)}
         return Embeddings(module, functions, loops, stats)
 
+    def embed_functions(self, graph, names=None, digests: dict | None = None
+                        ) -> dict[str, np.ndarray]:
+        """Each defined function's own vector (``names``: only those): the
+        encoder run on the function's part of the program graph alone (its
+        nodes, the constants and globals they use, the edges among them), so
+        that the vector depends on the function's code and not on the rest
+        of the module; pooled as :meth:`embed_graph` pools a function.  With
+        ``digests`` (name -> code digest, :func:`mirecc.ir.text.function_digests`)
+        vectors are cached by digest: a rebuild, another TU with the same
+        function, or a second decision on it pays nothing."""
+        from mirecc.encoder.data import node_texts
+        from mirecc.encoder.stmtcache import CacheError
+        from mirecc.graph import schema
+
+        func = np.asarray(graph.node_function)
+        ntype = np.asarray(graph.node_type)
+        offs = graph.arrays["node_full_text_offsets"]
+        has_statement = (ntype == schema.INSTRUCTION) & (np.diff(offs) > 0)
+        defined = {graph.function_names[f] for f in np.unique(func[has_statement & (func >= 0)])}
+        wanted = [n for n in (names if names is not None else graph.function_names)
+                  if n in defined]
+        out: dict[str, np.ndarray] = {}
+        digests = digests or {}
+        keyed = {n: digests[n] for n in wanted if n in digests}
+        if keyed and self.cache is not None:
+            try:
+                hit = self.cache.get_many(sorted(set(keyed.values())), "function_embedding",
+                                          self.dim_statement + self.dim_node)
+                out.update({n: hit[d] for n, d in keyed.items() if d in hit})
+            except CacheError as exc:
+                self._drop_cache(exc)
+        todo = [n for n in wanted if n not in out]
+        if not todo:
+            return out
+        texts = node_texts(graph)
+        index: dict[str, int] = {}
+        node_stmt = np.fromiter((index.setdefault(t, len(index)) for t in texts),
+                                dtype=np.int64, count=len(texts))
+        stmt_emb, _ = self.embed_statements(list(index))
+        flow, src, dst = graph.edge_flow, graph.edge_source, graph.edge_target
+        shared = (func == schema.NONE) & (ntype != schema.INSTRUCTION)
+        data = flow == schema.DATA
+        number = {n: f for f, n in enumerate(graph.function_names)}
+        for name in todo:
+            own = func == number[name]
+            uses = np.zeros_like(own)
+            uses[src[data & shared[src] & own[dst]]] = True
+            uses[dst[data & shared[dst] & own[src]]] = True
+            nodes = np.flatnonzero(own | uses)
+            remap = np.full(len(func), -1, dtype=np.int64)
+            remap[nodes] = np.arange(nodes.size)
+            inside = (remap[src] >= 0) & (remap[dst] >= 0)
+            feeds = {"stmt_emb": stmt_emb, "node_stmt": node_stmt[nodes],
+                     "node_type": ntype[nodes].astype(np.int64)}
+            for f, feed in enumerate(("edges_control", "edges_data", "edges_call")):
+                keep = inside & (flow == f)
+                feeds[feed] = np.stack([remap[src[keep]], remap[dst[keep]]]).astype(np.int64)
+            z = self.graph.run(None, feeds)[0].mean(0)
+            mine = own[nodes]
+            inst = mine & (ntype[nodes] == schema.INSTRUCTION)
+            text = stmt_emb[node_stmt[nodes][inst]]
+            out[name] = np.concatenate([text.mean(0) if len(text) else
+                                        np.zeros(self.dim_statement, np.float32),
+                                        z[mine].mean(0)]).astype(np.float32)
+        fresh = [n for n in todo if n in keyed]
+        if fresh and self.cache is not None:
+            try:
+                self.cache.put_many([keyed[n] for n in fresh], np.stack([out[n] for n in fresh]),
+                                    "function_embedding")
+            except CacheError as exc:
+                self._drop_cache(exc)
+        return out
+
     # ------------------------------------------------------------------ files
 
     def embed_file(self, path: str | Path, clang: str | None = None,

@@ -28,6 +28,11 @@ _CHUNK = 900
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS statement_embedding ("
            " model TEXT NOT NULL, text TEXT NOT NULL, embedding BLOB NOT NULL,"
            " PRIMARY KEY (model, text)) WITHOUT ROWID")
+#: a function's own vector (:meth:`mirecc.encoder.runtime.Encoder.embed_functions`),
+#: keyed by the function's code digest
+_FUNCTION_SCHEMA = ("CREATE TABLE IF NOT EXISTS function_embedding ("
+                    " model TEXT NOT NULL, digest TEXT NOT NULL, embedding BLOB NOT NULL,"
+                    " PRIMARY KEY (model, digest)) WITHOUT ROWID")
 
 
 class CacheError(Exception):
@@ -55,36 +60,40 @@ class StatementCache:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.execute(_SCHEMA)
+                self.db.execute(_FUNCTION_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(f"{self.path}: cannot open the statement cache: {exc}") from None
 
-    def get_many(self, texts: list[str]) -> dict[str, np.ndarray]:
-        """The cached vectors of those texts that are in the cache."""
+    def get_many(self, texts: list[str], table: str = "statement_embedding",
+                 dim: int | None = None) -> dict[str, np.ndarray]:
+        """The cached vectors of those texts (or, with ``table``
+        ``function_embedding``, function digests) that are in the cache."""
         found: dict[str, np.ndarray] = {}
+        column = "text" if table == "statement_embedding" else "digest"
         try:
             for i in range(0, len(texts), _CHUNK):
                 chunk = texts[i:i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows = self.db.execute(
-                    f"SELECT text, embedding FROM statement_embedding WHERE model = ? "
-                    f"AND text IN ({marks})", [self.model_id, *chunk])
+                    f"SELECT {column}, embedding FROM {table} WHERE model = ? "
+                    f"AND {column} IN ({marks})", [self.model_id, *chunk])
                 for text, blob in rows:
                     vec = np.frombuffer(blob, dtype=np.float32)
-                    if vec.shape[0] == self.dim:      # else a damaged row: recompute it
+                    if vec.shape[0] == (dim or self.dim):  # else a damaged row: recompute it
                         found[text] = vec
         except sqlite3.Error as exc:
             raise CacheError(f"{self.path}: cannot read the statement cache: {exc}") from None
         return found
 
-    def put_many(self, texts: list[str], vectors: np.ndarray) -> None:
+    def put_many(self, texts: list[str], vectors: np.ndarray,
+                 table: str = "statement_embedding") -> None:
         """Store vectors (len(texts), dim) in one transaction."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         rows = [(self.model_id, t, vectors[i].tobytes()) for i, t in enumerate(texts)]
         try:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                self.db.executemany("INSERT OR IGNORE INTO statement_embedding VALUES (?, ?, ?)",
-                                    rows)
+                self.db.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?, ?)", rows)
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")

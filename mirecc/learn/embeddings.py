@@ -158,15 +158,56 @@ def embed_kernels(kernels: dict[str, tuple[str, str]], model_dir: Path,
 def module_vectors(texts: list[str], kind: str, cache: Path) -> np.ndarray:
     """One row per IR text: its module vector of ``kind`` (``ir2vec``, or an
     encoder of :func:`encoder_model_dirs`: ``encoder``, ``random-init``),
-    cached under ``cache``; zeros for a text that could not be embedded."""
+    or a model directory), cached under ``cache``; zeros for a text that
+    could not be embedded."""
     keyed = {content_key("ir", t): ("ir", t) for t in texts}
     if kind == "ir2vec":
         vectors, _ = embed_ir2vec(keyed, cache_root=cache)
     else:
-        model = encoder_model_dirs([kind], cache)[kind]
+        model = Path(kind) if Path(kind).is_dir() else encoder_model_dirs([kind], cache)[kind]
         vectors, _ = embed_kernels(keyed, model, cache_root=cache, progress=kind)
     dim = len(next(iter(vectors.values())))
     return np.stack([vectors.get(content_key("ir", t), np.zeros(dim)) for t in texts])
+
+
+def function_vectors(items: list[tuple[str, object]], kind: str, cache: Path) -> np.ndarray:
+    """One row per ``(IR text, function name or names)``: the function's own
+    vector (:meth:`mirecc.encoder.runtime.Encoder.embed_functions`; for
+    several names, the mean of theirs: a launch shape every kernel of a
+    source takes) from the encoder ``kind`` (``encoder``, ``random-init``,
+    or a model directory), cached under ``cache`` like :func:`module_vectors`;
+    zeros where the IR cannot be embedded or has none of those functions."""
+    from mirecc.encoder.runtime import EmbedError, Encoder
+    from mirecc.graph import GraphBuildError, build_graph
+    from mirecc.util.modelfiles import manifest_digest
+
+    model = Path(kind) if Path(kind).is_dir() else encoder_model_dirs([kind], cache)[kind]
+    table = EmbeddingTable(cache / f"{manifest_digest(model)}-functions.npz")
+    items = [(text, (name,) if isinstance(name, str) else tuple(name)) for text, name in items]
+    keys = [content_key("function", "\0".join((*names, text))) for text, names in items]
+    todo = {k: it for k, it in zip(keys, items) if table.missing([k])}
+    if todo:
+        from tqdm import tqdm
+
+        encoder = Encoder(model, cache=False)
+        with tempfile.TemporaryDirectory(prefix="mire-functions-") as tmp:
+            path = Path(tmp) / "m.ll"
+            for key, (text, names) in tqdm(todo.items(), desc=f"{Path(kind).name} (functions)",
+                                           file=sys.stderr, disable=None, mininterval=2):
+                try:
+                    path.write_text(upgrade_legacy_ir(text))
+                    vecs = encoder.embed_functions(build_graph(path), names)
+                except (EmbedError, GraphBuildError) as exc:
+                    table.failures[key] = str(exc).replace(tmp + "/", "")
+                    continue
+                if not vecs:
+                    table.failures[key] = f"no defined function {', '.join(names)}"
+                else:
+                    table.vectors[key] = np.mean(list(vecs.values()), axis=0).astype(np.float32)
+        table.save()
+    found = [table.vectors.get(k) for k in keys]
+    dim = next((len(v) for v in found if v is not None), 1)
+    return np.stack([v if v is not None else np.zeros(dim, np.float32) for v in found])
 
 
 def kernel_texts(rows: list[dict], kind: str) -> dict[str, tuple[str, str]]:
@@ -260,3 +301,41 @@ def embed_ir2vec(kernels: dict[str, tuple[str, str]], cache_root: Path | None = 
                 start += done
         table.save()
     return table.lookup(kernels)
+
+
+# ------------------------------------------------------------ representations
+
+#: how a ranking's representation is named in the tasks' benchmarks:
+#: ``statistics`` (the task's own numbers), an embedding (``ir2vec``,
+#: ``random-init``, ``encoder``, or ``NAME`` of ``models``), the embedding
+#: ``@function`` (the decision's function alone, not the module), or
+#: ``statistics+`` one of them
+GRANULARITY = "@function"
+
+
+def embedding_of(kind: str) -> str | None:
+    """The embedding a representation reads (None: statistics alone)."""
+    if kind == "statistics":
+        return None
+    return kind.split("+", 1)[1] if kind.startswith("statistics+") else kind
+
+
+def representation_vectors(kinds, texts: list[str], functions: list[str], cache: Path,
+                           models: dict | None = None) -> dict[str, np.ndarray]:
+    """Embedding name -> one row per case for the embeddings ``kinds`` read:
+    module vectors of ``texts``, or with :data:`GRANULARITY` the vector of
+    each case's function (``functions``, one per text) alone.  ``models``:
+    more encoders by name (name -> model directory)."""
+    models = models or {}
+    out = {}
+    for kind in kinds:
+        emb = embedding_of(kind)
+        if emb is None or emb in out:
+            continue
+        base = emb.removesuffix(GRANULARITY)
+        model = str(models.get(base, base))
+        if emb.endswith(GRANULARITY):
+            out[emb] = function_vectors(list(zip(texts, functions)), model, cache)
+        else:
+            out[emb] = module_vectors(texts, model, cache)
+    return out

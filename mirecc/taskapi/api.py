@@ -109,6 +109,10 @@ class Task:
     commands: tuple = ()
     #: its ``mire bench`` suites (:class:`BenchSuite`)
     bench: tuple = ()
+    #: ``"module:function"``, ``function(kinds, out, models) ->``
+    #: :class:`mirecc.learn.judge.Judged`: its leave-one-program-out rankings
+    #: of each representation on its labels, for ``mire bench encoder``
+    judged: str | None = None
     #: modules that take part in ``mire run``: each has
     #: ``add_run_arguments(parser)`` and ``run_environment(args) -> (env,
     #: lines)``, the variables the program runs with and what to say about them

@@ -76,21 +76,28 @@ def test_onnx_matches_torch_on_new_shapes_and_empty_subgraphs(tiny):
                                threads=1) < 1e-4
 
 
-def torch_node_embeddings(model, graph):
+def torch_node_embeddings(model, graph, nodes=None):
     """Per node: its statement embedding and its node embedding, computed in
-    torch with statements padded to 64 tokens (no buckets, no cache)."""
+    torch with statements padded to 64 tokens (no buckets, no cache); with
+    ``nodes``, on the subgraph of those nodes alone (rows in their order)."""
     from mirecc.encoder.data import node_texts
     from mirecc.ir.tokenizer import load
-    texts = node_texts(graph)
+    nodes = np.arange(graph.num_nodes) if nodes is None else np.asarray(nodes)
+    texts = [node_texts(graph)[i] for i in nodes]
     uniq = list(dict.fromkeys(texts))
     ids, _ = load().encode_batch(uniq)
     node_stmt = torch.tensor([uniq.index(t) for t in texts])
+    remap = np.full(graph.num_nodes, -1)
+    remap[nodes] = np.arange(len(nodes))
+    src, dst = remap[graph.edge_source], remap[graph.edge_target]
+    inside = (src >= 0) & (dst >= 0)
     with torch.no_grad():
         stmt = model.statements(torch.tensor(ids))[1]
-        flow = torch.from_numpy(graph.edge_flow.astype(np.int64))
-        ei = torch.from_numpy(graph.edge_index)
-        z = export.NodeGraph(model)(stmt, node_stmt, torch.from_numpy(graph.node_type.astype(np.int64)),
-                                    *(ei[:, flow == f] for f in range(3))).mean(0)
+        ei = torch.from_numpy(np.stack([src, dst]).astype(np.int64))
+        z = export.NodeGraph(model)(stmt, node_stmt,
+                                    torch.from_numpy(graph.node_type[nodes].astype(np.int64)),
+                                    *(ei[:, torch.from_numpy(inside & (graph.edge_flow == f))]
+                                      for f in range(3))).mean(0)
     return stmt[node_stmt].numpy(), z.numpy()
 
 
@@ -279,3 +286,68 @@ def test_compile_to_ir_keeps_the_callers_optimisation_level(tmp_path):
         subprocess.run([CLANG, level, "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
                         "-w", "-o", str(ref), str(src)], check=True)
         assert out.read_bytes() == ref.read_bytes(), flags
+
+
+OTHER = """
+float dot(const float *x, const float *y, int n) {
+  float s = 0;
+  for (int i = 0; i < n; i++) s += x[i] * y[i];
+  return s;
+}
+int twice(int v) { return 2 * v; }
+"""
+
+
+def test_a_functions_own_vector_depends_on_its_code_alone(tiny, source, tmp_path):
+    """embed_functions runs the encoder on the function's part of the graph:
+    ``dot`` gets the same vector in a module with other neighbours, and the
+    vector is torch's on that subgraph; a digest that is cached is read,
+    not computed."""
+    from mirecc.encoder.runtime import compile_to_ir
+    from mirecc.graph import build_graph
+    from mirecc.ir.text import function_digests
+
+    model, model_dir, _ = tiny
+    other = tmp_path / "other.c"
+    other.write_text(OTHER)
+    vectors, digests = [], []
+    for n, src in enumerate((source, other)):
+        ll = tmp_path / f"m{n}.ll"
+        compile_to_ir(src, ll, CLANG, ["-S"])
+        graph = build_graph(ll)
+        enc = Encoder(model_dir, cache=tmp_path / "cache.sqlite")
+        d = function_digests(ll.read_text())
+        vectors.append(enc.embed_functions(graph, digests=d))
+        digests.append(d)
+        if n == 0:   # torch on dot's nodes and the constants they use, nothing else
+            names = graph.function_names
+            own = graph.node_function == names.index("dot")
+            data = graph.edge_flow == 1
+            uses = np.zeros_like(own)
+            shared = graph.node_function == -1
+            uses[graph.edge_source[data & shared[graph.edge_source] & own[graph.edge_target]]] = 1
+            uses[graph.edge_target[data & shared[graph.edge_target] & own[graph.edge_source]]] = 1
+            sub = np.flatnonzero(own | uses)
+            stmt, z = torch_node_embeddings(model, graph, nodes=sub)
+            want = np.concatenate([stmt[own[sub] & (graph.node_type[sub] == 0)].mean(0),
+                                   z[own[sub]].mean(0)])
+            np.testing.assert_allclose(vectors[0]["dot"], want, atol=1e-4)
+    assert set(vectors[0]) == {"dot", "mm"} and set(vectors[1]) == {"dot", "twice"}
+    assert digests[0]["dot"] == digests[1]["dot"]
+    np.testing.assert_allclose(vectors[0]["dot"], vectors[1]["dot"], atol=1e-6)
+    # the cache is keyed by the code digest
+    enc = Encoder(model_dir, cache=tmp_path / "cache.sqlite")
+    marker = np.full_like(vectors[0]["mm"], 7.0)
+    enc.cache.put_many(["feedbeef"], marker[None], "function_embedding")
+    graph = build_graph(tmp_path / "m0.ll")
+    got = enc.embed_functions(graph, ["mm"], digests={"mm": "feedbeef"})
+    np.testing.assert_array_equal(got["mm"], marker)
+
+
+def test_the_torch_model_is_read_back_from_its_onnx_files(tiny):
+    model, model_dir, _ = tiny
+    back = export.model_from_onnx(model_dir)
+    want, got = model.state_dict(), back.state_dict()
+    for key in want:
+        if key.startswith(("statements.", "graph.")) and "mlm" not in key:
+            torch.testing.assert_close(got[key], want[key], msg=key)

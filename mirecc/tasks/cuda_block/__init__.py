@@ -35,6 +35,7 @@ class CudaBlock(Task):
                         "a fixed shape, IR2Vec and encoders, leave one program out on the "
                         "H100 labels (needs pip install 'mirecc[train,bench]')",
                         arguments="mirecc.tasks.cuda_block.offline.bench:add_arguments"),)
+    judged = "mirecc.tasks.cuda_block.offline.bench:judged"
 
     def head_class(self):
         from mirecc.tasks.cuda_block.head import BlockHead

@@ -43,6 +43,7 @@ class LoopNests(Task):
                         "one program out on the timed labels (needs "
                         "pip install 'mirecc[train,bench]')",
                         arguments="mirecc.tasks.loop_nests.offline.bench:add_arguments"),)
+    judged = "mirecc.tasks.loop_nests.offline.bench:judged"
     reasons = {
         "no-nests": "no loop nest of depth 2 or more",
         "user-schedule": "the source chose its loops' schedule (loop pragmas)",

@@ -37,6 +37,7 @@ class OpenclDeviceMapping(Task):
                         "on the published dataset, on the same folds (needs pip install "
                         "'mirecc[train,bench]')",
                         arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),)
+    judged = "mirecc.tasks.opencl.offline.judge:judged_devmap"
     reasons = {
         "no-kernels": "no OpenCL kernels",
     }
@@ -70,6 +71,7 @@ class OpenclThreadCoarsening(Task):
                         "outputs checked (the project's driver; Rodinia gaussian with "
                         "--opencl-rodinia)",
                         arguments="mirecc.tasks.opencl.offline.run_bench:add_arguments"))
+    judged = "mirecc.tasks.opencl.offline.judge:judged_coarsening"
     run_modules = ("mirecc.tasks.opencl.run",)
 
     def head_class(self):

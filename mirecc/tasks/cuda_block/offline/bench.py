@@ -87,6 +87,7 @@ class Case:
     feats: dict = field(default_factory=dict)
     ir: str = ""
     key: str = ""                           # the head's name for the program
+    kernels: tuple = ()                     # the tunable kernels' symbols in the IR
 
     @property
     def oracle(self) -> float:
@@ -169,25 +170,21 @@ def _device_ir(case: Case, src_root: Path, work: Path) -> tuple[str, object]:
 
 
 def attach_features(cases: list[Case], src_root: Path, work: Path) -> list[Case]:
+    from mirecc.frontend.nvcc import kernel_names, source_name
+
     kept = []
     for case in cases:
         case.ir, plan = _device_ir(case, src_root, work)
         try:
             case.feats, tunable = F.plan_features(plan, case.ir)
             case.key = program_key(plan.source, tunable)
+            case.kernels = tuple(s for s in kernel_names(case.ir) if source_name(s) in tunable)
         except ValueError as exc:
             print(f"mire bench cuda: {case.program} {case.size}: {exc}; left out",
                   file=sys.stderr)
             continue
         kept.append(case)
     return kept
-
-
-def embeddings(cases: list[Case], kind: str, cache: Path) -> np.ndarray:
-    """One row per case: the device module's vector of ``kind``."""
-    from mirecc.learn.embeddings import module_vectors
-
-    return module_vectors([c.ir for c in cases], kind, cache)
 
 
 # ------------------------------------------------------------------ rankings
@@ -211,15 +208,17 @@ def _rows(cases, case_vectors, blocks_of):
 
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx):
     """Per case, the numbers a ranking of ``kind`` reads (before the shape's)."""
+    from mirecc.learn.embeddings import embedding_of
+
     stats = np.asarray([[c.feats[f] for f in F.SOURCE_FEATURES] for c in cases])
     shape = np.asarray([F.source_shape_features(*c.source) for c in cases])
-    if kind == "statistics":
+    name = embedding_of(kind)
+    if name is None:
         return np.hstack([stats, shape])
-    name = "encoder" if kind == "statistics+encoder" else kind
     tr, te = pca(emb[name][train_idx], emb[name][test_idx], PCA)
     out = np.zeros((len(cases), tr.shape[1]))
     out[train_idx], out[test_idx] = tr, te
-    return np.hstack([stats, shape, out]) if kind == "statistics+encoder" else \
+    return np.hstack([stats, shape, out]) if kind.startswith("statistics+") else \
         np.hstack([out, shape])
 
 
@@ -242,12 +241,14 @@ def candidates(case: Case) -> list[tuple[int, int]]:
     return out
 
 
-def rank_forest(cases, kind, emb, held: str):
+def rank_forest(cases, kind, emb, held: str, keep: set | None = None):
     """Per held-out case: the candidate blocks best first with the trees'
-    quantile prediction."""
+    quantile prediction; ``keep``: the training programs (default: every
+    other)."""
     from mirecc.learn.forest import tree_predictions
 
-    train = [i for i, c in enumerate(cases) if c.program != held]
+    train = [i for i, c in enumerate(cases) if c.program != held
+             and (keep is None or c.program in keep)]
     test = [i for i, c in enumerate(cases) if c.program == held]
     V = case_vectors(cases, kind, emb, train, test)
     Xtr, own, blocks = _rows([cases[i] for i in train], V[train], lambda c: list(c.speed))
@@ -277,16 +278,23 @@ def rank_fixed(cases, held: str):
     return out
 
 
-def evaluate(cases, emb) -> dict[str, dict[int, list]]:
+def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0,
+             draw: int = 0) -> dict[str, dict[int, list]]:
+    """Every ranking, leave one program out; ``fraction`` < 1: the forests
+    of each fold trained on that share of its training programs."""
+    from mirecc.learn.embeddings import embedding_of
+    from mirecc.learn.judge import training_programs
+
     programs = sorted({c.program for c in cases})
-    rankings = {name: {} for name in ("fixed shape", *FEATURE_SETS)}
+    rankings = {name: {} for name in ("fixed shape", *kinds)}
     for n, held in enumerate(programs):
         print(f"\rmire bench cuda: leave one program out {n + 1}/{len(programs)}",
               end="", file=sys.stderr, flush=True)
         rankings["fixed shape"].update(rank_fixed(cases, held))
-        for kind in FEATURE_SETS:
-            if kind in ("statistics",) or (kind.split("+")[-1] in emb):
-                rankings[kind].update(rank_forest(cases, kind, emb, held))
+        keep = training_programs(programs, held, fraction, draw)
+        for kind in kinds:
+            if embedding_of(kind) is None or embedding_of(kind) in emb:
+                rankings[kind].update(rank_forest(cases, kind, emb, held, keep))
     print(file=sys.stderr)
     return {k: v for k, v in rankings.items() if len(v) == len(cases)}
 
@@ -339,6 +347,31 @@ def add_arguments(p) -> None:
                    help="cuda: train the statistics forest on every case and write the head")
 
 
+def judged(kinds, out: Path, models: dict):
+    """The rankings of every representation of ``kinds`` on the H100 labels,
+    for ``mire bench encoder`` (:mod:`mirecc.learn.judge`); a case's
+    functions are its tunable kernels."""
+    from mirecc.learn.datasets import default_root
+    from mirecc.learn.embeddings import representation_vectors
+    from mirecc.learn.judge import Judged
+
+    groups = read_labels([LABELS / f for f in LABEL_FILES if (LABELS / f).is_file()])
+    cases = attach_features(cases_of(groups), default_root() / "polybench-acc" / "CUDA", out)
+    emb = representation_vectors(kinds, [c.ir for c in cases], [c.kernels for c in cases],
+                                 out / "embeddings", models)
+    rankings = evaluate(cases, emb, kinds)
+
+    def refit(kinds, fraction, draw):
+        return evaluate(cases, emb, kinds, fraction, draw)
+
+    return Judged("CUDA block shapes", cases, {k: rankings[k] for k in kinds if k in rankings},
+                  MIN_GAIN, max(len(candidates(c)) for c in cases),
+                  f"{len(cases)} cases of {len({c.program for c in cases})} programs timed on "
+                  f"an NVIDIA H100 (nvcc -O3); speedup over the source's block shape; "
+                  f"ExtraTrees, {PCA} principal components of an embedding; the functions: "
+                  f"the tunable kernels (their mean)", refit=refit)
+
+
 def run(args) -> int:
     from mirecc.learn.datasets import default_root
 
@@ -347,10 +380,11 @@ def run(args) -> int:
     groups = read_labels([labels / f for f in LABEL_FILES if (labels / f).is_file()])
     cases = attach_features(cases_of(groups), src_root, out)
     wanted = [k for k in args.cuda_features.split(",") if k]
-    emb = {}
-    for kind in dict.fromkeys(k.split("+")[-1] for k in wanted if k != "statistics"):
-        emb[kind] = embeddings(cases, kind, out / "embeddings")
-    rankings = evaluate(cases, emb)
+    from mirecc.learn.embeddings import representation_vectors
+
+    emb = representation_vectors(wanted, [c.ir for c in cases], [c.kernels for c in cases],
+                                 out / "embeddings")
+    rankings = evaluate(cases, emb, ("statistics", *wanted))
     gate = gate_sweep(cases, rankings["statistics"])
     text, results = table(cases, rankings, gate)
     programs = sorted({c.program for c in cases})

@@ -155,22 +155,17 @@ def attach_features(cases: list[Case], out: Path, cc: str) -> list[Case]:
     return kept
 
 
-def embeddings(cases: list[Case], kind: str, cache: Path) -> np.ndarray:
-    """One row per case: the TU's module vector of ``kind``."""
-    from mirecc.learn.embeddings import module_vectors
-
-    return module_vectors([c.ir for c in cases], kind, cache)
-
-
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx) -> np.ndarray:
+    from mirecc.learn.embeddings import embedding_of
+
     stats = np.asarray([F.row(c.feats) for c in cases])
-    if kind == "statistics":
+    name = embedding_of(kind)
+    if name is None:
         return stats
-    name = "encoder" if kind == "statistics+encoder" else kind
     tr, te = pca(emb[name][train_idx], emb[name][test_idx], PCA)
     out = np.zeros((len(cases), tr.shape[1]))
     out[train_idx], out[test_idx] = tr, te
-    return np.hstack([stats, out]) if kind == "statistics+encoder" else out
+    return np.hstack([stats, out]) if kind.startswith("statistics+") else out
 
 
 def fit(X, Y, seed=0):
@@ -184,10 +179,12 @@ def targets(cases) -> np.ndarray:
     return np.asarray([[c.target(s) for s in SPACE] for c in cases])
 
 
-def rank_forest(cases, kind, emb, held: str) -> dict:
+def rank_forest(cases, kind, emb, held: str, keep: set | None = None) -> dict:
+    """``keep``: the training programs (default: every other)."""
     from mirecc.learn.forest import tree_predictions
 
-    train = [i for i, c in enumerate(cases) if c.program != held]
+    train = [i for i, c in enumerate(cases) if c.program != held
+             and (keep is None or c.program in keep)]
     test = [i for i, c in enumerate(cases) if c.program == held]
     V = case_vectors(cases, kind, emb, train, test)
     model = fit(V[train], targets([cases[i] for i in train]))
@@ -203,17 +200,23 @@ def rank_single(cases, held: str) -> dict:
     return {i: order for i, c in enumerate(cases) if c.program == held}
 
 
-def evaluate(cases, emb) -> dict:
+def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0, draw: int = 0) -> dict:
+    """Every ranking, leave one program out; ``fraction`` < 1: the forests
+    of each fold trained on that share of its training programs."""
+    from mirecc.learn.embeddings import embedding_of
+    from mirecc.learn.judge import training_programs
+
     programs = sorted({c.program for c in cases})
     rankings = {"Polly always on": {i: [("polly", math.inf)] for i in range(len(cases))},
-                "best single schedule": {}, **{k: {} for k in FEATURE_SETS}}
+                "best single schedule": {}, **{k: {} for k in kinds}}
     for n, held in enumerate(programs):
         print(f"\rmire bench nests: leave one program out {n + 1}/{len(programs)}",
               end="", file=sys.stderr, flush=True)
         rankings["best single schedule"].update(rank_single(cases, held))
-        for kind in FEATURE_SETS:
-            if kind == "statistics" or kind.split("+")[-1] in emb:
-                rankings[kind].update(rank_forest(cases, kind, emb, held))
+        keep = training_programs(programs, held, fraction, draw)
+        for kind in kinds:
+            if embedding_of(kind) is None or embedding_of(kind) in emb:
+                rankings[kind].update(rank_forest(cases, kind, emb, held, keep))
     print(file=sys.stderr)
     return {k: v for k, v in rankings.items() if len(v) == len(cases)}
 
@@ -335,16 +338,43 @@ def add_arguments(p) -> None:
                    help="nests: train the statistics forest on every case and write the head")
 
 
+def judged(kinds, out: Path, models: dict):
+    """The rankings of every representation of ``kinds`` on the labels, for
+    ``mire bench encoder`` (:mod:`mirecc.learn.judge`); the case's function
+    is its dominant one."""
+    from mirecc.learn.embeddings import representation_vectors
+    from mirecc.learn.judge import Judged
+
+    cases, metas = read_cases(sorted(LABELS.glob("*.jsonl")))
+    cases = attach_features(cases, out, "clang-14")
+    emb = representation_vectors(kinds, [c.ir for c in cases], [c.function for c in cases],
+                                 out / "embeddings", models)
+    rankings = evaluate(cases, emb, kinds)
+    machine = metas[0] if metas else {}
+
+    def refit(kinds, fraction, draw):
+        return evaluate(cases, emb, kinds, fraction, draw)
+
+    return Judged("loop-nest schedules", cases, {k: rankings[k] for k in kinds if k in rankings},
+                  MIN_GAIN, len(SPACE),
+                  f"{len(cases)} cases of {len({c.program for c in cases})} PolyBench and "
+                  f"mirecc programs timed on {machine.get('cpu_model', '?')} "
+                  f"({machine.get('cc_version', '?')}); speedup over clang -O3; "
+                  f"{len(SPACE)} schedules; ExtraTrees, {PCA} principal components of an "
+                  f"embedding; the function: the one whose nest does the most", refit=refit)
+
+
 def run(args) -> int:
     out = Path(args.out) / "nests"
     paths = args.nests_labels or sorted(LABELS.glob("*.jsonl"))
     cases, metas = read_cases(paths)
     cases = attach_features(cases, out, args.nests_cc)
     wanted = [k for k in args.nests_features.split(",") if k]
-    emb = {}
-    for kind in dict.fromkeys(k.split("+")[-1] for k in wanted if k != "statistics"):
-        emb[kind] = embeddings(cases, kind, out / "embeddings")
-    rankings = evaluate(cases, emb)
+    from mirecc.learn.embeddings import representation_vectors
+
+    emb = representation_vectors(wanted, [c.ir for c in cases], [c.function for c in cases],
+                                 out / "embeddings")
+    rankings = evaluate(cases, emb, ("statistics", *wanted))
     gate = gate_sweep(cases, rankings["statistics"])
     text, results = rankbench.table(cases, rankings, KS, "LLVM's schedule (-O3)", MIN_GAIN)
     ratios = "\n".join(f"| {name} | {compile_ratio(cases, ranked):.2f} |"

@@ -1,0 +1,133 @@
+"""The OpenCL tasks' rankings for ``mire bench encoder``
+(:mod:`mirecc.learn.judge`), on the published data (``../shared/datasets``).
+
+- Thread coarsening: a case is a (kernel, GPU) of the PACT'14 runtimes, its
+  candidates the factors timed beside factor 1 (the baseline); statistics:
+  Magni's features of the uncoarsened kernel (the dataset's PCA1..7 of
+  factor 1's row); every kernel's four GPUs held out together.
+- Device mapping: a case is a (kernel, data size) of one platform, its one
+  candidate the device the static mapping does not use (AMD: the GPU,
+  NVIDIA: the CPU); statistics: Grewe et al.'s features (the dataset's
+  ``comp`` ... ``wgsize``); ten folds grouped by program (a benchmark
+  suite's program, all its kernels and sizes held out together).
+
+Both rank with the same forest (:func:`mirecc.learn.judge.forest_rankings`):
+every representation reads the task's own numbers (GPU, transfer and
+work-group size) beside its vector, as the shipped heads do.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mirecc.tasks.opencl.offline import datasets as D
+
+_KERNEL = re.compile(r"^define\s+(?:[^@]*\s)?spir_kernel\s[^@]*@([\w.$]+)\(", re.M)
+FACTORS = (2, 4, 8, 16, 32)
+GPUS = ("Cypress", "Tahiti", "Fermi", "Kepler")
+
+
+@dataclass
+class Case:
+    program: str
+    speed: dict
+    bad: set = field(default_factory=set)
+    stats: list = field(default_factory=list)
+    task: list = field(default_factory=list)   # the task's own numbers
+    ir: str = ""
+    kernels: tuple = ()
+
+    @property
+    def oracle(self) -> float:
+        return max([1.0, *self.speed.values()])
+
+
+def kernels(ir_text: str) -> tuple:
+    return tuple(_KERNEL.findall(ir_text))
+
+
+def _vectors(kinds, cases, out: Path, models) -> dict:
+    from mirecc.learn.embeddings import representation_vectors
+
+    return representation_vectors(kinds, [c.ir for c in cases], [c.kernels for c in cases],
+                                  out / "embeddings", models)
+
+
+def judged_coarsening(kinds, out: Path, models: dict):
+    import csv
+
+    from mirecc.learn.datasets import default_root
+    from mirecc.learn.judge import Judged, forest_rankings
+
+    root = default_root() / "thread_coarsening"
+    rows = list(csv.DictReader(open(root / "pact-2014-runtimes.csv", newline="")))
+    by: dict[str, dict] = {}
+    for r in rows:
+        by.setdefault(r["kernel"], {})[int(r["cf"])] = r
+    cases = []
+    for kernel, runs in sorted(by.items()):
+        base = runs[1]
+        ir = (root / "kernels_ir" / f"{kernel}.ll").read_text()
+        for g, gpu in enumerate(GPUS):
+            if not base[f"runtime_{gpu}"]:
+                continue
+            t1 = float(base[f"runtime_{gpu}"])
+            speed = {cf: t1 / float(runs[cf][f"runtime_{gpu}"]) for cf in FACTORS
+                     if cf in runs and runs[cf][f"runtime_{gpu}"]}
+            cases.append(Case(kernel, speed, stats=[float(base[f"PCA{i}"]) for i in range(1, 8)],
+                              task=[float(g == i) for i in range(len(GPUS))], ir=ir,
+                              kernels=kernels(ir)))
+    emb = _vectors(kinds, cases, out, models)
+    def rank(kinds, fraction=1.0, draw=0):
+        return forest_rankings(cases, kinds, emb, lambda c: list(c.speed),
+                               lambda cf: [math.log2(cf)], fraction=fraction, draw=draw)
+
+    return Judged("OpenCL thread coarsening (published GPUs)", cases, rank(kinds), 0.0,
+                  len(FACTORS),
+                  f"{len(cases)} cases: {len(by)} kernels x {len(GPUS)} GPUs of the PACT'14 "
+                  f"runtimes (Magni et al.); speedup over factor 1; each kernel's GPUs held "
+                  f"out together; statistics: Magni's features of the kernel (PCA1..7)",
+                  refit=rank)
+
+
+def judged_devmap(kinds, out: Path, models: dict) -> list:
+    """Both platforms' device mapping."""
+    return [judged_platform(kinds, out, models, p) for p in D.PLATFORMS]
+
+
+def judged_platform(kinds, out: Path, models: dict, platform: str):
+    from mirecc.learn.datasets import default_root
+    from mirecc.learn.judge import Judged, forest_rankings
+
+    rows = D.load_devmap(default_root() / "devmap", platform)
+    static = "CPU" if platform == "amd" else "GPU"
+    other = "GPU" if static == "CPU" else "CPU"
+    texts: dict[Path, str] = {}
+    grewe = ("comp", "rational", "mem", "localmem", "coalesced", "atomic")
+    import csv
+    raw = {D.devmap_ir_name(r): r for r in
+           csv.DictReader(open(default_root() / "devmap" / f"cgo17-{platform}.csv", newline=""))}
+    cases = []
+    for r in rows:
+        ir = texts.setdefault(r["ir"], Path(r["ir"]).read_text())
+        speed = {other: D.devmap_runtime(r, static) / D.devmap_runtime(r, other)}
+        extra = [math.log1p(r["transfer"]), math.log1p(r["wgsize"])]
+        cases.append(Case(r["benchmark"].rsplit("-", 1)[0], speed,
+                          stats=[float(raw[r["name"]][k]) for k in grewe], task=extra,
+                          ir=ir,
+                          kernels=kernels(ir)))
+    emb = _vectors(kinds, cases, out, models)
+    def rank(kinds, fraction=1.0, draw=0):
+        return forest_rankings(cases, kinds, emb, lambda c: list(c.speed), lambda d: [],
+                               folds=10, fraction=fraction, draw=draw)
+
+    return Judged(f"OpenCL device mapping ({platform.upper()})", cases, rank(kinds), 0.0, 1,
+                  f"{len(cases)} cases (kernel x data size) of "
+                  f"{len({c.program for c in cases})} programs (Cummins et al.'s "
+                  f"{platform.upper()} platform); speedup over the static mapping "
+                  f"({static}); ten folds grouped by program; statistics: Grewe et al.'s "
+                  f"features with transfer and work-group size", refit=rank)
