@@ -189,6 +189,24 @@ class TUContext:
                                self.where + note)
         return self._embedding
 
+    def function_embeddings(self, names=None) -> dict:
+        """Each defined function's own vector (``names``: only those), from
+        its part of the program graph alone
+        (:meth:`mirecc.encoder.runtime.Encoder.embed_functions`), cached by the
+        function's code digest (the profiles' :func:`mirecc.ir.text.function_digests`)
+        when the encoder reads the TU's own IR: a rebuild, or a second decision
+        on the same function, pays nothing."""
+        from mirecc.encoder.runtime import EmbedError
+        from mirecc.ir.text import function_digests
+
+        graph, note = self._encoder_graph()
+        digests = function_digests(self.ir_text) if not note else None
+        try:
+            return _encoder(self.config).embed_functions(graph, names, digests)
+        except EmbedError as exc:
+            raise head_error(f"embedding the functions of {self.request.source}: "
+                             f"{exc}") from None
+
     def _encoder_graph(self):
         """The graph the encoder embeds: the TU's own, unless the build's
         clang is not the encoder's (then the TU is emitted again by it)."""

@@ -351,3 +351,27 @@ def test_the_torch_model_is_read_back_from_its_onnx_files(tiny):
     for key in want:
         if key.startswith(("statements.", "graph.")) and "mlm" not in key:
             torch.testing.assert_close(got[key], want[key], msg=key)
+
+
+def test_the_tu_context_gives_each_functions_own_vector(source, tmp_path, monkeypatch):
+    """A head reads a function's own vector through the per-TU context (one
+    graph, the digests of the TU's own IR), the same as the encoder's."""
+    import hashlib
+
+    from mirecc.encoder.runtime import compile_to_ir
+    from mirecc.taskapi.config import load_config
+    from mirecc.taskapi.context import TUContext
+    from mirecc.taskapi.records import TURequest
+
+    monkeypatch.setenv("MIRECC_CACHE_DIR", str(tmp_path / "cache"))
+    bc = tmp_path / "mm.bc"
+    compile_to_ir(source, bc, CLANG, [])
+    request = TURequest(source=str(source), language="c", opt_level="2", flags=(),
+                        bitcode_path=str(bc),
+                        bitcode_sha256=hashlib.sha256(bc.read_bytes()).hexdigest())
+    ctx = TUContext(request, load_config(environ={"MIRECC_CACHE_DIR": str(tmp_path / "c")}))
+    got = ctx.function_embeddings()
+    assert set(got) == {"dot", "mm"}
+    want = Encoder(cache=False).embed_functions(ctx.graph, ["mm"])
+    np.testing.assert_allclose(got["mm"], want["mm"], atol=1e-5)
+    assert set(ctx.function_embeddings(["dot"])) == {"dot"}
