@@ -232,6 +232,8 @@ def run(args) -> int:
                 want = F.softmax((-d / scale).masked_fill(eye, -1e9), dim=1)
                 got = F.log_softmax((p @ p.t() / 0.1).masked_fill(eye, -1e9), dim=1)
                 losses["contrastive"] = F.kl_div(got, want, reduction="batchmean")
+            if not losses:
+                continue      # a batch of one or two functions: nothing to contrast
             loss = sum(losses.values())
             opt.zero_grad()
             loss.backward()
@@ -241,7 +243,7 @@ def run(args) -> int:
             if step % 25 == 0:
                 log.write(json.dumps({"kind": "train", "step": step,
                                       "seconds": round(time.time() - t0, 1),
-                                      **{k: float(v) for k, v in losses.items()}}) + "\n")
+                                      **{k: float(v.detach()) for k, v in losses.items()}}) + "\n")
                 log.flush()
                 print(f"\rmire pretrain-feedback: step {step} "
                       + " ".join(f"{k} {float(v):.3f}" for k, v in losses.items())

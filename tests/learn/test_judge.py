@@ -110,3 +110,33 @@ def test_label_efficiency_trains_on_a_share_of_the_programs():
     assert eff["statistics"][1.0]["share"] == pytest.approx(full["statistics"]["share"])
     assert eff["statistics"][0.1]["share"] < eff["statistics"][1.0]["share"]
     assert "10% of the programs" in J.efficiency_markdown(eff, full)
+
+
+def test_mire_bench_encoder_writes_its_page(tmp_path):
+    """The command end to end on the published coarsening runtimes, with the
+    statistics alone (no encoder to run)."""
+    import json
+    import subprocess
+    import sys
+
+    from mirecc.learn.datasets import default_root
+
+    if not (default_root() / "thread_coarsening").is_dir():
+        pytest.skip("the shared datasets are not here")
+    md = tmp_path / "judge.md"
+    subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "bench", "encoder",
+                    "--judge-tasks", "opencl-thread-coarsening", "--judge-kinds", "statistics",
+                    "--judge-fractions", "0.5", "--judge-efficiency-kinds", "statistics",
+                    "--judge-draws", "50", "--out", str(tmp_path), "--judge-md", str(md)],
+                   check=True, capture_output=True, text=True)
+    text = md.read_text()
+    assert "## OpenCL thread coarsening" in text and "| statistics |" in text
+    assert "50% of the programs" in text
+    data = json.loads(md.with_suffix(".json").read_text())
+    r = data["OpenCL thread coarsening (published GPUs)"]["results"]["statistics"]
+    assert r["cases"] == 68 and 1 <= r["trials"] <= 6
+    with pytest.raises(subprocess.CalledProcessError) as err:
+        subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "bench", "encoder",
+                        "--judge-tasks", "code-size", "--out", str(tmp_path)],
+                       check=True, capture_output=True, text=True)
+    assert "no rankings declared by code-size" in err.value.stderr
