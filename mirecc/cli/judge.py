@@ -40,6 +40,12 @@ def add_arguments(p) -> None:
     p.add_argument("--judge-efficiency-kinds", default="statistics,encoder,statistics+encoder",
                    help="encoder: the representations of the label-efficiency table "
                         "(default: %(default)s)")
+    p.add_argument("--judge-seeds", type=int, default=3,
+                   help="encoder: draws of the training programs per share (default: "
+                        "%(default)s)")
+    p.add_argument("--judge-jobs", type=int, default=1,
+                   help="encoder: tasks judged at once, one process each (default: "
+                        "%(default)s)")
     p.add_argument("--judge-md", type=Path,
                    default=ROOT / "docs" / "results" / "encoder-judge.md",
                    help="encoder: the page written, its data beside it (.json) "
@@ -57,9 +63,44 @@ def _models(specs: list[str]) -> dict[str, Path]:
     return out
 
 
-def run(args) -> int:
+def _task(name: str, judged: str, kinds, out: Path, models: dict, args) -> list:
+    """One task's sections and data (run in a worker: rankings hold closures,
+    so everything of a task happens where its rankings are made)."""
     from mirecc.learn import judge as J
     from mirecc.taskapi.api import load_attribute
+
+    print(f"mire bench encoder: {name}", file=sys.stderr)
+    got = load_attribute(judged)(kinds, out / name, models)
+    done = []
+    for j in got if isinstance(got, list) else [got]:
+        results = J.judge(j, args.judge_draws)
+        data = {"protocol": j.protocol, "candidates": j.candidates, "results": results}
+        ref = results.get(j.reference)
+        wins = [f"{k} ({J.beats(r, ref)})" for k, r in results.items()
+                if ref is not None and J.beats(r, ref)]
+        text = (f"## {j.task}\n\n{j.protocol}. Guess: the first candidate "
+                f"where its score exceeds {j.min_gain:g}; at most {j.candidates} "
+                f"candidates per case.\n\n{J.markdown(j, results)}\n\n"
+                f"Beats {j.reference} alone beyond the interval: "
+                f"{', '.join(wins) if wins else 'none'}.\n")
+        fractions = [float(f) for f in args.judge_fractions.split(",") if f]
+        few = [k for k in args.judge_efficiency_kinds.split(",") if k in results]
+        if fractions and j.refit is not None and few:
+            eff = J.efficiency(j, few, fractions, seeds=args.judge_seeds)
+            data["efficiency"] = eff
+            text += (f"\nLabel efficiency: each fold's heads trained on a share of its "
+                     f"training programs ({args.judge_seeds} draws, means): the guess's "
+                     f"share of the oracle / candidates per case.\n\n"
+                     f"{J.efficiency_markdown(eff, results)}\n")
+        done.append((j.task, text, data))
+    return done
+
+
+def run(args) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from mirecc.learn import judge as J
     from mirecc.taskapi.registry import tasks
 
     models = _models(args.judge_model)
@@ -71,46 +112,34 @@ def run(args) -> int:
         raise SystemExit(f"mire bench encoder: no rankings declared by {', '.join(unknown)} "
                          f"(those that have: {', '.join(declared)})")
     out = Path(args.out) / "encoder"
-    sections, data = [], {}
     t0 = time.time()
-    for name in chosen:
-        print(f"mire bench encoder: {name}", file=sys.stderr)
-        got = load_attribute(declared[name].judged)(kinds, out / name, models)
-        for j in got if isinstance(got, list) else [got]:
-            results = J.judge(j, args.judge_draws)
-            data[j.task] = {"protocol": j.protocol, "candidates": j.candidates,
-                            "results": results}
-            ref = results.get(j.reference)
-            wins = [f"{k} ({J.beats(r, ref)})" for k, r in results.items()
-                    if ref is not None and J.beats(r, ref)]
-            text = (f"## {j.task}\n\n{j.protocol}. Guess: the first candidate "
-                    f"where its score exceeds {j.min_gain:g}; at most {j.candidates} "
-                    f"candidates per case.\n\n{J.markdown(j, results)}\n\n"
-                    f"Beats {j.reference} alone beyond the interval: "
-                    f"{', '.join(wins) if wins else 'none'}.\n")
-            fractions = [float(f) for f in args.judge_fractions.split(",") if f]
-            few = [k for k in args.judge_efficiency_kinds.split(",") if k in results]
-            if fractions and j.refit is not None and few:
-                eff = J.efficiency(j, few, fractions)
-                data[j.task]["efficiency"] = eff
-                text += (f"\nLabel efficiency: each fold's heads trained on a share of its "
-                         f"training programs (3 draws, means): the guess's share of the "
-                         f"oracle / candidates per case.\n\n"
-                         f"{J.efficiency_markdown(eff, results)}\n")
-            sections.append(text)
+    jobs = [(n, declared[n].judged, kinds, out, models, args) for n in chosen]
+    if args.judge_jobs > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(args.judge_jobs, mp_context=get_context("spawn")) as pool:
+            parts = list(pool.map(_task, *zip(*jobs)))
+    else:
+        parts = [_task(*job) for job in jobs]
+    sections = [text for part in parts for _, text, _ in part]
+    data = {task: d for part in parts for task, _, d in part}
     md = (f"# The encoder judged as trials saved\n\nWritten by `mire bench encoder` in "
           f"{time.time() - t0:.0f} s on {platform.processor() or platform.machine()}, "
           f"models: shipped encoder"
           + "".join(f", {n} = `{p}`" for n, p in models.items()) + ". "
-          f"Per task and representation, leave one program out: the guess's share of the "
-          f"oracle's log gain, and K90, the candidates each case measures (its first K by "
-          f"the ranking, the fastest correct kept) for the set to reach {J.REACH:.0%} of the "
-          f"oracle's log gain; intervals: {J.COVERAGE:.0%}, {args.judge_draws} resamples of "
-          f"programs (a drawn program brings all its cases); `vs`: the difference from the "
-          f"reference on the same draws. `@function`: the vector of the decision's function "
-          f"alone (its part of the program graph), not the module's. A representation beats "
-          f"the reference when its guess gains 10 points or its K90 is a third lower, with "
-          f"the difference's interval clear of zero.\n\n" + "\n".join(sections))
+          f"Per task and representation, held out by program: the guess's share of the "
+          f"oracle's log gain (the first candidate applied where the ranking's score clears "
+          f"the task's bar); candidates per case: how many of its candidates, in the "
+          f"ranking's order and each measured beside the baseline (the fastest correct "
+          f"kept, as `mire tune`, the code-size search and the adaptive runtime do), a case "
+          f"with a gain measures until it has {J.REACH:.0%} of its own oracle's log gain, "
+          f"mean over those cases; K90: the same K for every case, for the whole set to "
+          f"reach {J.REACH:.0%}. Intervals: {J.COVERAGE:.0%}, {args.judge_draws} resamples "
+          f"of programs (a drawn program brings all its cases); `vs`: the difference from "
+          f"the reference on the same draws. `@function`: the vector of the decision's "
+          f"function alone (its part of the program graph), not the module's; "
+          f"`statistics+`: the task's statistics and the embedding's principal components. "
+          f"A representation beats the reference when its guess gains 10 points or it needs "
+          f"a third fewer candidates per case, the difference's interval clear of zero."
+          f"\n\n" + "\n".join(sections))
     from mirecc.util.fsutil import atomic_write_bytes
 
     args.judge_md.parent.mkdir(parents=True, exist_ok=True)
