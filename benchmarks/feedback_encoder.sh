@@ -42,9 +42,9 @@ for step in "${steps[@]}"; do
                 models+=(--judge-model "$o=.work/pretrain/feedback-$o/model")
                 kinds+=",$o,$o@function,statistics+$o,statistics+$o@function"
             done
-            "$mire" bench encoder --out .work/bench-encoder --judge-kinds "$kinds" \
+            "$mire" bench encoder --out .work/bench-encoder --judge-kinds "$kinds" --judge-jobs 2 \
                 "${models[@]}" \
-                --judge-efficiency-kinds "statistics,encoder,statistics+encoder,regression,statistics+regression,contrastive,statistics+contrastive" ;;
+                --judge-seeds 2 --judge-efficiency-kinds "statistics,statistics+encoder,statistics+regression,statistics+contrastive" ;;
     *)      echo "unknown step: $step" >&2; exit 2 ;;
     esac
 done

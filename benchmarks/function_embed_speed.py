@@ -19,7 +19,7 @@ loaded (its load not timed), per round:
 
 Median (min-max) of ``--repeats`` rounds, milliseconds, on this machine.
 Default files: the bundled ``saxpy.c`` and zlib's ``deflate.c`` and
-``inflate.c`` where ``scripts/setup.sh`` fetched zlib (``.work/src/zlib``).
+``inflate.c`` where ``scripts/setup.sh`` fetched zlib (``.work/src/zlib/zlib-*``).
 """
 from __future__ import annotations
 
@@ -52,9 +52,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "results" /
                    "function-embed-speed.md")
     args = p.parse_args(argv)
-    zlib = ROOT / ".work" / "src" / "zlib"
+    from mirecc.cli.bench import fetched_library
+
+    zlib = fetched_library()
     files = args.files or [ROOT / "benchmarks" / "programs" / "saxpy.c",
-                           *[f for f in (zlib / "deflate.c", zlib / "inflate.c") if f.is_file()]]
+                           *([zlib / "deflate.c", zlib / "inflate.c"] if zlib else [])]
     rows = []
     with tempfile.TemporaryDirectory(prefix="fn-embed-") as tmp:
         tmp = Path(tmp)

@@ -242,7 +242,7 @@ def run(args) -> int:
             step += 1
             if step % 25 == 0:
                 log.write(json.dumps({"kind": "train", "step": step,
-                                      "seconds": round(time.time() - t0, 1),
+                                      "elapsed_s": round(time.time() - t0, 1),
                                       **{k: float(v.detach()) for k, v in losses.items()}}) + "\n")
                 log.flush()
                 print(f"\rmire pretrain-feedback: step {step} "
