@@ -58,9 +58,11 @@ def help_text() -> str:
     lines = [USAGE, "Settings (.mirecc.yaml key, environment variable, meaning):"]
     lines += rows(CORE_SETTINGS)
     try:    # the installed heads' calibrated gates (mire gates), else the task's words
-        gates = installed_gates(default_heads_dirs(load_config()))
+        dirs = default_heads_dirs(load_config())
+        gates = installed_gates(dirs)
+        readers = encoder_readers(dirs)
     except Exception:   # noqa: BLE001 - a bad configuration must not break --mirecc-help
-        gates = {}
+        gates, readers = {}, {}
     for task in tasks().values():
         applied = (f"applied when {when(task)}" if task.applied_when
                    else "no head: applied from a decisions profile"
@@ -71,8 +73,33 @@ def help_text() -> str:
         measured = describe(gates.get(task.name)) or task.measured
         if measured:
             lines.append(f"  measured: {measured}")
+        if task.has("head_class"):
+            lines.append(f"  encoder: read by its head ({', '.join(readers[task.name])}); "
+                         "judged against statistics alone in docs/encoder.md"
+                         if readers.get(task.name) else
+                         "  encoder: not read (its head reads statistics; the build does not "
+                         "run the encoder for it)")
         lines += rows(task.settings)
     return "\n".join(lines) + "\n"
+
+
+def encoder_readers(dirs: list[str]) -> dict[str, list[str]]:
+    """task -> the installed heads that read the encoder's embedding (an
+    embedding among their ``spec.yaml``'s ``features``)."""
+    import yaml
+
+    from mirecc.taskapi.registry import find_head_specs
+
+    out: dict[str, list[str]] = {}
+    for head in find_head_specs(dirs):
+        try:
+            with open(head.spec_path) as f:
+                spec = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if spec.get("task") and any("embedding" in str(f) for f in spec.get("features") or ()):
+            out.setdefault(spec["task"], []).append(f"{head.name}: {spec['encoder']}")
+    return out
 
 
 #: mirecc's own options that answer and compile nothing

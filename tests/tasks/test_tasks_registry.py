@@ -100,6 +100,10 @@ def test_mirecc_help_lists_every_setting_and_task():
         assert f"Task {name}" in out
     # mirecc-nvcc's task: its head applied only with its setting
     assert "Task cuda-block (cuda; applied when apply_cuda_block is true)" in out
+    # which heads read the encoder, from their spec.yaml's features
+    blocks = {b.split(" ", 1)[0]: b for b in out.split("\nTask ")[1:]}
+    assert "encoder: read by its head (coarsening:" in blocks["opencl-thread-coarsening"]
+    assert "encoder: not read" in blocks["loop-nests"]
 
 
 def test_cache_key_follows_the_task_settings():
