@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default=None, help="the exported model's name")
 
 
-def _examples(corpus: Path, labels: dict, cache: Path):
+def _examples(corpus: Path, labels: dict):
     """(pieces, targets) of every labelled module: each piece an
     EncodedModule, its target rows (node function index -> outcome vector)."""
     from tqdm import tqdm
@@ -181,7 +181,7 @@ def run(args) -> int:
                                             if k in EncoderConfig.__dataclass_fields__}))
     else:
         model = model_from_onnx(SHIPPED_MODEL_DIR if args.init == "shipped" else args.init)
-    data = _examples(args.corpus, labels, args.out / "encoded")
+    data = _examples(args.corpus, labels)
     train, held = data["train"], data["heldout"]
     Y = np.concatenate([np.stack(list(r.values())) for _, r in train])
     mu, sd = Y.mean(0), Y.std(0) + 1e-6

@@ -164,7 +164,8 @@ def module_vectors(texts: list[str], kind: str, cache: Path) -> np.ndarray:
     if kind == "ir2vec":
         vectors, _ = embed_ir2vec(keyed, cache_root=cache)
     else:
-        model = Path(kind) if Path(kind).is_dir() else encoder_model_dirs([kind], cache)[kind]
+        model = Path(kind) if (Path(kind) / "manifest.json").is_file() \
+        else encoder_model_dirs([kind], cache)[kind]
         vectors, _ = embed_kernels(keyed, model, cache_root=cache, progress=kind)
     dim = len(next(iter(vectors.values())))
     return np.stack([vectors.get(content_key("ir", t), np.zeros(dim)) for t in texts])
@@ -181,7 +182,8 @@ def function_vectors(items: list[tuple[str, object]], kind: str, cache: Path) ->
     from mirecc.graph import GraphBuildError, build_graph
     from mirecc.util.modelfiles import manifest_digest
 
-    model = Path(kind) if Path(kind).is_dir() else encoder_model_dirs([kind], cache)[kind]
+    model = Path(kind) if (Path(kind) / "manifest.json").is_file() \
+        else encoder_model_dirs([kind], cache)[kind]
     table = EmbeddingTable(cache / f"{manifest_digest(model)}-functions.npz")
     items = [(text, (name,) if isinstance(name, str) else tuple(name)) for text, name in items]
     keys = [content_key("function", "\0".join((*names, text))) for text, names in items]

@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from mirecc.tasks.opencl.offline import datasets as D
 
