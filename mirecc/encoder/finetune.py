@@ -199,17 +199,17 @@ def run(args) -> int:
     log = open(args.out / "metrics.jsonl", "a")
 
     def evaluate(step):
-        if not held:
-            return {"kind": "heldout", "step": step, "ridge_r2": {}, "ridge_r2_mean": None}
-        model.eval()
-        r2 = _ridge_r2(_embed_all(model, train[:600], torch), _embed_all(model, held, torch))
-        rec = {"kind": "heldout", "step": step, "ridge_r2": dict(zip(outcomes, r2)),
-               "ridge_r2_mean": float(np.nanmean(r2))}
+        """The held-out R^2 (none where the split holds no module out), logged."""
+        rec = {"kind": "heldout", "step": step, "ridge_r2": {}, "ridge_r2_mean": None}
+        if held:
+            model.eval()
+            r2 = _ridge_r2(_embed_all(model, train[:600], torch), _embed_all(model, held, torch))
+            rec.update(ridge_r2=dict(zip(outcomes, r2)), ridge_r2_mean=float(np.nanmean(r2)))
+            model.train()
+            print(f"mire pretrain-feedback: step {step}: held-out ridge R^2 mean "
+                  f"{rec['ridge_r2_mean']:.3f}", file=sys.stderr)
         log.write(json.dumps(rec) + "\n")
         log.flush()
-        print(f"mire pretrain-feedback: step {step}: held-out ridge R^2 mean "
-              f"{rec['ridge_r2_mean']:.3f}", file=sys.stderr)
-        model.train()
         return rec
 
     before = evaluate(0)
