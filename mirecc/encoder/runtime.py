@@ -247,21 +247,25 @@ class Encoder:
         todo = [n for n in wanted if n not in out]
         if not todo:
             return out
-        texts = node_texts(graph)
-        index: dict[str, int] = {}
-        node_stmt = np.fromiter((index.setdefault(t, len(index)) for t in texts),
-                                dtype=np.int64, count=len(texts))
-        stmt_emb, _ = self.embed_statements(list(index))
         flow, src, dst = graph.edge_flow, graph.edge_source, graph.edge_target
         shared = (func == schema.NONE) & (ntype != schema.INSTRUCTION)
         data = flow == schema.DATA
         number = {n: f for f, n in enumerate(graph.function_names)}
+        parts = {}
         for name in todo:
             own = func == number[name]
             uses = np.zeros_like(own)
             uses[src[data & shared[src] & own[dst]]] = True
             uses[dst[data & shared[dst] & own[src]]] = True
-            nodes = np.flatnonzero(own | uses)
+            parts[name] = (np.flatnonzero(own | uses), own)
+        # only the statements of the functions asked for are embedded
+        texts = node_texts(graph)
+        index: dict[str, int] = {}
+        node_stmt = np.full(len(func), -1, dtype=np.int64)
+        for i in np.unique(np.concatenate([nodes for nodes, _ in parts.values()])).tolist():
+            node_stmt[i] = index.setdefault(texts[i], len(index))
+        stmt_emb, _ = self.embed_statements(list(index))
+        for name, (nodes, own) in parts.items():
             remap = np.full(len(func), -1, dtype=np.int64)
             remap[nodes] = np.arange(nodes.size)
             inside = (remap[src] >= 0) & (remap[dst] >= 0)
