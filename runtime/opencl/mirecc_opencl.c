@@ -54,6 +54,8 @@ typedef struct _cl_event *cl_event;
 #define CL_PROFILING_COMMAND_END 0x1283
 #define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
 #define CL_COMPLETE 0
+#define CL_DEVICE_TYPE_DEFAULT 1
+#define CL_DEVICE_TYPE_ALL 0xFFFFFFFFull
 
 typedef void(build_notify)(cl_program, void *);
 
@@ -98,6 +100,7 @@ REAL(clEnqueueReadBuffer, cl_int, cl_command_queue, void *, cl_uint, size_t, siz
      cl_uint, const cl_event *, cl_event *)
 REAL(clGetEventProfilingInfo, cl_int, cl_event, cl_uint, size_t, void *, size_t *)
 REAL(clReleaseEvent, cl_int, cl_event)
+REAL(clGetDeviceIDs, cl_int, void *, cl_ulong, cl_uint, cl_device_id *, cl_uint *)
 
 #define MAX_FACTORS 6
 #define MAX_ARGS 64
@@ -149,6 +152,8 @@ static int forced;          /* MIRECC_OPENCL_FACTOR: every launch at this factor
                                -1 (all): the arms in turn, launch by launch (labels) */
 static int off_all;         /* MIRECC_OPENCL=0, or no store/planner to work with */
 static char record_path[4096], cache_root[4096];
+static int device_confirm;  /* MIRECC_OPENCL_DEVICE=confirm: each device the program's
+                               request allows, timed over whole runs */
 
 /* ------------------------------------------------------------- set-up */
 
@@ -180,6 +185,8 @@ static void initialise(void) {
     if (*end || f < 1 || f > 1024) warn("MIRECC_OPENCL_FACTOR=%s is not a factor%s; ignored", v, "");
     else forced = (int)f;
   }
+  v = getenv("MIRECC_OPENCL_DEVICE");
+  device_confirm = v && !strcmp(v, "confirm") && !forced;
   v = getenv("MIRECC_OPENCL_RECORD");
   if (v && *v) snprintf(record_path, sizeof record_path, "%s", v);
   const char *cache = getenv("MIRECC_CACHE_DIR");
@@ -470,6 +477,153 @@ static void collect_all(void) {
       if (k->npending) collect(k);
 }
 
+/* ------------------------------------------------------------- device choice */
+
+/* With MIRECC_OPENCL_DEVICE=confirm, where the program's request
+ * (clGetDeviceIDs with a type) finds more than one device, each run gives
+ * the program one of them first: its own (the first the platform lists),
+ * then each other device, alternating run by run.  A run's sample is its
+ * wall time from that call to exit (builds, transfers and kernels: all the
+ * device changes), except a device's first run, which builds the program
+ * for it (pocl keeps what it built in its own cache); a device is kept only when it beats the program's own
+ * beyond the noise (the engine's rule, with `pairs` runs each), and the
+ * verdict is kept in the store under the program's digest and the devices
+ * offered.  Programs that name no type (clCreateContextFromType) or find
+ * one device are left alone. */
+
+#define MAX_DEVICES MAX_ARMS
+static struct state *dev_state;
+static struct cell *dev_cell;
+static int dev_arm = -1, dev_count;
+static cl_device_id dev_ids[MAX_DEVICES];
+static char dev_names[MAX_DEVICES][128], dev_key[64], dev_label[160];
+static struct timespec dev_t0;
+
+/* The running executable's digest: its size and first and last MiB. */
+static uint64_t exe_digest(void) {
+  uint64_t h = 14695981039346656037ull;
+  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return h;
+  struct stat st;
+  static unsigned char buf[1 << 20];
+  if (fstat(fd, &st) == 0) {
+    char size[32];
+    snprintf(size, sizeof size, "%lld", (long long)st.st_size);
+    h = fnv64(size, h);
+    off_t at[2] = {0, st.st_size > (off_t)sizeof buf ? st.st_size - (off_t)sizeof buf : 0};
+    for (int i = 0; i < (at[1] ? 2 : 1); i++) {
+      ssize_t got = pread(fd, buf, sizeof buf, at[i]);
+      for (ssize_t j = 0; j < got; j++) h = (h ^ buf[j]) * 1099511628211ull;
+    }
+  }
+  close(fd);
+  return h;
+}
+
+/* At exit, before the store is saved: this run's wall time for its device. */
+static void device_done(void) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  pthread_mutex_lock(&lock);
+  if (dev_cell && dev_arm >= 0) {
+    double t = (double)(t1.tv_sec - dev_t0.tv_sec) + (double)(t1.tv_nsec - dev_t0.tv_nsec) * 1e-9;
+    struct arm *a = &dev_cell->arm[dev_arm];
+    if (dev_cell->phase == EXPLORE && a->n == 0 && a->at == 0 && !a->kept && !a->dropped)
+      a->at = -1;   /* a device's first run builds (and plans) the program's kernels for it:
+                       a warm-up, marked in the store, not a sample */
+    else
+      record(dev_cell, dev_arm, t);
+    dev_cell->dirty = 1;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+/* Under `lock`: this run's device for a request that found `n` devices
+   (the platform's order), made once per run; -1: the program's own. */
+static int device_for(cl_uint n, const cl_device_id *ids) {
+  if (dev_state) {   /* the same devices as the first request, else left alone */
+    if ((int)n != dev_count) return -1;
+    for (cl_uint i = 0; i < n; i++)
+      if (ids[i] != dev_ids[i]) return -1;
+    return dev_arm;
+  }
+  if (n < 2 || n > MAX_DEVICES || !load_clGetDeviceInfo()) return -1;
+  uint64_t h = exe_digest();
+  for (cl_uint i = 0; i < n; i++) {
+    dev_names[i][0] = 0;
+    if (real_clGetDeviceInfo(ids[i], CL_DEVICE_NAME, sizeof dev_names[i] - 1, dev_names[i],
+                             NULL) != CL_SUCCESS)
+      return -1;
+    for (char *c = dev_names[i]; *c; c++)
+      if (*c == '\t' || *c == '\n' || *c == ';' || *c == ':') *c = ' ';
+    h = fnv64(dev_names[i], fnv64("\x01", h));
+    dev_ids[i] = ids[i];
+  }
+  struct state *s = calloc(1, sizeof *s);
+  if (!s) return -1;
+  snprintf(dev_key, sizeof dev_key, "cldev-%016llx", (unsigned long long)h);
+  snprintf(dev_label, sizeof dev_label, "the OpenCL device of %s",
+           program_invocation_short_name);
+  s->key = dev_key;
+  s->name = dev_label;
+  s->last = -1;
+  s->narm = (int)n;
+  for (int c = 0; c < MAX_CELLS; c++)
+    for (cl_uint i = 0; i < n; i++) {
+      snprintf(s->cell[c].arm[i].name, NAME_LEN, i ? "dev-%08x" : "default", fnv(dev_names[i]));
+      s->cell[c].arm[i].factor = 1;
+    }
+  restore(s);
+  struct cell *c = cell_for(s, 0);
+  if (!c) {
+    free(s);
+    return -1;
+  }
+  if (!c->invocations) c->next_default = 1;   /* the first run: the program's own */
+  c->across = 1;   /* one device per run */
+  c->rare = 0;
+  s->next = states;
+  states = s;
+  dev_state = s;
+  dev_cell = c;
+  dev_count = (int)n;
+  dev_arm = choose(s, c);
+  c->invocations++;
+  c->dirty = 1;
+  clock_gettime(CLOCK_MONOTONIC, &dev_t0);
+  atexit(device_done);   /* registered after the store's save: runs before it */
+  return dev_arm;
+}
+
+cl_int clGetDeviceIDs(void *platform, cl_ulong type, cl_uint num, cl_device_id *devices,
+                      cl_uint *found) {
+  if (!load_clGetDeviceIDs()) return -30;
+  ensure_initialised();
+  if (off_all || !device_confirm || (num && !devices))
+    return real_clGetDeviceIDs(platform, type, num, devices, found);
+  /* every device of the type asked for (the default type: any device) */
+  cl_ulong want = type == CL_DEVICE_TYPE_DEFAULT ? CL_DEVICE_TYPE_ALL : type;
+  cl_device_id ids[MAX_DEVICES];
+  cl_uint n = 0;
+  if (real_clGetDeviceIDs(platform, want, 0, NULL, &n) != CL_SUCCESS || n < 2 ||
+      n > MAX_DEVICES || real_clGetDeviceIDs(platform, want, n, ids, NULL) != CL_SUCCESS)
+    return real_clGetDeviceIDs(platform, type, num, devices, found);
+  pthread_mutex_lock(&lock);
+  int arm = device_for(n, ids);
+  pthread_mutex_unlock(&lock);
+  if (arm < 0) return real_clGetDeviceIDs(platform, type, num, devices, found);
+  /* this run's device first, the others in the platform's order */
+  cl_device_id order[MAX_DEVICES];
+  cl_uint m = 0;
+  order[m++] = ids[arm];
+  for (cl_uint i = 0; i < n; i++)
+    if ((int)i != arm) order[m++] = ids[i];
+  cl_uint give = type == CL_DEVICE_TYPE_DEFAULT ? 1 : n;
+  if (found) *found = give;
+  for (cl_uint i = 0; devices && i < num && i < give; i++) devices[i] = order[i];
+  return CL_SUCCESS;
+}
+
 /* ------------------------------------------------------------- the record */
 
 static void write_record(void) {
@@ -486,6 +640,25 @@ static void write_record(void) {
   else if (forced) fprintf(f, "# mirecc-opencl record 1 forced=%d\n", forced);
   else fprintf(f, "# mirecc-opencl record 1\n");
   fprintf(f, "kernel\tdevice\tbucket\tlaunches\tphase\tkept\tgain\tarms\tnote\n");
+  if (dev_state && dev_cell) {
+    /* the device row: launches are runs, arms the devices (d0: the program's own) */
+    struct cell *c = dev_cell;
+    const char *phase = c->phase == EXPLOIT ? "decided" : "exploring";
+    double base = count(&c->arm[0]) ? median(&c->arm[0]) : 0;
+    double kept = count(&c->arm[c->best]) ? median(&c->arm[c->best]) : 0;
+    fprintf(f, "(device)\t%s\t0\t%d\t%s\t%s\t", dev_names[dev_arm], c->invocations > 0 ?
+            (int)c->invocations : 0, phase, dev_names[c->best]);
+    if (base > 0 && kept > 0) fprintf(f, "%.4f\t", base / kept);
+    else fprintf(f, "-\t");
+    for (int a = 0; a < dev_state->narm; a++) {
+      struct arm *r = &c->arm[a];
+      fprintf(f, "%sd%d=%s:%d:%.9g", a ? ";" : "", a, dev_names[a], r->n,
+              count(r) ? median(r) : 0.0);
+      if (r->dropped) fputs(":dropped", f);
+      if (r->kept) fputs(":kept", f);
+    }
+    fprintf(f, "\twall time per run, from the program's device request to exit\n");
+  }
   for (struct prog *p = progs; p; p = p->next)
     for (struct planned *k = p->kernels; k; k = k->next) {
       if (!k->accepted || !k->state) {

@@ -30,14 +30,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "K where the launch allows it, or with 'all' each of its factors "
                              "in turn, launch by launch (labels); every launch timed, nothing "
                              "explored or stored")
-    parser.add_argument("--opencl-device", choices=("program", "auto"), default="program",
-                        help="with --opencl: auto uses the head's device where the platform "
-                             "offers more than one (default: %(default)s, the program's own)")
+    parser.add_argument("--opencl-device", choices=("program", "auto", "confirm"),
+                        default="program",
+                        help="with --opencl: 'confirm' gives the program each device its "
+                             "request finds, run by run, and keeps one only when its runs are "
+                             "faster than on the program's own beyond the noise (verdict "
+                             "stored); 'auto' says whether the device-mapping head has a "
+                             "choice to make here (default: %(default)s, the program's own)")
 
 
-def opencl_devices() -> list[tuple[str, str]]:
-    """(platform name, device name) of every OpenCL device this machine
-    offers, through the ICD loader; [] without one."""
+def opencl_devices() -> list[tuple[str, str, str]]:
+    """(platform name, device name, device type: CPU, GPU, accelerator or
+    other) of every OpenCL device this machine offers, through the ICD
+    loader; [] without one."""
     try:
         cl = ctypes.CDLL("libOpenCL.so.1")
     except OSError:
@@ -61,8 +66,12 @@ def opencl_devices() -> list[tuple[str, str]]:
         for d in devices:
             dname = ctypes.create_string_buffer(256)
             cl.clGetDeviceInfo(ctypes.c_void_p(d), 0x102B, 256, dname, None)
+            dtype = ctypes.c_uint64()
+            cl.clGetDeviceInfo(ctypes.c_void_p(d), 0x1000, 8, ctypes.byref(dtype), None)
+            kind = ("GPU" if dtype.value & 4 else "CPU" if dtype.value & 2 else
+                    "accelerator" if dtype.value & 8 else "other")
             out.append((name.value.decode(errors="replace").strip(),
-                        dname.value.decode(errors="replace").strip()))
+                        dname.value.decode(errors="replace").strip(), kind))
     return out
 
 
@@ -95,13 +104,30 @@ def run_environment(args: argparse.Namespace) -> tuple[dict, list[str]]:
         env["MIRECC_OPENCL_RECORD"] = os.path.abspath(args.opencl_record)
     if args.opencl_factor:
         env["MIRECC_OPENCL_FACTOR"] = str(args.opencl_factor)
-    if args.opencl_device == "auto":
+    if args.opencl_device != "program":
         devices = opencl_devices()
-        if len(devices) <= 1:
-            which = f"{devices[0][1]} ({devices[0][0]})" if devices else "none found"
-            lines.append(f"--opencl-device=auto: this machine offers one OpenCL device, "
-                         f"{which}; the program's choice stands")
-        else:
-            lines.append(f"--opencl-device=auto: {len(devices)} devices, but choosing among "
-                         "them is not implemented; the program's choice stands")
+        lines.append(device_line(args.opencl_device, devices))
+        if args.opencl_device == "confirm":
+            env["MIRECC_OPENCL_DEVICE"] = "confirm"
     return env, lines
+
+
+def device_line(mode: str, devices: list[tuple[str, str, str]]) -> str:
+    """What ``--opencl-device=MODE`` does on a machine offering ``devices``
+    ((platform, device, type) each)."""
+    listed = ", ".join(f"{d} ({t})" for _, d, t in devices) or "none found"
+    if len(devices) <= 1:
+        return (f"--opencl-device={mode}: this machine offers one OpenCL device, {listed}; "
+                "the program's choice stands")
+    if mode == "confirm":
+        return (f"--opencl-device=confirm: {len(devices)} devices ({listed}); where the "
+                "program's request finds more than one, its runs alternate between them "
+                "and the faster device is kept once it wins beyond the noise")
+    types = {t for _, _, t in devices}
+    if len(types) == 1:
+        return (f"--opencl-device=auto: {len(devices)} devices, all {next(iter(types))} "
+                f"({listed}): the device-mapping head chooses between CPU and GPU and has "
+                "nothing to choose here; the program's choice stands (confirm times them)")
+    return (f"--opencl-device=auto: {listed}: the device-mapping head's choice is made per "
+            "kernel after the program has chosen its device (--explain shows it); the "
+            "program's choice stands (confirm times the devices)")

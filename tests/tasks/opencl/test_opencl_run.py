@@ -262,3 +262,50 @@ def test_mire_run_opencl_options(tmp_path):
     from mirecc.tasks.opencl.run import opencl_devices
     if len(opencl_devices()) <= 1:
         assert "offers one OpenCL device" in proc.stdout
+
+
+def test_confirm_alternates_devices_run_by_run_and_a_stored_verdict_holds(driver, tmp_path):
+    """pocl offers two real devices when asked (POCL_DEVICES): 'basic' (one
+    thread) and 'pthread'.  With --opencl-device=confirm the program's own
+    device (the first listed) and the other alternate run by run, each
+    device's first run a warm-up; outputs stay the plain run's; a decided
+    verdict in the store gives the program the kept device."""
+    exe, cl = driver
+    env = {"POCL_DEVICES": "basic pthread", "MIRECC_ADAPT_STORE": str(tmp_path / "store.txt")}
+    probe = subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "run", "--dry-run",
+                            "--no-numa", "--opencl", "--opencl-device=confirm", "--", "true"],
+                           capture_output=True, text=True, env={**os.environ, **env})
+    assert probe.returncode == 0, probe.stderr
+    if "2 devices" not in probe.stdout:
+        pytest.skip("this OpenCL platform does not offer two devices through POCL_DEVICES")
+    args = [exe, cl, "saxpy", 4096, "64", 2, "f:4096", "f:4096", "F:0.5", "I:4096"]
+    plain, _ = _run(args, {"POCL_DEVICES": "basic pthread"}, tmp_path, opencl=None)
+    record, store = tmp_path / "rec.tsv", tmp_path / "store.txt"
+    used = []
+    for _ in range(4):
+        got, err = _run(args, env, tmp_path, ("--opencl", "--opencl-device=confirm",
+                                              "--opencl-record", str(record)))
+        assert got == plain, err
+        used.append(_record(record)["(device)"]["device"])
+    assert used[0] == used[2] != used[1] == used[3], used
+    (line,) = [ln.split("\t") for ln in store.read_text().splitlines()
+               if ln.startswith("cldev-")]
+    arms = [a.split(":") for a in line[14].split(";")]
+    assert [a[0] for a in arms][0] == "default" and arms[1][0].startswith("dev-")
+    # warm-ups marked (at -1), then one sample each
+    assert [(a[1], a[4]) for a in arms] == [("1", "-1"), ("1", "-1")], arms
+    # a decided verdict for the other device: every run gets it
+    line[3], line[4] = "1", arms[1][0]
+    text = "".join(("\t".join(line) if ln.startswith("cldev-") else ln) + "\n"
+                   for ln in store.read_text().splitlines())
+    store.write_text(text)
+    got, err = _run(args, env, tmp_path, ("--opencl", "--opencl-device=confirm",
+                                          "--opencl-record", str(record)))
+    assert got == plain, err
+    row = _record(record)["(device)"]
+    assert row["device"] == used[1] and row["phase"] == "decided" and row["kept"] == used[1]
+    # without the setting the program's own device, nothing stored for it
+    store.unlink()
+    _run(args, env, tmp_path, ("--opencl", "--opencl-record", str(record)))
+    assert "(device)" not in _record(record)
+    assert "cldev-" not in (store.read_text() if store.exists() else "")
