@@ -316,7 +316,9 @@ GRANULARITY = "@function"
 
 
 def embedding_of(kind: str) -> str | None:
-    """The embedding a representation reads (None: statistics alone)."""
+    """The embedding a representation reads (None: statistics alone);
+    ``adapter:<kind>`` reads what ``<kind>`` reads (:mod:`mirecc.learn.adapter`)."""
+    kind = kind.removeprefix("adapter:")
     if kind == "statistics":
         return None
     return kind.split("+", 1)[1] if kind.startswith("statistics+") else kind

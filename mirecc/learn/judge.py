@@ -237,10 +237,12 @@ def forest_rankings(cases, kinds, emb: dict, candidates_of, candidate_features,
     ``stats`` (statistics), the embedding's first ``pca_k`` principal
     components fitted on the training cases, or both (``statistics+``).
     ``fraction`` < 1: each fold trains on that share of its training
-    programs (:func:`training_programs`, drawn with ``draw``)."""
+    programs (:func:`training_programs`, drawn with ``draw``).
+    ``adapter:<kind>``: the adapter (:mod:`mirecc.learn.adapter`) over the
+    whole embedding instead of the trees over its components."""
+    from mirecc.learn.adapter import embedding_block, fit_adapter, split_kind
     from mirecc.learn.embeddings import embedding_of
     from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.learn.rankbench import pca
 
     programs = sorted({c.program for c in cases})
     if folds:
@@ -260,26 +262,27 @@ def forest_rankings(cases, kinds, emb: dict, candidates_of, candidate_features,
             test = [i for i, c in enumerate(cases) if fold_of[c.program] == f]
             keep = training_programs(programs, {cases[i].program for i in test}, fraction, draw)
             train = [i for i, c in enumerate(cases) if c.program in keep]
+            adapter, base = split_kind(kind)
             parts = [task]
-            if name is None or kind.startswith("statistics+"):
+            if name is None or base.startswith("statistics+"):
                 parts.append(stats)
             if name is not None:
-                tr, te = pca(emb[name][train], emb[name][test], pca_k)
-                v = np.zeros((len(cases), tr.shape[1]))
-                v[train], v[test] = tr, te
-                parts.append(v)
+                parts.append(embedding_block(emb[name], train, test, pca_k, adapter))
             V = np.hstack(parts)
             X, y = [], []
             for i in train:
                 for cand, s in cases[i].speed.items():
                     X.append([*V[i], *candidate_features(cand)])
                     y.append(math.log(s))
-            model = fit_forest(np.asarray(X), np.asarray(y),
-                               ForestConfig(trees=trees, min_samples_leaf=leaf,
-                                            max_features=0.5, seed=seed))
             cands = {i: candidates_of(cases[i]) for i in test}
             Xc = np.asarray([[*V[i], *candidate_features(b)] for i in test for b in cands[i]])
-            q = np.quantile(tree_predictions(model, Xc)[:, :, 0], quantile, axis=1)
+            if adapter:
+                members = fit_adapter(np.asarray(X), np.asarray(y), seed).predictions(Xc)
+            else:
+                members = tree_predictions(fit_forest(
+                    np.asarray(X), np.asarray(y), ForestConfig(
+                        trees=trees, min_samples_leaf=leaf, max_features=0.5, seed=seed)), Xc)
+            q = np.quantile(members[:, :, 0], quantile, axis=1)
             start = 0
             for i in test:
                 mine = q[start:start + len(cands[i])]

@@ -53,7 +53,6 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.learn import rankbench
-from mirecc.learn.rankbench import pca
 from mirecc.tasks.cuda_block import features as F
 from mirecc.tasks.cuda_block.head import program_key
 from mirecc.tasks.cuda_block.offline import cuda_labels as cl
@@ -208,6 +207,7 @@ def _rows(cases, case_vectors, blocks_of):
 
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx):
     """Per case, the numbers a ranking of ``kind`` reads (before the shape's)."""
+    from mirecc.learn.adapter import embedding_block, split_kind
     from mirecc.learn.embeddings import embedding_of
 
     stats = np.asarray([[c.feats[f] for f in F.SOURCE_FEATURES] for c in cases])
@@ -215,10 +215,9 @@ def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx):
     name = embedding_of(kind)
     if name is None:
         return np.hstack([stats, shape])
-    tr, te = pca(emb[name][train_idx], emb[name][test_idx], PCA)
-    out = np.zeros((len(cases), tr.shape[1]))
-    out[train_idx], out[test_idx] = tr, te
-    return np.hstack([stats, shape, out]) if kind.startswith("statistics+") else \
+    adapter, base = split_kind(kind)
+    out = embedding_block(emb[name], train_idx, test_idx, PCA, adapter)
+    return np.hstack([stats, shape, out]) if base.startswith("statistics+") else \
         np.hstack([out, shape])
 
 
@@ -243,8 +242,9 @@ def candidates(case: Case) -> list[tuple[int, int]]:
 
 def rank_forest(cases, kind, emb, held: str, keep: set | None = None):
     """Per held-out case: the candidate blocks best first with the trees'
-    quantile prediction; ``keep``: the training programs (default: every
-    other)."""
+    quantile prediction (an ``adapter:`` kind: its members'); ``keep``: the
+    training programs (default: every other)."""
+    from mirecc.learn.adapter import fit_adapter, split_kind
     from mirecc.learn.forest import tree_predictions
 
     train = [i for i, c in enumerate(cases) if c.program != held
@@ -253,13 +253,17 @@ def rank_forest(cases, kind, emb, held: str, keep: set | None = None):
     V = case_vectors(cases, kind, emb, train, test)
     Xtr, own, blocks = _rows([cases[i] for i in train], V[train], lambda c: list(c.speed))
     ytr = np.asarray([math.log(cases[train[o]].speed[b]) for o, b in zip(own, blocks)])
-    model = fit(Xtr, ytr)
+    if split_kind(kind)[0]:
+        predictions = fit_adapter(Xtr, ytr).predictions
+    else:
+        model = fit(Xtr, ytr)
+        predictions = lambda X: tree_predictions(model, X)   # noqa: E731
     out = {}
     for i in test:
         c = cases[i]
         cand = candidates(c)
         X, _, blocks = _rows([c], V[[i]], lambda _c: cand)
-        q = np.quantile(tree_predictions(model, X)[:, :, 0], QUANTILE, axis=1)
+        q = np.quantile(predictions(X)[:, :, 0], QUANTILE, axis=1)
         order = np.argsort(-q, kind="stable")
         out[i] = [(blocks[j], float(q[j])) for j in order]
     return out

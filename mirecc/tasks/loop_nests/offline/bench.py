@@ -42,7 +42,6 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.learn import rankbench
-from mirecc.learn.rankbench import pca
 from mirecc.tasks.loop_nests import features as F
 from mirecc.tasks.loop_nests.schedules import SPACE
 
@@ -156,16 +155,16 @@ def attach_features(cases: list[Case], out: Path, cc: str) -> list[Case]:
 
 
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx) -> np.ndarray:
+    from mirecc.learn.adapter import embedding_block, split_kind
     from mirecc.learn.embeddings import embedding_of
 
     stats = np.asarray([F.row(c.feats) for c in cases])
     name = embedding_of(kind)
     if name is None:
         return stats
-    tr, te = pca(emb[name][train_idx], emb[name][test_idx], PCA)
-    out = np.zeros((len(cases), tr.shape[1]))
-    out[train_idx], out[test_idx] = tr, te
-    return np.hstack([stats, out]) if kind.startswith("statistics+") else out
+    adapter, base = split_kind(kind)
+    out = embedding_block(emb[name], train_idx, test_idx, PCA, adapter)
+    return np.hstack([stats, out]) if base.startswith("statistics+") else out
 
 
 def fit(X, Y, seed=0):
@@ -180,15 +179,20 @@ def targets(cases) -> np.ndarray:
 
 
 def rank_forest(cases, kind, emb, held: str, keep: set | None = None) -> dict:
-    """``keep``: the training programs (default: every other)."""
+    """``keep``: the training programs (default: every other); an
+    ``adapter:`` kind ranks with the adapter instead of the forest."""
+    from mirecc.learn.adapter import fit_adapter, split_kind
     from mirecc.learn.forest import tree_predictions
 
     train = [i for i, c in enumerate(cases) if c.program != held
              and (keep is None or c.program in keep)]
     test = [i for i, c in enumerate(cases) if c.program == held]
     V = case_vectors(cases, kind, emb, train, test)
-    model = fit(V[train], targets([cases[i] for i in train]))
-    Q = np.quantile(tree_predictions(model, V[test]), QUANTILE, axis=1)
+    if split_kind(kind)[0]:
+        members = fit_adapter(V[train], targets([cases[i] for i in train])).predictions(V[test])
+    else:
+        members = tree_predictions(fit(V[train], targets([cases[i] for i in train])), V[test])
+    Q = np.quantile(members, QUANTILE, axis=1)
     return {i: sorted(zip(SPACE, map(float, q)), key=lambda t: -t[1]) for i, q in zip(test, Q)}
 
 
