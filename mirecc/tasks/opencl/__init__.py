@@ -70,7 +70,12 @@ class OpenclThreadCoarsening(Task):
                         "OpenCL platform: programs at factor 1, each factor and adaptive, "
                         "outputs checked (the project's driver; Rodinia gaussian with "
                         "--opencl-rodinia)",
-                        arguments="mirecc.tasks.opencl.offline.run_bench:add_arguments"))
+                        arguments="mirecc.tasks.opencl.offline.run_bench:add_arguments"),
+             BenchSuite("opencl-device", "mirecc.tasks.opencl.offline.device_bench:run",
+                        "the OpenCL device confirmed at run time (mire run --opencl "
+                        "--opencl-device=confirm) on pocl's two CPU devices: the program's "
+                        "own, the other and confirm, run by run, outputs checked",
+                        arguments="mirecc.tasks.opencl.offline.device_bench:add_arguments"))
     judged = "mirecc.tasks.opencl.offline.judge:judged_coarsening"
     run_modules = ("mirecc.tasks.opencl.run",)
 

@@ -165,6 +165,7 @@ def build_driver(work: Path) -> Path:
 def build_gaussian(rodinia: Path, work: Path) -> Path:
     """Rodinia's opencl/gaussian, unmodified, built as its Makefile does
     (g++ -O3 -fopenmp, with its own utilities)."""
+    rodinia = rodinia.resolve()   # the build runs in its own folder
     src = rodinia / "opencl" / "gaussian"
     if not (src / "gaussianElim.cpp").is_file():
         raise FileNotFoundError(f"{src}: no Rodinia opencl/gaussian there")
