@@ -97,6 +97,7 @@ class Scan:
     header: dict[str, dict[str, str]] = field(default_factory=dict)  # kernel -> axis -> default
     launches: list[Launch] = field(default_factory=list)
     defines: dict[str, list[Define]] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)    # path -> code, comments blanked
 
 
 def _include_dirs(cmd: NvccCommand) -> list[str]:
@@ -133,6 +134,7 @@ def scan_source(source: str, cmd: NvccCommand, limit: int = 400) -> Scan:
                         scan.included_from_outside.add(found)
                     todo.append(found)
                     break
+    scan.texts = texts
     for path, code in texts.items():
         if path.endswith(os.sep + LAUNCH_HEADER.replace("/", os.sep)):
             continue          # the header's own definitions are no launch
@@ -215,7 +217,9 @@ def _pad(args: list[str]) -> list[str]:
 class KernelBlock:
     """One kernel's block shape: as the source has it, and as compiled."""
     kernel: str
-    tunable: str | None           # "header", "define", or None (advisory)
+    #: "header", "define" (DIM_THREAD_BLOCK), a knob kind (:data:`.knobs.KINDS`:
+    #: "macro-D", "macro-rewrite", "const", "dim3"), or None (advisory)
+    tunable: str | None
     default: list[str]            # x, y as the source has them ("?" unknown)
     macros: list[str | None]      # per axis, the macro a decision sets
     shape: list[str]              # x, y in effect
@@ -224,11 +228,23 @@ class KernelBlock:
     #: the head's shapes for this kernel, best first ("XxY"), with their
     #: predicted speedups over the source's shape; empty without a head
     ranking: list[tuple[str, float]] = field(default_factory=list)
+    #: a knob kind's knobs and limits (:class:`.knobs.KnobBlock`)
+    knob: object | None = None
+    #: why not tunable, as a counter's name (:class:`.knobs.Refused`'s code)
+    code: str | None = None
+
+    def refuses(self, value) -> str | None:
+        """Why the block cannot take ``value`` (x, y) beyond the launch's own
+        fixed axes, or None (only knob kinds have limits of their own)."""
+        return self.knob.refuses(value) if self.knob is not None else None
 
     def describe(self) -> dict:
-        return {"shape": "x".join(self.shape), "origin": self.origin,
-                "tunable": self.tunable, "advisory": self.tunable is None,
-                "macros": [m for m in self.macros if m], "note": self.note}
+        out = {"shape": "x".join(self.shape), "origin": self.origin,
+               "tunable": self.tunable, "advisory": self.tunable is None,
+               "macros": [m for m in self.macros if m], "note": self.note}
+        if self.code:
+            out["refused"] = self.code
+        return out
 
 
 @dataclass
@@ -239,12 +255,14 @@ class SourcePlan:
     blocks: dict[str, KernelBlock] = field(default_factory=dict)
     defines: list[str] = field(default_factory=list)     # -D for mirecc/launch.h launches
     rewrites: dict[str, int] = field(default_factory=dict)  # DIM_THREAD_BLOCK macro -> value
+    #: knob values rewritten in the copy: (file, 0-based line, (start, end) columns, old, new)
+    edits: list[tuple] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
 
     @property
     def decided(self) -> bool:
-        return bool(self.defines or self.rewrites)
+        return bool(self.defines or self.rewrites or self.edits)
 
 
 def _settable(scan: Scan) -> dict[str, str | None]:
@@ -276,7 +294,8 @@ def _settable(scan: Scan) -> dict[str, str | None]:
     return why
 
 
-def _kernel_block(name: str, scan: Scan, settable: dict) -> KernelBlock:
+def _kernel_block(name: str, scan: Scan, settable: dict, knobbed: dict | None = None
+                  ) -> KernelBlock:
     launches = [launch for launch in scan.launches if launch.kernel == name]
     shapes = {tuple(launch.block) for launch in launches}
     written = list(next(iter(shapes))) if len(shapes) == 1 else ["?", "?"]
@@ -296,6 +315,8 @@ def _kernel_block(name: str, scan: Scan, settable: dict) -> KernelBlock:
         return advisory("no launch in this source")
     if len(shapes) > 1:
         return advisory("launched with different block shapes")
+    if knobbed is not None and not any(BLOCK_MACRO.fullmatch(w) for w in written):
+        return _knob_block(name, written, knobbed.get(name), scan)
     macros = [w if settable.get(w, "") is None else None for w in written]
     if not any(macros):
         return advisory(next((settable[w] for w in written if settable.get(w)), ADVISORY))
@@ -305,6 +326,38 @@ def _kernel_block(name: str, scan: Scan, settable: dict) -> KernelBlock:
         if not macro:
             note += f"; its {axis} is fixed" + (f" ({settable[w]})" if settable.get(w) else "")
     return KernelBlock(name, "define", default, macros, list(default), note=note)
+
+
+def _knob_block(name: str, written: list[str], found, scan: Scan) -> KernelBlock:
+    """A launch whose shape neither the header nor a DIM_THREAD_BLOCK define
+    sets: its knob (:mod:`.knobs`), or why it has none."""
+    from mirecc.tasks.cuda_block import knobs
+
+    if isinstance(found, knobs.KnobBlock) and scan.included_from_outside and any(
+            k and k.kind != "macro-D" for k in found.knobs):   # the copy would not reach it
+        found = knobs.Refused("outside-include", "a file outside the source's folder "
+                              f"includes {os.path.basename(min(scan.included_from_outside))}")
+
+    if found is None or isinstance(found, knobs.Refused):
+        why = str(found) if found is not None else "no launch in this source"
+        return KernelBlock(name, None, list(written), [None, None], list(written),
+                           note=f"advisory: not tunable: {why}",
+                           code=found.code if found is not None else "no-launch")
+    default = [str(k.value) if k else "1" for k in found.knobs]
+    keys = [k.key if k else None for k in found.knobs]
+    seen, hows = set(), []
+    for k in found.knobs:
+        if k and k.key not in seen:
+            seen.add(k.key)
+            hows.append(k.how())
+    note = f"tunable ({knobs.KINDS[found.kind]}): " + "; ".join(hows)
+    if keys[0] and keys[0] == keys[1]:
+        note += "; square shapes only"
+    elif not keys[1]:
+        note += "; its y is fixed at 1"
+    if found.divides:
+        note += "; the shape must divide " + ", ".join(sorted({str(n) for _, n in found.divides}))
+    return KernelBlock(name, found.kind, default, keys, list(default), note=note, knob=found)
 
 
 @dataclass
@@ -336,7 +389,8 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
     settable = _settable(scan)
     plan = SourcePlan(scan.source, scan)
     names = [*scan.header, *(launch.kernel for launch in scan.launches), *(digests or {})]
-    plan.blocks = {n: _kernel_block(n, scan, settable) for n in dict.fromkeys(names)}
+    knobbed = _knobs(scan, cmd)
+    plan.blocks = {n: _kernel_block(n, scan, settable, knobbed) for n in dict.fromkeys(names)}
     head: list = []
     if rank is not None and any(b.tunable for b in plan.blocks.values()):
         try:
@@ -383,6 +437,7 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
     # a rewritten copy would leave its temporary names in the dependency file
     rewrite_blocked = cmd.writes_dependencies and not cmd.dependency_file
     wanted: dict[str, list] = {}     # DIM_THREAD_BLOCK macro -> [(value, decision, kernel)]
+    knob_wanted: dict[str, list] = {}  # knob -> [(value, decision, kernel, Knob)]
     for kernel, e in chosen.items():
         block = plan.blocks[kernel]
         value = [e.value["x"], e.value["y"]]
@@ -394,9 +449,13 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
         plan.decisions.append(decision)
         fixed = [a for a, m, v, d in zip(AXES, block.macros, value, block.default)
                  if m is None and str(v) != d]
-        if block.tunable is None or fixed or (block.tunable == "define" and rewrite_blocked):
+        copied = block.tunable == "define" or (block.knob is not None and any(
+            k.kind != "macro-D" and str(v) != str(k.value)
+            for k, v in zip(block.knob.knobs, value) if k))
+        limit = None if block.tunable is None or fixed else block.refuses(value)
+        if block.tunable is None or fixed or limit or (copied and rewrite_blocked):
             why = (block.note[len("advisory: "):] if block.tunable is None else
-                   f"the launch's {fixed[0]} is not tunable" if fixed else
+                   f"the launch's {fixed[0]} is not tunable" if fixed else limit or
                    "a dependency file (-MD) without -MF cannot name the rewritten copies")
             decision["advisory"] = why
             whose = "the head's" if isinstance(e, HeadChoice) else "the profile's"
@@ -408,6 +467,10 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
         if block.tunable == "header":
             plan.defines += [f"-D{m}={v}" for m, v in zip(block.macros, value) if m]
             decision["how"] = " ".join(f"-D{m}={v}" for m, v in zip(block.macros, value) if m)
+        elif block.knob is not None:
+            for k, v in zip(block.knob.knobs, value):
+                if k:
+                    knob_wanted.setdefault(k.key, []).append((v, decision, kernel, k))
         else:
             for m, v in zip(block.macros, value):
                 if m:
@@ -429,6 +492,7 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
             plan.rewrites[macro] = value
         for _, decision, _ in asks:
             decision["how"] = (decision.get("how", "") + f" {macro}={value}").strip()
+    knob_values = _apply_knobs(plan, knob_wanted)
     for block in plan.blocks.values():
         if block.tunable == "define":
             for i, m in enumerate(block.macros):
@@ -436,12 +500,67 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
                     block.shape[i] = str(plan.rewrites[m])
                     if block.origin == "source default":
                         block.origin = f"the decisions profile, through the shared {m}"
+        elif block.knob is not None:
+            for i, m in enumerate(block.macros):
+                if m in knob_values:      # also kernels that only share the knob
+                    block.shape[i] = str(knob_values[m])
+                    if block.origin == "source default":
+                        block.origin = f"the decisions profile, through the shared {m}"
     return plan
+
+
+def _apply_knobs(plan: SourcePlan, wanted: dict[str, list]) -> dict[str, int]:
+    """The knobs' values set: a -D for a macro a -D can set, else an edit of
+    the copy; kernels that share a knob and disagree get none."""
+    out = {}
+    for key, asks in wanted.items():
+        if len({v for v, *_ in asks}) > 1:
+            for _, decision, kernel, _ in asks:
+                if not decision["applied"]:
+                    continue
+                decision["applied"] = False
+                decision["advisory"] = f"{key} is shared by kernels whose entries differ"
+                block = plan.blocks[kernel]
+                block.shape, block.origin = list(block.default), "source default"
+                whose = "the head's" if decision["reason"].startswith("head") else \
+                    "the profile's"
+                block.note += f"; {whose} {decision['value']} is not applied: " \
+                              f"{decision['advisory']}"
+            continue
+        value, knob = asks[0][0], asks[0][3]
+        if str(value) != str(knob.value):
+            how = f"-D{knob.selector}={value}" if knob.kind == "macro-D" else \
+                f"{key}={value} in a copy"
+            if knob.kind == "macro-D":
+                plan.defines.append(f"-D{knob.selector}={value}")
+            else:
+                plan.edits.append((knob.file, knob.line, knob.span, knob.written, str(value)))
+            out[key] = value
+        else:
+            how = f"{key}={value} (the source's)"
+        for _, decision, _, _ in asks:
+            decision["how"] = (decision.get("how", "") + f" {how}").strip()
+    return out
 
 
 def block_of(plan: SourcePlan, name: str) -> KernelBlock:
     """The block of kernel ``name`` in ``plan`` (also one the plan did not list)."""
     return plan.blocks.get(name) or _kernel_block(name, plan.scan, _settable(plan.scan))
+
+
+def _knobs(scan: Scan, cmd: NvccCommand) -> dict:
+    """Kernel -> its :class:`.knobs.KnobBlock` or :class:`.knobs.Refused`, for
+    the kernels launched in the source's folder."""
+    from mirecc.tasks.cuda_block import knobs
+
+    kernels = list(dict.fromkeys(launch.kernel for launch in scan.launches))
+    if not kernels:
+        return {}
+    try:
+        return knobs.analyse(scan.texts, scan.folder, cmd.preprocessor, kernels)
+    except Exception as exc:  # noqa: BLE001 - an unreadable source is advisory, not fatal
+        return {k: knobs.Refused("unreadable", f"cannot be traced ({type(exc).__name__}: "
+                                               f"{exc})") for k in kernels}
 
 
 def head_name(config) -> str | None:
@@ -495,7 +614,7 @@ def rewritten_args(args: list[str], cmd: NvccCommand, plans: list[SourcePlan],
     front, defines, renamed, copies = [], [], {}, {}
     for n, plan in enumerate(plans):
         defines += plan.defines
-        if not plan.rewrites:
+        if not plan.rewrites and not plan.edits:
             continue
         where = Path(tmp) / str(n)
         where.mkdir()
@@ -508,6 +627,12 @@ def rewritten_args(args: list[str], cmd: NvccCommand, plans: list[SourcePlan],
                 lines = fh.read().split("\n")
             for i, text in lines_of.get(path, {}).items():
                 lines[i] = text + ("\r" if lines[i].endswith("\r") else "")
+            for file, i, (start, end), old, new in sorted(plan.edits, reverse=True):
+                if file == path:       # right to left: a line's earlier columns hold
+                    if lines[i][start:end] != old:
+                        raise ValueError(f"{name}:{i + 1}: expected {old!r} at column "
+                                         f"{start + 1}")
+                    lines[i] = lines[i][:start] + new + lines[i][end:]
             copy = where / os.path.basename(path)
             quoted = name.replace("\\", "\\\\").replace('"', '\\"')
             with open(copy, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:

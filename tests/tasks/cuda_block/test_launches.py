@@ -171,8 +171,9 @@ def test_a_block_macro_is_set_only_where_every_grid_follows_it(tmp_path):
     assert blocks("#ifdef BIG\n" + defines + "#endif\n", follows)["k"][0] is None
     twice = blocks(defines + "#undef DIM_THREAD_BLOCK_X\n", follows)["k"]
     assert twice[1] == [None, "DIM_THREAD_BLOCK_Y"] and "more than once" in twice[2]
-    # no macro at all: advisory
-    assert blocks("", "k<<<4, 256>>>();\n")["k"][2] == "advisory: " + launches.ADVISORY
+    # a literal block whose grid is a fixed count: advisory
+    assert blocks("", "k<<<4, 256>>>();\n")["k"][2] == (
+        "advisory: not tunable: the grid of the k launch (4) does not follow the block's x (256)")
     assert drop_in.source_name("_Z5saxpyifPKfPf") == "saxpy"
     assert drop_in.source_name("_ZN2ns6kernelIfEEvPT_") == "kernel"
     assert drop_in.source_name("_ZN12_GLOBAL__N_16kernelEv") == "kernel"
