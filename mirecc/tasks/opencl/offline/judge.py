@@ -56,7 +56,34 @@ def _vectors(kinds, cases, out: Path, models) -> dict:
                                   out / "embeddings", models)
 
 
+#: this machine's labels: the median launch time per factor of the published
+#: kernels that run here, as ``mire bench opencl`` wrote them (pocl on the CPU)
+HERE_LABELS = Path(__file__).resolve().parents[4] / "docs" / "results" / "opencl-run.json"
+PUBLISHED = " (published)"
+
+
+def here_labels(path: Path = HERE_LABELS) -> tuple[str, dict[str, dict[int, float]]]:
+    """(the device, dataset kernel -> {factor: launch seconds}) from ``mire
+    bench opencl``'s data; ('', {}) without it."""
+    import json
+
+    from mirecc.tasks.opencl.offline.run_bench import labels
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "", {}
+    device = str(data.get("device", "this machine")).split(" (")[0]
+    return device, {name.removesuffix(PUBLISHED): f
+                    for name, f in labels(data.get("programs", [])).items()
+                    if name.endswith(PUBLISHED)}
+
+
 def judged_coarsening(kinds, out: Path, models: dict):
+    """The published GPUs' cases and this machine's (pocl's labels of the
+    published kernels that run here, a fifth device): one table for all,
+    one for this machine's cases alone (their kernels held out as before,
+    trained on every other kernel's cases on every device)."""
     import csv
 
     from mirecc.learn.datasets import default_root
@@ -67,30 +94,56 @@ def judged_coarsening(kinds, out: Path, models: dict):
     by: dict[str, dict] = {}
     for r in rows:
         by.setdefault(r["kernel"], {})[int(r["cf"])] = r
-    cases = []
+    here, measured = here_labels()
+    devices = len(GPUS) + (1 if measured else 0)
+    cases, mine = [], []
     for kernel, runs in sorted(by.items()):
         base = runs[1]
         ir = (root / "kernels_ir" / f"{kernel}.ll").read_text()
+        stats = [float(base[f"PCA{i}"]) for i in range(1, 8)]
         for g, gpu in enumerate(GPUS):
             if not base[f"runtime_{gpu}"]:
                 continue
             t1 = float(base[f"runtime_{gpu}"])
             speed = {cf: t1 / float(runs[cf][f"runtime_{gpu}"]) for cf in FACTORS
                      if cf in runs and runs[cf][f"runtime_{gpu}"]}
-            cases.append(Case(kernel, speed, stats=[float(base[f"PCA{i}"]) for i in range(1, 8)],
-                              task=[float(g == i) for i in range(len(GPUS))], ir=ir,
+            cases.append(Case(kernel, speed, stats=stats,
+                              task=[float(g == i) for i in range(devices)], ir=ir,
                               kernels=kernels(ir)))
+        f = measured.get(kernel)
+        if f and f.get(1):
+            mine.append(len(cases))
+            cases.append(Case(kernel, {cf: f[1] / f[cf] for cf in FACTORS if f.get(cf)},
+                              stats=stats, task=[float(i == len(GPUS)) for i in range(devices)],
+                              ir=ir, kernels=kernels(ir)))
     emb = _vectors(kinds, cases, out, models)
+
     def rank(kinds, fraction=1.0, draw=0):
         return forest_rankings(cases, kinds, emb, lambda c: list(c.speed),
                                lambda cf: [math.log2(cf)], fraction=fraction, draw=draw)
 
-    return Judged("OpenCL thread coarsening (published GPUs)", cases, rank(kinds), 0.0,
-                  len(FACTORS),
-                  f"{len(cases)} cases: {len(by)} kernels x {len(GPUS)} GPUs of the PACT'14 "
-                  f"runtimes (Magni et al.); speedup over factor 1; each kernel's GPUs held "
-                  f"out together; statistics: Magni's features of the kernel (PCA1..7)",
-                  refit=rank)
+    def rank_here(kinds, fraction=1.0, draw=0):
+        full = rank(kinds, fraction, draw)
+        return {k: {n: r[i] for n, i in enumerate(mine)} for k, r in full.items()}
+
+    ranked = rank(kinds)
+    name = "OpenCL thread coarsening (published GPUs" + (f" and {here})" if mine else ")")
+    out_ = [Judged(name, cases, ranked, 0.0, len(FACTORS),
+                   f"{len(cases)} cases: {len(by)} kernels x {len(GPUS)} GPUs of the PACT'14 "
+                   f"runtimes (Magni et al.)" + (f" and {len(mine)} kernels timed here on "
+                                                 f"{here} (`mire bench opencl`)" if mine else "")
+                   + "; speedup over factor 1; each kernel's devices held out together; "
+                   "statistics: Magni's features of the kernel (PCA1..7)", refit=rank)]
+    if mine:
+        out_.append(Judged(
+            f"OpenCL thread coarsening ({here}, this machine)", [cases[i] for i in mine],
+            {k: {n: r[i] for n, i in enumerate(mine)} for k, r in ranked.items()}, 0.0,
+            len(FACTORS),
+            f"{len(mine)} published kernels timed here (`mire bench opencl`'s labels: median "
+            f"launch time per factor, outputs equal), each held out with its GPU cases, the "
+            f"rankings trained on every other kernel's cases on all five devices; speedup "
+            f"over factor 1; statistics: Magni's features (PCA1..7)", refit=rank_here))
+    return out_
 
 
 def judged_devmap(kinds, out: Path, models: dict) -> list:
