@@ -5,7 +5,8 @@ The forests read an embedding through its first few principal components
 badly with many weak, correlated ones.  An adapter is the other usual way
 to put a task on a frozen encoder: a small network trained on the task's
 labels over the whole vector.  Here it is a one-hidden-layer perceptron
-(``HIDDEN`` ReLU units, L2 penalty ``ALPHA``) over the standardised rows,
+(``HIDDEN`` ReLU units, L2 penalty ``ALPHA``, fitted by L-BFGS for at most
+``ITERATIONS`` steps) over the standardised rows,
 an ensemble of ``MEMBERS`` seeds whose spread stands where the trees'
 spread stands in the rankings (their ``quantile`` over members).
 
@@ -22,8 +23,8 @@ import numpy as np
 PREFIX = "adapter:"
 HIDDEN = 32
 ALPHA = 1e-2
-MEMBERS = 5
-EPOCHS = 400
+MEMBERS = 3
+ITERATIONS = 200   # L-BFGS, full batch: the tables are small
 
 
 def split_kind(kind: str) -> tuple[bool, str]:
@@ -66,6 +67,7 @@ def fit_adapter(X: np.ndarray, Y: np.ndarray, seed: int = 0, members: int = MEMB
     """The adapter of X (n, d) -> Y (n,) or (n, outputs)."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPRegressor
+    from threadpoolctl import threadpool_limits
 
     X = np.asarray(X, float)
     Y = np.asarray(Y, float).reshape(len(X), -1)
@@ -74,9 +76,11 @@ def fit_adapter(X: np.ndarray, Y: np.ndarray, seed: int = 0, members: int = MEMB
     Z, T = (X - x_mu) / x_sd, (Y - y_mu) / y_sd
     fitted = []
     for m in range(members):
-        net = MLPRegressor(hidden_layer_sizes=(hidden,), alpha=alpha, max_iter=EPOCHS,
-                           learning_rate_init=1e-3, random_state=seed * 1000 + m)
-        with warnings.catch_warnings():
+        net = MLPRegressor(hidden_layer_sizes=(hidden,), alpha=alpha, solver="lbfgs",
+                           max_iter=ITERATIONS, random_state=seed * 1000 + m)
+        # one BLAS thread: the benches run a task per core, and these
+        # matrices are too small to gain from more
+        with warnings.catch_warnings(), threadpool_limits(1):
             warnings.simplefilter("ignore", ConvergenceWarning)
             fitted.append(net.fit(Z, T if T.shape[1] > 1 else T[:, 0]))
     return Adapter(fitted, x_mu, x_sd, y_mu, y_sd)
