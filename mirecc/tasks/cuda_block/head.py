@@ -114,13 +114,19 @@ def _number(text: str) -> int | None:
 def kernel_value(block, shape: tuple[int, int]) -> tuple[int, int] | None:
     """The block ``shape`` gives a kernel (``launches.KernelBlock``): each axis
     its macro can set takes the shape's, the others keep the source's; None
-    where the result is unknown, over 1024 threads or not tunable at all."""
+    where the result is unknown, over 1024 threads, refused by the kernel's
+    own limits (a knob's: :meth:`.knobs.KnobBlock.refuses`, e.g. a 1-D knob
+    takes 32..1024 in powers of two, a square one equal sides) or not
+    tunable at all."""
     if not block.tunable:
         return None
     value = []
     for axis, macro, default in zip((0, 1), block.macros, block.default):
         value.append(shape[axis] if macro else _number(default))
     if None in value or value[0] * value[1] > 1024:
+        return None
+    refuses = getattr(block, "refuses", None)
+    if refuses is not None and refuses((value[0], value[1])):
         return None
     return value[0], value[1]
 

@@ -43,11 +43,16 @@ MAX_THREADS = 1024
 MAX_SHARED = 48 * 1024
 #: a knob takes powers of two only: ordinary CUDA code halves its block in
 #: tree reductions (``for (s = BLOCK_SIZE / 2; s > 0; s >>= 1)``) and tiles
-#: by it, which other sizes break silently.  A 1-D knob takes the natural
-#: 1-D set 32..1024 (under a warp a block wastes lanes); a knob that sets
-#: both axes (``dim3 b(BLOCK, BLOCK)``) keeps them equal, 4..32 per side.
+#: by it, which other sizes break silently (the head's 24x24 or 192x1,
+#: measured on PolyBench-ACC's shapes, are left out for this reason).  A
+#: 1-D knob takes the natural 1-D set 32..1024 (under a warp a block wastes
+#: lanes); a knob that sets both axes (``dim3 b(BLOCK, BLOCK)``) keeps them
+#: equal, 8, 16 or 32 per side (tiles under 8 leave little of a halo-based
+#: tile, e.g. a stencil's, and 64x64 is over 1024 threads); two knobs take
+#: any powers of two whose product is 32..1024.
 SIDES_1D = (32, 64, 128, 256, 512, 1024)
-SIDES_2D = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+SIDES_SQUARE = (8, 16, 32)
+SIDES_2D = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 AXES = ("x", "y")
 
 _WARP_SYNC = re.compile(r"\b(__shfl\w*|__syncwarp|warpSize|__ballot\w*|__any_sync|__all_sync|"
@@ -133,13 +138,14 @@ class KnobBlock:
         keys = [k.key if k else None for k in self.knobs]
         if keys[0] and keys[0] == keys[1] and x != y:
             return f"{keys[0]} sets both the block's x and y: the shape must be square"
-        one_d = not (keys[1] and keys[1] != keys[0]) and keys[0] != keys[1]
-        sides = SIDES_1D if one_d and self.knobs[1] is None else SIDES_2D
+        sides = (SIDES_SQUARE if keys[0] == keys[1] else SIDES_2D if all(keys) else SIDES_1D)
         for axis, knob, v in zip(AXES, self.knobs, (x, y)):
             if knob and v not in sides:
                 return f"{knob.key} takes {', '.join(map(str, sides))} (its {axis}: {v})"
         if x * y * self.z > MAX_THREADS:
             return f"{x * y * self.z} threads per block, over {MAX_THREADS}"
+        if all(keys) and keys[0] != keys[1] and x * y * self.z < 32:
+            return f"{x * y * self.z} threads per block, under a warp"
         values = self.values((x, y))
         for key, dividend in self.divides:
             if key in values and dividend % values[key]:
@@ -313,6 +319,9 @@ class Source:
     """The code of a source's files (comments blanked), searched as one."""
 
     def __init__(self, texts: dict[str, str], folder: str, cmd_defines: dict[str, str]):
+        def blank(m):     # strings: no launch, definition or use is in one
+            return m[0][0] + re.sub(r"[^\n]", " ", m[0][1:-1]) + m[0][-1]
+        texts = {p: re.sub(r'"(?:\\.|[^"\\\n])*"', blank, t) for p, t in texts.items()}
         self.texts = texts
         self.folder = folder
         self.cmd = cmd_defines
@@ -325,6 +334,7 @@ class Source:
                 self.defs.setdefault(d.name, []).append(d)
         self.all = "\n".join(texts.values())
         self.functions = self._functions()
+        self._assigned: dict[str, list] = {}
 
     def where(self, file: str, offset: int) -> tuple[int, int]:
         text = self.texts[file]
@@ -336,8 +346,9 @@ class Source:
         __global__ and __device__ functions."""
         out = {}
         for path, code in self.texts.items():
+            bare = re.sub(r"__launch_bounds__\s*\([^)]*\)", lambda m: " " * len(m[0]), code)
             for rx in (_KERNEL, _DEVICE_FN):
-                for m in rx.finditer(code):
+                for m in rx.finditer(bare):
                     name = m.group(m.lastindex)
                     close = _matching(code, m.end() - 1, "(", ")")
                     rest = code[close:close + 400]
@@ -396,6 +407,11 @@ class Source:
         """(initialiser or assigned text, file, offset of the text, declared
         const) for each place ``name`` is set; ``++``/``+=`` count as set at
         run time ("?")."""
+        if name not in self._assigned:
+            self._assigned[name] = self._assignments(name)
+        return self._assigned[name]
+
+    def _assignments(self, name: str) -> list[tuple[str, str, int, bool]]:
         out = []
         decl = re.compile(rf"\b({_INT_TYPE})\s+(?:[\w\s,*=()+\-/]*?,\s*)?{name}\s*(=|\(|\{{)"
                           rf"(?!=)")
@@ -467,7 +483,30 @@ def launch_sites(src: Source) -> list[LaunchSite]:
     return out
 
 
+def _dim3_decls(code: str) -> list[tuple[str, int, int, list[tuple[str, int]] | None]]:
+    """Each ``dim3`` declarator of ``code``: (name, its offset, the offset
+    after its statement, its arguments with offsets, or None when it has
+    none); ``dim3 a(1), b(2);`` is two."""
+    out = []
+    for m in re.finditer(r"\bdim3\s+(?=[A-Za-z_])", code):
+        parts = _split(code, m.end(), ";")
+        end = code.find(";", m.end())
+        for text, off in parts:
+            d = re.match(r"([A-Za-z_]\w*)\s*(?:=\s*dim3\s*)?([({])?", text)
+            if not d or (not d[2] and text != d[1]):
+                continue
+            if d[2]:
+                args = _split(code, off + d.end(), ")" if d[2] == "(" else "}")
+                out.append((d[1], off, end, args))
+            else:
+                out.append((d[1], off, end, None))
+    return out
+
+
 def _axes(src: Source, path: str, arg: tuple[str, int]) -> tuple[list[_Expr], str | None]:
+    """A launch argument's x, y and z as written ("?" where set more than
+    once), and the dim3 variable's name when it is one: its declaration
+    last before the launch in the same file, else the only one elsewhere."""
     text, off = arg
     code = src.texts[path]
     inline = re.match(r"dim3\s*([({])", text)
@@ -476,34 +515,32 @@ def _axes(src: Source, path: str, arg: tuple[str, int]) -> tuple[list[_Expr], st
         return _pad([_Expr(a, path, o) for a, o in args], path), None
     if not re.fullmatch(r"[A-Za-z_]\w*", text):
         return _pad([_Expr(text, path, off)], path), None
-    found = []
-    for p, c in src.texts.items():
-        for m in re.finditer(rf"\bdim3\s+{text}\s*(?:=\s*dim3\s*)?([({{;])", c):
-            if m[1] == ";":
-                fields = []
-                for axis in ("x", "y", "z"):
-                    sets = [(a, o) for a, o in
-                            ((mm[1].strip(), mm.start(1)) for mm in re.finditer(
-                                rf"\b{text}\s*\.\s*{axis}\s*=(?!=)\s*([^;]+);", c))]
-                    if len(sets) > 1:
-                        fields.append(_Expr("?", p, m.start()))
-                    elif sets:
-                        fields.append(_Expr(sets[0][0], p, sets[0][1] + len(
-                            c[sets[0][1]:]) - len(c[sets[0][1]:].lstrip())))
-                    else:
-                        fields.append(_Expr("1", p, m.start()))
-                found.append(fields)
-            else:
-                args = _split(c, m.end(), ")" if m[1] == "(" else "}")
-                found.append(_pad([_Expr(a, p, o) for a, o in args], p))
-    if not found:
+    here = [(path, d) for d in _dim3_decls(code) if d[0] == text and d[1] < off]
+    there = [(p, d) for p, c in src.texts.items() if p != path
+             for d in _dim3_decls(c) if d[0] == text]
+    if not here and not there:
         return _pad([_Expr(text, path, off)], path), None      # an integer
-    if len(found) > 1:
+    if not here and len(there) > 1:
         return [_Expr("?", path, off)] * 3, text
-    if re.search(rf"\b{text}\s*\.\s*[xyz]\s*(?:[-+*/]?=(?!=)|\+\+|--)", src.all) and \
-            found[0][0].text != "?" and not re.search(rf"\bdim3\s+{text}\s*;", src.all):
-        return [_Expr("?", path, off)] * 3, text               # changed after
-    return found[0], text
+    p, (name, start, stop, args) = here[-1] if here else there[0]
+    c = src.texts[p]
+    until = off if p == path else len(c)
+    fields = []
+    for axis in ("x", "y", "z"):
+        sets = [(mm[1].strip(), mm.start(1)) for mm in re.finditer(
+            rf"(?<![\w.]){text}\s*\.\s*{axis}\s*(?:[-+*/]?=(?!=)|\+\+|--)\s*([^;]*);",
+            c[:until]) if mm.start() > stop]
+        if args is not None:
+            given = ([_Expr(a, p, o) for a, o in args] + [None] * 3)[:3]["xyz".index(axis)]
+            fields.append(_Expr("?", p, start) if sets else given or _Expr("1", p, start))
+        elif len(sets) > 1 or (sets and not re.search(
+                rf"\b{text}\s*\.\s*{axis}\s*=(?!=)", c[sets[0][1] - 40:sets[0][1]])):
+            fields.append(_Expr("?", p, start))
+        elif sets:
+            fields.append(_Expr(sets[0][0], p, sets[0][1]))
+        else:
+            fields.append(_Expr("1", p, start))
+    return fields, text
 
 
 def _pad(exprs: list[_Expr], path: str) -> list[_Expr]:
@@ -574,9 +611,11 @@ def _macro_knob(src: Source, name: str, axis: str, depth: int) -> Knob | None:
                                      "evaluate")
     value = _strip(active.value)
     if not _NUMBER.fullmatch(value):
+        if re.fullmatch(r"[A-Za-z_]\w*", value) and value in src.cmd:
+            raise Refused("command-line", f"{name} is {value}, which the command line sets "
+                                          f"(-D{value}={src.cmd[value]}): kept")
         if re.fullmatch(r"[A-Za-z_]\w*", value) and value in src.defs:
-            inner = _macro_knob(src, value, axis, depth + 1)
-            return inner
+            return _macro_knob(src, value, axis, depth + 1)
         raise Refused("expression", f"{name} is {value}, not a number")
     n = int(_NUMBER.fullmatch(value)[1])
     line = src.texts[active.file].split("\n")[active.line]
@@ -626,9 +665,14 @@ def _substitute(src: Source, expr: str, block_var: str | None, block: list[str],
                 "MAX"):
             continue
         sets = src.assignments(name)
-        if len(sets) == 1 and sets[0][0] != "?":
-            inner = _substitute(src, sets[0][0], block_var, block, keys, depth + 1)
-            expr = re.sub(rf"(?<![\w.]){name}\b", f"({inner})", expr)
+        if sets and all(a != "?" for a, *_ in sets):
+            # several: a fix-up such as ``if (n % b) g = g + 1``; what the grid
+            # depends on is all of them
+            inner = _substitute(src, " , ".join(a for a, *_ in sets), block_var, block, keys,
+                                depth + 1)
+            if len(expr) + len(inner) > 2000:      # enough to see what it follows
+                continue
+            expr = re.sub(rf"(?<![\w.]){name}\b", lambda _: f"({inner})", expr)
     return expr
 
 
@@ -712,10 +756,10 @@ def _check(src: Source, kernel: str, sites: list[LaunchSite], all_sites: list[La
             if literal:
                 raise Refused("grid-literal", f"the grid of the {s.kernel} launch is computed "
                                               f"with the literal {literal[0]} "
-                                              f"({' '.join(g.text.split())})")
+                                              f"({' '.join(s.grid_text.split())})")
             if not follows:
                 raise Refused("grid-fixed", f"the grid of the {s.kernel} launch "
-                                            f"({' '.join(g.text.split())}) does not follow "
+                                            f"({' '.join(s.grid_text.split())}) does not follow "
                                             f"the block's {axis} ("
                                             f"{knob.written if knob.kind == 'dim3' else knob.key})")
             key = knob.key
@@ -724,9 +768,10 @@ def _check(src: Source, kernel: str, sites: list[LaunchSite], all_sites: list[La
                 n = src._expr_value(dividend, ()) if dividend.strip() else None
                 if n is not None:
                     block.divides.append((key, n))
-                elif not re.search(rf"%\s*\(?\s*{re.escape(key)}\b", src.all):
+                elif not re.search(rf"%\s*\(?\s*(?:{re.escape(key)}\b|{s.block_var or key}\s*\.\s*"
+                                   rf"{axis}\b)", src.all):
                     raise Refused("rounds-down", f"the grid of the {s.kernel} launch "
-                                                 f"({' '.join(g.text.split())}) divides by "
+                                                 f"({' '.join(s.grid_text.split())}) divides by "
                                                  f"{key} rounding down, and nothing checks "
                                                  f"that {key} divides the problem size")
     # the kernels and the device functions they call
@@ -828,6 +873,9 @@ def analyse(texts: dict[str, str], folder: str, preprocessor: list[str],
         try:
             out[kernel] = analyse_kernel(src, kernel, mine, sites)
         except Refused as exc:
+            if not exc.keys:      # refused before its knobs were known: the names it uses
+                exc.keys = [n for s in mine for e in s.block
+                            for n in _IDENT.findall(e.text) if n in src.defs]
             out[kernel] = exc
     # a knob shared with a kernel that may not change is no knob
     for kernel, result in out.items():

@@ -539,7 +539,8 @@ def _apply_knobs(plan: SourcePlan, wanted: dict[str, list]) -> dict[str, int]:
         else:
             how = f"{key}={value} (the source's)"
         for _, decision, _, _ in asks:
-            decision["how"] = (decision.get("how", "") + f" {how}").strip()
+            if how not in decision.get("how", ""):   # a square knob asks twice
+                decision["how"] = (decision.get("how", "") + f" {how}").strip()
     return out
 
 

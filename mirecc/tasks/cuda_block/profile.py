@@ -95,6 +95,9 @@ class BlockKind(ProfileKind):
                         "fixed": [a for a, m in zip(AXES, block.macros) if m is None],
                         "applied": name in applied, "advisory": False, "confidence": None,
                         "reason": block.origin, "candidates": ranked})
+            knob = getattr(block, "knob", None)
+            if knob is not None:    # a knob's own limits: the only shapes it may take
+                out[-1]["allowed"] = [_shape(s) for s in knob.shapes()]
         return out
 
     def site(self, decision, source, digests, depths):
@@ -104,9 +107,12 @@ class BlockKind(ProfileKind):
         default = decision.get("default") or {}
         fixed = decision.get("fixed") or ()
 
+        allowed = decision.get("allowed")
+
         def applicable(value):   # another shape than the source's, on its tunable axes
             return value != default and all(str(value[a]) == str(default.get(a))
-                                            for a in fixed)
+                                            for a in fixed) and (
+                allowed is None or value in allowed)
         ranked = [(v, s) for v, s in decision.get("candidates") or [] if applicable(v)]
         ranked = [(v, s) for i, (v, s) in enumerate(ranked)
                   if v not in [w for w, _ in ranked[:i]]]
@@ -115,6 +121,8 @@ class BlockKind(ProfileKind):
         candidates = [v for v, _ in ranked]
         if not candidates:
             candidates = [v for v in map(self.parse_value, FALLBACK) if applicable(v)]
+            # a knob's own shapes after the fallback's (a 1-D knob: 32..1024)
+            candidates += [v for v in allowed or () if applicable(v)]
             candidates = [c for i, c in enumerate(candidates) if c not in candidates[:i]]
             gains = [0.0] * len(candidates)
         if not candidates:
