@@ -1,8 +1,11 @@
 """CUDA thread-block shapes per kernel, set through mirecc-nvcc.
 
 For each kernel launch of a CUDA source whose block shape is a compile-time
-value the grid follows (:mod:`.launches`: ``<mirecc/launch.h>`` launches and
-PolyBench-ACC's ``DIM_THREAD_BLOCK`` defines), the task sets the shape a
+value the grid follows (:mod:`.launches`: ``<mirecc/launch.h>`` launches,
+PolyBench-ACC's ``DIM_THREAD_BLOCK`` defines, and the macro, const or dim3
+literal of ordinary CUDA code where every use moves with it, :mod:`.knobs`;
+``python -m mirecc.tasks.cuda_block.offline.knobs_report`` tabulates them
+for a tree of programs), the task sets the shape a
 decisions profile gives (:mod:`.profile`, which ``mire tune`` writes by
 trying shapes through mirecc-nvcc's builds) or, with ``apply_cuda_block``,
 the head's (:mod:`.head`: a forest over kernel statistics of the device IR,

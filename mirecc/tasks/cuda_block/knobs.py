@@ -183,7 +183,7 @@ class KnobBlock:
 
 # ------------------------------------------------------------------ evaluation
 
-def evaluate(expr: str, env: dict[str, int], depth: int = 0) -> int | None:
+def evaluate(expr: str, env: dict[str, int]) -> int | None:
     """The value of a C integer expression of literals and names in ``env``
     (their values), or None."""
     text = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr)
@@ -199,7 +199,7 @@ def evaluate(expr: str, env: dict[str, int], depth: int = 0) -> int | None:
     if _IDENT.search(text) or not text.strip():
         return None
     try:
-        tree = ast.parse(text.replace("/", "//").replace("////", "//"), mode="eval")
+        tree = ast.parse(text.replace("/", "//"), mode="eval")
     except SyntaxError:
         return None
 
@@ -365,7 +365,7 @@ class Source:
         d = self.active_define(name)
         if d is None or name in seen:
             return None
-        return evaluate(d.value, {}, 0) if _NUMBER.fullmatch(d.value) else \
+        return evaluate(d.value, {}) if _NUMBER.fullmatch(d.value) else \
             self._expr_value(d.value, (*seen, name))
 
     def _expr_value(self, expr: str, seen) -> int | None:
@@ -677,9 +677,12 @@ def _substitute(src: Source, expr: str, block_var: str | None, block: list[str],
 
 
 def _ceiling(expr: str, key: str) -> bool:
+    """Whether ``expr`` divides by ``key`` rounding up: ``(n + B - 1) / B``,
+    ``(n - 1) / B + 1``, ``n / B + (n % B ? 1 : 0)`` or ``ceil(..)``."""
     k = re.escape(key)
-    return bool(re.search(r"-\s*1\b|\bceil\b|%|\?", expr)) or bool(
-        re.search(rf"\+\s*\(?{k}\b", expr))
+    return bool(re.search(r"\bceil", expr) or
+                re.search(rf"-\s*1\s*\)*\s*/\s*\(*\s*{k}\b", expr) or
+                re.search(rf"%\s*\(*\s*{k}\b", expr))
 
 
 def analyse_kernel(src: Source, kernel: str, sites: list[LaunchSite],
@@ -745,12 +748,9 @@ def _check(src: Source, kernel: str, sites: list[LaunchSite], all_sites: list[La
             knob = knobs["xy".index(axis)]
             if knob is None:
                 continue
-            if knob.kind == "dim3" and not s.block_var:
-                follows = False
-            else:
-                follows = bool(re.search(rf"\b{re.escape(knob.key)}\b", grid)) or (
-                    knob.kind == "dim3" and str(knob.value) in re.findall(r"\b\d+\b", grid)
-                    and False)
+            # a literal in the launch itself has no name a grid could follow
+            follows = not (knob.kind == "dim3" and not s.block_var) and bool(
+                re.search(rf"\b{re.escape(knob.key)}\b", grid))
             literal = [n for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", grid)
                        if int(n) in (knob.value, knob.value - 1) and knob.value > 2]
             if literal:
@@ -814,12 +814,8 @@ def _check(src: Source, kernel: str, sites: list[LaunchSite], all_sites: list[La
         for m in re.finditer(r"\b__shared__\s+((?:(?:volatile|const|unsigned|signed|struct)\s+)*"
                              r"[A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)+)", body):
             extents = re.findall(r"\[([^\]]*)\]", m[3])
-            words = m[1].split()
-            size = _TYPE_BYTES.get(words[-1]) or (4 if words[-1] in ("signed",) else None)
-            if words[-1] == "unsigned" or (len(words) > 1 and words[-2] == "unsigned"):
-                size = _TYPE_BYTES.get(words[-1], 4)
-            if words[-1] in block.env or src.const_value(words[-1]):
-                size = None
+            words = m[1].split()     # a type of unknown size counts as none
+            size = 4 if words[-1] in ("unsigned", "signed") else _TYPE_BYTES.get(words[-1])
             uses = any(re.search(rf"\b{re.escape(k)}\b", e) for k in keys for e in extents)
             if name in launched and not uses:
                 for e in extents:

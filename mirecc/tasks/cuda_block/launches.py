@@ -12,9 +12,15 @@ grid follows it:
   uses the macro derives that axis of its grid from it: nvcc compiles a
   copy of the .cu and its folder's headers in a temporary folder with those
   lines rewritten, the original folder first on the include path and
-  ``#line`` naming the originals, so that everything else is the same.
+  ``#line`` naming the originals, so that everything else is the same;
+* elsewhere, the knob that sets the block in ordinary CUDA code
+  (:mod:`.knobs`: a macro, a ``const`` or a ``dim3`` literal), where every
+  use of it moves with it and the shape fits the device: a -D where the
+  source lets one set it (``#ifndef NAME``, an ``#ifdef RD_WG_SIZE..``
+  chain), else the same rewritten copy, the value's text replaced.
 
-Elsewhere the shape is reported, and a profile entry is advisory.  The
+Elsewhere the shape is reported with the reason (``--explain``), and a
+profile entry is advisory.  The
 front end (:mod:`mirecc.driver.nvcc`) calls :data:`FRONT_END`.
 """
 from __future__ import annotations
@@ -48,6 +54,14 @@ def _code(text: str) -> str:
     def blank(m):
         return m[0] if m[0][0] in "\"'" else re.sub(r"[^\n]", " ", m[0])
     return _COMMENT_OR_STRING.sub(blank, text)
+
+
+def _spaced_launches(code: str) -> str:
+    """``k << < g, b >> > ()`` (as some formatters write a launch) as
+    ``k<<<g, b>>>``, padded so that offsets hold."""
+    def join(m):
+        return ("<<<" + " " * (len(m[1]) - 3) + m[2] + ">>>" + " " * (len(m[3]) - 3))
+    return re.sub(r"(<<\s+<)([^;<>]*?)(>>\s*>)", join, code)
 
 
 def _arguments(text: str, start: int, close: str = ")") -> tuple[list[str], int]:
@@ -119,7 +133,7 @@ def scan_source(source: str, cmd: NvccCommand, limit: int = 400) -> Scan:
             continue
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
-                texts[path] = _code(fh.read())
+                texts[path] = _spaced_launches(_code(fh.read()))
         except OSError:       # nvcc says so, if it matters
             texts[path] = ""
         for quote, spelled in _INCLUDE.findall(texts[path]):
@@ -313,10 +327,11 @@ def _kernel_block(name: str, scan: Scan, settable: dict, knobbed: dict | None = 
                            note="advisory: " + why)
     if not launches:
         return advisory("no launch in this source")
+    if knobbed is not None and not any(BLOCK_MACRO.fullmatch(w) for launch in launches
+                                       for w in launch.block):
+        return _knob_block(name, written, knobbed.get(name), scan)
     if len(shapes) > 1:
         return advisory("launched with different block shapes")
-    if knobbed is not None and not any(BLOCK_MACRO.fullmatch(w) for w in written):
-        return _knob_block(name, written, knobbed.get(name), scan)
     macros = [w if settable.get(w, "") is None else None for w in written]
     if not any(macros):
         return advisory(next((settable[w] for w in written if settable.get(w)), ADVISORY))
@@ -607,8 +622,9 @@ def plan_sources(cmd: NvccCommand, scans: list[Scan], profile: str | None,
 def rewritten_args(args: list[str], cmd: NvccCommand, plans: list[SourcePlan],
                    tmp: str) -> tuple[list[str], dict[str, str]]:
     """``args`` with the plans' decisions: -D defines for mirecc/launch.h
-    launches; for rewritten DIM_THREAD_BLOCK defines, the source replaced by
-    its copy in ``tmp`` (with its folder's included files, the define lines
+    launches and -D-settable knobs; for rewritten DIM_THREAD_BLOCK defines
+    and knobs, the source replaced by its copy in ``tmp`` (with its
+    folder's included files, the define lines or the knobs' values
     rewritten, ``#line`` naming the originals) and its folder first on the
     include path.  Also the copies' paths -> the originals' names (for the
     dependency file)."""

@@ -228,8 +228,11 @@ def test_a_kept_shape_builds_nvccs_object_and_a_set_one_reaches_it_by_define(tmp
 
 
 @needs_nvcc
-def test_a_const_is_rewritten_in_a_copy_and_a_refusal_is_explained(tmp_path):
-    (tmp_path / "k.cu").write_text(CONST)
+@pytest.mark.parametrize("source,old,new", [(CONST, "kThreads = 128", "kThreads = 512"),
+                                            (DIM3, "threads(64)", "threads(512)")],
+                         ids=["const", "dim3"])
+def test_a_const_or_literal_is_rewritten_in_a_copy(tmp_path, source, old, new):
+    (tmp_path / "k.cu").write_text(source)
     _compile(tmp_path, NVCC, "k.cu", "plain.o")
     _compile(tmp_path, MIRECC_NVCC, "k.cu", "ours.o")
     assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "plain.o")
@@ -238,10 +241,14 @@ def test_a_const_is_rewritten_in_a_copy_and_a_refusal_is_explained(tmp_path):
     _compile(tmp_path, MIRECC_NVCC, "k.cu", "ours.o", env=env)
     hand = tmp_path / "hand"
     hand.mkdir()
-    (hand / "k.cu").write_text(CONST.replace("kThreads = 128", "kThreads = 512"))
+    (hand / "k.cu").write_text(source.replace(old, new))
     _compile(tmp_path, NVCC, "hand/k.cu", "hand.o")
     assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "hand.o") \
         != normalised(tmp_path / "plain.o")
+
+
+@needs_nvcc
+def test_a_refused_launch_is_explained_and_keeps_nvccs_object(tmp_path):
     # a refused launch: --explain says why, and the object is nvcc's
     (tmp_path / "k.cu").write_text(SHUFFLE)
     _compile(tmp_path, NVCC, "k.cu", "plain.o")
@@ -261,19 +268,45 @@ def test_the_head_reaches_a_knob_as_it_reaches_polybench(tmp_path):
 
     if installed_head(load_config()) is None:
         pytest.skip("no cuda-block head installed")
-    (tmp_path / "k.cu").write_text(IFNDEF)
+    (tmp_path / "k.cu").write_text(CHAIN)
     env = {**os.environ, "MIRECC_APPLY_CUDA_BLOCK": "1"}
     unit = explained(tmp_path, "-c", "k.cu", "-o", "ours.o", env=env)
-    [add] = unit["kernels"]
-    # only the knob's own shapes are ranked: 1-D, powers of two from 32
-    assert {s for s in add["head"]["ranking"]} <= {f"{x}x1" for x in (32, 64, 128, 512, 1024)}
+    [tile] = unit["kernels"]
+    # only the knob's own shapes are ranked: square, 8, 16 or 32 a side
+    assert set(tile["head"]["ranking"]) <= {"8x8", "32x32"}
     _compile(tmp_path, NVCC, "k.cu", "plain.o")
     [decision] = unit["decisions"] or [None]
-    if decision is None or not decision["applied"]:
+    if decision is None or not decision["applied"]:     # the head's gate said no
         assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "plain.o")
         return
-    x = decision["value"].split("x")[0]
-    assert decision["how"] == f"-DTHREADS={x}"
-    _compile(tmp_path, NVCC, "k.cu", "hand.o", f"-DTHREADS={x}")
+    side = decision["value"].split("x")[0]
+    assert decision["how"] == f"-DRD_WG_SIZE_0_0={side}"
+    _compile(tmp_path, NVCC, "k.cu", "hand.o", f"-DRD_WG_SIZE_0_0={side}")
     assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "hand.o") \
         != normalised(tmp_path / "plain.o")
+
+
+@needs_nvcc
+def test_the_report_tabulates_a_tree_of_programs(tmp_path):
+    from mirecc.tasks.cuda_block.offline import knobs_report
+
+    tree = tmp_path / "tree"
+    (tree / "ones" / "src").mkdir(parents=True)
+    (tree / "ones" / "src" / "a.cu").write_text(IFNDEF)
+    (tree / "ones" / "b.cu").write_text(SHUFFLE)
+    (tree / "tiles").mkdir()
+    (tree / "tiles" / "t.cu").write_text(CHAIN)
+    (tree / "tiles" / "broken.cu").write_text("this is not CUDA\n")
+    rows = knobs_report.survey(tree)
+    by_file = {r["file"]: r for r in rows}
+    assert [(lc["kernel"], lc["kind"], lc["refused"]) for lc in by_file["src/a.cu"]["launches"]] \
+        == [("add", "macro-D", None)]
+    assert by_file["b.cu"]["launches"][0]["refused"] == "warp-sync"
+    assert by_file["broken.cu"]["object"].startswith("nvcc fails: ")
+    assert [by_file[f]["object"] for f in ("src/a.cu", "b.cu", "t.cu")] == ["identical"] * 3
+    text = knobs_report.render(rows, tree, "knobs_report tree")
+    assert "| 2 | 4 | 3 | 2 | 2 | 0 | 0 | 0 | 1 | 3 of 3 built (1 .cu files did not build " \
+           "alone) |" in text
+    assert "| warp-sync | 1 |" in text
+    assert "| tiles | t.cu | tile | 16x16 | -D macro | tunable (-D macro): -DRD_WG_SIZE_0_0=<n>" \
+           " sets BLOCK_SIZE (t.cu:7); square shapes only [8x8, 16x16, 32x32] |" in text
