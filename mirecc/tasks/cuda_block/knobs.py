@@ -582,6 +582,8 @@ def resolve(src: Source, e: _Expr, axis: str, owner: str, depth: int = 0) -> Kno
     if text in src.defs:
         return _macro_knob(src, text, axis, depth)
     sets = src.assignments(text)
+    if src.is_parameter(text):      # its value is the caller's, whatever the name says
+        raise Refused("runtime", f"the block's {axis} is {text}, a function's parameter")
     if len(sets) == 1 and sets[0][0] != "?":
         value, path, off, const = sets[0]
         try:
@@ -594,11 +596,10 @@ def resolve(src: Source, e: _Expr, axis: str, owner: str, depth: int = 0) -> Kno
         if inner is not None and inner.kind == "dim3":
             inner.key, inner.kind = text, "const"
         return inner
-    if sets or src.is_parameter(text):
-        shown = next((s[0] for s in sets if s[0] != "?"), None)
-        raise Refused("runtime", f"the block's {axis} is {text}, set at run time"
-                      + (f" ({text} = {' '.join(shown.split())})" if shown else
-                         " (a parameter)" if not sets else ""))
+    if sets:
+        shown = [" ".join(a.split()) for a, *_ in sets if a != "?"]
+        raise Refused("runtime", f"the block's {axis} is {text}, set {len(sets)} times"
+                      + (f" ({'; '.join(f'{text} = {a}' for a in shown[:3])})" if shown else ""))
     raise Refused("runtime", f"the block's {axis} is {text}, whose value is not in the "
                              "source's folder")
 

@@ -304,9 +304,9 @@ def test_the_report_tabulates_a_tree_of_programs(tmp_path):
     assert by_file["b.cu"]["launches"][0]["refused"] == "warp-sync"
     assert by_file["broken.cu"]["object"].startswith("nvcc fails: ")
     assert [by_file[f]["object"] for f in ("src/a.cu", "b.cu", "t.cu")] == ["identical"] * 3
-    text = knobs_report.render(rows, tree, "knobs_report tree")
-    assert "| 2 | 4 | 3 | 2 | 2 | 0 | 0 | 0 | 1 | 3 of 3 built (1 .cu files did not build " \
-           "alone) |" in text
+    text = knobs_report.render(rows, [tree], "knobs_report tree")
+    assert "| tree | 2 | 4 | 3 | 2 | 2 | 0 | 0 | 0 | 1 | 3 of 3 built (1 .cu files did not " \
+           "build alone) |" in text
     assert "| warp-sync | 1 |" in text
     assert "| tiles | t.cu | tile | 16x16 | -D macro | tunable (-D macro): -DRD_WG_SIZE_0_0=<n>" \
            " sets BLOCK_SIZE (t.cu:7); square shapes only [8x8, 16x16, 32x32] |" in text

@@ -1,8 +1,8 @@
 """Where ordinary CUDA programs keep their block shapes, compile only.
 
-    python -m mirecc.tasks.cuda_block.offline.knobs_report TREE [--md FILE]
+    python -m mirecc.tasks.cuda_block.offline.knobs_report TREE... [--md FILE]
 
-Each folder directly under TREE is a program; each of its ``.cu`` files is
+Each folder directly under a TREE is a program; each of its ``.cu`` files is
 a translation unit, compiled with ``-c`` twice, by nvcc and by mirecc-nvcc
 (no decisions profile, ``apply_cuda_block`` off: the source's shapes kept),
 with ``-I`` for the file's folder, the program's folder and a ``util``,
@@ -80,8 +80,8 @@ def survey(tree: Path, compile_: bool = True, extra=()) -> list[dict]:
         for program in programs:
             for cu in sorted(program.rglob("*.cu")):
                 flags = flags_for(cu, program, tree, extra)
-                row = {"program": program.name, "file": str(cu.relative_to(program)),
-                       "launches": []}
+                row = {"tree": tree.name, "program": program.name,
+                       "file": str(cu.relative_to(program)), "launches": []}
                 try:
                     plan = plan_of(cu, flags)
                     for name, block in plan.blocks.items():
@@ -108,7 +108,20 @@ def _kind(launch: dict) -> str:
     return knobs.KINDS.get(launch["kind"], launch["kind"]) if launch["kind"] else ""
 
 
-def render(rows: list[dict], tree: Path, command: str) -> str:
+def _totals(rows: list[dict], label: str) -> str:
+    launches_all = [lc for r in rows for lc in r["launches"]]
+    tunable = [lc for lc in launches_all if lc["kind"]]
+    objects = collections.Counter(r.get("object") if r.get("object") in ("identical", "differ")
+                                  else "not built" for r in rows)
+    built = objects["identical"] + objects["differ"]
+    return (f"| {label} | {len({r['program'] for r in rows})} | {len(rows)} | "
+            f"{len(launches_all)} | {len(tunable)} | " + " | ".join(
+                str(sum(lc["kind"] == k for lc in launches_all)) for k in knobs.KINDS)
+            + f" | {len(launches_all) - len(tunable)} | {objects['identical']} of {built} "
+            f"built ({objects['not built']} .cu files did not build alone) |")
+
+
+def render(rows: list[dict], trees: list[Path], command: str) -> str:
     nvcc = front.find_nvcc()
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout \
         if nvcc else ""
@@ -126,8 +139,7 @@ def render(rows: list[dict], tree: Path, command: str) -> str:
         "Written by `python -m mirecc.tasks.cuda_block.offline.knobs_report`; do not edit.",
         "",
         f"- command: `{command}`",
-        f"- tree: `{tree.name}` ({len({r['program'] for r in rows})} programs, "
-        f"{len(rows)} .cu files)",
+        "- trees: " + ", ".join(f"`{t.name}`" for t in trees),
         f"- machine: {platform.system()} {platform.machine()}, {os.cpu_count()} cores"
         + (f", {cpu}" if cpu else "") + "; no GPU: nothing was run or timed",
         f"- nvcc: {release[0] if release else 'not found'} "
@@ -144,27 +156,22 @@ def render(rows: list[dict], tree: Path, command: str) -> str:
     ]
     launches_all = [lc for r in rows for lc in r["launches"]]
     reasons = collections.Counter(lc["refused"] for lc in launches_all if lc["refused"])
-    objects = collections.Counter(
-        "identical" if r.get("object") == "identical" else
-        "differ" if r.get("object") == "differ" else "not built" for r in rows)
     out += ["## Totals", "",
-            "| programs | .cu files | launches | tunable | " +
+            "| tree | programs | .cu files | launches | tunable | " +
             " | ".join(knobs.KINDS.values()) + " | refused | identical objects |",
-            "|---:|---:|---:|---:|" + "---:|" * len(kinds) + "---:|---|"]
-    tunable = [lc for lc in launches_all if lc["kind"]]
-    built = objects["identical"] + objects["differ"]
-    out.append(f"| {len({r['program'] for r in rows})} | {len(rows)} | {len(launches_all)} | "
-               f"{len(tunable)} | " + " | ".join(
-                   str(sum(lc["kind"] == k for lc in launches_all)) for k in kinds)
-               + f" | {len(launches_all) - len(tunable)} | {objects['identical']} of {built} "
-               f"built ({objects['not built']} .cu files did not build alone) |")
+            "|---|---:|---:|---:|---:|" + "---:|" * len(kinds) + "---:|---|"]
+    names = list(dict.fromkeys(r["tree"] for r in rows))
+    for name in names:
+        out.append(_totals([r for r in rows if r["tree"] == name], name))
+    if len(names) > 1:
+        out.append(_totals([{**r, "program": (r["tree"], r["program"])} for r in rows], "all"))
     out += ["", "Refused, by reason:", "", "| reason | launches |", "|---|---:|"]
     out += [f"| {code} | {n} |" for code, n in reasons.most_common()]
     out += ["", "## Per program", "",
             "| program | launches | tunable (kinds) | refused (reasons) | objects |",
             "|---|---:|---|---|---|"]
-    for program in sorted({r["program"] for r in rows}):
-        mine = [r for r in rows if r["program"] == program]
+    for tree, program in dict.fromkeys((r["tree"], r["program"]) for r in rows):
+        mine = [r for r in rows if (r["tree"], r["program"]) == (tree, program)]
         ls = [lc for r in mine for lc in r["launches"]]
         kc = collections.Counter(_kind(lc) for lc in ls if lc["kind"])
         rc = collections.Counter(lc["refused"] for lc in ls if lc["refused"])
@@ -200,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m mirecc.tasks.cuda_block.offline.knobs_report",
         description="Tabulate where CUDA programs set their block shapes and whether "
                     "mirecc-nvcc may change them (compile only).")
-    ap.add_argument("tree", type=Path, help="a folder of programs (one folder each)")
+    ap.add_argument("trees", type=Path, nargs="+", metavar="TREE",
+                    help="a folder of programs (one folder each)")
     ap.add_argument("--md", type=Path, help="write the report here (else stdout)")
     ap.add_argument("--no-compile", action="store_true",
                     help="plan only: do not compare the objects with nvcc's")
@@ -209,12 +217,14 @@ def main(argv: list[str] | None = None) -> int:
                          "--flag=-DcudaThreadSynchronize=cudaDeviceSynchronize for code "
                          "older than CUDA 12")
     args = ap.parse_args(argv)
-    if not args.tree.is_dir():
-        ap.error(f"{args.tree}: not a folder")
-    rows = survey(args.tree.resolve(), compile_=not args.no_compile, extra=args.flag)
+    for tree in args.trees:
+        if not tree.is_dir():
+            ap.error(f"{tree}: not a folder")
+    rows = [row for tree in args.trees
+            for row in survey(tree.resolve(), compile_=not args.no_compile, extra=args.flag)]
     command = "python -m mirecc.tasks.cuda_block.offline.knobs_report " + " ".join(
         argv if argv is not None else sys.argv[1:])
-    text = render(rows, args.tree.resolve(), command)
+    text = render(rows, [t.resolve() for t in args.trees], command)
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(text)
