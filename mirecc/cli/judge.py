@@ -100,6 +100,7 @@ def run(args) -> int:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
+    from mirecc.learn import adapter as A
     from mirecc.learn import judge as J
     from mirecc.taskapi.registry import tasks
 
@@ -136,7 +137,9 @@ def run(args) -> int:
           f"of programs (a drawn program brings all its cases); `vs`: the difference from "
           f"the reference on the same draws. `@function`: the vector of the decision's "
           f"function alone (its part of the program graph), not the module's; "
-          f"`statistics+`: the task's statistics and the embedding's principal components. "
+          f"`statistics+`: the task's statistics and the embedding's principal components; "
+          f"`adapter:`: a small network over the whole vector (mirecc.learn.adapter: "
+          f"{A.HIDDEN} hidden units, {A.MEMBERS} seeds) in place of the forest. "
           f"A representation beats the reference when its guess gains 10 points or it needs "
           f"a third fewer candidates per case, the difference's interval clear of zero."
           f"\n\n" + "\n".join(sections))
