@@ -29,6 +29,8 @@ from mirecc.frontend import nvcc as front
 from mirecc.tasks.cuda_block import knobs, launches
 
 INCLUDE_FOLDERS = ("util", "common", "include")
+#: what :func:`compare` says of a .cu file that built
+BUILT = ("identical", "differ", "nvcc differs from itself")
 
 
 def _normalised(path: Path) -> bytes:
@@ -52,21 +54,27 @@ def plan_of(cu: Path, flags: list[str]):
 
 
 def compare(cu: Path, flags: list[str], nvcc: str, mirecc_nvcc: str, work: Path) -> str:
-    """"identical", "differ", or why it did not build (nvcc's last error)."""
+    """"identical", "differ", "nvcc differs from itself" (a second nvcc
+    object differs from the first too), or why it did not build (the first
+    error)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("MIRECC_PROFILE", "MIRECC_RECORD", "MIRECC_APPLY_CUDA_BLOCK")}
     env["MIRECC_APPLY_CUDA_BLOCK"] = "0"
     objects = []
-    for n, tool in enumerate((nvcc, mirecc_nvcc)):
+    for n, tool in enumerate((nvcc, mirecc_nvcc, nvcc)):
+        if n == 2 and objects[0] == objects[1]:
+            break
         out = work / f"{n}.o"
         proc = subprocess.run([tool, *flags, "-c", str(cu), "-o", str(out)], cwd=cu.parent,
                               capture_output=True, text=True, env=env, timeout=600)
         if proc.returncode:
             errors = [ln for ln in proc.stderr.splitlines() if "error" in ln] or ["no message"]
-            return ("nvcc fails: " if n == 0 else "mirecc-nvcc fails: ") + " ".join(
+            return ("mirecc-nvcc fails: " if n == 1 else "nvcc fails: ") + " ".join(
                 os.path.relpath(errors[0], str(cu.parent)).split())[:100]
         objects.append(_normalised(out))
-    return "identical" if objects[0] == objects[1] else "differ"
+    if objects[0] == objects[1]:
+        return "identical"
+    return "nvcc differs from itself" if objects[2] != objects[0] else "differ"
 
 
 def survey(tree: Path, compile_: bool = True, extra=()) -> list[dict]:
@@ -111,14 +119,17 @@ def _kind(launch: dict) -> str:
 def _totals(rows: list[dict], label: str) -> str:
     launches_all = [lc for r in rows for lc in r["launches"]]
     tunable = [lc for lc in launches_all if lc["kind"]]
-    objects = collections.Counter(r.get("object") if r.get("object") in ("identical", "differ")
+    objects = collections.Counter(r.get("object") if r.get("object") in BUILT
                                   else "not built" for r in rows)
-    built = objects["identical"] + objects["differ"]
+    built = sum(objects[k] for k in BUILT)
+    unstable = objects["nvcc differs from itself"]
     return (f"| {label} | {len({r['program'] for r in rows})} | {len(rows)} | "
             f"{len(launches_all)} | {len(tunable)} | " + " | ".join(
                 str(sum(lc["kind"] == k for lc in launches_all)) for k in knobs.KINDS)
             + f" | {len(launches_all) - len(tunable)} | {objects['identical']} of {built} "
-            f"built ({objects['not built']} .cu files did not build alone) |")
+            f"built" + (f", {objects['differ']} differ" if objects["differ"] else "")
+            + (f", {unstable} where nvcc's own two objects differ" if unstable else "")
+            + f" ({objects['not built']} .cu files did not build alone) |")
 
 
 def render(rows: list[dict], trees: list[Path], command: str) -> str:
@@ -175,8 +186,8 @@ def render(rows: list[dict], trees: list[Path], command: str) -> str:
         ls = [lc for r in mine for lc in r["launches"]]
         kc = collections.Counter(_kind(lc) for lc in ls if lc["kind"])
         rc = collections.Counter(lc["refused"] for lc in ls if lc["refused"])
-        ob = collections.Counter(r.get("object", "-") if r.get("object") in
-                                 ("identical", "differ") else "not built" for r in mine)
+        ob = collections.Counter(r.get("object", "-") if r.get("object") in BUILT
+                                 else "not built" for r in mine)
         out.append(f"| {program} | {len(ls)} | "
                    f"{sum(kc.values())}" + (f" ({', '.join(f'{k} {n}' for k, n in kc.items())})"
                                             if kc else "")
@@ -193,7 +204,7 @@ def render(rows: list[dict], trees: list[Path], command: str) -> str:
                 note += f" [{', '.join(lc['shapes'])}]"
             out.append(f"| {r['program']} | {r['file']} | {lc['kernel']} | {lc['shape']} | "
                        f"{_kind(lc) or lc['refused']} | {note} |")
-    failed = [r for r in rows if r.get("object") not in ("identical", "differ", None)]
+    failed = [r for r in rows if r.get("object") not in (*BUILT, None)]
     if failed:
         out += ["", "## .cu files that did not build alone", "", "| program | file | why |",
                 "|---|---|---|"]
@@ -222,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{tree}: not a folder")
     rows = [row for tree in args.trees
             for row in survey(tree.resolve(), compile_=not args.no_compile, extra=args.flag)]
-    command = "python -m mirecc.tasks.cuda_block.offline.knobs_report " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+    chosen = os.environ.get("MIRECC_NVCC")      # the nvcc both sides use
+    command = (f"MIRECC_NVCC={chosen} " if chosen else "") + \
+        "python -m mirecc.tasks.cuda_block.offline.knobs_report " + " ".join(
+            argv if argv is not None else sys.argv[1:])
     text = render(rows, [t.resolve() for t in args.trees], command)
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
