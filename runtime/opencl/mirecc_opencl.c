@@ -154,6 +154,8 @@ static int off_all;         /* MIRECC_OPENCL=0, or no store/planner to work with
 static char record_path[4096], cache_root[4096];
 static int device_confirm;  /* MIRECC_OPENCL_DEVICE=confirm: each device the program's
                                request allows, timed over whole runs */
+static int timing;          /* kernels may be coarsened (a planner, or a forced factor):
+                               queues get profiling; without, they are left as asked */
 
 /* ------------------------------------------------------------- set-up */
 
@@ -185,6 +187,8 @@ static void initialise(void) {
     if (*end || f < 1 || f > 1024) warn("MIRECC_OPENCL_FACTOR=%s is not a factor%s; ignored", v, "");
     else forced = (int)f;
   }
+  v = getenv("MIRECC_OPENCL_PLANNER");
+  timing = forced || (v && *v);
   v = getenv("MIRECC_OPENCL_DEVICE");
   device_confirm = v && !strcmp(v, "confirm") && !forced;
   v = getenv("MIRECC_OPENCL_RECORD");
@@ -711,7 +715,7 @@ cl_command_queue clCreateCommandQueue(cl_context ctx, cl_device_id dev,
     return NULL;
   }
   ensure_initialised();
-  if (!off_all) props |= CL_QUEUE_PROFILING_ENABLE;
+  if (!off_all && timing) props |= CL_QUEUE_PROFILING_ENABLE;
   return real_clCreateCommandQueue(ctx, dev, props, err);
 }
 
@@ -723,7 +727,7 @@ cl_command_queue clCreateCommandQueueWithProperties(cl_context ctx, cl_device_id
     return NULL;
   }
   ensure_initialised();
-  if (off_all) return real_clCreateCommandQueueWithProperties(ctx, dev, props, err);
+  if (off_all || !timing) return real_clCreateCommandQueueWithProperties(ctx, dev, props, err);
   cl_queue_properties mine[64];
   int n = 0, found = 0;
   for (const cl_queue_properties *p = props; p && p[0] && n < 60; p += 2) {
