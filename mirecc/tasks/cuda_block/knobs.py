@@ -283,9 +283,10 @@ def _matching(text: str, start: int, open_: str = "{", close: str = "}") -> int:
     return len(text)
 
 
-def _split(text: str, start: int, close: str) -> list[tuple[str, int]]:
-    """Comma-separated arguments from ``start`` to ``close`` at depth 0, each
-    with its offset (leading blanks skipped)."""
+def pieces(text: str, start: int, close: str) -> tuple[list[tuple[str, int]], int]:
+    """The comma-separated pieces at depth 0 from ``start`` to ``close``, as
+    written, each with its offset, and the index of ``close`` (the text's
+    end where there is none)."""
     args, depth, begin = [], 0, start
     i = start
     while i < len(text):
@@ -301,6 +302,13 @@ def _split(text: str, start: int, close: str) -> list[tuple[str, int]]:
             begin = i + 1
         i += 1
     args.append((text[begin:i], begin))
+    return args, i
+
+
+def _split(text: str, start: int, close: str) -> list[tuple[str, int]]:
+    """Comma-separated arguments from ``start`` to ``close`` at depth 0, each
+    with its offset (leading blanks skipped)."""
+    args, _ = pieces(text, start, close)
     out = []
     for a, off in args:
         stripped = a.lstrip()

@@ -67,20 +67,10 @@ def _spaced_launches(code: str) -> str:
 def _arguments(text: str, start: int, close: str = ")") -> tuple[list[str], int]:
     """The comma-separated arguments from ``text[start]`` (just after an
     opening bracket) to the ``close`` at depth 0, and the index after it."""
-    args, depth, begin, i = [], 0, start, start
-    while i < len(text):
-        if depth == 0 and text.startswith(close, i):
-            return args + [text[begin:i].strip()], i + len(close)
-        c = text[i]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            args.append(text[begin:i].strip())
-            begin = i + 1
-        i += 1
-    return args + [text[begin:].strip()], len(text)
+    from mirecc.tasks.cuda_block.knobs import pieces
+
+    args, at = pieces(text, start, close)
+    return [a.strip() for a, _ in args], min(at + len(close), len(text))
 
 
 @dataclass
@@ -493,14 +483,7 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
     for macro, asks in wanted.items():
         if len({v for v, _, _ in asks}) > 1:      # kernels that share the macro disagree
             for _, decision, kernel in asks:
-                decision["applied"] = False
-                decision["advisory"] = f"{macro} is shared by kernels whose entries differ"
-                block = plan.blocks[kernel]
-                block.shape, block.origin = list(block.default), "source default"
-                whose = "the head's" if decision["reason"].startswith("head") else \
-                    "the profile's"
-                block.note += f"; {whose} {decision['value']} is not applied: " \
-                              f"{decision['advisory']}"
+                _disagreed(plan, decision, kernel, macro)
             continue
         value = asks[0][0]
         if str(value) != str(scan.defines[macro][0].value):
@@ -524,6 +507,17 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
     return plan
 
 
+def _disagreed(plan: SourcePlan, decision: dict, kernel: str, shared: str) -> None:
+    """``decision`` not applied: ``shared`` (a macro or knob) also sets
+    kernels whose entries ask for other values."""
+    decision["applied"] = False
+    decision["advisory"] = f"{shared} is shared by kernels whose entries differ"
+    block = plan.blocks[kernel]
+    block.shape, block.origin = list(block.default), "source default"
+    whose = "the head's" if decision["reason"].startswith("head") else "the profile's"
+    block.note += f"; {whose} {decision['value']} is not applied: {decision['advisory']}"
+
+
 def _apply_knobs(plan: SourcePlan, wanted: dict[str, list]) -> dict[str, int]:
     """The knobs' values set: a -D for a macro a -D can set, else an edit of
     the copy; kernels that share a knob and disagree get none."""
@@ -531,16 +525,8 @@ def _apply_knobs(plan: SourcePlan, wanted: dict[str, list]) -> dict[str, int]:
     for key, asks in wanted.items():
         if len({v for v, *_ in asks}) > 1:
             for _, decision, kernel, _ in asks:
-                if not decision["applied"]:
-                    continue
-                decision["applied"] = False
-                decision["advisory"] = f"{key} is shared by kernels whose entries differ"
-                block = plan.blocks[kernel]
-                block.shape, block.origin = list(block.default), "source default"
-                whose = "the head's" if decision["reason"].startswith("head") else \
-                    "the profile's"
-                block.note += f"; {whose} {decision['value']} is not applied: " \
-                              f"{decision['advisory']}"
+                if decision["applied"]:
+                    _disagreed(plan, decision, kernel, key)
             continue
         value, knob = asks[0][0], asks[0][3]
         if str(value) != str(knob.value):
