@@ -489,10 +489,10 @@ static void collect_all(void) {
  * then each other device, alternating run by run.  A run's sample is its
  * wall time from that call to exit (builds, transfers and kernels: all the
  * device changes), except a device's first run, which builds the program
- * for it (pocl keeps what it built in its own cache); a device is kept only when it beats the program's own
- * beyond the noise (the engine's rule, with `pairs` runs each), and the
- * verdict is kept in the store under the program's digest and the devices
- * offered.  Programs that name no type (clCreateContextFromType) or find
+ * for it (pocl keeps what it built in its own cache); a device is kept
+ * only when it beats the program's own beyond the noise (the engine's
+ * rule, with `pairs` runs each), and the verdict is kept in the store
+ * under the program's digest and the devices offered.  Programs that name no type (clCreateContextFromType) or find
  * one device are left alone. */
 
 #define MAX_DEVICES MAX_ARMS
@@ -603,7 +603,9 @@ cl_int clGetDeviceIDs(void *platform, cl_ulong type, cl_uint num, cl_device_id *
                       cl_uint *found) {
   if (!load_clGetDeviceIDs()) return -30;
   ensure_initialised();
-  if (off_all || !device_confirm || (num && !devices))
+  /* an invalid call (entries without an array, or the reverse, or nowhere
+     to answer) gets the platform's own error */
+  if (off_all || !device_confirm || (num == 0) != (devices == NULL) || (!devices && !found))
     return real_clGetDeviceIDs(platform, type, num, devices, found);
   /* every device of the type asked for (the default type: any device) */
   cl_ulong want = type == CL_DEVICE_TYPE_DEFAULT ? CL_DEVICE_TYPE_ALL : type;
