@@ -26,7 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ("winner", "verdict", "profile")
+from mirecc.tu.travel import KIND as PLAIN      # TUs CI found nothing to do for
+
+KINDS = ("winner", PLAIN, "verdict", "profile")
 
 
 def add_arguments(p) -> None:
@@ -168,7 +170,7 @@ def run(args) -> int:
                     if args.older_than is not None and \
                             time.time() - float(entry.get("at", 0)) > args.older_than * 86400:
                         why = f"older than {args.older_than:g} days"
-                    elif args.foreign and kind == "winner" and \
+                    elif args.foreign and kind in ("winner", PLAIN) and \
                             not all(v in mine for v in entry["tools"].values()):
                         why = "made by tools not installed here"
                 except Rejected as exc:

@@ -492,7 +492,7 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
         _count(config, counts=counts)
         if outcome is not None and not fallback:
             if compiled_ok:
-                mlpath.record_manifests(outcome, config)
+                stats.bump(config, mlpath.record_manifests(outcome, config))
             problem = mlpath.record_reports(outcome, inv, compiler, config)
             if problem and config.warnings:
                 _say("warning", problem)
@@ -542,7 +542,9 @@ def _finish_tus(inv, args, final, compiler, chosen, config, explain, skipped, st
         rc = _finish_own(started.own, final, stdin_data)
         if rc == 0 and not fallback and outcome is not None \
                 and outcome.gated_manifest is not None:
-            mlpath.record_gated(outcome, config)
+            from mirecc.driver import stats
+
+            stats.bump(config, mlpath.record_gated(outcome, config))
         if rc == 0 and warning:
             _say("warning", warning)
         return rc

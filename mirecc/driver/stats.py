@@ -20,6 +20,9 @@ Counters:
   its headers, without running the front end (:mod:`mirecc.tu.direct`);
   ``tus.object``: those of them whose object a build step had chosen, copied
   from the kept objects with nothing compiled (:mod:`mirecc.tu.objcache`);
+- ``tus.from-store``: TUs the team store knew to need nothing (their
+  object is the user's own compile; :mod:`mirecc.tu.travel`): the user's
+  command ran as it is, no IR read;
 - ``tus.unchanged``: TUs whose applied decisions left the object as the
   user's own (the compiler's own choice; not counted in ``tus.applied``);
 - ``decisions.applied`` / ``decisions.same``: of the decisions of TUs with
@@ -247,6 +250,8 @@ def render(data: dict, path: str) -> str:
         for name in passthrough:
             code = name[len("passthrough."):]
             lines.append(row(code, data[name], 6) + f"  {PASSTHROUGH.get(code, '')}".rstrip())
+    if n("tus.from-store"):
+        lines.append(row("TUs the team store knew to need nothing", n("tus.from-store")))
     lines += [row("translation units whose IR was read", n("tus.seen")),
               row("with a decision", n("tus.decided"), 4),
               row("with a decision applied (object changed)", n("tus.applied"), 4),

@@ -16,11 +16,24 @@ from mirecc.taskapi.records import PIPELINE_SCHEMA, TUResult
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # mirecc/
 
 
-def code_stamp() -> str:
+def _stamp(path: str, st, content_root: str | None) -> str:
+    """One file's line in a stamp: its path, size and time; with
+    ``content_root``, its name under that root and its content's digest
+    (what another checkout or machine with the same files also says)."""
+    if content_root is None:
+        return f"{path}|{st.st_size}|{st.st_mtime_ns}\n"
+    with open(path, "rb") as fh:
+        digest = sha256(fh.read()).hexdigest()
+    return f"{os.path.relpath(path, content_root)}|{digest}\n"
+
+
+def code_stamp(content: bool = False) -> str:
     """mirecc's version and code: the size and time of every module and of
-    the shipped encoder's manifest (an edited checkout or an upgrade changes it)."""
+    the shipped encoder's manifest (an edited checkout or an upgrade changes
+    it); ``content``: their names and contents instead."""
     from mirecc import __version__
 
+    root = _PACKAGE if content else None
     h = sha256(__version__.encode())
     stack = [_PACKAGE]
     while stack:
@@ -30,27 +43,27 @@ def code_stamp() -> str:
                 if entry.is_dir() and entry.name not in ("__pycache__", "data"):
                     stack.append(entry.path)
                 elif entry.name.endswith(".py"):
-                    st = entry.stat()
-                    h.update(f"{entry.path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+                    h.update(_stamp(entry.path, entry.stat(), root).encode())
+    manifest = os.path.join(_PACKAGE, "data", "encoder", "manifest.json")
     try:
-        st = os.stat(os.path.join(_PACKAGE, "data", "encoder", "manifest.json"))
-        h.update(f"model|{st.st_size}|{st.st_mtime_ns}".encode())
+        h.update(b"model|" + _stamp(manifest, os.stat(manifest), root).encode())
     except OSError:
         h.update(b"no model")
     return h.hexdigest()
 
 
-def pipeline_key(config, languages) -> str:
+def pipeline_key(config, languages, content: bool = False) -> str:
     """What a TU's result depends on besides its bitcode, computed without
     loading anything: the result schema; mirecc's code (:func:`code_stamp`);
     the encoder model (manifest); the installed heads that apply to
     ``languages`` (every file's name, size and time, as code_stamp: hashing
     a 1.5 MB head.onnx would cost ~5 ms on every compile; heads are
     installed by replacing their directory); every task's settings; whether
-    the build records or reads a profile (which heads run)."""
+    the build records or reads a profile (which heads run).  ``content``:
+    files by name and content (:func:`travelling_pipeline_key`)."""
     from mirecc.taskapi.registry import default_heads_dirs, heads_for_languages, tasks
 
-    h = sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp()}".encode())
+    h = sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp(content)}".encode())
     if config.model:   # the shipped model is part of code_stamp
         try:
             with open(os.path.join(config.model, "manifest.json"), "rb") as fh:
@@ -61,8 +74,9 @@ def pipeline_key(config, languages) -> str:
         with os.scandir(spec.directory) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
                 if entry.is_file():
-                    st = entry.stat()
-                    h.update(f"{entry.path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+                    h.update(_stamp(entry.path, entry.stat(),
+                                    os.path.dirname(spec.directory) if content else None)
+                             .encode())
     for task in tasks().values():
         for setting in task.settings:
             h.update(f"{setting.key}={getattr(config, setting.key)!r}\n".encode())
@@ -70,6 +84,28 @@ def pipeline_key(config, languages) -> str:
     # that does neither only those it applies (mirecc.tu.pipeline)
     h.update(f"every-head={bool(config.record or config.profile)}\n".encode())
     return h.hexdigest()
+
+
+def travelling_pipeline_key(config, languages, local_key: str) -> str:
+    """:func:`pipeline_key` by content (the same code, heads and settings in
+    another checkout or on another machine give the same key), remembered
+    per user under ``<cache>/tools/`` by the local key (``local_key``, which
+    names the files by path, size and time): hashing every module costs a
+    compile ~20 ms, once per install."""
+    memo = os.path.join(config.cache_root(), "tools", f"pipeline-{local_key[:40]}")
+    try:
+        with open(memo, encoding="utf-8") as fh:
+            key = fh.read().strip()
+        if len(key) == 64:
+            return key
+    except OSError:
+        pass
+    key = pipeline_key(config, languages, content=True)
+    try:
+        atomic_write_bytes(memo, key.encode(), durable=False)
+    except OSError:
+        pass            # only the memo is lost
+    return key
 
 
 class CacheError(Exception):

@@ -117,6 +117,7 @@ class Outcome:
         # object is kept once the user's own compile has made it
         self.gated_manifest = None
         self.counts: dict = {}              # mire stats counters of what happened here
+        self.plain = None                   # the call's plain entry in the team store (travel.Plain)
 
 
 class PendingManifest:
@@ -387,6 +388,8 @@ def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: boo
             outcome.reports.append(report)
             outcome.extra_args = injection_args(outcome.reports, compiler, config)
             return outcome
+        if getattr(config, "store", None) and _known_plain(c, languages):
+            return outcome      # the user's command as it is (mirecc.tu.travel)
     try:
         with deadline(config.timeout):
             return _run(c)
@@ -631,6 +634,39 @@ def _direct_hit(c: Compile) -> TUReport | None:
     return report
 
 
+def _known_plain(c: Compile, languages) -> bool:
+    """Does the team store know the call's TU to need nothing, its files
+    unchanged (:mod:`mirecc.tu.travel`)?  Keeps the call's entry on the
+    outcome (CI writes it after the compile) and counts the asks."""
+    from mirecc.store.team import team_store
+    from mirecc.tu.travel import Plain
+
+    try:
+        plain = Plain(team_store(c.config), c.compiler, c.args, c.config, languages,
+                      c.version)
+        known = plain.known(c.inv.sources[0].path)
+    except Exception:  # noqa: BLE001 - the store is a shortcut: the path goes on
+        return False
+    c.outcome.counts.update(plain.team.counts)
+    plain.team.counts = {}
+    if known:
+        c.outcome.counts["tus.from-store"] = 1
+    elif plain.team.write:
+        c.outcome.plain = plain
+    return known
+
+
+def _publish_plain(outcome: Outcome, source: str, dep_file: str, started: int) -> dict:
+    """CI: the store learns that this TU's object is the user's own; the
+    store's counters of it."""
+    try:
+        outcome.plain.publish(source, dep_file, started)
+    except Exception:  # noqa: BLE001 - only the store's shortcut is lost
+        pass
+    counts, outcome.plain.team.counts = outcome.plain.team.counts, {}
+    return counts
+
+
 def _kept_object(report: TUReport, args: list[str], config):
     """(object, dependency file or None) a direct hit's manifest names, when
     still kept; (None, None) when not, or when the command writes a
@@ -657,14 +693,23 @@ def verifies(report: TUReport) -> bool:
                for d in report.result.decisions)
 
 
-def record_manifests(outcome: Outcome, config) -> None:
+def record_manifests(outcome: Outcome, config) -> dict:
     """Write the direct-mode manifests of the call's TUs, with their results
     as the compile left them (decisions that changed nothing not applied).
     A TU whose object a build step chose gets one only when every such step
     succeeded and its object is kept (:mod:`mirecc.tu.objcache`); a TU whose
-    gates answered gets one from :func:`record_gated`."""
+    gates answered gets one from :func:`record_gated`.  CI also writes the
+    team store's plain entries (:mod:`mirecc.tu.travel`); the store's
+    counters of that are returned."""
+    counts: dict = {}
     for pending in outcome.manifests:
         report = pending.report
+        if outcome.plain is not None:
+            from mirecc.tu.travel import is_plain
+
+            if is_plain(report, outcome.verified):
+                counts.update(_publish_plain(outcome, pending.source, pending.dep_file,
+                                             pending.started))
         object_key = object_sha256 = None
         if verifies(report):
             from mirecc.tu.objcache import ObjectCache, object_key as make_key
@@ -682,21 +727,26 @@ def record_manifests(outcome: Outcome, config) -> None:
         pending.manifests.record(pending.key, pending.dep_file, pending.source,
                                  pending.started, report.result, pending.sha, pending.size,
                                  object_key=object_key, object_sha256=object_sha256)
+    return counts
 
 
-def record_gated(outcome: Outcome, config) -> None:
+def record_gated(outcome: Outcome, config) -> dict:
     """Keep the object of a TU whose gates answered (:func:`_gated`), once
     the user's own compile has put it in place, and write its manifest: a
     rebuild of the unchanged TU copies it.  It has no decision and no
-    bitcode: the manifest's ``bitcode`` line holds the object's digest."""
+    bitcode: the manifest's ``bitcode`` line holds the object's digest.
+    CI also writes its plain entry; the store's counters of that are
+    returned."""
     from mirecc.tu.objcache import ObjectCache, object_key
 
     pending = outcome.gated_manifest
+    counts = _publish_plain(outcome, pending.source, pending.dep_file, pending.started) \
+        if outcome.plain is not None else {}
     try:
         with open(pending.output, "rb") as fh:
             data = fh.read()
     except OSError:
-        return
+        return counts
     sha = sha256(data).hexdigest()
     kept = object_key(pending.key, sha, pending.compiler)
     digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(
@@ -705,6 +755,7 @@ def record_gated(outcome: Outcome, config) -> None:
         pending.manifests.record(pending.key, pending.dep_file, pending.source,
                                  pending.started, TUResult(None), sha, len(data),
                                  object_key=kept, object_sha256=digest)
+    return counts
 
 
 def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:

@@ -1,0 +1,125 @@
+"""Direct mode through the team store: a TU that CI compiled and found
+nothing to do for is known as such in another checkout, under another
+user or on another machine, without its front end or its gates.
+
+A local manifest (:mod:`mirecc.tu.direct`) is keyed by the compiler's path
+and time and the working directory, and may name a kept object, whose
+bytes can hold the directory (``-g``); it cannot travel.  A *plain* entry
+holds no object and no decision: only that the TU's object is the user's
+own compile (its gates said no candidate can pay, or the search kept the
+user's level, and no decision changed the object).  Its key travels: the
+compiler by its content (:mod:`mirecc.util.toolid`), mirecc's code, heads
+and settings by content (:func:`mirecc.tu.cache.travelling_pipeline_key`),
+the arguments as given and the environment clang reads, not the working
+directory; its files are listed as the front end named them (relative
+names resolve against the working directory, as they did for the front
+end) with their SHA-256, and every one must still have that content.
+
+A hit runs the user's command as it is: the object is clang's, so a wrong
+or hostile entry can at most leave a search undone, never change an
+object.  CI (``store_write``) writes an entry after each such compile.
+Counted as ``tus.from-store`` and the store's own counters.
+"""
+from __future__ import annotations
+
+import os
+
+from mirecc.util.fsutil import sha256
+
+KIND = "manifest"
+SCHEMA = 1
+
+
+def travelling_key(compiler_identity: str, args: list[str], version: str) -> str:
+    """The entry's key: what the TU's object depends on besides the files
+    the front end reads, none of it a path of this checkout's own but
+    those the arguments name."""
+    from mirecc.tu.direct import CLANG_ENVIRONMENT
+
+    material = [f"plain{SCHEMA}", version, compiler_identity,
+                *(f"{v}={os.environ.get(v, '')}" for v in CLANG_ENVIRONMENT), "args", *args]
+    return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _digest(path: str) -> str:
+    with open(path, "rb") as fh:
+        return sha256(fh.read()).hexdigest()
+
+
+def unchanged(files) -> bool:
+    """Does every listed ``[name, sha256]`` still have that content?"""
+    try:
+        return bool(files) and all(_digest(name) == digest for name, digest in files)
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+def listed_files(dep_file: str, source: str, started_ns: int) -> list[list[str]] | None:
+    """``[name, sha256]`` of the source and every file the front end read,
+    named as it named them; None when one changed while it ran or cannot be
+    read."""
+    from mirecc.tu.direct import TOO_NEW_NS, dependency_files
+
+    try:
+        with open(dep_file, encoding="utf-8", errors="surrogateescape") as fh:
+            names = dependency_files(fh.read())
+    except (OSError, ValueError):
+        return None
+    files, seen = [], set()
+    for name in [source, *names]:
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            if os.stat(name).st_mtime_ns >= started_ns - TOO_NEW_NS:
+                return None
+            files.append([name, _digest(name)])
+        except OSError:
+            return None
+    return files
+
+
+class Plain:
+    """A call's plain entry in the store: its ``key`` and ``tools``."""
+
+    def __init__(self, team, compiler: str, args: list[str], config, languages, version: str):
+        from mirecc.tu.cache import travelling_pipeline_key
+        from mirecc.util.toolid import tool_identity
+
+        root = config.cache_root()
+        self.team = team
+        self.tools = {"compiler": tool_identity(compiler, root)}
+        self.key = travelling_key(self.tools["compiler"], args,
+                                  travelling_pipeline_key(config, languages, version))
+
+    def known(self, source: str) -> bool:
+        """Does the store know this TU's object to be the user's own, its
+        files unchanged?  (Counted: a hit is used; changed files a miss.)"""
+        payload = self.team.get(KIND, self.key, self.tools, f"the entry of {source}")
+        if payload is None:
+            return False
+        if payload.get("schema") == SCHEMA and payload.get("source") == source \
+                and unchanged(payload.get("files")):
+            self.team.used()
+            return True
+        self.team.counts["store.misses"] = self.team.counts.get("store.misses", 0) + 1
+        return False
+
+    def publish(self, source: str, dep_file: str, started_ns: int) -> None:
+        """Write the entry of a TU whose object is the user's own (CI)."""
+        files = listed_files(dep_file, source, started_ns)
+        if files is not None:
+            self.team.put(KIND, self.key, self.tools,
+                          {"schema": SCHEMA, "source": source, "files": files})
+
+
+def is_plain(report, verified: dict) -> bool:
+    """Is the object of ``report``'s TU the user's own compile: no applied
+    decision but a build step's that kept the user's level?"""
+    for decision in report.result.decisions:
+        if not decision.applied:
+            continue
+        step = verified.get(decision.task)
+        if step is None or step.winner != step.own:
+            return False
+    return True
