@@ -53,3 +53,47 @@ def sizes_of(data: bytes, path: str) -> tuple[int, int]:
         if sh_type == SHT_PROGBITS and sh_flags & SHF_EXECINSTR:
             text += size
     return loadable, text
+
+
+PT_NOTE = 4
+NT_GNU_BUILD_ID = 3
+
+
+def build_id(path: str) -> bytes | None:
+    """The GNU build ID of the ELF program or library at ``path`` (the
+    linker's digest of what it wrote: another build of the same sources
+    another ID), read from its note segments without reading the rest;
+    None when it has none or is not ELF."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return None
+            wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+            (phoff,) = struct.unpack_from(order + ("Q" if wide else "I"), head,
+                                          0x20 if wide else 0x1C)
+            phentsize, phnum = struct.unpack_from(order + "HH", head, 0x36 if wide else 0x2A)
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+            for i in range(phnum):
+                if wide:
+                    p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(
+                        order + "IIQQQQ", table, i * phentsize)
+                else:
+                    p_type, p_offset, _, _, p_filesz = struct.unpack_from(
+                        order + "IIIII", table, i * phentsize)
+                if p_type != PT_NOTE or p_filesz > 1 << 16:
+                    continue
+                fh.seek(p_offset)
+                notes, at = fh.read(p_filesz), 0
+                while at + 12 <= len(notes):
+                    namesz, descsz, n_type = struct.unpack_from(order + "III", notes, at)
+                    name_at = at + 12
+                    desc_at = name_at + (namesz + 3) // 4 * 4
+                    if n_type == NT_GNU_BUILD_ID and notes[name_at:name_at + namesz] == b"GNU\0":
+                        found = notes[desc_at:desc_at + descsz]
+                        return found if len(found) == descsz and descsz >= 8 else None
+                    at = desc_at + (descsz + 3) // 4 * 4
+    except (OSError, struct.error):
+        return None
+    return None
