@@ -642,9 +642,9 @@ def _known_plain(c: Compile, languages) -> bool:
     from mirecc.tu.travel import Plain
 
     try:
-        plain = Plain(team_store(c.config), c.compiler, c.args, c.config, languages,
-                      c.version)
-        known = plain.known(c.inv.sources[0].path)
+        plain = Plain(team_store(c.config), c.compiler, c.args, c.inv.sources[0].path,
+                      c.config, languages, c.version)
+        known = plain.known()
     except Exception:  # noqa: BLE001 - the store is a shortcut: the path goes on
         return False
     c.outcome.counts.update(plain.team.counts)

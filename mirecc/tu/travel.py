@@ -10,10 +10,16 @@ own compile (its gates said no candidate can pay, or the search kept the
 user's level, and no decision changed the object).  Its key travels: the
 compiler by its content (:mod:`mirecc.util.toolid`), mirecc's code, heads
 and settings by content (:func:`mirecc.tu.cache.travelling_pipeline_key`),
-the arguments as given and the environment clang reads, not the working
-directory; its files are listed as the front end named them (relative
-names resolve against the working directory, as they did for the front
-end) with their SHA-256, and every one must still have that content.
+the arguments and the environment clang reads; its files are listed as
+the front end named them (relative names resolve against the working
+directory, as they did for the front end) with their SHA-256, and every
+one must still have that content.  Neither key nor list holds the
+checkout's own path: in both, the working directory, the directories a
+prefix map names above it (``-ffile-prefix-map=/src/lua=.``, as Debian's
+flags give) and the one it shares with an absolute source name (CMake's)
+are written relative to the working directory (``<cwd>/..``), as ccache's
+``base_dir`` does; a checkout elsewhere with the same layout and content
+has the same key and files.
 
 A hit runs the user's command as it is: the object is clang's, so a wrong
 or hostile entry can at most leave a search undone, never change an
@@ -23,21 +29,61 @@ Counted as ``tus.from-store`` and the store's own counters.
 from __future__ import annotations
 
 import os
+import re
 
 from mirecc.util.fsutil import sha256
 
 KIND = "manifest"
-SCHEMA = 1
+SCHEMA = 2
+HERE = "<cwd>"
+_PREFIX_MAPS = ("-ffile-prefix-map=", "-fdebug-prefix-map=", "-fmacro-prefix-map=",
+                "-fprofile-prefix-map=", "-fcoverage-prefix-map=")
 
 
-def travelling_key(compiler_identity: str, args: list[str], version: str) -> str:
+class Checkout:
+    """The directories of a call that belong to its checkout, and how a key
+    that travels writes them: relative to the working directory."""
+
+    def __init__(self, args: list[str], source: str, cwd: str | None = None):
+        self.cwd = cwd = os.path.normpath(cwd or os.getcwd())
+        found = {cwd}
+        for a in args:
+            for flag in _PREFIX_MAPS:
+                if a.startswith(flag):
+                    old = a[len(flag):].partition("=")[0]
+                    if old:
+                        found.add(os.path.normpath(os.path.join(cwd, old)))
+        if os.path.isabs(source):
+            found.add(os.path.commonpath([cwd, os.path.normpath(source)]))
+        # the working directory and those above it, never the root
+        self.dirs = sorted(((d, HERE + "/.." * cwd[len(d):].count("/")) for d in found
+                            if d != "/" and (d == cwd or cwd.startswith(d + "/"))),
+                           key=lambda dw: -len(dw[0]))
+        self._at = re.compile("|".join(re.escape(d) + r"(?=$|[/=:,;\s])"
+                                       for d, _ in self.dirs)) if self.dirs else None
+        self._as = dict(self.dirs)
+
+    def portable(self, text: str) -> str:
+        """``text`` with the checkout's directories written relative to the
+        working directory."""
+        return self._at.sub(lambda m: self._as[m.group(0)], text) if self._at else text
+
+    def here(self, name: str) -> str:
+        """A name :meth:`portable` wrote, as a path of this checkout."""
+        if name == HERE or name.startswith(HERE + "/"):
+            return self.cwd + name[len(HERE):]
+        return name
+
+
+def travelling_key(compiler_identity: str, args: list[str], version: str,
+                   checkout: Checkout) -> str:
     """The entry's key: what the TU's object depends on besides the files
-    the front end reads, none of it a path of this checkout's own but
-    those the arguments name."""
+    the front end reads, the checkout's directories written relative."""
     from mirecc.tu.direct import CLANG_ENVIRONMENT
 
     material = [f"plain{SCHEMA}", version, compiler_identity,
-                *(f"{v}={os.environ.get(v, '')}" for v in CLANG_ENVIRONMENT), "args", *args]
+                *(f"{v}={checkout.portable(os.environ.get(v, ''))}" for v in CLANG_ENVIRONMENT),
+                "args", *map(checkout.portable, args)]
     return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -46,18 +92,20 @@ def _digest(path: str) -> str:
         return sha256(fh.read()).hexdigest()
 
 
-def unchanged(files) -> bool:
+def unchanged(files, checkout: Checkout) -> bool:
     """Does every listed ``[name, sha256]`` still have that content?"""
     try:
-        return bool(files) and all(_digest(name) == digest for name, digest in files)
+        return bool(files) and all(_digest(checkout.here(name)) == digest
+                                   for name, digest in files)
     except (OSError, TypeError, ValueError):
         return False
 
 
-def listed_files(dep_file: str, source: str, started_ns: int) -> list[list[str]] | None:
+def listed_files(dep_file: str, source: str, started_ns: int,
+                 checkout: Checkout) -> list[list[str]] | None:
     """``[name, sha256]`` of the source and every file the front end read,
-    named as it named them; None when one changed while it ran or cannot be
-    read."""
+    named as it named them (:meth:`Checkout.portable`); None when one
+    changed while it ran or cannot be read."""
     from mirecc.tu.direct import TOO_NEW_NS, dependency_files
 
     try:
@@ -73,7 +121,7 @@ def listed_files(dep_file: str, source: str, started_ns: int) -> list[list[str]]
         try:
             if os.stat(name).st_mtime_ns >= started_ns - TOO_NEW_NS:
                 return None
-            files.append([name, _digest(name)])
+            files.append([checkout.portable(name), _digest(name)])
         except OSError:
             return None
     return files
@@ -82,24 +130,28 @@ def listed_files(dep_file: str, source: str, started_ns: int) -> list[list[str]]
 class Plain:
     """A call's plain entry in the store: its ``key`` and ``tools``."""
 
-    def __init__(self, team, compiler: str, args: list[str], config, languages, version: str):
+    def __init__(self, team, compiler: str, args: list[str], source: str, config, languages,
+                 version: str):
         from mirecc.tu.cache import travelling_pipeline_key
         from mirecc.util.toolid import tool_identity
 
         root = config.cache_root()
-        self.team = team
+        self.team, self.checkout = team, Checkout(args, source)
+        self.source = self.checkout.portable(source)
         self.tools = {"compiler": tool_identity(compiler, root)}
         self.key = travelling_key(self.tools["compiler"], args,
-                                  travelling_pipeline_key(config, languages, version))
+                                  travelling_pipeline_key(config, languages, version),
+                                  self.checkout)
 
-    def known(self, source: str) -> bool:
+    def known(self) -> bool:
         """Does the store know this TU's object to be the user's own, its
         files unchanged?  (Counted: a hit is used; changed files a miss.)"""
-        payload = self.team.get(KIND, self.key, self.tools, f"the entry of {source}")
+        payload = self.team.get(KIND, self.key, self.tools,
+                                f"the entry of {self.checkout.here(self.source)}")
         if payload is None:
             return False
-        if payload.get("schema") == SCHEMA and payload.get("source") == source \
-                and unchanged(payload.get("files")):
+        if payload.get("schema") == SCHEMA and payload.get("source") == self.source \
+                and unchanged(payload.get("files"), self.checkout):
             self.team.used()
             return True
         self.team.counts["store.misses"] = self.team.counts.get("store.misses", 0) + 1
@@ -107,10 +159,10 @@ class Plain:
 
     def publish(self, source: str, dep_file: str, started_ns: int) -> None:
         """Write the entry of a TU whose object is the user's own (CI)."""
-        files = listed_files(dep_file, source, started_ns)
+        files = listed_files(dep_file, source, started_ns, self.checkout)
         if files is not None:
             self.team.put(KIND, self.key, self.tools,
-                          {"schema": SCHEMA, "source": source, "files": files})
+                          {"schema": SCHEMA, "source": self.source, "files": files})
 
 
 def is_plain(report, verified: dict) -> bool:

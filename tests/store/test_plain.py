@@ -36,12 +36,23 @@ def _checkout(tmp_path: Path, name: str) -> Path:
     return where
 
 
-def _build(where: Path, tmp_path: Path, cache: str, store: str, write: bool) -> tuple[bytes, str]:
+PLAIN_ARGS = ["-Oz", "-Iinc", "-c", "t.c", "-o", "t.o"]
+
+
+def _debian_args(where: Path) -> list[str]:
+    """Debian's flags name the checkout (a prefix map of the directory
+    above the build's); CMake's name sources and includes absolutely."""
+    return ["-Oz", "-g", f"-ffile-prefix-map={where.parent}=.", f"-I{where / 'inc'}",
+            "-c", str(where / "t.c"), "-o", "t.o"]
+
+
+def _build(where: Path, tmp_path: Path, cache: str, store: str, write: bool,
+           args: list[str] = PLAIN_ARGS) -> tuple[bytes, str]:
     env = isolated_env(tmp_path, MIRECC_CC=CLANG,
                        MIRECC_HEADS_DIR=str(two_candidate_heads(tmp_path)),
                        MIRECC_CACHE_DIR=str(tmp_path / cache), MIRECC_STORE=store,
                        MIRECC_STORE_WRITE="1" if write else "0")
-    proc = subprocess.run([MIRECC, "-Oz", "-Iinc", "-c", "t.c", "-o", "t.o"], cwd=where,
+    proc = subprocess.run([MIRECC, *args], cwd=where,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return (where / "t.o").read_bytes(), proc.stderr
@@ -54,8 +65,8 @@ def _stats(tmp_path: Path, cache: str) -> dict:
     return stats.read(Config(cache_dir=str(tmp_path / cache)))
 
 
-def _clang(where: Path) -> bytes:
-    subprocess.run([CLANG, "-Oz", "-Iinc", "-c", "t.c", "-o", "clang.o"], cwd=where, check=True)
+def _clang(where: Path, args: list[str] = PLAIN_ARGS) -> bytes:
+    subprocess.run([CLANG, *args[:-1], "clang.o"], cwd=where, check=True)
     return (where / "clang.o").read_bytes()
 
 
@@ -88,6 +99,39 @@ def test_a_plain_tu_travels_to_another_checkout_and_runs_clang_alone(tmp_path):
     assert obj == _clang(dev), err
     counts = _stats(tmp_path, "dev-cache2")
     assert not counts.get("tus.from-store") and counts.get("verified.code-size") == 1, counts
+
+
+def test_a_checkouts_own_path_in_the_flags_does_not_keep_the_entry_home(tmp_path):
+    url = str(tmp_path / "shared")
+    os.makedirs(url)
+    ci = _checkout(tmp_path, "ci")
+    _build(ci, tmp_path, "ci-cache", url, write=True, args=_debian_args(ci))
+    (key, entry), = _entries(url)
+    names = [name for name, _ in entry["payload"]["files"]]
+    assert names[:2] == ["<cwd>/t.c", "<cwd>/inc/t.h"], names
+    assert str(tmp_path) not in json.dumps(entry)
+    dev = _checkout(tmp_path, "dev")
+    obj, err = _build(dev, tmp_path, "dev-cache", url, write=False, args=_debian_args(dev))
+    assert obj == _clang(dev, _debian_args(dev)), err
+    counts = _stats(tmp_path, "dev-cache")
+    assert counts.get("tus.from-store") == 1 and counts.get("store.hits") == 1, counts
+
+
+def test_the_checkouts_directories_are_written_relative_to_the_working_directory():
+    from mirecc.tu.travel import Checkout
+
+    args = ["-ffile-prefix-map=/w/lua=.", "-fdebug-prefix-map=/elsewhere=x", "-I/w/lua/src/inc",
+            "-I/w/luax/inc", "-I/usr/include"]
+    here = Checkout(args, "lapi.c", cwd="/w/lua/src")
+    assert [here.portable(a) for a in args] == [
+        "-ffile-prefix-map=<cwd>/..=.", "-fdebug-prefix-map=/elsewhere=x", "-I<cwd>/inc",
+        "-I/w/luax/inc", "-I/usr/include"]
+    assert here.here("<cwd>/../include/x.h") == "/w/lua/src/../include/x.h"
+    assert here.here("lua.h") == "lua.h"
+    # an absolute source shares a directory with the build's (CMake); the root never counts
+    cmake = Checkout([], "/w/p/src/a.c", cwd="/w/p/build/src")
+    assert cmake.portable("/w/p/src/a.c") == "<cwd>/../../src/a.c"
+    assert Checkout([], "/x/a.c", cwd="/w/p").portable("/x/a.c -I/w/p") == "/x/a.c -I<cwd>"
 
 
 @pytest.mark.parametrize("change", ["files", "compiler", "key"])
