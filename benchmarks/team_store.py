@@ -4,7 +4,7 @@ the same build without the store.
 
     .venv/bin/python benchmarks/team_store.py [--projects zlib,lua5.4]
         [--rounds 3] [--budgets zlib:10 [--only-budgets]] [--compose zlib]
-        [--work DIR]
+        [--no-calls] [--work DIR]
         [--out docs/results/team-store.md]
 
 Protocol, per project (Debian's source, built as ``real_projects.py`` does,
@@ -22,6 +22,10 @@ at -Oz, with the project's own ``-g`` and flags; configure included):
      stopped (the local search, as without a store).
    Each build's wall time (configure and make), its tests, and an inventory
    of its objects and linked outputs.
+
+3. Then (unless ``--no-calls``) one more ``clang`` and ``store`` build,
+   every compiler call timed by a wrapper: where a build's added time goes,
+   per kind of call (compiles, configure's probes, links and queries).
 
 Checks: the ``store`` and ``stopped`` builds give the same objects and
 outputs byte for byte (the store's winners are the search's); their tests
@@ -119,6 +123,52 @@ def build_once(project: str, source: Path, at: Path, side: rp.Side, env: dict, l
     return {"seconds": seconds, "tests": summary, "inventory": inventory}
 
 
+# one compiler call timed: its wall microseconds and its kind, appended to a log
+_TIMED_CALL = r"""#!/bin/bash
+start=$(date +%s%N)
+"{real}" "$@"
+rc=$?
+end=$(date +%s%N)
+kind=other; c=0
+for a in "$@"; do
+  case "$a" in
+    -c) c=1;;
+    -E|-M|-MM) kind=preprocess;;
+    *.c|*.cc|*.cpp|*.cxx|*.C) [ "$kind" = other ] && kind=source;;
+  esac
+done
+if [ "$kind" = source ]; then if [ $c = 1 ]; then kind=compile; else kind=compile+link; fi; fi
+echo "$(( (end - start) / 1000 )) $kind" >> "{log}"
+exit $rc
+"""
+CALL_KINDS = ("compile", "compile+link", "preprocess", "other")
+
+
+def timed_calls(project: str, source: Path, work: Path, side: rp.Side, env: dict, logs: Path,
+                tag: str) -> dict:
+    """One more build at checkout path B with every compiler call timed (a
+    wrapper around the side's compiler logs each call's wall time and kind:
+    a compile, a compile and link (configure's probes), a preprocessing, or
+    anything else: links, version queries): ``{kind: [microseconds]}``."""
+    where = work / "calls" / project / tag
+    if where.exists():
+        shutil.rmtree(where)
+    where.mkdir(parents=True)
+    log = where / "calls.log"
+    for name, real in (("cc", side.cc), ("cxx", side.cxx)):
+        (where / name).write_text(_TIMED_CALL.format(real=real, log=log))
+        (where / name).chmod(0o755)
+    timed = rp.Side(side.name, str(where / "cc"), str(where / "cxx"))
+    build_once(project, source, work / "checkout-B" / project, timed, env, logs,
+               where, "tree")
+    shutil.rmtree(where / "tree", ignore_errors=True)
+    calls: dict = {k: [] for k in CALL_KINDS}
+    for line in log.read_text().splitlines():
+        micro, _, kind = line.partition(" ")
+        calls.setdefault(kind, []).append(int(micro))
+    return calls
+
+
 def counters(cache: Path) -> dict:
     from mirecc.taskapi.config import Config
 
@@ -126,9 +176,11 @@ def counters(cache: Path) -> dict:
 
 
 def bench_project(project: str, work: Path, mirecc: Path, rounds: int, redis: Redis,
-                  budget: int | None = None) -> dict:
+                  budget: int | None = None, calls: bool = False) -> dict:
     """One project's CI build and rounds; ``budget``: the mirecc sides'
-    ``size_search`` and ``size_budget`` (None: the defaults)."""
+    ``size_search`` and ``size_budget`` (None: the defaults); ``calls``:
+    then one more ``clang`` and ``store`` build each, every compiler call
+    timed (:func:`timed_calls`)."""
     package = rp.PROJECTS[project][0]
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -184,6 +236,15 @@ def bench_project(project: str, work: Path, mirecc: Path, rounds: int, redis: Re
                 redis.start()
             rp.log(f"{project}: {name}: {got['seconds']:.1f} s")
             out["rounds"][name].append(got)
+    if calls:
+        out["calls"] = {}
+        for name in ("clang", "store"):
+            rp.log(f"{project}: {name} at checkout B, every compiler call timed")
+            env = {} if name == "clang" else \
+                side_env("calls", MIRECC_STORE=redis.url, MIRECC_STORE_WRITE="0")
+            out["calls"][name] = timed_calls(project, source, work,
+                                             clang_side if name == "clang" else mirecc_side,
+                                             env, logs, name)
     redis.stop()
     return out
 
@@ -372,6 +433,28 @@ def render(results: dict, machine: str, rounds: int, compiler: str) -> str:
                      if k.startswith(("store.", "verified.code-size"))}
             lines.append(f"- {project} {name}: " + ", ".join(f"`{k}` {v}"
                                                             for k, v in shown.items()))
+    timed = {project: r["calls"] for project, r in results.items() if r.get("calls")}
+    if timed:
+        lines += ["", "## Where the rest goes: every compiler call timed", "",
+                  "One more `clang` and `store` build of each project at checkout path B, "
+                  "each compiler call timed by a wrapper (a bash script around the side's "
+                  "compiler, the same on both sides): its wall time and its kind (`compile`: "
+                  "`-c` with a source; `compile+link`: a source without `-c`, configure's "
+                  "probes; `preprocess`: `-E`, `-M`; `other`: links, version and option "
+                  "queries). Means per call in milliseconds; added: the `store` side's sum "
+                  "less clang's, in seconds of calls (under `make -j2` two run at a time).", "",
+                  "| project | kind of call | calls (clang / store) | clang, ms per call | "
+                  "store, ms per call | added per call, ms | added in all, s |",
+                  "|---|---|---|---|---|---|---|"]
+        for project, c in timed.items():
+            for kind in CALL_KINDS:
+                a, b = c["clang"].get(kind, []), c["store"].get(kind, [])
+                if not a and not b:
+                    continue
+                ma = sum(a) / len(a) / 1e3 if a else float("nan")
+                mb = sum(b) / len(b) / 1e3 if b else float("nan")
+                lines.append(f"| {project} | {kind} | {len(a)} / {len(b)} | {ma:.0f} | {mb:.0f} "
+                             f"| {mb - ma:+.0f} | {(sum(b) - sum(a)) / 1e6:+.1f} |")
     for project, r in results.items():
         if not r.get("compositions"):
             continue
@@ -417,6 +500,9 @@ def main(argv=None) -> int:
     p.add_argument("--only-budgets", action="store_true",
                    help="run only the --budgets rows, and add them to the last run's results "
                         "(<work>/team-store.json) in the page")
+    p.add_argument("--no-calls", action="store_true",
+                   help="skip the extra clang and store build per project whose every "
+                        "compiler call is timed")
     p.add_argument("--work", type=Path, default=rp.DEFAULT_WORK)
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "team-store.md")
     args = p.parse_args(argv)
@@ -431,7 +517,8 @@ def main(argv=None) -> int:
     try:
         for project in args.projects.split(","):
             if not args.only_budgets:
-                results[project] = bench_project(project, work, mirecc, args.rounds, redis)
+                results[project] = bench_project(project, work, mirecc, args.rounds, redis,
+                                                 calls=not args.no_calls)
                 if project in args.compose.split(","):
                     reference = results[project]["rounds"]["stopped"][0]["inventory"]
                     results[project]["compositions"] = compositions(project, work, mirecc,

@@ -22,7 +22,6 @@ timeout, not one per compile.  Builds write only with ``store_write``
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -56,6 +55,8 @@ def envelope(kind: str, key: str, tools: dict, payload: dict) -> bytes:
         by = f"{getpass.getuser()}@{socket.gethostname()}"
     except Exception:  # noqa: BLE001 (no user name: no matter)
         by = "?"
+    import json
+
     return json.dumps({"mirecc-store": SCHEMA, "kind": kind, "key": key, "tools": tools,
                        "payload": payload, "by": by, "at": int(time.time())},
                       sort_keys=True).encode()
@@ -63,8 +64,10 @@ def envelope(kind: str, key: str, tools: dict, payload: dict) -> bytes:
 
 def open_envelope(data: bytes, kind: str, key: str, tools: dict | None) -> dict:
     """The entry's fields, or :class:`Rejected`; ``tools`` None: any tools."""
+    from mirecc.util.jsonread import loads
+
     try:
-        entry = json.loads(data)
+        entry = loads(data)
     except ValueError:
         raise Rejected("not a mirecc store entry (damaged)") from None
     if not isinstance(entry, dict) or entry.get("mirecc-store") != SCHEMA:

@@ -77,8 +77,8 @@ class TUReport:
     @property
     def result(self) -> TUResult:
         if not isinstance(self._result, TUResult):      # a direct-mode entry
-            import json
-            self._result = TUResult.from_dict(json.loads(self._result.result_json))
+            from mirecc.util.jsonread import loads
+            self._result = TUResult.from_dict(loads(self._result.result_json))
         return self._result
 
     @result.setter
