@@ -329,3 +329,21 @@ def test_a_compiles_read_gives_what_the_client_wrote_with_a_password_and_a_datab
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:6380/2", "redis://host", "redis://Host.Example:1/",
+                                 "redis://:pw@h:7/3", "redis://user:pw@h/0", "redis://user@h:9",
+                                 "redis://h:6379/1?x=1", "redis://[::1]:6400/4",
+                                 "rediss://h:6380/0", "redis://:p%40w@h/1"])
+def test_a_compiles_url_reading_agrees_with_urllib(url):
+    """The compile path reads ``redis://`` URLs by hand (no urllib import);
+    it must read what urllib reads."""
+    from urllib.parse import urlsplit
+
+    from mirecc.store.backends import _plain_url
+
+    parts = urlsplit(url)
+    want = None if parts.scheme != "redis" else (
+        parts.hostname or "localhost", parts.port or 6379, int(parts.path.strip("/") or "0"),
+        parts.username, parts.password)
+    assert _plain_url(url) == want
