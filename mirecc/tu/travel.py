@@ -14,12 +14,10 @@ the arguments and the environment clang reads; its files are listed as
 the front end named them (relative names resolve against the working
 directory, as they did for the front end) with their SHA-256, and every
 one must still have that content.  Neither key nor list holds the
-checkout's own path: in both, the working directory, the directories a
-prefix map names above it (``-ffile-prefix-map=/src/lua=.``, as Debian's
-flags give) and the one it shares with an absolute source name (CMake's)
-are written relative to the working directory (``<cwd>/..``), as ccache's
-``base_dir`` does; a checkout elsewhere with the same layout and content
-has the same key and files.
+checkout's own path: in both, its directories are written relative to the
+working directory (``<cwd>/..``; :class:`mirecc.util.paths.Checkout`), so a
+checkout elsewhere with the same layout and content has the same key and
+files.
 
 A hit runs the user's command as it is: the object is clang's, so a wrong
 or hostile entry can at most leave a search undone, never change an
@@ -31,67 +29,10 @@ from __future__ import annotations
 import os
 
 from mirecc.util.fsutil import sha256
+from mirecc.util.paths import Checkout
 
 KIND = "manifest"
 SCHEMA = 2
-HERE = "<cwd>"
-_PREFIX_MAPS = ("-ffile-prefix-map=", "-fdebug-prefix-map=", "-fmacro-prefix-map=",
-                "-fprofile-prefix-map=", "-fcoverage-prefix-map=")
-
-
-class Checkout:
-    """The directories of a call that belong to its checkout, and how a key
-    that travels writes them: relative to the working directory."""
-
-    def __init__(self, args: list[str], source: str, cwd: str | None = None):
-        self.cwd = cwd = os.path.normpath(cwd or os.getcwd())
-        found = {cwd}
-        for a in args:
-            for flag in _PREFIX_MAPS:
-                if a.startswith(flag):
-                    old = a[len(flag):].partition("=")[0]
-                    if old:
-                        found.add(os.path.normpath(os.path.join(cwd, old)))
-        if os.path.isabs(source):
-            found.add(os.path.commonpath([cwd, os.path.normpath(source)]))
-        # the working directory and those above it, never the root
-        self.dirs = sorted(((d, HERE + "/.." * cwd[len(d):].count("/")) for d in found
-                            if d != "/" and (d == cwd or cwd.startswith(d + "/"))),
-                           key=lambda dw: -len(dw[0]))
-
-    def portable(self, text: str) -> str:
-        """``text`` with the checkout's directories written relative to the
-        working directory, each where a name ends after it (the longest
-        first)."""
-        for directory, written in self.dirs:
-            if directory in text:
-                text = _swap(text, directory, written)
-        return text
-
-    def here(self, name: str) -> str:
-        """A name :meth:`portable` wrote, as a path of this checkout."""
-        if name == HERE or name.startswith(HERE + "/"):
-            return self.cwd + name[len(HERE):]
-        return name
-
-
-_AFTER_A_NAME = "/=:,; \t\n"
-
-
-def _swap(text: str, directory: str, written: str) -> str:
-    """``text`` with ``directory`` written ``written`` where a name ends
-    after it (``/w/lua`` in ``/w/lua/src`` or ``-I/w/lua``, not in
-    ``/w/luax``); by hand: ``re`` costs a compile ~8 ms to import."""
-    out, at = [], 0
-    while (found := text.find(directory, at)) >= 0:
-        end = found + len(directory)
-        if end == len(text) or text[end] in _AFTER_A_NAME:
-            out += [text[at:found], written]
-        else:
-            out.append(text[at:end])
-        at = end
-    out.append(text[at:])
-    return "".join(out)
 
 
 def travelling_key(compiler_identity: str, args: list[str], version: str,

@@ -118,7 +118,7 @@ def test_a_checkouts_own_path_in_the_flags_does_not_keep_the_entry_home(tmp_path
 
 
 def test_the_checkouts_directories_are_written_relative_to_the_working_directory():
-    from mirecc.tu.travel import Checkout
+    from mirecc.util.paths import Checkout
 
     args = ["-ffile-prefix-map=/w/lua=.", "-fdebug-prefix-map=/elsewhere=x", "-I/w/lua/src/inc",
             "-I/w/luax/inc", "-I/usr/include"]

@@ -71,9 +71,12 @@ _FRONT_END_PREFIXES = ("-W", "-std=", "-pedantic", "-fcolor-diagnostics", "-fdia
 def travelling_flags(backend_command: list[str]) -> list[str]:
     """The back-end command's code-generation flags as a key that travels:
     no compiler path, no front-end flags (include paths, defines,
-    warnings), and the working directory written ``<cwd>`` (a prefix map
-    names it)."""
-    cwd = os.getcwd()
+    warnings), and the checkout's directories written relative to the
+    working directory (:class:`mirecc.util.paths.Checkout`: a prefix map
+    names them)."""
+    from mirecc.util.paths import Checkout
+
+    checkout = Checkout(backend_command, "")
     out, args, i = [], backend_command[1:], 0
     while i < len(args):
         a = args[i]
@@ -84,7 +87,7 @@ def travelling_flags(backend_command: list[str]) -> list[str]:
         if a.startswith(_FRONT_END_PREFIXES) or \
                 any(a.startswith(f) and len(a) > len(f) for f in _FRONT_END_WITH_ARG[:9]):
             continue
-        out.append(a.replace(cwd, "<cwd>") if len(cwd) > 1 else a)
+        out.append(checkout.portable(a))
     return out
 
 
