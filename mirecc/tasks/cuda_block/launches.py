@@ -43,6 +43,7 @@ AXES = ("x", "y")
 ADVISORY = "not tunable: no MIRECC_BLOCK_X/Y (mirecc/launch.h) and no DIM_THREAD_BLOCK define"
 _COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/',
                                 re.S)
+_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 _DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(\w+)[ \t]*(.*)")
 _HEADER_USE = re.compile(r"\bMIRECC_BLOCK_([XY])\s*\(")
@@ -181,6 +182,8 @@ def _block_defines(path: str, code: str) -> list[Define]:
 
 
 def _launches(code: str) -> list[Launch]:
+    # a string's text is no launch (printf("k<<<%d>>>")): blanked, offsets kept
+    code = _STRING.sub(lambda m: m[0][0] + " " * (len(m[0]) - 2) + m[0][-1], code)
     out = []
     for m in _LAUNCH.finditer(code):
         config, _ = _arguments(code, m.end(), ">>>")

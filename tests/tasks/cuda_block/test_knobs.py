@@ -310,3 +310,15 @@ def test_the_report_tabulates_a_tree_of_programs(tmp_path):
     assert "| warp-sync | 1 |" in text
     assert "| tiles | t.cu | tile | 16x16 | -D macro | tunable (-D macro): -DRD_WG_SIZE_0_0=<n>" \
            " sets BLOCK_SIZE (t.cu:7); square shapes only [8x8, 16x16, 32x32] |" in text
+
+
+def test_a_launch_written_in_a_string_is_no_launch():
+    """printf("k<<<...>>>") and a character literal are text, not launches;
+    the real launch beside them is still found, its offsets intact."""
+    from mirecc.tasks.cuda_block.launches import _launches
+
+    code = ('  printf("saxpy<<<%d, %d>>>\\n", g, b);\n'
+            "  char c = '<'; puts(\"k<<<1, 2>>>()\");\n"
+            "  saxpy<<<grid, BLOCK_SIZE>>>(n, x);\n")
+    found = _launches(code)
+    assert [(f.kernel, f.block[0]) for f in found] == [("saxpy", "BLOCK_SIZE")]
