@@ -139,6 +139,7 @@ class CodeSize(Task):
                      "of mire size-data",
                      arguments="mirecc.tasks.code_size.offline.cli:add_bench_arguments"),
       )
+    judged = "mirecc.tasks.code_size.offline.judge:judged"
     step_reasons = {
         "too-small": "too small to gain",
         "predicted-no-gain": "no candidate predicted to gain",
