@@ -87,6 +87,7 @@ class OpenMP(Task):
                      arguments="mirecc.tasks.openmp.offline.train:add_bench_arguments",
                      variant="openmp"),
       )
+    judged = "mirecc.tasks.openmp.offline.judge:judged"
     reasons = {
         "fixed-by-source": "every region's configuration is fixed by the source's clauses",
         "functions-unmatched": "the encoder's IR has other functions than the build's",

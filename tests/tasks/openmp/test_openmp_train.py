@@ -132,3 +132,36 @@ def test_write_head_keeps_the_labels_in_the_head_folder(tmp_path):
     spec = yaml.safe_load((head / "spec.yaml").read_text())
     assert spec["classes"] == table.classes and spec["features"] == ["region_statistics"]
     assert (head / "head.onnx").stat().st_size > 0
+
+
+def test_openmp_configurations_are_judged_as_trials_saved():
+    """mire bench encoder's OpenMP cases: a configuration's speedup is the
+    region's over the default, an unsafe one is never kept; held out by
+    application, the statistics' forest learns which configuration suits
+    which region, and a region without a vector keeps the default."""
+    import numpy as np
+
+    from mirecc.learn.judge import Judged, judge
+    from mirecc.tasks.openmp.offline.judge import cases_of, evaluate
+
+    rng = np.random.default_rng(1)
+    n = 48
+    stats = rng.uniform(0, 10, size=(n, 2))
+    wide = stats[:, 0] > 5
+
+    class T:
+        classes = ["c0", "c1", "c2"]
+        apps = np.asarray([f"app{i % 8}" for i in range(n)])
+        Y = np.stack([np.where(wide, -0.6, 0.6), np.where(wide, 0.6, -0.6),
+                      np.full(n, np.log(0.5))], axis=1)
+        unsafe = np.zeros((n, 3), bool)
+
+    T.unsafe[:, 2] = True
+    cases = cases_of(T)
+    assert cases[0].bad == {2} and abs(cases[0].speed[0] - np.exp(T.Y[0, 0])) < 1e-12
+    stats[0] = np.nan                         # no statistics for this region
+    rankings = evaluate(T, cases, stats, {}, ["statistics"])
+    assert rankings["statistics"][0][0][1] == -np.inf     # no guess where nothing is known
+    results = judge(Judged("OpenMP", cases, rankings, 0.05, 3), 200)
+    assert results["statistics"]["share"] > 0.5
+    assert results["statistics"]["share"] > results["best single configuration"]["share"] + 0.3

@@ -1,0 +1,156 @@
+"""The OpenMP configurations judged as trials saved (``mire bench encoder``).
+
+A case is one parallel region of a race-free program at one size in the
+committed labels (``heads/openmp/labels``, the STANDARD size the shipped
+head is trained on); its candidates are the labelled configurations
+(threads, schedule, chunk), each one's speedup the region's over the
+runtime's default in the same rounds (a configuration that failed or
+changed the output is never kept).  The program a case belongs to is its
+application (a PolyBench program, or a generated family), held out whole.
+Rankings: the best single configuration of the training applications, and
+per representation a forest over the region's statistics
+(:mod:`mirecc.ir.region_stats`), IR2Vec's module vector, or the vector of
+the region's outlined function (``@function``: what the head reads), each
+embedding through its principal components; the score is the trees'
+quantile, as the head's gate reads it.  A region whose vector could not be
+made keeps the default in the guess and is verified in the best single
+configuration's order.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[4]
+LABELS = ROOT / "heads" / "openmp" / "labels"
+SIZES = {"STANDARD"}
+#: principal components of an embedding a forest reads (as the other judged tasks)
+PCA = 6
+#: the head's defaults (mire omp-train): the trees' quantile read, the log gain it must promise
+QUANTILE, MIN_GAIN, TREES = 0.3, 0.05, 100
+
+
+class Case:
+    __slots__ = ("program", "speed", "bad")
+
+    def __init__(self, program: str, speed: dict, bad: set):
+        self.program, self.speed, self.bad = program, speed, bad
+
+    @property
+    def oracle(self) -> float:
+        return max([1.0, *self.speed.values()])
+
+
+def cases_of(table) -> list[Case]:
+    return [Case(str(app), {j: float(np.exp(table.Y[i, j])) for j in range(len(table.classes))
+                            if not table.unsafe[i, j]},
+                 {j for j in range(len(table.classes)) if table.unsafe[i, j]})
+            for i, app in enumerate(table.apps)]
+
+
+def _feature_kind(kind: str) -> str | None:
+    """The region_features set an embedding name comes from."""
+    base = kind.removesuffix("@function")
+    if kind == "ir2vec":
+        return "ir2vec"
+    if kind.endswith("@function") and base in ("encoder", "random-init"):
+        return base
+    return None
+
+
+def evaluate(table, cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
+             draw: int = 0) -> dict:
+    from mirecc.learn.adapter import embedding_block, fit_adapter, split_kind
+    from mirecc.learn.embeddings import embedding_of
+    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
+    from mirecc.learn.judge import training_programs
+
+    programs = sorted({c.program for c in cases})
+    rankings = {"best single configuration": {}, **{k: {} for k in kinds}}
+    for n, held in enumerate(programs):
+        print(f"\rmire bench encoder: OpenMP, leave one application out {n + 1}/{len(programs)}",
+              end="", file=sys.stderr, flush=True)
+        keep = training_programs(programs, held, fraction, draw)
+        train_all = [i for i, c in enumerate(cases) if c.program in keep]
+        test = [i for i, c in enumerate(cases) if c.program == held]
+        mean = table.Y[train_all].mean(axis=0)
+        single = sorted(((j, float(m)) for j, m in enumerate(mean)), key=lambda t: -t[1])
+        rankings["best single configuration"].update({i: single for i in test})
+        fallback = [(j, -np.inf) for j, _ in single]
+        for kind in kinds:
+            name = embedding_of(kind)
+            if name is not None and name not in emb:
+                continue
+            adapter, base = split_kind(kind)
+            usable = np.isfinite(stats).all(1) & (np.isfinite(emb[name]).all(1)
+                                                  if name is not None else True)
+            tr = [i for i in train_all if usable[i]]
+            te = [i for i in test if usable[i]]
+            rankings[kind].update({i: fallback for i in test if not usable[i]})
+            if not te:
+                continue
+            if name is None:
+                V = stats
+            else:
+                block = embedding_block(np.nan_to_num(emb[name]), tr, te, PCA, adapter)
+                V = np.hstack([stats, block]) if base.startswith("statistics+") else block
+            Y = table.Y[tr]
+            if adapter:
+                members = fit_adapter(V[tr], Y).predictions(V[te])
+            else:
+                model = fit_forest(V[tr], Y, ForestConfig(trees=TREES, min_samples_leaf=2,
+                                                          max_features=0.5, seed=0))
+                members = tree_predictions(model, V[te])
+            Q = np.quantile(members, QUANTILE, axis=1)
+            rankings[kind].update({i: sorted(((j, float(q)) for j, q in enumerate(row)),
+                                             key=lambda t: -t[1]) for i, row in zip(te, Q)})
+    print(file=sys.stderr)
+    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+
+
+def judged(kinds, out: Path, models: dict):
+    from mirecc.ir.region_stats import NAMES
+    from mirecc.learn.judge import Judged
+    from mirecc.tasks.openmp.offline.train import Table, load_labels, region_features
+
+    kinds = [k for k in kinds if k == "statistics" or k.removeprefix("adapter:")
+             .removeprefix("statistics+") in ("ir2vec", "encoder@function",
+                                              "random-init@function")]
+    table = Table(load_labels(LABELS, sizes=SIZES))
+    wanted = sorted({f for k in kinds if (f := _feature_kind(
+        k.removeprefix("adapter:").removeprefix("statistics+")))})
+    out.mkdir(parents=True, exist_ok=True)
+    X = region_features(table, wanted, LABELS, "clang-14", out)
+    nstat = len(NAMES)
+    stats = X["statistics"]
+    emb = {}
+    for k in kinds:
+        name = k.removeprefix("adapter:").removeprefix("statistics+")
+        f = _feature_kind(name)
+        if f and f in X:
+            emb[name] = X[f][:, nstat:]
+    cases = cases_of(table)
+    rankings = evaluate(table, cases, stats, emb, kinds)
+    apps = sorted({c.program for c in cases})
+    meta = LABELS / "meta.json"
+    import json
+    m = json.loads(meta.read_text()) if meta.is_file() else {}
+
+    def refit(kinds_, fraction, draw):
+        return evaluate(table, cases, stats, emb, kinds_, fraction, draw)
+
+    return Judged("OpenMP configurations", cases,
+                  {k: rankings[k] for k in ["best single configuration", *kinds]
+                   if k in rankings},
+                  MIN_GAIN, len(table.classes),
+                  f"{len(cases)} parallel regions of {len(apps)} applications (PolyBench-ACC "
+                  f"OpenMP and generated families, size STANDARD) timed on "
+                  f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores "
+                  f"({m.get('cc_version', '?')}); speedup over the runtime's default; "
+                  f"{len(table.classes)} configurations; each application held out whole; "
+                  f"ExtraTrees (their {QUANTILE} quantile) on the region statistics and "
+                  f"{PCA} principal components of an embedding; module vectors are not "
+                  f"judged (the decision is the region's: its outlined function's vector, "
+                  f"`@function`)", refit=refit)
