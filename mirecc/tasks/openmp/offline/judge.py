@@ -115,9 +115,8 @@ def judged(kinds, out: Path, models: dict):
     from mirecc.learn.judge import Judged
     from mirecc.tasks.openmp.offline.train import Table, load_labels, region_features
 
-    kinds = [k for k in kinds if k == "statistics" or k.removeprefix("adapter:")
-             .removeprefix("statistics+") in ("ir2vec", "encoder@function",
-                                              "random-init@function")]
+    kinds = [k for k in kinds if k.removeprefix("adapter:").removeprefix("statistics+") in
+             ("statistics", "ir2vec", "encoder@function", "random-init@function")]
     table = Table(load_labels(LABELS, sizes=SIZES))
     wanted = sorted({f for k in kinds if (f := _feature_kind(
         k.removeprefix("adapter:").removeprefix("statistics+")))})
