@@ -53,6 +53,78 @@ class Judged:
 
 
 @dataclass
+class Case:
+    """A case as the judge reads it: its program (held out and resampled
+    whole), ``speed`` (candidate -> speedup over the baseline, outputs
+    unchanged) and ``bad`` (candidates that failed or changed an output)."""
+    program: str
+    speed: dict
+    bad: set = field(default_factory=set)
+
+    @property
+    def oracle(self) -> float:
+        return max([1.0, *self.speed.values()])
+
+
+#: principal components of an embedding a judged forest reads
+PCA = 6
+
+
+def folds(cases, label: str, fraction: float = 1.0, draw: int = 0):
+    """Leave one program out: per program of ``cases``, (its case indices,
+    the training cases' indices: ``fraction`` of the other programs), with a
+    progress line ``label`` on stderr."""
+    import sys
+
+    programs = sorted({c.program for c in cases})
+    for n, held in enumerate(programs):
+        print(f"\r{label} {n + 1}/{len(programs)}", end="", file=sys.stderr, flush=True)
+        keep = training_programs(programs, held, fraction, draw)
+        yield ([i for i, c in enumerate(cases) if c.program == held],
+               [i for i, c in enumerate(cases) if c.program in keep])
+    print(file=sys.stderr)
+
+
+
+
+def fold_vectors(stats: np.ndarray, emb: dict, kind: str, train, test,
+                 pca_k: int = PCA) -> np.ndarray:
+    """One fold's rows for representation ``kind``: the task's statistics,
+    an embedding's first ``pca_k`` principal components fitted on the
+    training rows (the whole standardised vector for ``adapter:`` kinds), or
+    both for ``statistics+...``."""
+    from mirecc.learn.adapter import embedding_block, split_kind
+    from mirecc.learn.embeddings import embedding_of
+
+    name = embedding_of(kind)
+    if name is None:
+        return stats
+    adapter, base = split_kind(kind)
+    block = embedding_block(emb[name], train, test, pca_k, adapter)
+    return np.hstack([stats, block]) if base.startswith("statistics+") else block
+
+
+def fold_ranking(kind: str, V: np.ndarray, Y: np.ndarray, train, test,
+                 quantile: float | None = None, trees: int = 100) -> dict:
+    """Test row -> its candidates (by column of ``Y``, the training rows'
+    log gains) best first with a score: the forest's mean prediction, or its
+    trees' ``quantile``; the adapter's members for ``adapter:`` kinds."""
+    from mirecc.learn.adapter import fit_adapter, split_kind
+    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
+
+    if split_kind(kind)[0]:
+        members = fit_adapter(V[train], Y).predictions(V[test])
+    else:
+        model = fit_forest(V[train], Y, ForestConfig(trees=trees, min_samples_leaf=2,
+                                                     max_features=0.5, seed=0))
+        members = tree_predictions(model, V[test])
+    scores = members.mean(axis=1) if quantile is None else np.quantile(members, quantile,
+                                                                       axis=1)
+    return {int(i): sorted(((j, float(q)) for j, q in enumerate(row)), key=lambda t: -t[1])
+            for i, row in zip(test, scores)}
+
+
+@dataclass
 class Logs:
     """Per case: log speedup of the guess, of the best of the first k
     candidates (k = 1..K), and of the oracle; the case's program index."""

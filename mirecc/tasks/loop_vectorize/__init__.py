@@ -56,6 +56,7 @@ class LoopVectorize(Task):
                      arguments="mirecc.tasks.loop_vectorize.offline.tune_bench:add_arguments",
                      variant="loops"),
       )
+    judged = "mirecc.tasks.loop_vectorize.offline.judge:judged"
     reasons = {
         "no-loops": "no loops",
         "loops-unmatched": "the encoder's IR has other loops than the build's",

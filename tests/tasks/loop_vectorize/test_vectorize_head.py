@@ -209,3 +209,38 @@ def test_a_vectorizer_the_user_turned_off_gets_no_decisions(program, heads_8x1, 
                program, env)
     [tu] = json.loads(proc.stdout)["translation_units"]
     assert tu["decisions"]
+
+
+def test_loop_classes_are_judged_as_trials_saved():
+    """mire bench encoder's vectorization cases: a class's speedup is LLVM's
+    default time over the class's, a class whose output changed (or that
+    reassociates a float reduction without -ffast-math) is never a
+    candidate; held out by family, the statistics' forest learns which
+    class suits which loop."""
+    import numpy as np
+
+    from mirecc.learn.judge import Judged, judge
+    from mirecc.tasks.loop_vectorize.offline.judge import cases_of, evaluate
+    from mirecc.tasks.loop_vectorize.offline.train import CLASSES
+
+    def row(family, wide):
+        fast, slow = (4.0, 16.0) if wide else (16.0, 4.0)
+        return {"family": family, "default": {"min_ns": 10.0}, "needs_reassoc": True,
+                "configs": [{"vf": 8, "if": 1, "ok": True, "min_ns": fast},
+                            {"vf": 1, "if": 4, "ok": True, "min_ns": slow},
+                            {"vf": 4, "if": 4, "ok": True, "min_ns": 1.0,
+                             "output_changed": True},
+                            {"vf": 2, "if": 1, "ok": True, "min_ns": 1.0, "remark_vf": 2}]}
+
+    rng = np.random.default_rng(2)
+    stats = rng.uniform(0, 10, size=(40, 2))
+    rows = [row(f"fam{i % 8}", stats[i, 0] > 5) for i in range(40)]
+    cases = cases_of(rows)
+    a, b = CLASSES.index("8x1"), CLASSES.index("1x4")
+    assert set(cases[0].speed) == {a, b}                    # the changed and reordering: out
+    assert CLASSES.index("4x4") in cases[0].bad and CLASSES.index("2x1") in cases[0].bad
+    assert cases[0].speed[a] == 10.0 / (4.0 if stats[0, 0] > 5 else 16.0)
+    rankings = evaluate(cases, stats, {}, ["statistics"])
+    results = judge(Judged("loop vectorization", cases, rankings, 0.05, len(CLASSES)), 200)
+    assert results["statistics"]["share"] > 0.5
+    assert results["statistics"]["share"] > results["best single class"]["share"] + 0.3

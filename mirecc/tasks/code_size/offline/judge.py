@@ -7,9 +7,10 @@ clang -Oz over its bytes through the pipeline (above 1: smaller; a failed
 build counts as changed output, never kept).  The program a case belongs to
 is its package: every module of a package is held out together.  Rankings:
 the library's own order and the most frequent winners of the training
-packages (no IR read; their first candidate is always the guess), and per representation a forest that predicts each
-pipeline's reduction from the module's statistics (instruction and
-graph counts, :mod:`mirecc.tasks.code_size.features`), an embedding's
+packages (no IR read; their first candidate is always the guess), and per
+representation a forest that predicts each pipeline's reduction from the
+module's statistics (instruction and graph counts,
+:mod:`mirecc.tasks.code_size.features`), an embedding's
 principal components, or both.  The decision is the module's, so there is
 no ``@function`` form here.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,27 +27,15 @@ from mirecc.tasks.code_size.offline.rank import Table
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "code-size" / "labels"
 CORPUS = ROOT / ".work" / "size-corpus"
-#: principal components of an embedding a forest reads (as the other judged tasks)
-PCA = 6
 #: a guess applies where the predicted log reduction exceeds this
 MIN_GAIN = 0.0
 
 
-class Case:
-    """One module: ``speed`` pipeline -> -Oz bytes over its bytes; ``bad``:
-    pipelines that failed."""
-    __slots__ = ("program", "speed", "bad", "module")
+def cases_of(table: Table) -> list:
+    """The cases of a label table (its library's pipelines by position):
+    ``speed`` pipeline -> -Oz bytes over its bytes; ``bad``: those that failed."""
+    from mirecc.learn.judge import Case
 
-    def __init__(self, program: str, speed: dict, bad: set, module: str):
-        self.program, self.speed, self.bad, self.module = program, speed, bad, module
-
-    @property
-    def oracle(self) -> float:
-        return max([1.0, *self.speed.values()])
-
-
-def cases_of(table: Table) -> list[Case]:
-    """The cases of a label table (its library's pipelines by position)."""
     out = []
     for i, m in enumerate(table.modules):
         speed, bad = {}, set()
@@ -57,7 +45,7 @@ def cases_of(table: Table) -> list[Case]:
                 speed[j] = 1.0 / (1.0 - r)
             else:
                 bad.add(j)
-        out.append(Case(m.origin, speed, bad, m.sha256))
+        out.append(Case(m.origin, speed, bad))
     return out
 
 
@@ -68,42 +56,18 @@ def _targets(table: Table, rows) -> np.ndarray:
     return -np.log(np.clip(1.0 - r, 1e-6, None))
 
 
-def _vectors(stats: np.ndarray, emb: dict, kind: str, train, test) -> np.ndarray:
-    from mirecc.learn.adapter import embedding_block, split_kind
-    from mirecc.learn.embeddings import embedding_of
-
-    name = embedding_of(kind)
-    if name is None:
-        return stats
-    adapter, base = split_kind(kind)
-    block = embedding_block(emb[name], train, test, PCA, adapter)
-    return np.hstack([stats, block]) if base.startswith("statistics+") else block
-
-
-def _rank(scores: np.ndarray, rows) -> dict:
-    return {int(i): sorted(((j, float(s)) for j, s in enumerate(row)), key=lambda t: -t[1])
-            for i, row in zip(rows, scores)}
-
-
-def evaluate(table: Table, cases: list[Case], stats: np.ndarray, emb: dict, kinds,
+def evaluate(table: Table, cases: list, stats: np.ndarray, emb: dict, kinds,
              fraction: float = 1.0, draw: int = 0) -> dict:
     """Every ranking, leave one package out; ``fraction`` < 1: each fold's
     heads trained on that share of its training packages."""
-    from mirecc.learn.adapter import fit_adapter, split_kind
     from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.forest import ForestConfig, fit_forest
-    from mirecc.learn.judge import training_programs
+    from mirecc.learn.judge import fold_ranking, fold_vectors, folds
 
-    programs = sorted({c.program for c in cases})
     library = {i: [(j, math.inf) for j in range(len(table.library))] for i in range(len(cases))}
     rankings = {"library order": library, "most frequent winners": {}, **{k: {} for k in kinds}}
     stats = np.sign(stats) * np.log1p(np.abs(stats))   # counts span orders of magnitude
-    for n, held in enumerate(programs):
-        print(f"\rmire bench encoder: code size, leave one package out {n + 1}/{len(programs)}",
-              end="", file=sys.stderr, flush=True)
-        keep = training_programs(programs, held, fraction, draw)
-        train = [i for i, c in enumerate(cases) if c.program in keep]
-        test = [i for i, c in enumerate(cases) if c.program == held]
+    label = "mire bench encoder: code size, leave one package out"
+    for test, train in folds(cases, label, fraction, draw):
         Y = _targets(table, train)
         wins = np.bincount(Y.argmax(axis=1)[Y.max(axis=1) > 0], minlength=Y.shape[1])
         order = np.argsort(-(wins + 1e-6 * Y.mean(axis=0)), kind="stable")  # ties: better mean
@@ -113,15 +77,8 @@ def evaluate(table: Table, cases: list[Case], stats: np.ndarray, emb: dict, kind
             name = embedding_of(kind)
             if name is not None and name not in emb:
                 continue
-            V = _vectors(stats, emb, kind, train, test)
-            if split_kind(kind)[0]:
-                pred = fit_adapter(V[train], Y).predictions(V[test]).mean(axis=1)
-            else:
-                model = fit_forest(V[train], Y, ForestConfig(trees=100, min_samples_leaf=2,
-                                                             max_features=0.5, seed=0))
-                pred = model.predict(np.asarray(V[test], np.float32)).reshape(len(test), -1)
-            rankings[kind].update(_rank(pred, test))
-    print(file=sys.stderr)
+            V = fold_vectors(stats, emb, kind, train, test)
+            rankings[kind].update(fold_ranking(kind, V, Y, train, test))
     return {k: v for k, v in rankings.items() if len(v) == len(cases)}
 
 
@@ -129,7 +86,7 @@ def judged(kinds, out: Path, models: dict):
     """The rankings of every representation of ``kinds`` on the committed
     labels and the corpus modules they were measured on."""
     from mirecc.learn.embeddings import representation_vectors
-    from mirecc.learn.judge import Judged
+    from mirecc.learn.judge import PCA, Judged
     from mirecc.tasks.code_size.offline import cli as size_cli
     from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
     from mirecc.tasks.code_size.offline.rank import _ir_text, module_features

@@ -155,16 +155,10 @@ def attach_features(cases: list[Case], out: Path, cc: str) -> list[Case]:
 
 
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx) -> np.ndarray:
-    from mirecc.learn.adapter import embedding_block, split_kind
-    from mirecc.learn.embeddings import embedding_of
+    from mirecc.learn.judge import fold_vectors
 
-    stats = np.asarray([F.row(c.feats) for c in cases])
-    name = embedding_of(kind)
-    if name is None:
-        return stats
-    adapter, base = split_kind(kind)
-    out = embedding_block(emb[name], train_idx, test_idx, PCA, adapter)
-    return np.hstack([stats, out]) if base.startswith("statistics+") else out
+    return fold_vectors(np.asarray([F.row(c.feats) for c in cases]), emb, kind, train_idx,
+                        test_idx, PCA)
 
 
 def fit(X, Y, seed=0):

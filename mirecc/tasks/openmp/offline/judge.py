@@ -18,7 +18,6 @@ configuration's order.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,24 +25,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "openmp" / "labels"
 SIZES = {"STANDARD"}
-#: principal components of an embedding a forest reads (as the other judged tasks)
-PCA = 6
 #: the head's defaults (mire omp-train): the trees' quantile read, the log gain it must promise
 QUANTILE, MIN_GAIN, TREES = 0.3, 0.05, 100
 
 
-class Case:
-    __slots__ = ("program", "speed", "bad")
+def cases_of(table) -> list:
+    from mirecc.learn.judge import Case
 
-    def __init__(self, program: str, speed: dict, bad: set):
-        self.program, self.speed, self.bad = program, speed, bad
-
-    @property
-    def oracle(self) -> float:
-        return max([1.0, *self.speed.values()])
-
-
-def cases_of(table) -> list[Case]:
     return [Case(str(app), {j: float(np.exp(table.Y[i, j])) for j in range(len(table.classes))
                             if not table.unsafe[i, j]},
                  {j for j in range(len(table.classes)) if table.unsafe[i, j]})
@@ -62,19 +50,13 @@ def _feature_kind(kind: str) -> str | None:
 
 def evaluate(table, cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
              draw: int = 0) -> dict:
-    from mirecc.learn.adapter import embedding_block, fit_adapter, split_kind
     from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.learn.judge import training_programs
+    from mirecc.learn.judge import fold_ranking, fold_vectors, folds
 
-    programs = sorted({c.program for c in cases})
     rankings = {"best single configuration": {}, **{k: {} for k in kinds}}
-    for n, held in enumerate(programs):
-        print(f"\rmire bench encoder: OpenMP, leave one application out {n + 1}/{len(programs)}",
-              end="", file=sys.stderr, flush=True)
-        keep = training_programs(programs, held, fraction, draw)
-        train_all = [i for i, c in enumerate(cases) if c.program in keep]
-        test = [i for i, c in enumerate(cases) if c.program == held]
+    finite = {name: np.nan_to_num(e) for name, e in emb.items()}   # unusable rows left out
+    label = "mire bench encoder: OpenMP, leave one application out"
+    for test, train_all in folds(cases, label, fraction, draw):
         mean = table.Y[train_all].mean(axis=0)
         single = sorted(((j, float(m)) for j, m in enumerate(mean)), key=lambda t: -t[1])
         rankings["best single configuration"].update({i: single for i in test})
@@ -83,36 +65,21 @@ def evaluate(table, cases, stats: np.ndarray, emb: dict, kinds, fraction: float 
             name = embedding_of(kind)
             if name is not None and name not in emb:
                 continue
-            adapter, base = split_kind(kind)
             usable = np.isfinite(stats).all(1) & (np.isfinite(emb[name]).all(1)
                                                   if name is not None else True)
             tr = [i for i in train_all if usable[i]]
             te = [i for i in test if usable[i]]
             rankings[kind].update({i: fallback for i in test if not usable[i]})
-            if not te:
-                continue
-            if name is None:
-                V = stats
-            else:
-                block = embedding_block(np.nan_to_num(emb[name]), tr, te, PCA, adapter)
-                V = np.hstack([stats, block]) if base.startswith("statistics+") else block
-            Y = table.Y[tr]
-            if adapter:
-                members = fit_adapter(V[tr], Y).predictions(V[te])
-            else:
-                model = fit_forest(V[tr], Y, ForestConfig(trees=TREES, min_samples_leaf=2,
-                                                          max_features=0.5, seed=0))
-                members = tree_predictions(model, V[te])
-            Q = np.quantile(members, QUANTILE, axis=1)
-            rankings[kind].update({i: sorted(((j, float(q)) for j, q in enumerate(row)),
-                                             key=lambda t: -t[1]) for i, row in zip(te, Q)})
-    print(file=sys.stderr)
+            if te:
+                V = fold_vectors(stats, finite, kind, tr, te)
+                rankings[kind].update(fold_ranking(kind, V, table.Y[tr], tr, te, QUANTILE,
+                                                   TREES))
     return {k: v for k, v in rankings.items() if len(v) == len(cases)}
 
 
 def judged(kinds, out: Path, models: dict):
     from mirecc.ir.region_stats import NAMES
-    from mirecc.learn.judge import Judged
+    from mirecc.learn.judge import PCA, Judged
     from mirecc.tasks.openmp.offline.train import Table, load_labels, region_features
 
     kinds = [k for k in kinds if k.removeprefix("adapter:").removeprefix("statistics+") in
