@@ -292,8 +292,11 @@ def test_confirm_alternates_devices_run_by_run_and_a_stored_verdict_holds(driver
                if ln.startswith("cldev-")]
     arms = [a.split(":") for a in line[14].split(";")]
     assert [a[0] for a in arms][0] == "default" and arms[1][0].startswith("dev-")
-    # warm-ups marked (at -1), then one sample each
-    assert [(a[1], a[4]) for a in arms] == [("1", "-1"), ("1", "-1")], arms
+    # warm-ups not counted, then one sample each; the other device undecided
+    # (at -1) unless its one sample was clearly slower (dropped at once: pocl's
+    # pthread device on a program this small can take more than 1.5x basic's)
+    assert [a[1] for a in arms] == ["1", "1"] and arms[0][4] == "-1", arms
+    assert arms[1][4] == "-1" or (arms[1][2], arms[1][3]) == ("1", "0"), arms
     # a decided verdict for the other device: every run gets it
     line[3], line[4] = "1", arms[1][0]
     text = "".join(("\t".join(line) if ln.startswith("cldev-") else ln) + "\n"
