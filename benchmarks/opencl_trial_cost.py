@@ -26,7 +26,6 @@ milliseconds).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -44,8 +43,8 @@ FACTORS = (2, 8, 32)
 
 def measure(command: list[str], work: Path, repeats: int) -> dict:
     def run(side: str, cache: Path, walls: list | None = None) -> float:
-        os.environ["POCL_CACHE_DIR"] = str(cache)
-        got = run_bench.run_side(command, side, work, work, work / "store.txt")
+        got = run_bench.run_side(command, side, work, work, work / "store.txt",
+                                 env={"POCL_CACHE_DIR": str(cache)})
         if walls is not None:
             walls.append(got["wall"])
         return got["seconds"]
@@ -87,7 +86,6 @@ def main() -> int:
                 run_bench.dataset_programs(Path(dataset)).items():
             jobs.append((f"{n} (published)", src, kernel, glob, loc, launches, argv))
     rows = []
-    saved = os.environ.get("POCL_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="mirecc-trial-cost-") as tmp:
         work = Path(tmp)
         driver = run_bench.build_driver(work)
@@ -104,8 +102,6 @@ def main() -> int:
                 continue
             rows.append((name, m))
             print(f"  {name}: done", file=sys.stderr)
-    if saved is None:
-        os.environ.pop("POCL_CACHE_DIR", None)
     page = report(rows, f"{devices[0][1]} ({devices[0][0]})", args.repeats)
     print(page)
     if args.md:

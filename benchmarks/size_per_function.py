@@ -38,7 +38,6 @@ Sizes are deterministic: one build each.  ``.text`` and loadable bytes
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import subprocess
@@ -52,7 +51,6 @@ sys.path.insert(0, str(ROOT))
 
 from mirecc.util.elf import object_sizes  # noqa: E402
 from mirecc.tasks.code_size.offline.labels import codegen_flags  # noqa: E402
-from mirecc.tasks.code_size.offline.dataset import pipeline_id  # noqa: E402
 
 OUTLINER = ["-mllvm", "-enable-machine-outliner"]
 SIZE_ATTRS = ("minsize", "optsize")
@@ -238,17 +236,20 @@ def measure_module(m: dict, corpus: Path, cc: str, opt: str, nm: str, parts, pip
     return row
 
 
-def library_oracle(labels_dir: Path, shas: set[str]) -> dict[str, int]:
-    """Per module: the smallest ``.text`` of -Oz and the library's candidates
-    (the committed labels)."""
-    lib = json.loads((labels_dir / "library-14.json").read_text())["library"]
-    ids = {pipeline_id(c["pipeline"]) for c in lib} | {"-Oz"}
-    best: dict[str, int] = {}
-    with gzip.open(labels_dir / "labels.jsonl.gz", "rt") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            if rec["module"] in shas and rec["pipeline"] in ids and "text_bytes" in rec:
-                best[rec["module"]] = min(best.get(rec["module"], 1 << 62), rec["text_bytes"])
+def library_oracle(labels_dir: Path, shas: set[str], cc: str) -> dict[str, int]:
+    """Per module: the smallest ``.text`` of -Oz and the shipped library's
+    candidates (the committed labels)."""
+    from mirecc.tasks.code_size.offline.cli import library_passes
+    from mirecc.tasks.code_size.offline.dataset import Labels
+    from mirecc.tasks.code_size.offline.labels import OWN
+
+    table, candidates = Labels(labels_dir).table(), {OWN, *library_passes(cc)}
+    best = {}
+    for sha in shas:
+        sizes = [row["text_bytes"] for p, row in table.get(sha, {}).items()
+                 if p in candidates and "text_bytes" in row]
+        if sizes:
+            best[sha] = min(sizes)
     return best
 
 
@@ -269,11 +270,12 @@ def polybench_modules(root: Path, cc: str, work: Path) -> list[dict]:
 
 
 def measured_library_oracle(rows: list[dict], modules: list[dict], cc: str,
-                            labels_dir: Path, jobs: int) -> dict[str, int]:
+                            jobs: int) -> dict[str, int]:
     """The library's oracle measured here (modules the labels do not have)."""
+    from mirecc.tasks.code_size.offline.cli import library_passes
     from mirecc.tasks.code_size.offline.labels import measure
-    lib = [c["pipeline"] for c in
-           json.loads((labels_dir / "library-14.json").read_text())["library"]]
+
+    lib = library_passes(cc)
     by_sha = {m["sha256"]: m for m in modules}
     compiler = subprocess.run(["which", cc], capture_output=True, text=True).stdout.strip()
 
@@ -311,7 +313,7 @@ def main() -> int:
         data = json.loads(Path(args.md).with_suffix(".json").read_text())
         args.__dict__.update(data.get("args", {}))
         lib = data.get("library") or library_oracle(Path(args.labels),
-                                                    {r["module"] for r in data["rows"]})
+                                                    {r["module"] for r in data["rows"]}, args.cc)
         page = report(data["rows"], data["failed"], lib, data["pipelines"], args)
         Path(args.md).write_text(page)
         print(page)
@@ -350,9 +352,9 @@ def main() -> int:
             print(f"  [{i}/{len(modules)}] {row['path']}: "
                   f"{row.get('error', '')[:120] or 'ok'}", file=sys.stderr)
     if args.polybench:
-        lib = measured_library_oracle(rows, modules, args.cc, Path(args.labels), args.jobs)
+        lib = measured_library_oracle(rows, modules, args.cc, args.jobs)
     else:
-        lib = library_oracle(Path(args.labels), {r["module"] for r in rows})
+        lib = library_oracle(Path(args.labels), {r["module"] for r in rows}, args.cc)
     page = report(rows, failed, lib, pipes, args)
     print(page)
     if args.md:

@@ -191,12 +191,14 @@ def _mire_run(side: str, record: Path, store: Path) -> list[str]:
 
 
 def run_side(command: list[str], side: str, cwd: Path, work: Path, store: Path,
-             timeout: float = 600, factors: list[int] | None = None) -> dict:
+             timeout: float = 600, factors: list[int] | None = None,
+             env: dict | None = None) -> dict:
     """One run: the program's own kernel time, its output (timing lines
-    removed) and the interposer's record."""
+    removed) and the interposer's record; ``env``: more of the environment
+    (the platform's cache folder, ...)."""
     record = work / f"record-{side}-{os.getpid()}.tsv"
     record.unlink(missing_ok=True)
-    env = {**os.environ, "MIRECC_ADAPT_STORE": str(store)}
+    env = {**os.environ, **(env or {}), "MIRECC_ADAPT_STORE": str(store)}
     env.pop("MIRECC_OPENCL_FACTORS", None)
     if side.startswith("f"):   # forced: a plan that carries every factor
         env["MIRECC_OPENCL_FACTORS"] = ",".join(map(str, FACTORS))
