@@ -146,6 +146,20 @@ def test_mire_bench_encoder_writes_its_page(tmp_path):
         assert alone["statistics"]["cases"] == mine
     with pytest.raises(subprocess.CalledProcessError) as err:
         subprocess.run([sys.executable, "-m", "mirecc.cli.mire", "bench", "encoder",
-                        "--judge-tasks", "code-size", "--out", str(tmp_path)],
+                        "--judge-tasks", "numa", "--out", str(tmp_path)],
                        check=True, capture_output=True, text=True)
-    assert "no rankings declared by code-size" in err.value.stderr
+    assert "no rankings declared by numa" in err.value.stderr
+    assert "code-size" in err.value.stderr and "Traceback" not in err.value.stderr
+
+
+def test_code_size_judge_without_a_corpus_says_how_to_build_one(tmp_path, monkeypatch):
+    """A fresh clone has no size corpus: the judge stops with the file and the
+    command that builds it, not a traceback."""
+    from mirecc.tasks.code_size.offline import judge as size_judge
+
+    monkeypatch.setattr(size_judge, "CORPUS", tmp_path / "size-corpus")
+    with pytest.raises(SystemExit) as err:
+        size_judge.judged(["statistics"], tmp_path / "out", {})
+    msg = str(err.value)
+    assert str(tmp_path / "size-corpus" / "manifest.jsonl") in msg
+    assert "mire corpus build" in msg

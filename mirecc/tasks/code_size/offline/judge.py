@@ -92,7 +92,11 @@ def judged(kinds, out: Path, models: dict):
     from mirecc.tasks.code_size.offline.rank import _ir_text, module_features
 
     kinds = [k for k in kinds if "@function" not in k]
-    table = Table(Labels(LABELS).table(), corpus_modules(CORPUS),
+    try:
+        modules = corpus_modules(CORPUS)
+    except ValueError as e:
+        raise SystemExit(f"mire bench encoder: code size: {e}") from None
+    table = Table(Labels(LABELS).table(), modules,
                   size_cli.library_passes(size_cli.compiler_of(argparse.Namespace(cc=None))),
                   "text")
     if not table.modules:
