@@ -233,6 +233,16 @@ def labels_paragraph(metrics: dict) -> str:
                  f"training families).  The held-out families "
                  f"({', '.join(metrics['trained_on']['held_out_families'])}, "
                  f"{held['kernels']} kernels), from the labels: {figures(held)}.")
+    enc = metrics.get("encoder_against_statistics")
+    if enc:
+        low, high = enc["log_gain_interval"]
+        lines.append(f"The best input set with the encoder ({' + '.join(enc['features'])}, "
+                     f"{enc['geomean']:.4f}x) against the statistics' best: log geomean "
+                     f"difference {low:+.4f} to {high:+.4f} (90%, families resampled); "
+                     + ("clear of zero, so it ships and every compile that reads the head "
+                        "runs the encoder." if enc["chosen"] else
+                        "not clear of zero, so the statistics ship and no compile runs the "
+                        "encoder for this head."))
     return "\n".join(lines) + "\n"
 
 
@@ -328,6 +338,9 @@ def run(args: argparse.Namespace) -> int:
     if args.update_readme:
         from mirecc.learn.pages import update_page
         update_page(Path(args.update_readme), "vectorize", text)
+        # the page shows the plot beside it
+        atomic_write_bytes(Path(args.update_readme).parent / "vectorize.png",
+                           (out / "vectorize.png").read_bytes())
     print(text)
     print(f"saved {out / 'vectorize.md'}, vectorize.json, vectorize.png")
     return 0 if ok else 1
