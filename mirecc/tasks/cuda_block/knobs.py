@@ -35,6 +35,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from mirecc.frontend.source import blank, matching, pieces
+
 #: knob kinds -> how the report names them
 KINDS = {"macro-D": "-D macro", "macro-rewrite": "rewritten macro", "const": "const",
          "dim3": "dim3 literal"}
@@ -270,41 +272,6 @@ def _defines(path: str, code: str) -> tuple[list[_Define], list[tuple[str, str, 
     return out, conditions
 
 
-def _matching(text: str, start: int, open_: str = "{", close: str = "}") -> int:
-    """The index after the bracket that closes the one at ``text[start]``."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == open_:
-            depth += 1
-        elif text[i] == close:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return len(text)
-
-
-def pieces(text: str, start: int, close: str) -> tuple[list[tuple[str, int]], int]:
-    """The comma-separated pieces at depth 0 from ``start`` to ``close``, as
-    written, each with its offset, and the index of ``close`` (the text's
-    end where there is none)."""
-    args, depth, begin = [], 0, start
-    i = start
-    while i < len(text):
-        if depth == 0 and text.startswith(close, i):
-            break
-        c = text[i]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            args.append((text[begin:i], begin))
-            begin = i + 1
-        i += 1
-    args.append((text[begin:i], begin))
-    return args, i
-
-
 def _split(text: str, start: int, close: str) -> list[tuple[str, int]]:
     """Comma-separated arguments from ``start`` to ``close`` at depth 0, each
     with its offset (leading blanks skipped)."""
@@ -327,9 +294,8 @@ class Source:
     """The code of a source's files (comments blanked), searched as one."""
 
     def __init__(self, texts: dict[str, str], folder: str, cmd_defines: dict[str, str]):
-        def blank(m):     # strings: no launch, definition or use is in one
-            return m[0][0] + re.sub(r"[^\n]", " ", m[0][1:-1]) + m[0][-1]
-        texts = {p: re.sub(r'"(?:\\.|[^"\\\n])*"', blank, t) for p, t in texts.items()}
+        # literals: no launch, definition or use is in one
+        texts = {p: blank(t, comments=False) for p, t in texts.items()}
         self.texts = texts
         self.folder = folder
         self.cmd = cmd_defines
@@ -358,13 +324,16 @@ class Source:
             for rx in (_KERNEL, _DEVICE_FN):
                 for m in rx.finditer(bare):
                     name = m.group(m.lastindex)
-                    close = _matching(code, m.end() - 1, "(", ")")
+                    close = matching(code, m.end() - 1, "(", ")")
+                    if close < 0:
+                        continue
                     rest = code[close:close + 400]
                     brace = re.match(r"\s*(?:const\s*)?\{", rest)
                     if not brace:
                         continue
                     start = close + brace.end() - 1
-                    body = code[start:_matching(code, start)]
+                    end = matching(code, start)
+                    body = code[start:end if end > 0 else len(code)]
                     out.setdefault(name, (code[m.start():m.end()], body, path))
         return out
 
@@ -557,7 +526,7 @@ def _pad(exprs: list[_Expr], path: str) -> list[_Expr]:
 
 def _strip(text: str) -> str:
     text = " ".join(text.split())
-    while re.fullmatch(r"\((.*)\)", text) and _matching(text, 0, "(", ")") == len(text):
+    while re.fullmatch(r"\((.*)\)", text) and matching(text, 0, "(", ")") == len(text):
         text = text[1:-1].strip()
     return re.sub(r"^\((?:unsigned\s+)?(?:int|unsigned|size_t|long)\)\s*", "", text)
 

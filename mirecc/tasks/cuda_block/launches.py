@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirecc.frontend.nvcc import NvccCommand
+from mirecc.frontend.source import blank, pieces
 
 TASK = "cuda-block"
 
@@ -41,20 +42,10 @@ LAUNCH_HEADER = "mirecc/launch.h"
 BLOCK_MACRO = re.compile(r"\bDIM_THREAD_BLOCK(?:_KERNEL_\d+)?_[XY]\b")
 AXES = ("x", "y")
 ADVISORY = "not tunable: no MIRECC_BLOCK_X/Y (mirecc/launch.h) and no DIM_THREAD_BLOCK define"
-_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/',
-                                re.S)
-_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 _DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(\w+)[ \t]*(.*)")
 _HEADER_USE = re.compile(r"\bMIRECC_BLOCK_([XY])\s*\(")
 _LAUNCH = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^<>;(){}]*>\s*)?<<<")
-
-
-def _code(text: str) -> str:
-    """``text`` with comments blanked, newlines kept (line numbers hold)."""
-    def blank(m):
-        return m[0] if m[0][0] in "\"'" else re.sub(r"[^\n]", " ", m[0])
-    return _COMMENT_OR_STRING.sub(blank, text)
 
 
 def _spaced_launches(code: str) -> str:
@@ -68,8 +59,6 @@ def _spaced_launches(code: str) -> str:
 def _arguments(text: str, start: int, close: str = ")") -> tuple[list[str], int]:
     """The comma-separated arguments from ``text[start]`` (just after an
     opening bracket) to the ``close`` at depth 0, and the index after it."""
-    from mirecc.tasks.cuda_block.knobs import pieces
-
     args, at = pieces(text, start, close)
     return [a.strip() for a, _ in args], min(at + len(close), len(text))
 
@@ -124,7 +113,7 @@ def scan_source(source: str, cmd: NvccCommand, limit: int = 400) -> Scan:
             continue
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
-                texts[path] = _spaced_launches(_code(fh.read()))
+                texts[path] = _spaced_launches(blank(fh.read(), literals=False))
         except OSError:       # nvcc says so, if it matters
             texts[path] = ""
         for quote, spelled in _INCLUDE.findall(texts[path]):
@@ -183,7 +172,7 @@ def _block_defines(path: str, code: str) -> list[Define]:
 
 def _launches(code: str) -> list[Launch]:
     # a string's text is no launch (printf("k<<<%d>>>")): blanked, offsets kept
-    code = _STRING.sub(lambda m: m[0][0] + " " * (len(m[0]) - 2) + m[0][-1], code)
+    code = blank(code, comments=False)
     out = []
     for m in _LAUNCH.finditer(code):
         config, _ = _arguments(code, m.end(), ">>>")

@@ -43,6 +43,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mirecc.frontend.source import blank, matching, pieces
+
 PLAN_HEADER = "# mirecc-opencl-plan 1"
 #: the factors tried where no head ranks them for the device, in this order
 DEFAULT_FACTORS = (2, 4, 8)
@@ -54,51 +56,6 @@ class PlanError(RuntimeError):
 
 
 # ---------------------------------------------------------------- the source
-
-
-def _blank_comments(text: str) -> str:
-    """``text`` with comments and string/character literals blanked, same
-    length, newlines kept: offsets stay valid."""
-    out, i, n = list(text), 0, len(text)
-    while i < n:
-        two = text[i:i + 2]
-        if two == "//":
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-        elif two == "/*":
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-        elif text[i] in "\"'":
-            q, j = text[i], i + 1
-            while j < n and text[j] != q:
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            for k in range(i + 1, j - 1):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-            continue
-        else:
-            i += 1
-            continue
-        for k in range(i, j):
-            if out[k] != "\n":
-                out[k] = " "
-        i = j
-    return "".join(out)
-
-
-def _matching(text: str, start: int, open_: str, close: str) -> int:
-    """The index just past the bracket matching ``text[start]``; -1 if none."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == open_:
-            depth += 1
-        elif text[i] == close:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return -1
 
 
 class SourceKernel:
@@ -120,16 +77,8 @@ class SourceKernel:
 
 def split_params(params: str) -> list[str]:
     """A parameter list's parameters, split at its top-level commas."""
-    depth, part, out = 0, "", []
-    for ch in params + ",":
-        depth += ch in "(["
-        depth -= ch in ")]"
-        if ch == "," and depth == 0:
-            out.append(part.strip())
-            part = ""
-        else:
-            part += ch
-    return [p for p in out if p and p != "void"]
+    parts, _ = pieces(params, 0, ")")
+    return [p.strip() for p, _ in parts if p.strip() and p.strip() != "void"]
 
 
 _KERNEL = re.compile(r"\b(?:__kernel|kernel)\b")
@@ -139,29 +88,29 @@ _READS_GROUP = re.compile(r"\bget_(?:local_id|local_size|group_id|num_groups|enq
 
 def source_kernels(source: str) -> list[SourceKernel]:
     """The kernels of an OpenCL C source, in order."""
-    blank = _blank_comments(source)
+    text = blank(source)
     kernels = []
-    for m in _KERNEL.finditer(blank):
+    for m in _KERNEL.finditer(text):
         pos, attributes, paren = m.end(), False, -1
         while True:   # past __attribute__((...)) to the parameter list
-            paren = blank.find("(", pos)
-            if paren < 0 or not blank[pos:paren].rstrip().endswith("__attribute__"):
+            paren = text.find("(", pos)
+            if paren < 0 or not text[pos:paren].rstrip().endswith("__attribute__"):
                 break
-            attributes, pos = True, _matching(blank, paren, "(", ")")
+            attributes, pos = True, matching(text, paren, "(", ")")
             if pos < 0:
                 paren = -1
                 break
         if paren < 0:
             continue
-        head = blank[m.end():paren]
+        head = text[m.end():paren]
         names = re.findall(r"[A-Za-z_]\w*", re.sub(r"__attribute__\s*\(\(.*?\)\)", " ", head))
         if not names or "void" not in names:
             continue
-        end_params = _matching(blank, paren, "(", ")")
-        brace = blank.find("{", end_params) if end_params > 0 else -1
-        if brace < 0 or blank[end_params:brace].strip():
+        end_params = matching(text, paren, "(", ")")
+        brace = text.find("{", end_params) if end_params > 0 else -1
+        if brace < 0 or text[end_params:brace].strip():
             continue
-        end_body = _matching(blank, brace, "{", "}")
+        end_body = matching(text, brace, "{", "}")
         if end_body < 0:
             continue
         kernels.append(SourceKernel(names[-1], source[paren + 1:end_params - 1],
@@ -339,7 +288,7 @@ def make_plan(source_text: str, options: str, device: str, device_type: str,
             if reason:
                 lines.append(f"refused\t{kernel.name}\t{reason}")
                 continue
-            flags = "local" if _READS_GROUP.search(_blank_comments(kernel.body)) else "-"
+            flags = "local" if _READS_GROUP.search(blank(kernel.body)) else "-"
             lines.append(f"kernel\t{kernel.name}\t{DIM}\t{','.join(map(str, factors))}\t"
                          f"{flags}\t{how}")
             forms += [coarsened_form(kernel, k) for k in factors]
