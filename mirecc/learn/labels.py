@@ -27,9 +27,16 @@ def append_row(path: Path, row: dict) -> None:
 
 
 def read_rows(path: Path) -> list[dict]:
+    """The rows of a labels file; where ``path`` is not there, of its
+    committed gzip copy (``<path>.gz``)."""
+    import gzip
+
     rows = []
-    if path.exists():
-        for ln in path.read_text().splitlines():
+    packed = path.with_name(path.name + ".gz")
+    text = path.read_text() if path.exists() else (
+        gzip.decompress(packed.read_bytes()).decode() if packed.exists() else "")
+    if text:
+        for ln in text.splitlines():
             try:
                 rows.append(json.loads(ln))
             except ValueError:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.tasks.loop_vectorize.offline.dataset import run_binary, timing_cpu
+from mirecc.tasks.loop_vectorize.offline.dataset import COMMITTED, run_binary, timing_cpu
 
-DEFAULT_DATA = Path(".work/vectorize/default")
+DEFAULT_DATA = COMMITTED
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -154,7 +154,9 @@ def dataset_programs(data: Path, families: list[str]) -> list[dict]:
 
     rows = [r for r in read_rows(data / "labels.jsonl")
             if r["family"] in families and not r.get("fast_math") and r.get("best")]
-    return [{"name": r["name"], "source": data / "kernels" / f"{r['name']}.c",
+    from mirecc.tasks.loop_vectorize.offline.dataset import kernel_source
+
+    return [{"name": r["name"], "source": kernel_source(data, r),
              "args": r["args"], "family": r["family"], "oracle": oracle_speedup(r)}
             for r in rows]
 

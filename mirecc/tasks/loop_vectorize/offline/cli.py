@@ -27,6 +27,9 @@ def add_arguments(p) -> None:
     p.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: all CPUs)")
     p.add_argument("--summary-only", action="store_true",
                    help="only print the summary of an existing labels file")
+    p.add_argument("--export", type=Path, metavar="DIR", default=None,
+                   help="then write the labels (gzip) and machine.json into DIR, e.g. "
+                        "heads/loop-vectorize/labels (what the shipped head is trained on)")
 
 
 def run(args) -> int:
@@ -49,4 +52,11 @@ def run(args) -> int:
     rows = read_rows(out / "labels.jsonl")
     print(f"labels: {out / 'labels.jsonl'}")
     print(dataset.summarize(rows))
+    if args.export:
+        try:
+            written = dataset.export(out, args.export)
+        except ValueError as exc:
+            print(f"mire vectorize-data: {exc}", file=sys.stderr)
+            return 2
+        print(f"exported: {', '.join(map(str, written))}")
     return 0

@@ -51,6 +51,8 @@ SCALAR_FLAGS = ["-fno-vectorize", "-fno-slp-vectorize"]
 FAST_MATH_FLAGS = ["-ffast-math"]
 #: relative tolerance for fast-math rows, by the precision of the result
 RTOL = 1e-3
+#: the labels the shipped head was trained on (``mire vectorize-data --export``)
+COMMITTED = Path(__file__).resolve().parents[4] / "heads" / "loop-vectorize" / "labels"
 RUN_TIMEOUT_S = 60.0
 
 
@@ -349,3 +351,53 @@ def summarize(rows: list[dict]) -> str:
              else f"{'-':>8}{'-':>8}{'-':>8}")
         lines.append(f"{fam:<14}{len(fr):>5}{m}{sum(r.get('n_output_changed', 0) for r in fr):>8}")
     return "\n".join(lines)
+
+
+def kernels_dir(data: Path) -> Path:
+    """Where the kernel sources of the dataset in ``data`` are: its own
+    ``kernels/``, or for an exported dataset (labels and machine.json only)
+    the generator's kernels for the seed and kernels per family it was
+    measured with, written once into the user cache (the generator is
+    deterministic; :func:`kernel_source` checks each source).  Caches of
+    what is computed from the kernels go beside this folder."""
+    if (data / "kernels").is_dir():
+        return data / "kernels"
+    from mirecc.tasks.loop_vectorize.offline.kernels import DEFAULT_PER_FAMILY, write_kernels
+    from mirecc.util.paths import default_cache_dir
+
+    machine = data / "machine.json"
+    try:
+        info = json.loads(machine.read_text())
+        seed, per_family = int(info["seed"]), int(info.get("per_family") or DEFAULT_PER_FAMILY)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{machine}: no kernels/ beside the labels and no readable seed to "
+                         f"generate them from ({exc})") from None
+    out = Path(default_cache_dir()) / "vectorize" / f"seed{seed}-per{per_family}" / "kernels"
+    if not (out / "index.json").is_file():
+        write_kernels(out, seed, per_family)
+    return out
+
+
+def kernel_source(data: Path, row: dict) -> Path:
+    """The source file of ``row``'s kernel, checked against the hash its
+    labels were measured with."""
+    path = kernels_dir(data) / f"{row['name']}.c"
+    if not path.is_file() or \
+            hashlib.sha256(path.read_bytes()).hexdigest() != row.get("source_sha256"):
+        raise ValueError(f"{path}: not the source {data / 'labels.jsonl'} measured for "
+                         f"{row['name']} (another generator version?)")
+    return path
+
+
+def export(data: Path, to: Path) -> list[Path]:
+    """The dataset's labels (gzip) and machine.json into ``to``, each
+    replaced atomically: what ``heads/loop-vectorize/labels`` holds."""
+    import gzip
+
+    labels = data / "labels.jsonl"
+    if not labels.is_file():
+        raise ValueError(f"{labels}: no labels to export (run mire vectorize-data first)")
+    to.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(to / "labels.jsonl.gz", gzip.compress(labels.read_bytes(), mtime=0))
+    atomic_write_bytes(to / "machine.json", (data / "machine.json").read_bytes())
+    return [to / "labels.jsonl.gz", to / "machine.json"]

@@ -18,10 +18,20 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[4]
-DATA = ROOT / ".work" / "vectorize" / "default"
-#: the shipped head's quantile and apply gate (heads/loop-vectorize/spec.yaml)
-QUANTILE, MIN_GAIN, TREES = 0.3, 0.05, 100
+from mirecc.tasks.loop_vectorize.offline.dataset import COMMITTED as DATA
+
+
+
+def shipped() -> tuple[float, float, int]:
+    """The shipped head's quantile, apply gate and trees (its spec.yaml and
+    metrics.json, beside the labels it was trained on)."""
+    import json
+
+    import yaml
+
+    spec = yaml.safe_load((DATA.parent / "spec.yaml").read_text())
+    trees = json.loads((DATA.parent / "metrics.json").read_text())["forest"]["trees"]
+    return float(spec["quantile"]), float(spec["min_gain"]), int(trees)
 FORMS = {"@loop": "loop_embedding", "@function": "function_embedding"}
 
 
@@ -49,6 +59,7 @@ def evaluate(cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
     from mirecc.learn.embeddings import embedding_of
     from mirecc.learn.judge import fold_ranking, fold_vectors, folds
 
+    quantile, _, trees = shipped()
     rankings = {"best single class": {}, **{k: {} for k in kinds}}
     label = "mire bench encoder: loop vectorization, leave one family out"
     for test, train in folds(cases, label, fraction, draw):
@@ -62,7 +73,7 @@ def evaluate(cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
             if name is not None and name not in emb:
                 continue
             V = fold_vectors(stats, emb, kind, train, test)
-            rankings[kind].update(fold_ranking(kind, V, Y, train, test, QUANTILE, TREES))
+            rankings[kind].update(fold_ranking(kind, V, Y, train, test, quantile, trees))
     return {k: v for k, v in rankings.items() if len(v) == len(cases)}
 
 
@@ -90,16 +101,18 @@ def judged(kinds, out: Path, models: dict):
     cases = cases_of(rows)
     rankings = evaluate(cases, stats, emb, kinds)
     families = sorted({c.program for c in cases})
+    quantile, min_gain, _ = shipped()
 
     def refit(kinds_, fraction, draw):
         return evaluate(cases, stats, emb, kinds_, fraction, draw)
 
     return Judged("loop vectorization", cases,
                   {k: rankings[k] for k in ["best single class", *kinds] if k in rankings},
-                  MIN_GAIN, len(CLASSES),
+                  min_gain, len(CLASSES),
                   f"{len(cases)} generated loop kernels of {len(families)} families timed by "
-                  f"`mire vectorize-data` ({DATA.name}); speedup over LLVM's own VF and IF at "
+                  f"`mire vectorize-data` (the committed `{DATA.relative_to(DATA.parents[2])}`); "
+                  f"speedup over LLVM's own VF and IF at "
                   f"-O3; {len(CLASSES)} forced VF x IF classes; each family held out whole; "
-                  f"ExtraTrees (their {QUANTILE} quantile) on the loop statistics with the "
+                  f"ExtraTrees (their {quantile} quantile) on the loop statistics with the "
                   f"reassociation flag and {PCA} principal components of an embedding: the "
                   f"target loop's own (`@loop`) or its function's (`@function`)", refit=refit)

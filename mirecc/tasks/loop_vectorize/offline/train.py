@@ -31,6 +31,7 @@ import numpy as np
 from mirecc.learn.forest import ForestConfig
 from mirecc.learn.forest import choose
 from mirecc.tasks.loop_vectorize.head import ALL_FEATURES, TASK
+from mirecc.tasks.loop_vectorize.offline.dataset import COMMITTED, kernel_source, kernels_dir
 
 VFS = (1, 2, 4, 8, 16, 32, 64)
 IFS = (1, 2, 4, 8, 16)
@@ -81,7 +82,7 @@ def kernel_features(rows: list[dict], data_dir: Path, model_dir: Path | None
     """input name -> (n, k) rows, for every name in ALL_FEATURES: the
     target loop's and its function's embeddings, the loop's statistics and
     the reassociation flag.  Embeddings are cached per encoder in
-    ``<data_dir>/embeddings-<digest>.npz``; statistics are recomputed."""
+    ``embeddings-<digest>.npz`` beside the kernels; statistics are recomputed."""
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.encoder.runtime import Encoder, compile_to_ir, default_clang
     from mirecc.util.fsutil import atomic_write_bytes
@@ -95,14 +96,15 @@ def kernel_features(rows: list[dict], data_dir: Path, model_dir: Path | None
     from tqdm import tqdm
 
     model_dir = Path(model_dir or SHIPPED_MODEL_DIR)
-    cache = data_dir / f"embeddings-{manifest_digest(model_dir)}.npz"
+    # beside the kernels: the dataset's own folder, or the user cache for an exported one
+    cache = kernels_dir(data_dir).parent / f"embeddings-{manifest_digest(model_dir)}.npz"
     have = dict(np.load(cache)) if cache.is_file() else {}
     clang, encoder = default_clang(), None
     embeddings, statistics = [], []
     for row in tqdm(rows, desc="kernel features", unit="kernel", file=sys.stderr,
                     disable=None):
         key = f"{row['name']}|{' '.join(row['flags'])}"
-        source = data_dir / "kernels" / f"{row['name']}.c"
+        source = kernel_source(data_dir, row)
         flags = ["-O3", *row["flags"]]
         with tempfile.TemporaryDirectory(prefix="mirecc-vt-") as tmp:
             bc = Path(tmp) / "k.bc"
@@ -301,13 +303,16 @@ def write_head(out: Path, forest, n_inputs: int, chosen: dict, encoder_version: 
                  "trained_on": metrics["trained_on"], "metrics": "metrics.json"})
     spec_text = ("# Written by `mire vectorize-train`; do not edit (head.onnx is trained "
                  "for exactly these inputs).\n" + yaml.safe_dump(spec, sort_keys=False))
-    replace_dir(out, {"spec.yaml": spec_text.encode(),
+    # the committed labels the head is trained on live in its folder: kept
+    kept = {f"labels/{p.name}": p.read_bytes()
+            for p in sorted((out / "labels").glob("*")) if p.is_file()}
+    replace_dir(out, {**kept, "spec.yaml": spec_text.encode(),
                       "head.onnx": onnx_bytes(forest, n_inputs),
                       "metrics.json": (json.dumps(metrics, indent=1) + "\n").encode()})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, default=Path(".work/vectorize/default"),
+    p.add_argument("--data", type=Path, default=COMMITTED,
                    help="the dataset directory of mire vectorize-data (default: %(default)s)")
     p.add_argument("--model", type=Path, default=None, help="encoder model directory "
                    "(default: the shipped one)")
@@ -315,6 +320,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="head directory to write (default: %(default)s)")
     p.add_argument("--trees", type=int, default=ForestConfig.trees,
                    help="trees in the forest (default: %(default)s)")
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it is inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(COMMITTED.parents[2]))
+    except ValueError:
+        return str(path)
 
 
 def _line(p: dict) -> str:
@@ -358,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
         "trained_on": {"kernels": len(train_rows),
                        "families": sorted({r["family"] for r in train_rows}),
                        "held_out_families": list(HELD_OUT_FAMILIES), "cc": rows[0].get("cc"),
-                       "dataset": str(args.data)},
+                       "dataset": _shown(args.data)},
         "forest": config.to_dict(), "chosen": chosen,
         "ablation": best_by_features(cv), "family_cv": cv, "held_out_from_labels": held_out,
         "gate": gate(cv, chosen), "encoder_against_statistics": encoder_row,
