@@ -73,3 +73,16 @@ def test_a_retrained_head_keeps_its_committed_labels(tmp_path):
                                                 "trained_on": {"kernels": 6}})
     assert (head / "labels" / "labels.jsonl.gz").read_bytes() == b"labels"
     assert not (head / "stale.txt").exists() and (head / "head.onnx").is_file()
+
+
+def test_the_committed_labels_find_every_kernel_they_timed(tmp_path, monkeypatch):
+    """The shipped head's labels and today's generator agree on every
+    kernel's source (a generator change that alters one fails here, not in
+    the next retraining)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from mirecc.tasks.loop_vectorize.offline.train import read_labels
+
+    rows = read_labels(dataset.COMMITTED)
+    assert len(rows) >= 250 and {r["family"] for r in rows} >= {"divmod", "triad", "saxpy"}
+    for row in rows:
+        assert dataset.kernel_source(dataset.COMMITTED, row).is_file()
