@@ -120,6 +120,15 @@ pcre2 (not among the defaults, which the earlier pages measured; not in
     under load, on clang's build as on mirecc's (3 of 60 runs each, with
     pcre2grep.o byte-identical on both).
 
+polybench (not a Debian package: ``--polybench DIR``, a PolyBench/C 4.2.1
+    checkout, e.g. MatthiasJReisinger/PolyBenchC-4.2.1; held out: never in
+    the size search's corpus)
+    A Makefile written into the copy (the configure step): each of the 30
+    kernels compiled to ``<kernel>.o`` and linked with
+    ``utilities/polybench.o`` into its program, ``-Oz -DSMALL_DATASET
+    -DPOLYBENCH_DUMP_ARRAYS``, ``make -j2``.  Tests: every program run, its
+    arrays dumped (stderr) the same on both builds.
+
 Output: a markdown table on stdout (project, .text per side, change, tests,
 build seconds; total over the projects), the machine and K, mirecc's
 counters (``verified.code-size``: TUs whose candidates were built,
@@ -164,7 +173,10 @@ COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object",
 
 # how many jobs each project's make runs (bzip2's Makefile is built one job at a time)
 MAKE_JOBS = {"zlib": 2, "bzip2": 1, "lua5.4": 2, "sqlite3": 2, "expat": 2, "pcre2": 2,
-             "libogg": 2, "libyaml": 2}
+             "libogg": 2, "libyaml": 2, "polybench": 2}
+#: sources that are not Debian packages: project -> the folder given on the command line
+LOCAL_SOURCES: dict[str, Path] = {}
+POLYBENCH_FLAGS = "-Oz -DSMALL_DATASET -DPOLYBENCH_DUMP_ARRAYS"
 
 BZIP2_CFLAGS = "-Wall -Winline -Oz -g -D_FILE_OFFSET_BITS=64"
 LUA_MAKE_VARS = ["MYCFLAGS=-Oz", "MYLDFLAGS=", "MYLIBS=-ldl", "SYSCFLAGS=-DLUA_USE_LINUX",
@@ -497,6 +509,48 @@ def prepare_autoreconf(name: str):
     return step
 
 
+def polybench_kernels(tree: Path) -> list[Path]:
+    """The kernels' sources (relative), not the utilities."""
+    return sorted(p.relative_to(tree) for p in tree.glob("*/**/*.c")
+                  if p.parent.name != "utilities" and not p.name.endswith(".orig.c"))
+
+
+def configure_polybench(tree: Path, side: Side, lp: Path) -> None:
+    kernels = polybench_kernels(tree)
+    if len(kernels) != 30:
+        raise BenchError(f"{tree}: {len(kernels)} PolyBench/C kernels, expected 30 "
+                         f"(--polybench names a PolyBench/C 4.2.1 checkout)")
+    rules = [f"CFLAGS = {POLYBENCH_FLAGS} -Iutilities",
+             "all: " + " ".join(str(k.with_suffix("")) for k in kernels),
+             "utilities/polybench.o: utilities/polybench.c\n\t$(CC) $(CFLAGS) -c $< -o $@"]
+    for k in kernels:
+        exe, obj = k.with_suffix(""), k.with_suffix(".o")
+        rules += [f"{obj}: {k}\n\t$(CC) $(CFLAGS) -I{k.parent} -c $< -o $@",
+                  f"{exe}: {obj} utilities/polybench.o\n\t$(CC) $^ -lm -o $@"]
+    rules.append("clean:\n\trm -f utilities/polybench.o "
+                 + " ".join(f"{k.with_suffix('.o')} {k.with_suffix('')}" for k in kernels))
+    (tree / "Makefile").write_text("\n".join(rules) + "\n")
+    with open(lp, "a") as fh:
+        fh.write(f"wrote {tree / 'Makefile'}: {len(kernels)} kernels\n")
+
+
+def make_polybench(tree: Path, side: Side, lp: Path) -> None:
+    out = sh(["make", f"-j{MAKE_JOBS['polybench']}", f"CC={side.cc}"], tree, side, lp,
+             "polybench make")
+    check_opt_level(out, side, "polybench make")
+
+
+def test_polybench(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
+    dumps = []
+    for k in polybench_kernels(tree):
+        proc = run_test([str(tree / k.with_suffix(""))], tree, side, lp)
+        if proc.returncode != 0 or "==BEGIN DUMP_ARRAYS==" not in proc.stderr:
+            raise BenchError(f"polybench {k.stem}: exit status {proc.returncode}, "
+                             f"no array dump; log: {lp}")
+        dumps.append(f"{k.stem}\n{proc.stderr}")
+    return f"{len(dumps)} programs ran, arrays dumped", "\n".join(dumps)
+
+
 #: a step on the fetched source before either side's copy, by project
 PREPARE = {"expat": prepare_expat, "libyaml": prepare_autoreconf("libyaml")}
 
@@ -551,6 +605,9 @@ PROJECTS = {
                       "make -j2")),
     "pcre2": Project(("pcre2", configure_pcre2, make_pcre2, clean("make", "clean"),
                       test_pcre2, "./configure CFLAGS=-Oz, make -j2")),
+    "polybench": Project(("polybench", configure_polybench, make_polybench,
+                          clean("make", "clean"), test_polybench,
+                          f"a Makefile per kernel, CFLAGS={POLYBENCH_FLAGS}, make -j2")),
     **{name: Project((name, configure, make, clean("make", "clean"), test,
                       "./configure CFLAGS=-Oz, make -j2"))
        for name, (configure, make, test) in (("libogg", autotools("libogg", 2)),
@@ -638,12 +695,17 @@ def run_project(name: str, work: Path, sides: list[Side], rebuilds: int = 0,
     package, build, test = project.package, project.build, project.test
     result = ProjectResult(name, flags=project.flags)
     try:
-        src = rp.fetch_source(package, work / "src", logs=work / "logs")
+        if name in LOCAL_SOURCES:
+            src = LOCAL_SOURCES[name]
+            if not src.is_dir():
+                raise BenchError(f"{src}: no such folder (the {name} checkout)")
+        else:
+            src = rp.fetch_source(package, work / "src", logs=work / "logs")
     except BenchError as exc:
         result.error = str(exc)
         log(f"{name}: FAILED: {str(exc).splitlines()[0]}")
         return result
-    result.version = rp.source_version(src)
+    result.version = rp.source_version(src) if name not in LOCAL_SOURCES else src.name
     if name in PREPARE:
         try:
             PREPARE[name](src, work / "logs" / f"code-size-{name}-prepare.log")
@@ -898,13 +960,19 @@ def main() -> int:
                              "make clean (default: 0)")
     parser.add_argument("--cxx", default=None,
                         help="the clang++ beside --cc (default: --cc's name with clang++)")
+    parser.add_argument("--polybench", type=Path, default=None, metavar="DIR",
+                        help="a PolyBench/C 4.2.1 checkout, for the project polybench")
     args = parser.parse_args()
+    if args.polybench:
+        LOCAL_SOURCES["polybench"] = args.polybench.absolute()
     k = default_k() if args.k is None else args.k
     budget = Config().size_budget if args.budget is None else args.budget
     if k < 1:
         parser.error("--k must be at least 1 (0 turns the search off)")
     projects = [p.strip() for p in args.projects.split(",") if p.strip()]
     unknown = [p for p in projects if p not in PROJECTS]
+    if "polybench" in projects and not args.polybench:
+        parser.error("the project polybench needs --polybench DIR (a PolyBench/C 4.2.1 checkout)")
     if unknown or not projects:
         parser.error(f"unknown project(s) {', '.join(unknown) or '(none given)'}; "
                      f"choose from {', '.join(PROJECTS)}")
