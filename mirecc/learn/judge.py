@@ -162,15 +162,21 @@ def _measures(logs: Logs, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return share, k90, trials
 
 
-def _weights(logs: Logs, draws: int, seed: int) -> np.ndarray:
-    """Draws x cases: how often each case's program was drawn (the first row
-    is the data itself)."""
-    n = int(logs.program.max()) + 1
+def program_weights(program: np.ndarray, draws: int, seed: int = 0) -> np.ndarray:
+    """Draws x cases: how often each case's program (``program``: each
+    case's program index, 0..n-1) was drawn when ``draws`` times the n
+    programs are drawn with replacement (a drawn program brings all its
+    cases); the first row is the data itself."""
+    n = int(program.max()) + 1
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, n, size=(draws, n))
     counts = np.stack([np.bincount(p, minlength=n) for p in picks])
     counts = np.vstack([np.ones(n, int), counts])
-    return counts[:, logs.program].astype(float)
+    return counts[:, program].astype(float)
+
+
+def _weights(logs: Logs, draws: int, seed: int) -> np.ndarray:
+    return program_weights(logs.program, draws, seed)
 
 
 def interval(x: np.ndarray) -> tuple[float, float]:

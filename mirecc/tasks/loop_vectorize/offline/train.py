@@ -239,14 +239,27 @@ def encoder_gain_interval(point: dict, reference: dict, families: list[str]) -> 
     """The family-resampled interval (:data:`mirecc.learn.judge.COVERAGE`,
     :data:`~mirecc.learn.judge.RESAMPLES` draws: a drawn family brings all
     its kernels) of ``point``'s geomean log speedup minus ``reference``'s."""
-    from mirecc.learn.judge import RESAMPLES, interval
+    from mirecc.learn.judge import RESAMPLES, interval, program_weights
 
     names = sorted(set(families))
-    index = np.asarray([names.index(f) for f in families])
+    weights = program_weights(np.asarray([names.index(f) for f in families]), RESAMPLES)[1:]
     diff = np.asarray(point["_logs"]) - np.asarray(reference["_logs"])
-    picks_ = np.random.default_rng(0).integers(0, len(names), size=(RESAMPLES, len(names)))
-    counts = np.stack([np.bincount(p, minlength=len(names)) for p in picks_])[:, index]
-    return interval((counts @ diff) / counts.sum(1))
+    return interval((weights @ diff) / weights.sum(1))
+
+
+def encoder_against_statistics(cv: dict) -> dict | None:
+    """Where the best grid point reads the encoder: it against the
+    statistics' best (:func:`encoder_gain_interval`), and whether it is
+    chosen (the interval clear of zero); None where it does not."""
+    best = _best(cv["grid"])
+    plain = [p for p in cv["grid"] if not reads_encoder(p["features"])]
+    if not reads_encoder(best["features"]) or not plain or "_families" not in cv:
+        return None
+    reference = _best(plain)
+    low, high = encoder_gain_interval(best, reference, cv["_families"])
+    return {"features": best["features"], "geomean": best["geomean"],
+            "log_gain_interval": [low, high], "chosen": low > 0,
+            "_point": best, "_reference": reference}
 
 
 def select(cv: dict) -> dict:
@@ -255,15 +268,11 @@ def select(cv: dict) -> dict:
     quantile (the more cautious).  Inputs that read the encoder cost every
     compile the encoder's run, so they are chosen only where their best
     point beats the statistics' best beyond the families' resampling
-    interval (:func:`encoder_gain_interval` clear of zero)."""
-    grid = cv["grid"]
-    best = _best(grid)
-    plain = [p for p in grid if not reads_encoder(p["features"])]
-    if not reads_encoder(best["features"]) or not plain or "_families" not in cv:
-        return best
-    reference = _best(plain)
-    low, _ = encoder_gain_interval(best, reference, cv["_families"])
-    return best if low > 0 else reference
+    interval (:func:`encoder_against_statistics`)."""
+    against = encoder_against_statistics(cv)
+    if against is None:
+        return _best(cv["grid"])
+    return against["_point"] if against["chosen"] else against["_reference"]
 
 
 def best_by_features(cv: dict) -> list[dict]:
@@ -351,14 +360,6 @@ def run(args: argparse.Namespace) -> int:
           f"{len(MIN_GAINS)} min_gains over {len(train_rows)} training kernels", file=sys.stderr)
     cv = family_cv({k: v[train] for k, v in parts.items()}, train_rows, config)
     chosen = select(cv)
-    best = _best(cv["grid"])
-    encoder_row = None
-    if reads_encoder(best["features"]):
-        low, high = encoder_gain_interval(
-            best, _best([p for p in cv["grid"] if not reads_encoder(p["features"])]),
-            cv["_families"])
-        encoder_row = {"features": best["features"], "geomean": best["geomean"],
-                       "log_gain_interval": [low, high], "chosen": chosen is best}
     X = feature_rows(parts, chosen["features"])
     forest = fit_forest(X[train], gains(train_rows), config)
     chosen_test = picks(tree_predictions(forest, X[~train]), chosen["quantile"],
@@ -374,7 +375,7 @@ def run(args: argparse.Namespace) -> int:
                        "dataset": _shown(args.data)},
         "forest": config.to_dict(), "chosen": chosen,
         "ablation": best_by_features(cv), "family_cv": cv, "held_out_from_labels": held_out,
-        "gate": gate(cv, chosen), "encoder_against_statistics": encoder_row,
+        "gate": gate(cv, chosen), "encoder_against_statistics": encoder_against_statistics(cv),
     }
     metrics = public(metrics)
     chosen = metrics["chosen"]
