@@ -85,8 +85,6 @@ def folds(cases, label: str, fraction: float = 1.0, draw: int = 0):
     print(file=sys.stderr)
 
 
-
-
 def fold_vectors(stats: np.ndarray, emb: dict, kind: str, train, test,
                  pca_k: int = PCA) -> np.ndarray:
     """One fold's rows for representation ``kind``: the task's statistics,
@@ -122,6 +120,33 @@ def fold_ranking(kind: str, V: np.ndarray, Y: np.ndarray, train, test,
                                                                        axis=1)
     return {int(i): sorted(((j, float(q)) for j, q in enumerate(row)), key=lambda t: -t[1])
             for i, row in zip(test, scores)}
+
+
+def mean_order(Y: np.ndarray) -> list[tuple[int, float]]:
+    """The candidates (columns of ``Y``, the training rows' log gains) by
+    their mean over the training rows, best first: the best single
+    candidate's ranking, the same for every held-out case."""
+    return sorted(((j, float(m)) for j, m in enumerate(Y.mean(axis=0))), key=lambda t: -t[1])
+
+
+def rank_kinds(rankings: dict, kinds, stats: np.ndarray, emb: dict, Y: np.ndarray, train,
+               test, quantile: float | None = None, trees: int = 100) -> None:
+    """One fold's rankings of every representation of ``kinds`` into
+    ``rankings`` (kind -> test row -> ranking); a kind whose embedding is
+    not in ``emb`` is left out."""
+    from mirecc.learn.embeddings import embedding_of
+
+    for kind in kinds:
+        name = embedding_of(kind)
+        if name is not None and name not in emb:
+            continue
+        V = fold_vectors(stats, emb, kind, train, test)
+        rankings[kind].update(fold_ranking(kind, V, Y, train, test, quantile, trees))
+
+
+def complete(rankings: dict, cases) -> dict:
+    """The rankings that rank every case."""
+    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
 
 
 @dataclass

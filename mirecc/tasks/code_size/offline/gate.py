@@ -142,22 +142,28 @@ def _chances(model, rows) -> list[list[float]]:
     return out
 
 
-def _policy(rows, chances, costs, budget: float, threshold: float) -> dict:
-    """The budget's candidates in library order, those under ``threshold``
-    not built: bytes saved, candidates built, seconds, TUs searched."""
-    from mirecc.tasks.code_size.head import within_budget
-
-    names = within_budget([str(j) for j in range(K)], {str(j): c for j, c in enumerate(costs)},
-                          K, budget)
+def _counted(rows, built_per_row) -> dict:
+    """What building each row's candidates (``built_per_row``: their
+    indices) gives: bytes saved (the best of them), candidates built,
+    their seconds, TUs searched."""
     saved = built = searched = 0
     seconds = 0.0
-    for r, p in zip(rows, chances):
-        chosen = [int(j) for j in names if p[int(j)] >= threshold]
+    for r, chosen in zip(rows, built_per_row):
         saved += max([0] + [r["gain"][j] for j in chosen])
         built += len(chosen)
         searched += bool(chosen)
         seconds += sum(r["seconds"][j] for j in chosen)
     return {"saved": saved, "built": built, "searched": searched, "seconds": seconds}
+
+
+def _policy(rows, chances, costs, budget: float, threshold: float) -> dict:
+    """The budget's candidates in library order, those under ``threshold``
+    not built (:func:`_counted`)."""
+    from mirecc.tasks.code_size.head import within_budget
+
+    names = within_budget([str(j) for j in range(K)], {str(j): c for j, c in enumerate(costs)},
+                          K, budget)
+    return _counted(rows, ([int(j) for j in names if p[int(j)] >= threshold] for p in chances))
 
 
 def _win_gains(rows, n: int) -> list[float]:
@@ -184,21 +190,16 @@ def _expected(rows, chances, win_gains) -> list[list[float]]:
 
 def _chosen(rows, expected, costs, budget: float, min_bytes: float) -> dict:
     """Candidates ordered per TU by their expected saving, as many as fit in
-    the budget, those expected to save under ``min_bytes`` not built: what
-    :func:`_policy` counts for the library's order."""
-    saved = built = searched = 0
-    seconds = 0.0
-    for r, e in zip(rows, expected):
+    the budget, those expected to save under ``min_bytes`` not built
+    (:func:`_counted`)."""
+    def built(e):
         chosen, spent = [], 0.0
         for j in sorted(range(K), key=lambda j: -e[j]):
             if e[j] >= min_bytes and spent + costs[j] <= budget + 1e-9:
                 chosen.append(j)
                 spent += costs[j]
-        saved += max([0] + [r["gain"][j] for j in chosen])
-        built += len(chosen)
-        searched += bool(chosen)
-        seconds += sum(r["seconds"][j] for j in chosen)
-    return {"saved": saved, "built": built, "searched": searched, "seconds": seconds}
+        return chosen
+    return _counted(rows, map(built, expected))
 
 
 def _cross_validated(rows) -> tuple[list[list[float]], list[list[float]]]:

@@ -60,8 +60,7 @@ def evaluate(table: Table, cases: list, stats: np.ndarray, emb: dict, kinds,
              fraction: float = 1.0, draw: int = 0) -> dict:
     """Every ranking, leave one package out; ``fraction`` < 1: each fold's
     heads trained on that share of its training packages."""
-    from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import fold_ranking, fold_vectors, folds
+    from mirecc.learn.judge import complete, folds, rank_kinds
 
     library = {i: [(j, math.inf) for j in range(len(table.library))] for i in range(len(cases))}
     rankings = {"library order": library, "most frequent winners": {}, **{k: {} for k in kinds}}
@@ -73,13 +72,8 @@ def evaluate(table: Table, cases: list, stats: np.ndarray, emb: dict, kinds,
         order = np.argsort(-(wins + 1e-6 * Y.mean(axis=0)), kind="stable")  # ties: better mean
         rankings["most frequent winners"].update(
             {i: [(int(j), math.inf) for j in order] for i in test})
-        for kind in kinds:
-            name = embedding_of(kind)
-            if name is not None and name not in emb:
-                continue
-            V = fold_vectors(stats, emb, kind, train, test)
-            rankings[kind].update(fold_ranking(kind, V, Y, train, test))
-    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+        rank_kinds(rankings, kinds, stats, emb, Y, train, test)
+    return complete(rankings, cases)
 
 
 def judged(kinds, out: Path, models: dict):
@@ -93,7 +87,9 @@ def judged(kinds, out: Path, models: dict):
 
     kinds = [k for k in kinds if "@function" not in k]
     try:
-        modules = corpus_modules(CORPUS)
+        # a case is a package's module: csmith's generated programs (in the
+        # corpus for the search and its checks) are no package to hold out
+        modules = [m for m in corpus_modules(CORPUS) if m.origin != "csmith"]
     except ValueError as e:
         raise SystemExit(f"mire bench encoder: code size: {e}") from None
     table = Table(Labels(LABELS).table(), modules,

@@ -287,7 +287,7 @@ def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0,
     """Every ranking, leave one program out; ``fraction`` < 1: the forests
     of each fold trained on that share of its training programs."""
     from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import training_programs
+    from mirecc.learn.judge import complete, training_programs
 
     programs = sorted({c.program for c in cases})
     rankings = {name: {} for name in ("fixed shape", *kinds)}
@@ -300,7 +300,7 @@ def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0,
             if embedding_of(kind) is None or embedding_of(kind) in emb:
                 rankings[kind].update(rank_forest(cases, kind, emb, held, keep))
     print(file=sys.stderr)
-    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+    return complete(rankings, cases)
 
 
 #: the results' name of the statistics forest's guess with the calibrated gate

@@ -202,7 +202,7 @@ def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0, draw: int = 
     """Every ranking, leave one program out; ``fraction`` < 1: the forests
     of each fold trained on that share of its training programs."""
     from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import training_programs
+    from mirecc.learn.judge import complete, training_programs
 
     programs = sorted({c.program for c in cases})
     rankings = {"Polly always on": {i: [("polly", math.inf)] for i in range(len(cases))},
@@ -216,7 +216,7 @@ def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0, draw: int = 
             if embedding_of(kind) is None or embedding_of(kind) in emb:
                 rankings[kind].update(rank_forest(cases, kind, emb, held, keep))
     print(file=sys.stderr)
-    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+    return complete(rankings, cases)
 
 
 def compile_ratio(cases, ranked) -> float:

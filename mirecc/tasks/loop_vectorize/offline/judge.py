@@ -56,25 +56,17 @@ def _targets(cases, rows) -> np.ndarray:
 
 def evaluate(cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
              draw: int = 0) -> dict:
-    from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import fold_ranking, fold_vectors, folds
+    from mirecc.learn.judge import complete, folds, mean_order, rank_kinds
 
     quantile, _, trees = shipped()
     rankings = {"best single class": {}, **{k: {} for k in kinds}}
     label = "mire bench encoder: loop vectorization, leave one family out"
     for test, train in folds(cases, label, fraction, draw):
         Y = _targets(cases, train)
-        mean = Y.mean(axis=0)
-        rankings["best single class"].update(
-            {i: sorted(((j, float(m)) for j, m in enumerate(mean)), key=lambda t: -t[1])
-             for i in test})
-        for kind in kinds:
-            name = embedding_of(kind)
-            if name is not None and name not in emb:
-                continue
-            V = fold_vectors(stats, emb, kind, train, test)
-            rankings[kind].update(fold_ranking(kind, V, Y, train, test, quantile, trees))
-    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+        single = mean_order(Y)
+        rankings["best single class"].update({i: single for i in test})
+        rank_kinds(rankings, kinds, stats, emb, Y, train, test, quantile, trees)
+    return complete(rankings, cases)
 
 
 def judged(kinds, out: Path, models: dict):

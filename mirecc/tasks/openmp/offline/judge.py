@@ -51,14 +51,13 @@ def _feature_kind(kind: str) -> str | None:
 def evaluate(table, cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
              draw: int = 0) -> dict:
     from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import fold_ranking, fold_vectors, folds
+    from mirecc.learn.judge import complete, fold_ranking, fold_vectors, folds, mean_order
 
     rankings = {"best single configuration": {}, **{k: {} for k in kinds}}
     finite = {name: np.nan_to_num(e) for name, e in emb.items()}   # unusable rows left out
     label = "mire bench encoder: OpenMP, leave one application out"
     for test, train_all in folds(cases, label, fraction, draw):
-        mean = table.Y[train_all].mean(axis=0)
-        single = sorted(((j, float(m)) for j, m in enumerate(mean)), key=lambda t: -t[1])
+        single = mean_order(table.Y[train_all])
         rankings["best single configuration"].update({i: single for i in test})
         fallback = [(j, -np.inf) for j, _ in single]
         for kind in kinds:
@@ -74,7 +73,7 @@ def evaluate(table, cases, stats: np.ndarray, emb: dict, kinds, fraction: float 
                 V = fold_vectors(stats, finite, kind, tr, te)
                 rankings[kind].update(fold_ranking(kind, V, table.Y[tr], tr, te, QUANTILE,
                                                    TREES))
-    return {k: v for k, v in rankings.items() if len(v) == len(cases)}
+    return complete(rankings, cases)
 
 
 def judged(kinds, out: Path, models: dict):
