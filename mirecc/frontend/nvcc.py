@@ -17,6 +17,7 @@ never code to run.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -179,20 +180,39 @@ def _wheel_roots() -> list[Path]:
     return roots
 
 
+@functools.lru_cache(maxsize=8)
 def toolkit_of(nvcc: str) -> Path:
-    """The CUDA prefix of ``nvcc`` (``<prefix>/bin/nvcc``)."""
-    return Path(os.path.realpath(nvcc)).parent.parent
+    """The CUDA prefix of ``nvcc`` (``<prefix>/bin/nvcc``); for a wrapper
+    elsewhere (a script on PATH that execs the real one), the folder nvcc
+    says it runs from (``--dryrun``'s ``_HERE_``)."""
+    prefix = Path(os.path.realpath(nvcc)).parent.parent
+    if (prefix / "include" / "cuda_runtime.h").is_file():
+        return prefix
+    try:
+        proc = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], capture_output=True,
+                              text=True, timeout=60)
+        here = re.search(r"^#\$ _HERE_=(.+)$", proc.stderr + proc.stdout, re.M)
+    except (OSError, subprocess.SubprocessError):
+        here = None
+    if here and (Path(here[1].strip()).parent / "include" / "cuda_runtime.h").is_file():
+        return Path(here[1].strip()).parent
+    return prefix
 
 
 # ------------------------------------------------------------------ device IR
 
 def device_ir_command(source: str, cmd: NvccCommand, toolkit: Path, clang: str,
                       out: Path, arch: str | None = None) -> list[str]:
-    """clang's command for ``source``'s device IR, as clang emits it."""
+    """clang's command for ``source``'s device IR, as clang emits it (CUDA
+    13 keeps libcu++, CUB and Thrust in ``include/cccl``, which nvcc, not
+    clang, puts on the include path, and they need C++17, nvcc's default
+    there: a ``-std`` of the command still comes later and wins)."""
+    cccl = Path(toolkit) / "include" / "cccl"
+    cccl = ["-isystem", str(cccl), "-std=c++17"] if cccl.is_dir() else []
     return [clang, "-x", "cuda", "--cuda-device-only", f"--cuda-path={toolkit}",
             f"--cuda-gpu-arch={arch or device_arch(cmd)}", "-Wno-unknown-cuda-version",
             "-D__CLANG_CUDA_TEXTURE_INTRINSICS_H__", "-D_NV_RSQRT_SPECIFIER=",
-            "-isystem", str(STUBS),
+            "-isystem", str(STUBS), *cccl,
             *cmd.preprocessor, "-O1", "-Xclang", "-disable-llvm-passes", "-emit-llvm",
             "-c", source, "-o", str(out)]
 

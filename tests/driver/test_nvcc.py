@@ -99,3 +99,31 @@ def test_polybench_programs_give_nvccs_objects_and_every_kernel_a_graph(program,
 # defines with the grid derived from them).  Nothing can run here (no GPU):
 # the tests check that the decision reaches the object, and that it is
 # exactly nvcc's object for the same shape set by hand.
+
+
+def test_device_ir_reads_cuda_13s_cccl_headers_as_nvcc_does(tmp_path):
+    # CUDA 13 keeps libcu++ / CUB / Thrust in include/cccl, which nvcc puts on
+    # its include path and which need C++17; a -std of the command still wins
+    toolkit = tmp_path / "cuda"
+    (toolkit / "include" / "cccl").mkdir(parents=True)
+    cmd = front.parse(["-std=c++20", "-DN=4", "-c", "k.cu"])
+    line = front.device_ir_command("k.cu", cmd, toolkit, "clang++", tmp_path / "k.bc")
+    i = line.index(str(toolkit / "include" / "cccl"))
+    assert line[i - 1] == "-isystem" and line[i + 1] == "-std=c++17"
+    assert line.index("-std=c++20") > i and "-DN=4" in line
+    older = tmp_path / "cuda12"
+    (older / "include").mkdir(parents=True)
+    line = front.device_ir_command("k.cu", cmd, older, "clang++", tmp_path / "k.bc")
+    assert "-std=c++17" not in line and not any("cccl" in a for a in line)
+
+
+@needs_nvcc
+def test_the_toolkit_of_an_nvcc_wrapper_is_the_real_nvccs(tmp_path):
+    # a script on PATH that execs the real nvcc (as Debian's or a module's)
+    wrapper = tmp_path / "bin" / "nvcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {NVCC} "$@"\n')
+    wrapper.chmod(0o755)
+    real = drop_in.toolkit_of(NVCC)
+    assert (real / "include" / "cuda_runtime.h").is_file()
+    assert drop_in.toolkit_of(str(wrapper)) == real

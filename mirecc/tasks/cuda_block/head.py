@@ -131,6 +131,17 @@ def kernel_value(block, shape: tuple[int, int]) -> tuple[int, int] | None:
     return value[0], value[1]
 
 
+def shape_blocks(blocks, shape: tuple[int, int]) -> tuple | None:
+    """The blocks one program shape gives the tunable kernels' ``blocks``
+    (:func:`kernel_value` each), or None where a kernel cannot take it or
+    none changes: a shape is applied to every tunable kernel or not at all."""
+    values = tuple(kernel_value(b, shape) for b in blocks)
+    if None in values or all(v == (_number(b.default[0]), _number(b.default[1]))
+                             for v, b in zip(values, blocks)):
+        return None
+    return values
+
+
 def source_block(plan, tunable: list[str]) -> tuple[int, int] | None:
     """The first tunable kernel's block as the source has it (numbers)."""
     first = plan.blocks[tunable[0]].default
@@ -161,11 +172,7 @@ def rank_plan(plan, ir_text: str, head: BlockHead) -> list[tuple[tuple[int, int]
     excluded = head.excluded.get(program_key(plan.source, tunable), set())
 
     def allowed(shape):
-        if shape in excluded:
-            return False
-        values = [kernel_value(b, shape) for b in blocks]
-        return None not in values and any(
-            v != (_number(b.default[0]), _number(b.default[1])) for v, b in zip(values, blocks))
+        return shape not in excluded and shape_blocks(blocks, shape) is not None
     ranked, seen = [], set()
     for shape, gain in head.rank(feats, source, allowed):
         values = tuple(kernel_value(b, shape) for b in blocks)

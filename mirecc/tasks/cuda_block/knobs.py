@@ -72,6 +72,9 @@ _INT_TYPE = (r"(?:(?:static|const|constexpr|unsigned|signed|volatile)\s+)*"
 _NUMBER = re.compile(r"\(?\s*(\d+)[uUlL]*\s*\)?")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _KERNEL = re.compile(r"\b__global__\b([^;{]*?)\b([A-Za-z_]\w*)\s*\(")
+#: a definition with external linkage and an initialiser (``extern "C" const
+#: uint MAX = 4 * B;``): name, initialiser
+_EXPORTED = re.compile(r'\bextern\b(?:\s*"[^"\n]*")?[^;{}()=]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*=\s*([^;]*);')
 _DEVICE_FN = re.compile(r"\b__device__\b[^;{=]*?\b([A-Za-z_]\w*)\s*\(")
 
 
@@ -811,6 +814,16 @@ def _check(src: Source, kernel: str, sites: list[LaunchSite], all_sites: list[La
             if re.search(rf"\b{re.escape(key)}\b", cond):
                 raise Refused("preprocessor", f"#if {cond} ({os.path.basename(path)}:"
                                               f"{line + 1}) chooses code by {key}")
+    # an object other translation units see, set from the knob: their work
+    # (a problem size, a buffer's length) would change with the shape
+    for path, code in src.texts.items():
+        for m in _EXPORTED.finditer(code):
+            for key in keys:
+                if re.search(rf"\b{re.escape(key)}\b", m[2]):
+                    line = code.count("\n", 0, m.start()) + 1
+                    raise Refused("exported", f"{m[1]} ({os.path.basename(path)}:{line}), "
+                                              f"which other translation units can read, is set "
+                                              f"from {key}: their work would change with it")
     for m in re.finditer(r"\bstatic_assert\s*\(([^;]*)\)", src.all):
         for key in keys:
             if re.search(rf"\b{re.escape(key)}\b", m[1]):

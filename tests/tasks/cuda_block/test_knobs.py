@@ -86,6 +86,10 @@ BIG_SHARED = IFNDEF.replace(
     "__shared__ double buf[THREADS * 8];\n  buf[threadIdx.x * 8] = i < n ? a[i] : 0;\n"
     "  __syncthreads();\n  if (i < n) a[i] = buf[(THREADS - 1 - threadIdx.x) * 8];")
 CHOOSES = IFNDEF.replace("__global__", "#if THREADS > 128\n#define WIDE 1\n#endif\n__global__")
+EXPORTED = MACRO.replace("__global__",
+                         'extern "C" const unsigned MAX_N = 4 * THREADS;\n__global__')
+STATIC_CONST = MACRO.replace("__global__", "static const unsigned MAX_N = 4 * THREADS;\n"
+                             "__global__")
 SHARED_KNOB = IFNDEF.replace("int main() {", "__global__ void other(float *a) {}\nint main() {") \
     .replace("  return 0;", "  other<<<THREADS, 32>>>(0);\n  return 0;")
 
@@ -135,6 +139,10 @@ TABLE = [
     ("__launch_bounds__ of the knob", BOUNDS_KNOB, [], "add", "macro-D", None, "THREADS"),
     ("#if on the knob", CHOOSES, [], "add", None, "preprocessor",
      "#if THREADS > 128 (k.cu:4) chooses code by THREADS"),
+    ("an exported object is set from the knob", EXPORTED, [], "add", None, "exported",
+     "MAX_N (k.cu:2), which other translation units can read, is set from THREADS"),
+    ("a file-local object set from the knob moves with it", STATIC_CONST, [], "add",
+     "macro-rewrite", None, "THREADS rewritten in a copy"),
     ("the knob sizes another launch's grid", SHARED_KNOB, [], "add", None, "shared-knob",
      "THREADS also sizes the grid of the other launch, whose block it does not set"),
 ]

@@ -45,6 +45,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -60,7 +62,10 @@ from mirecc.tasks.cuda_block.offline import cuda_labels as cl
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "cuda-block" / "labels"
 LABEL_FILES = ("h100-polybench.jsonl.gz", "h100-polybench-larger.jsonl.gz",
-               "h100-own-kernels.jsonl.gz")
+               "h100-own-kernels.jsonl.gz", "suites.jsonl.gz")
+#: where ``suite_labels prepare`` put the other suites' programs (their
+#: sources: a suite case's device IR and plan)
+SUITES = ROOT / ".work" / "cuda-suites"
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder", "statistics+encoder")
 #: principal components of an embedding the forest reads
@@ -87,6 +92,8 @@ class Case:
     ir: str = ""
     key: str = ""                           # the head's name for the program
     kernels: tuple = ()                     # the tunable kernels' symbols in the IR
+    suite: str = ""                         # another suite's program (suite_labels)
+    blocks: dict = field(default_factory=dict)  # suite: shape -> its first kernel's block
 
     @property
     def oracle(self) -> float:
@@ -121,9 +128,13 @@ def cases_of(groups) -> list[Case]:
         if src not in table or table[src]["bad"] or not table[src]["median"] or len(table) < 2:
             continue
         first = next(r for r in runs if r["shape"] == src and r.get("block"))
-        case = Case(program, size, _first_block(first["block"]), {})
+        case = Case(program, size, _first_block(first["block"]), {},
+                    suite=first.get("suite") or "")
         names = {r["shape"]: (r["shape_x"], r["shape_y"]) for r in runs
                  if r.get("shape_x") and r.get("shape_y")}
+        if case.suite:     # the blocks the knobs gave (the labeller's, as the head's)
+            case.blocks = {names[r["shape"]]: _first_block(r["block"]) for r in runs
+                           if r.get("block") and r["shape"] != src}
         for label, t in table.items():
             if label == src or label not in names:
                 continue
@@ -138,7 +149,24 @@ def cases_of(groups) -> list[Case]:
 
 # ------------------------------------------------------------------ device IR
 
-def _device_ir(case: Case, src_root: Path, work: Path) -> tuple[str, object]:
+def _suite_program(case: Case, suites: Path) -> tuple[str, list[str], str | None]:
+    """A suite case's CUDA source, flags and the nvcc it was built with, from
+    ``suite_labels prepare``'s bundle."""
+    plan = suites / "plan.json"
+    if not plan.is_file():
+        raise SystemExit(f"mire bench cuda: {plan}: missing; the labels of {case.program} "
+                         f"({case.suite}) need its sources: python -m "
+                         "mirecc.tasks.cuda_block.offline.suite_labels prepare --out "
+                         f"{suites} (docs/cuda.md)")
+    bundle = json.loads(plan.read_text())
+    spec = bundle["programs"][case.program]
+    flags = [f if not f.startswith("-I") else "-I" + str(suites / f[2:]) for f in spec["flags"]]
+    return (str(suites / spec["cu"]), [f for f in flags if not f.startswith("-arch")],
+            bundle.get("nvcc"))
+
+
+def _device_ir(case: Case, src_root: Path, work: Path,
+               suites: Path = SUITES) -> tuple[str, object]:
     """The case's device IR text (cached in ``work``) and its launch plan."""
     from mirecc.frontend import nvcc
     from mirecc.taskapi.context import device_context
@@ -147,7 +175,13 @@ def _device_ir(case: Case, src_root: Path, work: Path) -> tuple[str, object]:
     from mirecc.tasks.cuda_block import launches
 
     where = work / "sources" / f"{case.program}-{case.size}"
-    if case.program in cl.TUNABLE:
+    clang, built_with = None, None
+    if case.suite:
+        cu, flags, built_with = _suite_program(case, suites)
+        args = [*flags, cu, "-c"]
+        # their CUDA 13 headers (libcu++) need a newer clang than 14, where there is one
+        clang = shutil.which("clang++-19")
+    elif case.program in cl.TUNABLE:
         cu = cl.prepare_build(str(src_root), case.program, case.size, {}, str(where), "define")
         sized = [] if (case.program, case.size) in cl.CUSTOM_SIZES else \
             cl.size_defines(case.program, case.size)
@@ -161,19 +195,23 @@ def _device_ir(case: Case, src_root: Path, work: Path) -> tuple[str, object]:
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="mire-cuda-") as tmp:
-            bc = nvcc.device_ir(cu, cmd, nvcc.toolkit_of(nvcc.find_nvcc()),
-                                find_compiler(load_config(), cxx=True), Path(tmp) / "d.bc")
+            compiler = built_with if built_with and os.path.exists(built_with) else \
+                nvcc.find_nvcc()
+            bc = nvcc.device_ir(cu, cmd, nvcc.toolkit_of(compiler),
+                                clang or find_compiler(load_config(), cxx=True),
+                                Path(tmp) / "d.bc")
             text = device_context(cu, cmd, bc).ir_text
         cached.write_text(text)
     return cached.read_text(), plan
 
 
-def attach_features(cases: list[Case], src_root: Path, work: Path) -> list[Case]:
+def attach_features(cases: list[Case], src_root: Path, work: Path,
+                    suites: Path = SUITES) -> list[Case]:
     from mirecc.frontend.nvcc import kernel_names, source_name
 
     kept = []
     for case in cases:
-        case.ir, plan = _device_ir(case, src_root, work)
+        case.ir, plan = _device_ir(case, src_root, work, suites)
         try:
             case.feats, tunable = F.plan_features(plan, case.ir)
             case.key = program_key(plan.source, tunable)
@@ -190,7 +228,9 @@ def attach_features(cases: list[Case], src_root: Path, work: Path) -> list[Case]
 
 def applied(case: Case, shape: tuple[int, int]) -> tuple[int, int]:
     """The block ``shape`` gives the case's (first) launch: a y that cannot be
-    set stays the source's."""
+    set stays the source's (a suite case: the block its knob took)."""
+    if case.suite and shape in case.blocks:
+        return case.blocks[shape]
     return shape[0], shape[1] if case.feats["y_settable"] else case.source[1]
 
 
@@ -230,7 +270,10 @@ def fit(X, y, seed=0):
 
 def candidates(case: Case) -> list[tuple[int, int]]:
     """The shapes a held-out case is ranked over: the paper's, each that
-    gives a different block of at most 1024 threads, not the source's."""
+    gives a different block of at most 1024 threads, not the source's (a
+    suite case: those its knobs took, as the head's ``shape_blocks``)."""
+    if case.suite:
+        return [s for s in cl.paper_shapes() if s in case.blocks]
     out, seen = [], {case.source}
     for shape in cl.paper_shapes():
         b = applied(case, shape)
@@ -342,6 +385,10 @@ def add_arguments(p) -> None:
                    help="cuda: the folder of the timed labels (default: %(default)s)")
     p.add_argument("--cuda-polybench", type=Path, default=None,
                    help="cuda: PolyBench-ACC's CUDA folder (default: the shared datasets')")
+    p.add_argument("--cuda-suites", type=Path, default=SUITES,
+                   help="cuda: the other suites' programs, where their labels "
+                        "(suites.jsonl.gz) are read (suite_labels prepare's --out; "
+                        "default: %(default)s)")
     p.add_argument("--cuda-md", type=Path, default=ROOT / "docs" / "results" / "cuda-block.md",
                    help="cuda: the markdown table written, a plot beside it "
                         "(default: %(default)s)")
@@ -382,7 +429,7 @@ def run(args) -> int:
     src_root = args.cuda_polybench or default_root() / "polybench-acc" / "CUDA"
     labels, out = args.cuda_labels, Path(args.out) / "cuda"
     groups = read_labels([labels / f for f in LABEL_FILES if (labels / f).is_file()])
-    cases = attach_features(cases_of(groups), src_root, out)
+    cases = attach_features(cases_of(groups), src_root, out, args.cuda_suites)
     wanted = [k for k in args.cuda_features.split(",") if k]
     from mirecc.learn.embeddings import representation_vectors
 

@@ -1,0 +1,179 @@
+"""Labels for CUDA programs of other suites (offline/suite_labels.py): the
+shapes a program's knobs may take, and the labelling run's bookkeeping.
+
+The run's GPU side (the programs and the CUPTI probe) is the edge a test
+cannot reach here: stand-in programs write what the probe would (the
+kernels' time, the digest of what they copied back), so that the rounds,
+the output comparison and the rows the head's bench reads are checked."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from nvcc_helpers import drop_in, launches
+from mirecc.tasks.cuda_block.offline import cuda_labels as cl
+from mirecc.tasks.cuda_block.offline import suite_labels as sl
+
+# Rodinia's gaussian, reduced: a 1-D knob (a -D chain) and a square one
+TWO_KNOBS = """\
+#ifdef RD_WG_SIZE_0_0
+#define MAXBLOCKSIZE RD_WG_SIZE_0_0
+#else
+#define MAXBLOCKSIZE 512
+#endif
+#ifdef RD_WG_SIZE_1_0
+#define BLOCK_SIZE_XY RD_WG_SIZE_1_0
+#else
+#define BLOCK_SIZE_XY 4
+#endif
+__global__ void fan1(float *m, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) m[i] *= 0.5f;
+}
+__global__ void fan2(float *a, int n) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < n && y < n) a[y * n + x] += 1.0f;
+}
+int main() {
+  int n = 1000;
+  int b1 = (n + MAXBLOCKSIZE - 1) / MAXBLOCKSIZE;
+  fan1<<<b1, MAXBLOCKSIZE>>>(0, n);
+  dim3 block(BLOCK_SIZE_XY, BLOCK_SIZE_XY);
+  dim3 grid((n + BLOCK_SIZE_XY - 1) / BLOCK_SIZE_XY, (n + BLOCK_SIZE_XY - 1) / BLOCK_SIZE_XY);
+  fan2<<<grid, block>>>(0, n);
+  return 0;
+}
+"""
+
+
+def test_a_programs_shapes_are_the_papers_through_each_knob(tmp_path):
+    path = tmp_path / "k.cu"
+    path.write_text(TWO_KNOBS)
+    cmd = drop_in.parse(["-c", str(path)])
+    plan = launches.plan_source(launches.scan_source(str(path), cmd), cmd)
+    # a shape goes to every tunable kernel or to none, as the head gives it:
+    # fan1 takes 32..1024 on x, fan2 square sides 8..32: (32, 32) alone fits both
+    assert sl.variants(plan, ["fan1", "fan2"]) == [((32, 32), {"fan1": (32, 1),
+                                                              "fan2": (32, 32)})]
+    # fan1 alone: x of each shape, the source's 512 and the shapes no knob takes
+    # (24x24, 192x1, ...) left out, two shapes giving the same block once
+    got = sl.variants(plan, ["fan1"])
+    assert got == [((32, 32), {"fan1": (32, 1)}), ((64, 1), {"fan1": (64, 1)}),
+                   ((128, 1), {"fan1": (128, 1)}), ((256, 1), {"fan1": (256, 1)}),
+                   ((1024, 1), {"fan1": (1024, 1)})]
+    assert all(s in cl.paper_shapes() for s, _ in got)
+
+
+STAND_IN = """\
+#!{python}
+import json, os, sys
+# a stand-in for a CUDA program built at one shape: its output, its kernels'
+# time as the probe reports them, and what it "copied back"
+label, seconds, result = {label!r}, {seconds!r}, {result!r}
+out = sys.argv[1]
+with open(out, "w") as fh:
+    fh.write(result)
+print("block size " + label)         # a line the program's drop removes
+print("sum", result)
+with open(os.environ["MIRECC_PROBE_OUT"], "w") as fh:
+    json.dump({{"kernel_ns": int(seconds * 1e9), "d2h_bytes": 8, "d2h_fnv": "00ff",
+               "api_errors": 0, "dropped": 0, "other_launches": 0,
+               "kernels": [{{"name": "_Z3addPfi", "launches": 3, "ns": int(seconds * 1e9)}}]}}, fh)
+sys.exit({code!r})
+"""
+
+
+def _bundle(tmp_path, stand_ins):
+    bundle = tmp_path / "bundle"
+    (bundle / "bin" / "toy").mkdir(parents=True)
+    variants = []
+    for label, seconds, result, code in stand_ins:
+        exe = bundle / "bin" / "toy" / label
+        exe.write_text(STAND_IN.format(python=sys.executable, label=label, seconds=seconds,
+                                       result=result, code=code))
+        exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+        source = label == "source"
+        shape = None if source else [int(v) for v in label.split("x")]
+        variants.append({"label": label, "shape": shape, "source": source,
+                         "binary": f"bin/toy/{label}",
+                         "blocks": {"add": "256x1" if source else f"{shape[0]}x1"}})
+    plan = {"programs": {"toy": {"sizes": {"N1": ["{out}"]}, "drop": r"^block size",
+                                 "tree": "toy-suite",
+                                 "kernels": ["add"], "variants": variants}}}
+    (bundle / "plan.json").write_text(json.dumps(plan))
+    return bundle
+
+
+def test_the_run_times_each_shape_and_tells_a_changed_output(tmp_path):
+    bundle = _bundle(tmp_path, [("source", 0.004, "42", 0), ("64x1", 0.002, "42", 0),
+                                ("512x1", 0.001, "41", 0), ("1024x1", 0.001, "42", 3)])
+    probe = tmp_path / "probe.so"     # the stand-ins write the probe's file themselves
+    probe.write_text("")
+    out = tmp_path / "out"
+    sl.main(["run", "--bundle", str(bundle), "--out", str(out), "--repeats", "3",
+             "--deadline-s", "120", "--probe", str(probe)])
+    rows = [json.loads(line) for line in (out / "suite_labels.jsonl").read_text().splitlines()]
+    timed = [r for r in rows if r["phase"] == "time"]
+    assert len(timed) == 3 * 4
+    # rounds rotate the order: each shape goes first once
+    firsts = [timed[i * 4]["shape"] for i in range(3)]
+    assert firsts == ["source", "64x1", "512x1"]
+    checks = {r["shape"]: r for r in rows if r["phase"] == "check"}
+    assert {k: c["mismatches"] for k, c in checks.items()} == {
+        "source": 0, "64x1": 0, "512x1": 3, "1024x1": 0}
+    assert checks["source"]["shape_x"] == 256 and checks["64x1"]["shape_x"] == 64
+    assert timed[0]["block"] == "add:256x1" and timed[0]["suite"] == "toy-suite"
+    table, src = cl.classify(rows)
+    assert src == "source"
+    assert table["64x1"]["median"] == pytest.approx(0.002) and not table["64x1"]["bad"]
+    assert table["512x1"]["bad"]            # its output changed
+    assert table["1024x1"]["bad"]           # it failed (exit status 3)
+    assert timed[0]["kernels"] == {"_Z3addPfi": [3, int(timed[0]["gpu_seconds"] * 1e9)]}
+    summary = (out / "suite_summary.txt").read_text()
+    assert "toy" in summary and "64x1" in summary and "2.000x" in summary
+    # what mire bench cuda makes of them: one case, its candidates the shapes
+    # the knobs took (paper order), each at the block the knob gave
+    from mirecc.tasks.cuda_block.offline import bench
+    (case,) = bench.cases_of({("toy", "N1"): rows})
+    assert case.suite == "toy-suite" and case.source == (256, 1)
+    assert case.speed == {(64, 1): pytest.approx(2.0)} and case.bad == {(512, 1), (1024, 1)}
+    assert bench.candidates(case) == [(64, 1), (512, 1), (1024, 1)]
+    assert bench.applied(case, (512, 1)) == (512, 1)
+
+
+def test_without_the_probes_data_the_runs_are_timed_whole(tmp_path):
+    bundle = _bundle(tmp_path, [("source", 0.004, "42", 0), ("64x1", 0.002, "42", 0)])
+    for exe in (bundle / "bin" / "toy").iterdir():   # a machine where CUPTI reports nothing
+        exe.write_text(exe.read_text().replace('os.environ["MIRECC_PROBE_OUT"]',
+                                                '"/dev/null"'))
+    probe = tmp_path / "probe.so"
+    probe.write_text("")
+    out = tmp_path / "out"
+    sl.main(["run", "--bundle", str(bundle), "--out", str(out), "--repeats", "2",
+             "--deadline-s", "120", "--probe", str(probe)])
+    rows = [json.loads(line) for line in (out / "suite_labels.jsonl").read_text().splitlines()]
+    timed = [r for r in rows if r["phase"] == "time"]
+    assert len(timed) == 4 and all(r["measure"] == "wall" and r["status"] == "ok" and
+                                   r["gpu_seconds"] == r["wall_s"] for r in timed)
+    assert "timed whole" in (out / "suite_log.txt").read_text()
+
+
+def _cupti_found():
+    root, inc, lib = sl._cuda_dirs()
+    return root is not None and any(os.path.exists(os.path.join(d, "cupti.h")) for d in inc)
+
+
+@pytest.mark.skipif(not _cupti_found() or not shutil.which("gcc"),
+                    reason="no CUDA toolkit with CUPTI headers")
+def test_the_probe_builds_against_the_machines_cupti(tmp_path):
+    probe, env = sl.build_probe(str(tmp_path))
+    symbols = subprocess.run(["nm", "-D", "--defined-only", probe], capture_output=True,
+                             text=True, check=True).stdout
+    assert " T InitializeInjection" in symbols
+    assert env["LD_LIBRARY_PATH"]
