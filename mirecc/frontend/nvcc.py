@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,17 +218,44 @@ def device_ir_command(source: str, cmd: NvccCommand, toolkit: Path, clang: str,
             "-c", source, "-o", str(out)]
 
 
+@functools.lru_cache(maxsize=4)
+def newer_clang(clang: str) -> str | None:
+    """The newest ``clang++-N`` on PATH with N above ``clang``'s own
+    version (from its name, ``clang++-14``, or ``--version``), or None."""
+    def version(path):
+        m = re.search(r"-(\d+)$", os.path.basename(path))
+        if m:
+            return int(m[1])
+        try:
+            out = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        m = re.search(r"clang version (\d+)", out)
+        return int(m[1]) if m else None
+    own = version(clang) or 0
+    for n in range(30, own, -1):
+        found = shutil.which(f"clang++-{n}")
+        if found:
+            return found
+    return None
+
+
 def device_ir(source: str, cmd: NvccCommand, toolkit: Path, clang: str, out: Path,
               cwd: str | None = None) -> Path:
     """Emit ``source``'s device bitcode into ``out``; NvccError with clang's
     last error line when it cannot (a newer architecture than the clang
-    knows is retried as nvcc's default)."""
-    for arch in dict.fromkeys([device_arch(cmd), DEFAULT_ARCH]):
-        proc = subprocess.run(device_ir_command(source, cmd, toolkit, clang, out, arch),
-                              capture_output=True, text=True, cwd=cwd)
-        if proc.returncode == 0:
-            return out
-        errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+    knows is retried as nvcc's default; a source the clang cannot read, as
+    clang 14 cannot read CUDA 13's libcu++, with the newest other clang
+    installed, :func:`newer_clang`: only the IR mirecc reads comes from it,
+    never an object)."""
+    for compiler in dict.fromkeys(filter(None, [clang, newer_clang(clang)])):
+        for arch in dict.fromkeys([device_arch(cmd), DEFAULT_ARCH]):
+            proc = subprocess.run(device_ir_command(source, cmd, toolkit, compiler, out, arch),
+                                  capture_output=True, text=True, cwd=cwd)
+            if proc.returncode == 0:
+                return out
+            errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
     raise NvccError(f"{source}: clang cannot emit its device IR: "
                     f"{(errors or ['no message'])[-1].strip()}")
 

@@ -2,10 +2,11 @@
 mirecc's device IR on the side: clang's CUDA mode reads each kernel, the
 graph builder and the shipped encoder embed it, --explain lists it."""
 from __future__ import annotations
-from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -127,3 +128,23 @@ def test_the_toolkit_of_an_nvcc_wrapper_is_the_real_nvccs(tmp_path):
     real = drop_in.toolkit_of(NVCC)
     assert (real / "include" / "cuda_runtime.h").is_file()
     assert drop_in.toolkit_of(str(wrapper)) == real
+
+
+@needs_nvcc
+def test_device_ir_of_a_source_clang_14_cannot_read_comes_from_a_newer_clang(tmp_path):
+    toolkits = [front.toolkit_of(NVCC), front.toolkit_of("/usr/local/cuda/bin/nvcc")]
+    toolkit = next((t for t in toolkits if (t / "include" / "cccl").is_dir()), None)
+    newer = front.newer_clang("clang++-14")
+    if toolkit is None or newer is None or not shutil.which("clang++-14"):
+        pytest.skip("needs CUDA 13's include/cccl, clang 14 and a newer clang")
+    source = tmp_path / "k.cu"      # libcu++ of CUDA 13: C++17 and more than clang 14 reads
+    source.write_text("#include <cuda/std/type_traits>\n"
+                      "__global__ void k(float *a) { a[threadIdx.x] = "
+                      "cuda::std::is_same_v<float, float>; }\n")
+    cmd = front.parse(["-c", str(source)])
+    first = subprocess.run(front.device_ir_command(str(source), cmd, toolkit, "clang++-14",
+                                                   tmp_path / "a.bc", "sm_75"),
+                           capture_output=True, text=True)
+    assert first.returncode != 0
+    bc = front.device_ir(str(source), cmd, toolkit, "clang++-14", tmp_path / "k.bc")
+    assert bc.stat().st_size > 0

@@ -75,7 +75,7 @@ STAND_IN = """\
 import json, os, sys
 # a stand-in for a CUDA program built at one shape: its output, its kernels'
 # time as the probe reports them, and what it "copied back"
-label, seconds, result = {label!r}, {seconds!r}, {result!r}
+label, seconds, result, errors = {label!r}, {seconds!r}, {result!r}, {errors!r}
 out = sys.argv[1]
 with open(out, "w") as fh:
     fh.write(result)
@@ -83,7 +83,7 @@ print("block size " + label)         # a line the program's drop removes
 print("sum", result)
 with open(os.environ["MIRECC_PROBE_OUT"], "w") as fh:
     json.dump({{"kernel_ns": int(seconds * 1e9), "d2h_bytes": 8, "d2h_fnv": "00ff",
-               "api_errors": 0, "dropped": 0, "other_launches": 0,
+               "api_errors": errors, "dropped": 0, "other_launches": 0,
                "kernels": [{{"name": "_Z3addPfi", "launches": 3, "ns": int(seconds * 1e9)}}]}}, fh)
 sys.exit({code!r})
 """
@@ -93,10 +93,10 @@ def _bundle(tmp_path, stand_ins):
     bundle = tmp_path / "bundle"
     (bundle / "bin" / "toy").mkdir(parents=True)
     variants = []
-    for label, seconds, result, code in stand_ins:
+    for label, seconds, result, code, *errors in stand_ins:
         exe = bundle / "bin" / "toy" / label
         exe.write_text(STAND_IN.format(python=sys.executable, label=label, seconds=seconds,
-                                       result=result, code=code))
+                                       result=result, code=code, errors=(errors or [1])[0]))
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
         source = label == "source"
         shape = None if source else [int(v) for v in label.split("x")]
@@ -111,7 +111,10 @@ def _bundle(tmp_path, stand_ins):
 
 
 def test_the_run_times_each_shape_and_tells_a_changed_output(tmp_path):
+    # the source's run has one runtime call failing (a benign query), as each shape's;
+    # 128x1 has three: a launch the program did not check failed, its output the same
     bundle = _bundle(tmp_path, [("source", 0.004, "42", 0), ("64x1", 0.002, "42", 0),
+                                ("128x1", 0.001, "42", 0, 3),
                                 ("512x1", 0.001, "41", 0), ("1024x1", 0.001, "42", 3)])
     probe = tmp_path / "probe.so"     # the stand-ins write the probe's file themselves
     probe.write_text("")
@@ -120,13 +123,13 @@ def test_the_run_times_each_shape_and_tells_a_changed_output(tmp_path):
              "--deadline-s", "120", "--probe", str(probe)])
     rows = [json.loads(line) for line in (out / "suite_labels.jsonl").read_text().splitlines()]
     timed = [r for r in rows if r["phase"] == "time"]
-    assert len(timed) == 3 * 4
+    assert len(timed) == 3 * 5
     # rounds rotate the order: each shape goes first once
-    firsts = [timed[i * 4]["shape"] for i in range(3)]
-    assert firsts == ["source", "64x1", "512x1"]
+    firsts = [timed[i * 5]["shape"] for i in range(3)]
+    assert firsts == ["source", "64x1", "128x1"]
     checks = {r["shape"]: r for r in rows if r["phase"] == "check"}
     assert {k: c["mismatches"] for k, c in checks.items()} == {
-        "source": 0, "64x1": 0, "512x1": 3, "1024x1": 0}
+        "source": 0, "64x1": 0, "128x1": 0, "512x1": 3, "1024x1": 0}
     assert checks["source"]["shape_x"] == 256 and checks["64x1"]["shape_x"] == 64
     assert timed[0]["block"] == "add:256x1" and timed[0]["suite"] == "toy-suite"
     table, src = cl.classify(rows)
@@ -134,6 +137,8 @@ def test_the_run_times_each_shape_and_tells_a_changed_output(tmp_path):
     assert table["64x1"]["median"] == pytest.approx(0.002) and not table["64x1"]["bad"]
     assert table["512x1"]["bad"]            # its output changed
     assert table["1024x1"]["bad"]           # it failed (exit status 3)
+    assert table["128x1"]["bad"]            # more CUDA calls failed than in the source's run
+    assert all(r["status"] == "cuda_error" for r in timed if r["shape"] == "128x1")
     assert timed[0]["kernels"] == {"_Z3addPfi": [3, int(timed[0]["gpu_seconds"] * 1e9)]}
     summary = (out / "suite_summary.txt").read_text()
     assert "toy" in summary and "64x1" in summary and "2.000x" in summary
@@ -142,8 +147,9 @@ def test_the_run_times_each_shape_and_tells_a_changed_output(tmp_path):
     from mirecc.tasks.cuda_block.offline import bench
     (case,) = bench.cases_of({("toy", "N1"): rows})
     assert case.suite == "toy-suite" and case.source == (256, 1)
-    assert case.speed == {(64, 1): pytest.approx(2.0)} and case.bad == {(512, 1), (1024, 1)}
-    assert bench.candidates(case) == [(64, 1), (512, 1), (1024, 1)]
+    assert case.speed == {(64, 1): pytest.approx(2.0)}
+    assert case.bad == {(128, 1), (512, 1), (1024, 1)}
+    assert bench.candidates(case) == [(64, 1), (128, 1), (512, 1), (1024, 1)]
     assert bench.applied(case, (512, 1)) == (512, 1)
 
 

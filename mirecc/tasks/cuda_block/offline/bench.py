@@ -46,7 +46,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -175,12 +174,10 @@ def _device_ir(case: Case, src_root: Path, work: Path,
     from mirecc.tasks.cuda_block import launches
 
     where = work / "sources" / f"{case.program}-{case.size}"
-    clang, built_with = None, None
+    built_with = None
     if case.suite:
         cu, flags, built_with = _suite_program(case, suites)
         args = [*flags, cu, "-c"]
-        # their CUDA 13 headers (libcu++) need a newer clang than 14, where there is one
-        clang = shutil.which("clang++-19")
     elif case.program in cl.TUNABLE:
         cu = cl.prepare_build(str(src_root), case.program, case.size, {}, str(where), "define")
         sized = [] if (case.program, case.size) in cl.CUSTOM_SIZES else \
@@ -198,7 +195,7 @@ def _device_ir(case: Case, src_root: Path, work: Path,
             compiler = built_with if built_with and os.path.exists(built_with) else \
                 nvcc.find_nvcc()
             bc = nvcc.device_ir(cu, cmd, nvcc.toolkit_of(compiler),
-                                clang or find_compiler(load_config(), cxx=True),
+                                find_compiler(load_config(), cxx=True),
                                 Path(tmp) / "d.bc")
             text = device_context(cu, cmd, bc).ir_text
         cached.write_text(text)

@@ -109,7 +109,7 @@ PROGRAMS = {
     "pathfinder": {
         "tree": "rodinia", "dir": "cuda/pathfinder", "tus": ["pathfinder.cu"], "include": [],
         "flags": ["-DcudaThreadSynchronize=cudaDeviceSynchronize"],
-        "sizes": {"C100k": ["100000", "100", "20"], "C1M": ["1000000", "100", "20"]},
+        "sizes": {"C100k": ["100000", "100", "20"], "C200k": ["200000", "200", "20"]},
         "drop": r"blockSize|blockGrid|targetBlock|Exec",
     },
     "convolutionSeparable": {
@@ -206,9 +206,8 @@ def prepare(args) -> None:
         paths = [p["dir"] for p in PROGRAMS.values() if p["tree"] == tree] + TREE_FILES[tree]
         commits[tree] = export(git_dir, paths, os.path.join(src_root, tree))
     plan_out = {"arch": args.arch, "nvcc": nvcc, "commits": commits, "programs": {}}
-    # mirecc-nvcc drives the same nvcc
-    # (and the clang that reads its device IR: CUDA 13's libcu++ needs a newer
-    # one than clang 14); no other setting of the caller's
+    # mirecc-nvcc drives the same nvcc (--cc: the clang that reads its device
+    # IR, else mirecc's own choice); no other setting of the caller's
     base_env = {**{k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")},
                 "MIRECC_NVCC": nvcc, **({"MIRECC_CC": args.cc} if args.cc else {})}
     for name, spec in PROGRAMS.items():
@@ -403,6 +402,37 @@ def _shape_fields(variant: dict, spec: dict) -> dict:
             "suite": spec.get("tree", "")}
 
 
+def _argv(spec: dict, size: str, work: str) -> list[str]:
+    """A size's arguments, its input files made (``{temp}``, ``{power}``:
+    hotspot's, for the chip size its first argument gives)."""
+    argv = list(spec["sizes"][size])
+    if any("{temp}" in a or "{power}" in a for a in argv):
+        files = _hotspot_inputs(work, int(argv[0]))
+        argv = [a.replace("{temp}", files["temp"]).replace("{power}", files["power"])
+                for a in argv]
+    return argv
+
+
+def _preflight(plan, chosen, bundle, probe, env, work, timeout, log) -> bool:
+    """Whether runs must be timed whole: the programs' source builds run
+    once each (not recorded) until one runs, and the probe reported
+    nothing for it."""
+    for program in chosen:
+        spec = plan["programs"][program]
+        size = next(iter(spec["sizes"]))
+        source = next(v for v in spec["variants"] if v["source"])
+        r = run_once(os.path.join(bundle, source["binary"]), program, _argv(spec, size, work),
+                     spec["drop"], probe, env, work, timeout)
+        log(f"preflight {program} {size}: {r['status']}, kernels {r['gpu_seconds']} s")
+        if r["status"] == "no_probe":
+            log(f"the probe wrote nothing ({r['stdout_tail']!r}): every run is timed whole "
+                "(measure 'wall')")
+            return True
+        if r["status"] == "ok":
+            return False
+    return False
+
+
 def run(args) -> None:
     bundle = os.path.abspath(args.bundle)
     with open(os.path.join(bundle, "plan.json")) as fh:
@@ -424,19 +454,15 @@ def run(args) -> None:
     chosen = [p for p in plan["programs"] if not args.programs or p in args.programs.split(",")]
     # a share of the time per (program, size), so that every one gets its rounds
     cases = [(p, s) for p in chosen for s in plan["programs"][p]["sizes"]]
-    wall = False
+    wall = _preflight(plan, chosen, bundle, probe, env, work, args.call_timeout, log)
     with open(rows_path, "a") as rows_fh:
         for n, (program, size) in enumerate(cases):
             spec = plan["programs"][program]
-            argv = list(spec["sizes"][size])
-            if program == "hotspot":
-                files = _hotspot_inputs(work, int(argv[0]))
-                argv = [a.replace("{temp}", files["temp"]).replace("{power}", files["power"])
-                        for a in argv]
+            argv = _argv(spec, size, work)
             share = (deadline - time.monotonic()) / (len(cases) - n)
             stop = time.monotonic() + share
             variants = spec["variants"]
-            reference, results = None, {v["label"]: [] for v in variants}
+            reference, errors, results = None, None, {v["label"]: [] for v in variants}
             for rnd in range(args.repeats):
                 if time.monotonic() > stop and rnd >= 2:
                     log(f"{program} {size}: its share of the time is spent after {rnd} rounds")
@@ -447,15 +473,13 @@ def run(args) -> None:
                         break
                     r = run_once(os.path.join(bundle, v["binary"]), program, argv, spec["drop"],
                                  probe, env, work, args.call_timeout, wall)
-                    if r["status"] == "no_probe" and not wall:
-                        # no CUPTI data on this machine: every run timed whole from here
-                        wall = True
-                        log(f"the probe wrote nothing ({r['stdout_tail']!r}): runs are timed "
-                            "whole (measure 'wall'); this run is repeated")
-                        r = run_once(os.path.join(bundle, v["binary"]), program, argv,
-                                     spec["drop"], probe, env, work, args.call_timeout, wall)
                     if v["source"] and reference is None and r["status"] == "ok":
-                        reference = r["output"]
+                        reference, errors = r["output"], r["api_errors"]
+                    if r["status"] == "ok" and (r["api_errors"] or 0) > (errors or 0):
+                        # a launch or copy failed that the program did not check
+                        r["status"] = "cuda_error"
+                        r["cuda_error"] = (f"{r['api_errors']} CUDA runtime calls failed "
+                                           f"(the source's run: {errors})")
                     results[v["label"]].append(r)
                     row = {"program": program, "size": size, "phase": "time", "repeat": rnd,
                            **_shape_fields(v, spec), "applied": v["blocks"],
@@ -516,8 +540,8 @@ def main(argv=None) -> None:
     p.add_argument("--arch", default=ARCH)
     p.add_argument("--nvcc")
     p.add_argument("--mirecc-nvcc")
-    p.add_argument("--cc", default=shutil.which("clang-19"),
-                   help="the clang mirecc-nvcc reads device IR with (default: clang-19)")
+    p.add_argument("--cc", help="the clang mirecc-nvcc reads device IR with "
+                                "(MIRECC_CC; default: mirecc's own choice)")
     p.add_argument("--programs", help="comma-separated subset of " + ",".join(PROGRAMS))
     r = sub.add_parser("run", help="time every build on this machine's GPU")
     r.add_argument("--bundle", required=True, help="prepare's --out")
