@@ -95,6 +95,61 @@ def test_tune_tries_a_kernels_block_shapes_and_the_profile_applies_the_winner(tm
     assert b"SHAPE008x008" in (tmp_path / "tuned.o").read_bytes()
 
 
+# ordinary CUDA code: the block is an unconditional macro the grid follows
+# (a knob mirecc-nvcc rewrites in a copy); the tag is file-local, so the knob
+# sets nothing other translation units read
+KNOB_KERNEL = """\
+#define THREADS 128
+__global__ void add(float *a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] += 1.0f;
+}
+#define DIGIT(v, p) (char)('0' + (v) / (p) % 10)
+__attribute__((used)) static const char block_shape_tag[] = {
+    'S', 'H', 'A', 'P', 'E', DIGIT(THREADS, 1000), DIGIT(THREADS, 100), DIGIT(THREADS, 10),
+    DIGIT(THREADS, 1), '\\0'};
+void run(int n, float *a) {
+  add<<<(n + THREADS - 1) / THREADS, THREADS>>>(a, n);
+}
+"""
+KNOB_RUN = """\
+#!/bin/sh
+if grep -q -a SHAPE0064 k.o; then sleep 0.1; else sleep 0.3; fi
+echo done
+"""
+
+
+@needs_nvcc
+def test_tune_sets_an_ordinary_macro_knob_through_the_rewritten_copy(tmp_path):
+    (tmp_path / "k.cu").write_text(KNOB_KERNEL)
+    (tmp_path / "run.sh").write_text(KNOB_RUN)
+    (tmp_path / "run.sh").chmod(0o755)
+    env = isolated_env(tmp_path, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([MIRE, "tune", "--build", BUILD, "--run", "./run.sh",
+                           "--artifact", "k.o", "--budget", "13", "--repeats", "2"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    state = json.loads((tmp_path / ".mirecc-tune" / "state.json").read_text())
+    [site] = state["sites"]
+    assert (site["task"], site["target"]) == ("cuda-block", "add")
+    # only the shapes the 1-D knob may take (32..1024, powers of two), the
+    # fallback's first, never the source's 128
+    assert [f"{c['x']}x{c['y']}" for c in site["candidates"]] == [
+        "64x1", "256x1", "32x1", "512x1", "1024x1"]
+    [entry] = read_profile(str(tmp_path / "mirecc.profile"))
+    assert (entry.target, entry.value) == ("add", {"x": 64, "y": 1})
+    env["MIRECC_PROFILE"] = str(tmp_path / "mirecc.profile")
+    tuned = run([MIRECC_NVCC, "-O3", "-c", "k.cu", "-o", "tuned.o"], tmp_path, env=env)
+    assert tuned.returncode == 0 and tuned.stderr == "", tuned.stderr
+    assert b"SHAPE0064" in (tmp_path / "tuned.o").read_bytes()
+    baseline = next((tmp_path / ".mirecc-tune" / "baseline").iterdir())
+    assert b"SHAPE0128" in baseline.read_bytes()
+    text = run([MIRECC_NVCC, "--explain", "-O3", "-c", "k.cu", "-o", "e.o"], tmp_path,
+               env=env).stdout
+    assert "block 64x1 (add" in text and "from the decisions profile" in text and \
+        "THREADS rewritten in a copy" in text, text
+
+
 @needs_nvcc
 def test_mirecc_nvcc_records_tunable_kernels_and_a_record_it_cannot_write_is_one_warning(
         tmp_path):
