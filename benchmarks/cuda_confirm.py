@@ -42,14 +42,11 @@ FLAGS = ["-O3", "-arch=sm_90", "-DcudaThreadSynchronize=cudaDeviceSynchronize",
          "-DPOLYBENCH_NO_FLUSH_CACHE", "-w"]
 
 
-def _normalised(path: Path) -> bytes:
-    return re.sub(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}", b"tmpxft_" + b"0" * 17, path.read_bytes())
-
-
 def build(args) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from mirecc.learn.datasets import default_root
     from mirecc.driver.nvcc import find_nvcc
+    from mirecc.frontend.nvcc import normalised_object
     from mirecc.tasks.cuda_block.offline import cuda_labels as cl
 
     src = args.polybench or default_root() / "polybench-acc" / "CUDA"
@@ -67,7 +64,8 @@ def build(args) -> int:
 
         from mirecc.tasks.cuda_block.offline import bench
 
-        groups = bench.read_labels([bench.LABELS / f for f in bench.LABEL_FILES])
+        groups = bench.read_labels([bench.LABELS / f for f in bench.LABEL_FILES
+                                    if (bench.LABELS / f).is_file()])
         cases = bench.attach_features(bench.cases_of(groups), src, work / "bench")
     for program, (rel, _) in sorted(cl.TUNABLE.items()):
         env = {**os.environ, "MIRECC_APPLY_CUDA_BLOCK": "1"}
@@ -90,7 +88,7 @@ def build(args) -> int:
             explained = json.loads(p2.stdout[p2.stdout.index("{"):])
             entry["decisions"] = [d for u in explained["translation_units"]
                                   for d in u["decisions"]]
-            entry["same"] = _normalised(plain) == _normalised(head)
+            entry["same"] = normalised_object(plain) == normalised_object(head)
             if entry["same"]:
                 head.unlink()
         else:

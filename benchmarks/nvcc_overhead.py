@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -40,13 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mirecc.driver.nvcc import find_nvcc  # noqa: E402
+from mirecc.frontend.nvcc import normalised_object as normalised  # noqa: E402
 
 COMPAT = "-DcudaThreadSynchronize=cudaDeviceSynchronize"
-
-
-def normalised(path: Path) -> bytes:
-    return re.sub(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}", b"tmpxft_" + b"0" * 17,
-                  path.read_bytes())
 
 
 def main() -> int:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -43,9 +42,10 @@ int main() {
 
 
 def normalised(path: Path) -> bytes:
-    """An object with nvcc's temporary-file stem (tmpxft_<pid>_<n>, which
-    differs between two runs of nvcc itself) blanked."""
-    return re.sub(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}", b"tmpxft_" + b"0" * 17, path.read_bytes())
+    """An object with nvcc's temporary-file stem blanked (the front end's)."""
+    from mirecc.frontend.nvcc import normalised_object
+
+    return normalised_object(path)
 
 
 def run(cmd, cwd, env=None):

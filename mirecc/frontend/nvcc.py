@@ -181,6 +181,14 @@ def _wheel_roots() -> list[Path]:
     return roots
 
 
+def normalised_object(path) -> bytes:
+    """An nvcc object's bytes with nvcc's temporary-file stem
+    (``tmpxft_<pid>_<n>``, different in two runs of nvcc itself) blanked:
+    what "the same object" means between two nvcc runs."""
+    with open(path, "rb") as fh:
+        return re.sub(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}", b"tmpxft_" + b"0" * 17, fh.read())
+
+
 @functools.lru_cache(maxsize=8)
 def toolkit_of(nvcc: str) -> Path:
     """The CUDA prefix of ``nvcc`` (``<prefix>/bin/nvcc``); for a wrapper

@@ -33,11 +33,6 @@ INCLUDE_FOLDERS = ("util", "common", "include")
 BUILT = ("identical", "differ", "nvcc differs from itself")
 
 
-def _normalised(path: Path) -> bytes:
-    return re.sub(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}", b"tmpxft_" + b"0" * 17,
-                  path.read_bytes())
-
-
 def flags_for(cu: Path, program: Path, tree: Path, extra=()) -> list[str]:
     dirs = [cu.parent, program]
     for root in (tree, program):
@@ -71,7 +66,7 @@ def compare(cu: Path, flags: list[str], nvcc: str, mirecc_nvcc: str, work: Path)
             errors = [ln for ln in proc.stderr.splitlines() if "error" in ln] or ["no message"]
             return ("mirecc-nvcc fails: " if n == 1 else "nvcc fails: ") + " ".join(
                 os.path.relpath(errors[0], str(cu.parent)).split())[:100]
-        objects.append(_normalised(out))
+        objects.append(front.normalised_object(out))
     if objects[0] == objects[1]:
         return "identical"
     return "nvcc differs from itself" if objects[2] != objects[0] else "differ"

@@ -250,8 +250,7 @@ def prepare(args) -> None:
         rows = [{"label": "source", "shape": None, "blocks": own, "source": True}]
         rows += [{"label": _shape_label(s), "shape": list(s), "blocks": b, "source": False}
                  for s, b in variants(plan, tunable)]
-        with open(src_obj, "rb") as fh:
-            source_bytes = fh.read()
+        source_bytes = front.normalised_object(src_obj)
         for row in rows:
             exe = os.path.join(bindir, row["label"])
             if row["source"]:
@@ -273,10 +272,9 @@ def prepare(args) -> None:
                     if (got.get("x"), got.get("y")) != (x, y):
                         raise SystemExit(f"suite_labels: {name} {row['label']}: mirecc-nvcc "
                                          f"gave {k} {got}, not {x}x{y}")
-                with open(obj, "rb") as fh:
-                    if fh.read() == source_bytes:
-                        raise SystemExit(f"suite_labels: {name} {row['label']}: the object "
-                                         "is the source's: the shape was not applied")
+                if front.normalised_object(obj) == source_bytes:
+                    raise SystemExit(f"suite_labels: {name} {row['label']}: the object "
+                                     "is the source's: the shape was not applied")
                 link(obj, exe)
             row["binary"] = os.path.relpath(exe, out)
             row["blocks"] = {k: _shape_label(v) for k, v in row["blocks"].items()}
@@ -289,8 +287,9 @@ def prepare(args) -> None:
             "kernels": tunable, "sizes": spec["sizes"], "drop": spec["drop"],
             "variants": rows}
         shutil.rmtree(build)
-    with open(os.path.join(out, "plan.json"), "w") as fh:
+    with open(os.path.join(out, "plan.json.tmp"), "w") as fh:
         json.dump(plan_out, fh, indent=1, sort_keys=True)
+    os.replace(os.path.join(out, "plan.json.tmp"), os.path.join(out, "plan.json"))
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
     print(f"suite_labels: {out}: {size / 2**20:.1f} MiB", file=sys.stderr)
 
