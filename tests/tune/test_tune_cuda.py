@@ -47,19 +47,24 @@ echo done
 BUILD = f"{MIRECC_NVCC} -O3 -c k.cu -o k.o"
 
 
+def _tune(tmp_path, kernel: str, run_script: str, *more: str):
+    """``mire tune`` of k.cu built by mirecc-nvcc, the staged run.sh timed;
+    no heads: a kernel's candidates are the kind's fallback shapes.  Budget
+    13: the baseline (1 build + 2 runs), then two candidates (1 build + 2 x 2
+    alternated runs each); the re-check's runs are beyond it."""
+    (tmp_path / "k.cu").write_text(kernel)
+    (tmp_path / "run.sh").write_text(run_script)
+    (tmp_path / "run.sh").chmod(0o755)
+    env = isolated_env(tmp_path, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([MIRE, "tune", "--build", BUILD, "--run", "./run.sh",
+                           "--artifact", "k.o", "--budget", "13", "--repeats", "2", *more],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    return proc, env
+
+
 @needs_nvcc
 def test_tune_tries_a_kernels_block_shapes_and_the_profile_applies_the_winner(tmp_path):
-    (tmp_path / "k.cu").write_text(KERNEL)
-    (tmp_path / "run.sh").write_text(RUN)
-    (tmp_path / "run.sh").chmod(0o755)
-    # no heads: the kernel's candidates are the kind's fallback shapes
-    env = isolated_env(tmp_path, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
-    # baseline (1 build + 2 runs), then 32x8 and 8x8 (1 build + 2 x 2
-    # alternated runs each); the re-check's runs are beyond the budget
-    proc = subprocess.run([MIRE, "tune", "--build", BUILD, "--run", "./run.sh",
-                           "--artifact", "k.o", "--budget", "13", "--repeats", "2",
-                           "--time-profile", "auto"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc, env = _tune(tmp_path, KERNEL, RUN, "--time-profile", "auto")
     assert proc.returncode == 0, proc.stderr
     assert "1 cuda-block site(s) to try; shares by kernels of equal weight" in proc.stderr \
         and "8 candidate(s), 0 predicted to gain more than 2%" in proc.stderr, proc.stderr
@@ -121,13 +126,7 @@ echo done
 
 @needs_nvcc
 def test_tune_sets_an_ordinary_macro_knob_through_the_rewritten_copy(tmp_path):
-    (tmp_path / "k.cu").write_text(KNOB_KERNEL)
-    (tmp_path / "run.sh").write_text(KNOB_RUN)
-    (tmp_path / "run.sh").chmod(0o755)
-    env = isolated_env(tmp_path, MIRECC_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.run([MIRE, "tune", "--build", BUILD, "--run", "./run.sh",
-                           "--artifact", "k.o", "--budget", "13", "--repeats", "2"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc, env = _tune(tmp_path, KNOB_KERNEL, KNOB_RUN)
     assert proc.returncode == 0, proc.stderr
     state = json.loads((tmp_path / ".mirecc-tune" / "state.json").read_text())
     [site] = state["sites"]

@@ -110,18 +110,24 @@ def _bundle(tmp_path, stand_ins):
     return bundle
 
 
+def _run(tmp_path, bundle, repeats: int):
+    """The labelling run over ``bundle``: its folder and rows."""
+    probe = tmp_path / "probe.so"     # the stand-ins write the probe's file themselves
+    probe.write_text("")
+    out = tmp_path / "out"
+    sl.main(["run", "--bundle", str(bundle), "--out", str(out), "--repeats", str(repeats),
+             "--deadline-s", "120", "--probe", str(probe)])
+    return out, [json.loads(line)
+                 for line in (out / "suite_labels.jsonl").read_text().splitlines()]
+
+
 def test_the_run_times_each_shape_and_tells_a_changed_output(tmp_path):
     # the source's run has one runtime call failing (a benign query), as each shape's;
     # 128x1 has three: a launch the program did not check failed, its output the same
     bundle = _bundle(tmp_path, [("source", 0.004, "42", 0), ("64x1", 0.002, "42", 0),
                                 ("128x1", 0.001, "42", 0, 3),
                                 ("512x1", 0.001, "41", 0), ("1024x1", 0.001, "42", 3)])
-    probe = tmp_path / "probe.so"     # the stand-ins write the probe's file themselves
-    probe.write_text("")
-    out = tmp_path / "out"
-    sl.main(["run", "--bundle", str(bundle), "--out", str(out), "--repeats", "3",
-             "--deadline-s", "120", "--probe", str(probe)])
-    rows = [json.loads(line) for line in (out / "suite_labels.jsonl").read_text().splitlines()]
+    out, rows = _run(tmp_path, bundle, 3)
     timed = [r for r in rows if r["phase"] == "time"]
     assert len(timed) == 3 * 5
     # rounds rotate the order: each shape goes first once
@@ -158,12 +164,7 @@ def test_without_the_probes_data_the_runs_are_timed_whole(tmp_path):
     for exe in (bundle / "bin" / "toy").iterdir():   # a machine where CUPTI reports nothing
         exe.write_text(exe.read_text().replace('os.environ["MIRECC_PROBE_OUT"]',
                                                 '"/dev/null"'))
-    probe = tmp_path / "probe.so"
-    probe.write_text("")
-    out = tmp_path / "out"
-    sl.main(["run", "--bundle", str(bundle), "--out", str(out), "--repeats", "2",
-             "--deadline-s", "120", "--probe", str(probe)])
-    rows = [json.loads(line) for line in (out / "suite_labels.jsonl").read_text().splitlines()]
+    out, rows = _run(tmp_path, bundle, 2)
     timed = [r for r in rows if r["phase"] == "time"]
     assert len(timed) == 4 and all(r["measure"] == "wall" and r["status"] == "ok" and
                                    r["gpu_seconds"] == r["wall_s"] for r in timed)

@@ -425,7 +425,8 @@ def run(args) -> int:
 
     src_root = args.cuda_polybench or default_root() / "polybench-acc" / "CUDA"
     labels, out = args.cuda_labels, Path(args.out) / "cuda"
-    groups = read_labels([labels / f for f in LABEL_FILES if (labels / f).is_file()])
+    present = [f for f in LABEL_FILES if (labels / f).is_file()]
+    groups = read_labels([labels / f for f in present])
     cases = attach_features(cases_of(groups), src_root, out, args.cuda_suites)
     wanted = [k for k in args.cuda_features.split(",") if k]
     from mirecc.learn.embeddings import representation_vectors
@@ -438,7 +439,7 @@ def run(args) -> int:
     programs = sorted({c.program for c in cases})
     rows, chosen, refusal = gate
     md = (f"# CUDA block shapes: rankings, leave one program out\n\n"
-          f"Written by `mire bench cuda`. Labels: {', '.join(LABEL_FILES)} (NVIDIA H100 80GB "
+          f"Written by `mire bench cuda`. Labels: {', '.join(present)} (NVIDIA H100 80GB "
           f"HBM3, nvcc -O3 -arch=sm_90, median GPU time of 2-3 rounds per shape). "
           f"{len(cases)} cases (program x input size) of {len(programs)} programs; each "
           f"program's cases held out together. Guess: the first shape where the trees' "
