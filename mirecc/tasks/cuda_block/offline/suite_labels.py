@@ -126,8 +126,33 @@ PROGRAMS = {
         "drop": r"blocks of",
     },
 }
+#: HeCBench (zjin-lcf/HeCBench): programs whose launches the knob analysis
+#: finds tunable, one CUDA file each, numeric arguments only, no atomics in
+#: that file, deterministic inputs; the arguments are those of the
+#: program's Makefile ``run`` target with its repeat count cut (one process
+#: a few seconds at most on an H100): program -> (its CUDA file, arguments)
+HECBENCH = {
+    "adam": ("main.cu", "10000 200 10"), "aobench": ("ao.cu", "10"),
+    "debayer": ("main.cu", "4096 4096 10"),
+    "fhd": ("main.cu", "20000 2097152 0"), "flip": ("main.cu", "3 512 10"),
+    "glu": ("main.cu", "3 1024 10"), "hellinger": ("main.cu", "10"),
+    "iso2dfd": ("iso2dfd.cu", "2048 2048 100"), "keogh": ("main.cu", "256 20000000 10"),
+    "laplace3d": ("main.cu", "128 128 128 100 1"), "mandelbrot": ("main.cu", "100"),
+    "mrc": ("main.cu", "10000000 20"), "murmurhash3": ("murmurhash3.cu", "100000 10"),
+    "relu": ("main.cu", "10000000 100"), "remap": ("main.cu", "10000000 20"),
+    "vol2col": ("main.cu", "20"), "zeropoint": ("main.cu", "10000000 10"),
+    "haccmk": ("haccmk.cu", "20"), "projectile": ("Projectile.cu", "20"),
+    "tissue": ("main.cu", "32 10"), "popcount": ("main.cu", "16777216 20"),
+    "layout": ("main.cu", "20"), "pnpoly": ("main.cu", "10"),
+    "epistasis": ("main.cu", "146 31339 5"),
+}
+for _name, (_cu, _args) in HECBENCH.items():
+    PROGRAMS[f"hec-{_name}"] = {
+        "tree": "hecbench", "dir": f"src/{_name}-cuda", "tus": [_cu], "include": [],
+        "flags": [], "sizes": {"default": _args.split()},
+        "drop": r"(?i)\btime\b|throughput|bandwidth|GB/s|gflop|elapsed|\bsec\b|\(us\)|\(ms\)"}
 #: the files of each tree a program needs beyond its folder
-TREE_FILES = {"rodinia": [], "cuda-samples": [
+TREE_FILES = {"rodinia": [], "hecbench": ["src/include"], "cuda-samples": [
     "Common/helper_cuda.h", "Common/helper_functions.h", "Common/helper_string.h",
     "Common/helper_timer.h", "Common/helper_image.h", "Common/exception.h"]}
 SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".c", ".h", ".hpp")
@@ -153,13 +178,23 @@ def export(git_dir: str, paths: list[str], dest: str) -> str:
     listed = subprocess.run([*git, "ls-tree", "-r", "--name-only", "HEAD", "--", *paths],
                             check=True, capture_output=True, text=True).stdout.split("\n")
     files = [f for f in listed if f.endswith(SOURCE_SUFFIXES)]
+    # one git process for every blob (``cat-file --batch``: a header line,
+    # the bytes, a newline each); a blob the mirror lacks is reported missing
+    batch = subprocess.run([*git, "cat-file", "--batch"], check=True, capture_output=True,
+                           input="".join(f"HEAD:{name}\n" for name in files).encode()).stdout
+    at = 0
     for name in files:
-        blob = subprocess.run([*git, "show", f"HEAD:{name}"], check=True,
-                              capture_output=True).stdout
+        end = batch.index(b"\n", at)
+        header = batch[at:end].split()
+        at = end + 1
+        if header[-1] == b"missing":
+            continue
+        size = int(header[2])
         target = os.path.join(dest, name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as fh:
-            fh.write(blob)
+            fh.write(batch[at:at + size])
+        at += size + 1
     return commit
 
 
@@ -189,10 +224,86 @@ def variants(plan, tunable: list[str]) -> list[tuple[tuple[int, int], dict]]:
     return out
 
 
-def prepare(args) -> None:
+def _prepare_program(name, spec, args, out, src_root, nvcc, mirecc_nvcc, base_env) -> dict:
+    """One program's builds (the source's and each shape's) and its plan entry."""
     from mirecc.frontend import nvcc as front
     from mirecc.tasks.cuda_block import launches
 
+    folder = os.path.join(src_root, spec["tree"], spec["dir"])
+    tree = os.path.join(src_root, spec["tree"])
+    flags = ["-O3", f"-arch={args.arch}", "-w", *spec["flags"],
+             *[f"-I{os.path.join(tree, i)}" for i in spec["include"]], f"-I{folder}"]
+    build = os.path.join(out, "build", name)
+    os.makedirs(build)
+    cu = os.path.join(folder, spec["tus"][0])
+    cmd = front.parse([*flags, "-c", cu])
+    plan = launches.plan_source(launches.scan_source(cu, cmd), cmd)
+    tunable = [k for k, b in plan.blocks.items() if b.tunable]
+    if not tunable:
+        raise SystemExit(f"suite_labels: {name}: no tunable launch in {spec['tus'][0]} "
+                         f"({'; '.join(b.note for b in plan.blocks.values())})")
+    # the other translation units: once, by nvcc
+    others = []
+    for tu in spec["tus"][1:]:
+        obj = os.path.join(build, os.path.splitext(tu)[0] + ".o")
+        _compile([nvcc, *flags, "-c", os.path.join(folder, tu), "-o", obj])
+        others.append(obj)
+
+    def link(obj, exe):
+        _compile([nvcc, f"-arch={args.arch}", "-cudart", "shared", obj, *others, "-o", exe])
+
+    src_obj = os.path.join(build, "source.o")
+    _compile([nvcc, *flags, "-c", cu, "-o", src_obj])
+    record = os.path.join(build, "record.jsonl")
+    _compile([mirecc_nvcc, *flags, "-c", cu, "-o", os.path.join(build, "recorded.o")],
+             env={**base_env, "MIRECC_RECORD": record})
+    with open(record) as fh:
+        decisions = [d for line in fh for d in json.loads(line)["decisions"]]
+    digests = {d["target"]: d["digest"] for d in decisions}
+    bindir = os.path.join(out, "bin", name)
+    os.makedirs(bindir)
+    own = {k: tuple(int(v) for v in plan.blocks[k].default) for k in tunable}
+    rows = [{"label": "source", "shape": None, "blocks": own, "source": True}]
+    rows += [{"label": _shape_label(s), "shape": list(s), "blocks": b, "source": False}
+             for s, b in variants(plan, tunable)]
+    source_bytes = front.normalised_object(src_obj)
+    for row in rows:
+        exe = os.path.join(bindir, row["label"])
+        if row["source"]:
+            link(src_obj, exe)
+        else:
+            profile = os.path.join(build, f"{row['label']}.profile")
+            with open(profile, "w") as fh:
+                for k, (x, y) in row["blocks"].items():
+                    if (x, y) != own[k]:
+                        fh.write(f"cuda-block {cu} {k} {digests[k]} {x}x{y}\n")
+            obj = os.path.join(build, f"{row['label']}.o")
+            rec = os.path.join(build, f"{row['label']}.record.jsonl")
+            _compile([mirecc_nvcc, *flags, "-c", cu, "-o", obj],
+                     env={**base_env, "MIRECC_PROFILE": profile, "MIRECC_RECORD": rec})
+            with open(rec) as fh:
+                made = {d["target"]: d for line in fh for d in json.loads(line)["decisions"]}
+            for k, (x, y) in row["blocks"].items():
+                got = made.get(k, {}).get("value") or {}
+                if (got.get("x"), got.get("y")) != (x, y):
+                    raise SystemExit(f"suite_labels: {name} {row['label']}: mirecc-nvcc "
+                                     f"gave {k} {got}, not {x}x{y}")
+            if front.normalised_object(obj) == source_bytes:
+                raise SystemExit(f"suite_labels: {name} {row['label']}: the object "
+                                 "is the source's: the shape was not applied")
+            link(obj, exe)
+        row["binary"] = os.path.relpath(exe, out)
+        row["blocks"] = {k: _shape_label(v) for k, v in row["blocks"].items()}
+    print(f"suite_labels: {name}: {len(rows) - 1} shapes besides the source's "
+          f"({', '.join(tunable)})", file=sys.stderr)
+    return {"tree": spec["tree"], "dir": spec["dir"], "cu": os.path.relpath(cu, out),
+            "flags": [f if not f.startswith("-I") else "-I" + os.path.relpath(f[2:], out)
+                      for f in flags],
+            "kernels": tunable, "sizes": spec["sizes"], "drop": spec["drop"],
+            "variants": rows}
+
+
+def prepare(args) -> None:
     out = os.path.abspath(args.out)
     src_root = os.path.join(out, "src")
     shutil.rmtree(out, ignore_errors=True)
@@ -200,93 +311,32 @@ def prepare(args) -> None:
     nvcc = cl.find_nvcc(args.nvcc)
     mirecc_nvcc = args.mirecc_nvcc or shutil.which("mirecc-nvcc") or os.path.join(
         os.path.dirname(sys.executable), "mirecc-nvcc")
-    trees = {"rodinia": _git_dir(args.rodinia), "cuda-samples": _git_dir(args.samples)}
+    given = {"rodinia": args.rodinia, "cuda-samples": args.samples, "hecbench": args.hecbench}
+    trees = {tree: _git_dir(path) for tree, path in given.items() if path}
+    if not trees:
+        raise SystemExit("suite_labels prepare: no suite given (--rodinia, --samples, "
+                         "--hecbench)")
     commits = {}
     for tree, git_dir in trees.items():
         paths = [p["dir"] for p in PROGRAMS.values() if p["tree"] == tree] + TREE_FILES[tree]
         commits[tree] = export(git_dir, paths, os.path.join(src_root, tree))
-    plan_out = {"arch": args.arch, "nvcc": nvcc, "commits": commits, "programs": {}}
+    plan_out = {"arch": args.arch, "nvcc": nvcc, "commits": commits, "programs": {},
+                "left_out": {}}
     # mirecc-nvcc drives the same nvcc (--cc: the clang that reads its device
     # IR, else mirecc's own choice); no other setting of the caller's
     base_env = {**{k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")},
                 "MIRECC_NVCC": nvcc, **({"MIRECC_CC": args.cc} if args.cc else {})}
     for name, spec in PROGRAMS.items():
-        if args.programs and name not in args.programs.split(","):
+        if spec["tree"] not in trees or args.programs and name not in args.programs.split(","):
             continue
-        folder = os.path.join(src_root, spec["tree"], spec["dir"])
-        tree = os.path.join(src_root, spec["tree"])
-        flags = ["-O3", f"-arch={args.arch}", "-w", *spec["flags"],
-                 *[f"-I{os.path.join(tree, i)}" for i in spec["include"]], f"-I{folder}"]
-        build = os.path.join(out, "build", name)
-        os.makedirs(build)
-        cu = os.path.join(folder, spec["tus"][0])
-        cmd = front.parse([*flags, "-c", cu])
-        plan = launches.plan_source(launches.scan_source(cu, cmd), cmd)
-        tunable = [k for k, b in plan.blocks.items() if b.tunable]
-        if not tunable:
-            raise SystemExit(f"suite_labels: {name}: no tunable launch in {spec['tus'][0]} "
-                             f"({'; '.join(b.note for b in plan.blocks.values())})")
-        # the other translation units: once, by nvcc
-        others = []
-        for tu in spec["tus"][1:]:
-            obj = os.path.join(build, os.path.splitext(tu)[0] + ".o")
-            _compile([nvcc, *flags, "-c", os.path.join(folder, tu), "-o", obj])
-            others.append(obj)
-
-        def link(obj, exe):
-            _compile([nvcc, f"-arch={args.arch}", "-cudart", "shared", obj, *others, "-o", exe])
-
-        src_obj = os.path.join(build, "source.o")
-        _compile([nvcc, *flags, "-c", cu, "-o", src_obj])
-        record = os.path.join(build, "record.jsonl")
-        _compile([mirecc_nvcc, *flags, "-c", cu, "-o", os.path.join(build, "recorded.o")],
-                 env={**base_env, "MIRECC_RECORD": record})
-        with open(record) as fh:
-            decisions = [d for line in fh for d in json.loads(line)["decisions"]]
-        digests = {d["target"]: d["digest"] for d in decisions}
-        bindir = os.path.join(out, "bin", name)
-        os.makedirs(bindir)
-        own = {k: tuple(int(v) for v in plan.blocks[k].default) for k in tunable}
-        rows = [{"label": "source", "shape": None, "blocks": own, "source": True}]
-        rows += [{"label": _shape_label(s), "shape": list(s), "blocks": b, "source": False}
-                 for s, b in variants(plan, tunable)]
-        source_bytes = front.normalised_object(src_obj)
-        for row in rows:
-            exe = os.path.join(bindir, row["label"])
-            if row["source"]:
-                link(src_obj, exe)
-            else:
-                profile = os.path.join(build, f"{row['label']}.profile")
-                with open(profile, "w") as fh:
-                    for k, (x, y) in row["blocks"].items():
-                        if (x, y) != own[k]:
-                            fh.write(f"cuda-block {cu} {k} {digests[k]} {x}x{y}\n")
-                obj = os.path.join(build, f"{row['label']}.o")
-                rec = os.path.join(build, f"{row['label']}.record.jsonl")
-                _compile([mirecc_nvcc, *flags, "-c", cu, "-o", obj],
-                         env={**base_env, "MIRECC_PROFILE": profile, "MIRECC_RECORD": rec})
-                with open(rec) as fh:
-                    made = {d["target"]: d for line in fh for d in json.loads(line)["decisions"]}
-                for k, (x, y) in row["blocks"].items():
-                    got = made.get(k, {}).get("value") or {}
-                    if (got.get("x"), got.get("y")) != (x, y):
-                        raise SystemExit(f"suite_labels: {name} {row['label']}: mirecc-nvcc "
-                                         f"gave {k} {got}, not {x}x{y}")
-                if front.normalised_object(obj) == source_bytes:
-                    raise SystemExit(f"suite_labels: {name} {row['label']}: the object "
-                                     "is the source's: the shape was not applied")
-                link(obj, exe)
-            row["binary"] = os.path.relpath(exe, out)
-            row["blocks"] = {k: _shape_label(v) for k, v in row["blocks"].items()}
-        print(f"suite_labels: {name}: {len(rows) - 1} shapes besides the source's "
-              f"({', '.join(tunable)})", file=sys.stderr)
-        plan_out["programs"][name] = {
-            "tree": spec["tree"], "dir": spec["dir"], "cu": os.path.relpath(cu, out),
-            "flags": [f if not f.startswith("-I") else "-I" + os.path.relpath(f[2:], out)
-                      for f in flags],
-            "kernels": tunable, "sizes": spec["sizes"], "drop": spec["drop"],
-            "variants": rows}
-        shutil.rmtree(build)
+        try:
+            plan_out["programs"][name] = _prepare_program(
+                name, spec, args, out, src_root, nvcc, mirecc_nvcc, base_env)
+        except (RuntimeError, SystemExit, KeyError, OSError) as exc:
+            # a program that does not build here is left out, said why
+            plan_out["left_out"][name] = str(exc)[-400:]
+            print(f"suite_labels: {name}: left out: {str(exc)[-300:]}", file=sys.stderr)
+        shutil.rmtree(os.path.join(out, "build", name), ignore_errors=True)
     with open(os.path.join(out, "plan.json.tmp"), "w") as fh:
         json.dump(plan_out, fh, indent=1, sort_keys=True)
     os.replace(os.path.join(out, "plan.json.tmp"), os.path.join(out, "plan.json"))
@@ -432,6 +482,41 @@ def _preflight(plan, chosen, bundle, probe, env, work, timeout, log) -> bool:
     return False
 
 
+def _round(case, rnd, bundle, probe, env, work, timeout, wall, deadline, rows_fh) -> None:
+    """One round of a (program, size): each build once, the order rotated by
+    the round; a ``time`` row per run, then a ``check`` row per build with
+    its runs so far whose output differed from the source's first."""
+    spec, variants = case["spec"], case["spec"]["variants"]
+    order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+    for v in order:
+        if time.monotonic() > deadline:
+            break
+        r = run_once(os.path.join(bundle, v["binary"]), case["program"], case["argv"],
+                     spec["drop"], probe, env, work, timeout, wall)
+        if v["source"] and case["reference"] is None and r["status"] == "ok":
+            case["reference"], case["errors"] = r["output"], r["api_errors"]
+        if r["status"] == "ok" and (r["api_errors"] or 0) > (case["errors"] or 0):
+            # a launch or copy failed that the program did not check
+            r["status"] = "cuda_error"
+            r["cuda_error"] = (f"{r['api_errors']} CUDA runtime calls failed "
+                               f"(the source's run: {case['errors']})")
+        case["results"][v["label"]].append(r)
+        rows_fh.write(json.dumps({"program": case["program"], "size": case["size"],
+                                  "phase": "time", "repeat": rnd, **_shape_fields(v, spec),
+                                  "applied": v["blocks"], "cuda_error": None,
+                                  "mismatches": None, **r}, sort_keys=True) + "\n")
+    for v in variants:
+        runs = case["results"][v["label"]]
+        if runs:        # the last check row of a build counts: every run so far
+            rows_fh.write(json.dumps({
+                "program": case["program"], "size": case["size"], "phase": "check",
+                **_shape_fields(v, spec),
+                "status": "ok" if case["reference"] else "no_reference", "cuda_error": None,
+                "mismatches": sum(r["output"] != case["reference"] for r in runs),
+                "runs": len(runs)}, sort_keys=True) + "\n")
+    rows_fh.flush()
+
+
 def run(args) -> None:
     bundle = os.path.abspath(args.bundle)
     with open(os.path.join(bundle, "plan.json")) as fh:
@@ -451,59 +536,32 @@ def run(args) -> None:
                    "args": vars(args), "plan": plan}, fh, indent=1, default=str)
     rows_path = os.path.join(args.out, "suite_labels.jsonl")
     chosen = [p for p in plan["programs"] if not args.programs or p in args.programs.split(",")]
-    # a share of the time per (program, size), so that every one gets its rounds
-    cases = [(p, s) for p in chosen for s in plan["programs"][p]["sizes"]]
     wall = _preflight(plan, chosen, bundle, probe, env, work, args.call_timeout, log)
+    # breadth first: every (program, size) gets a round before any gets the
+    # next, so that the deadline leaves each case the same number of rounds
+    cases = [{"program": p, "size": s, "spec": plan["programs"][p],
+              "argv": _argv(plan["programs"][p], s, work), "reference": None, "errors": None,
+              "results": {v["label"]: [] for v in plan["programs"][p]["variants"]}}
+             for p in chosen for s in plan["programs"][p]["sizes"]]
     with open(rows_path, "a") as rows_fh:
-        for n, (program, size) in enumerate(cases):
-            spec = plan["programs"][program]
-            argv = _argv(spec, size, work)
-            share = (deadline - time.monotonic()) / (len(cases) - n)
-            stop = time.monotonic() + share
-            variants = spec["variants"]
-            reference, errors, results = None, None, {v["label"]: [] for v in variants}
-            for rnd in range(args.repeats):
-                if time.monotonic() > stop and rnd >= 2:
-                    log(f"{program} {size}: its share of the time is spent after {rnd} rounds")
+        for rnd in range(args.repeats):
+            for case in cases:
+                if time.monotonic() > deadline:
                     break
-                order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
-                for v in order:
-                    if time.monotonic() > deadline:
-                        break
-                    r = run_once(os.path.join(bundle, v["binary"]), program, argv, spec["drop"],
-                                 probe, env, work, args.call_timeout, wall)
-                    if v["source"] and reference is None and r["status"] == "ok":
-                        reference, errors = r["output"], r["api_errors"]
-                    if r["status"] == "ok" and (r["api_errors"] or 0) > (errors or 0):
-                        # a launch or copy failed that the program did not check
-                        r["status"] = "cuda_error"
-                        r["cuda_error"] = (f"{r['api_errors']} CUDA runtime calls failed "
-                                           f"(the source's run: {errors})")
-                    results[v["label"]].append(r)
-                    row = {"program": program, "size": size, "phase": "time", "repeat": rnd,
-                           **_shape_fields(v, spec), "applied": v["blocks"],
-                           "cuda_error": None, "mismatches": None, **r}
-                    rows_fh.write(json.dumps(row, sort_keys=True) + "\n")
-                    rows_fh.flush()
-            for v in variants:
-                runs = results[v["label"]]
-                if not runs:
-                    continue
-                wrong = sum(r["output"] != reference for r in runs)
-                rows_fh.write(json.dumps({
-                    "program": program, "size": size, "phase": "check", **_shape_fields(v, spec),
-                    "status": "ok" if reference else "no_reference", "cuda_error": None,
-                    "mismatches": wrong, "runs": len(runs)}, sort_keys=True) + "\n")
-            times = {lab: sorted(r["gpu_seconds"] for r in rs if r["status"] == "ok"
-                                 and r["gpu_seconds"])
-                     for lab, rs in results.items()}
-            src = times.get("source") or []
-            log(f"{program} {size}: " + ", ".join(
-                f"{lab} {len(t)}x {t[len(t) // 2] * 1e3:.3f} ms" for lab, t in times.items() if t)
-                + ("" if src else "; no source time"))
+                if rnd and case["reference"] is None:
+                    continue          # its source build never ran: nothing to compare with
+                _round(case, rnd, bundle, probe, env, work, args.call_timeout, wall, deadline,
+                       rows_fh)
+            log(f"round {rnd + 1} done" if time.monotonic() <= deadline else
+                f"deadline reached in round {rnd + 1}")
             if time.monotonic() > deadline:
-                log("deadline reached")
                 break
+    for case in cases:
+        times = {lab: sorted(r["gpu_seconds"] for r in rs if r["status"] == "ok"
+                             and r["gpu_seconds"]) for lab, rs in case["results"].items()}
+        log(f"{case['program']} {case['size']}: " + ", ".join(
+            f"{lab} {len(t)}x {t[len(t) // 2] * 1e3:.3f} ms" for lab, t in times.items() if t)
+            + ("" if times.get("source") else "; no source time"))
     shutil.rmtree(work, ignore_errors=True)
     with open(rows_path) as fh:
         records = [json.loads(line) for line in fh if line.strip()]
@@ -533,8 +591,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="suite_labels", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="step", required=True)
     p = sub.add_parser("prepare", help="export the programs and build every shape (no GPU)")
-    p.add_argument("--rodinia", required=True, help="yuhc/gpu-rodinia: a checkout or git dir")
-    p.add_argument("--samples", required=True, help="NVIDIA/cuda-samples: a checkout or git dir")
+    p.add_argument("--rodinia", help="yuhc/gpu-rodinia: a checkout or git dir")
+    p.add_argument("--samples", help="NVIDIA/cuda-samples: a checkout or git dir")
+    p.add_argument("--hecbench", help="zjin-lcf/HeCBench: a checkout or git dir")
     p.add_argument("--out", required=True)
     p.add_argument("--arch", default=ARCH)
     p.add_argument("--nvcc")
