@@ -184,3 +184,27 @@ def test_the_probe_builds_against_the_machines_cupti(tmp_path):
                              text=True, check=True).stdout
     assert " T InitializeInjection" in symbols
     assert env["LD_LIBRARY_PATH"]
+
+
+def test_the_bench_reports_the_other_suites_programs_apart():
+    from types import SimpleNamespace
+
+    from mirecc.tasks.cuda_block.offline import bench
+    cases = [bench.Case("gemm", "MINI", (32, 8), {(8, 8): 1.5}),
+             bench.Case("toy", "N1", (256, 1), {(64, 1): 2.0, (128, 1): 1.2}, suite="rodinia"),
+             bench.Case("toy", "N2", (256, 1), {(64, 1): 0.9, (128, 1): 1.1}, suite="rodinia"),
+             bench.Case("sum", "N1", (128, 1), {(64, 1): 1.05}, bad={(512, 1)},
+                        suite="hecbench")]
+    # the forest's guesses with their predicted log gains
+    ranked = {0: [((8, 8), 0.4)], 1: [((64, 1), 0.5), ((128, 1), 0.1)],
+              2: [((64, 1), 0.3), ((128, 1), 0.2)], 3: [((512, 1), 0.25), ((64, 1), 0.01)]}
+    gate = ([], SimpleNamespace(threshold=0.28), None)
+    text = bench.suites_section(cases, {"statistics": ranked}, gate)
+    assert "3 cases of 2 programs" in text
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines()
+            if line.startswith("| toy") or line.startswith("| sum")}
+    # toy: the gate lets 64x1 through at both sizes (2.0x and 0.9x); sum: its
+    # guess (a shape that failed) is under the gate's bar, so the source's
+    assert rows["toy"].endswith("| rodinia | 2 | 1.483 | 1.342 | 0.900 |")
+    assert rows["sum"].endswith("| hecbench | 1 | 1.050 | 1.000 | 1.000 |")
+    assert bench.suites_section(cases[:1], {"statistics": {0: ranked[0]}}, gate) == ""

@@ -60,8 +60,10 @@ from mirecc.tasks.cuda_block.offline import cuda_labels as cl
 
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "cuda-block" / "labels"
+#: the other suites' labels (``suite_labels run``) and the machine they were timed on
+SUITE_FILE, SUITE_MACHINE = "suites.jsonl.gz", "suites-machine.json.gz"
 LABEL_FILES = ("h100-polybench.jsonl.gz", "h100-polybench-larger.jsonl.gz",
-               "h100-own-kernels.jsonl.gz", "suites.jsonl.gz")
+               "h100-own-kernels.jsonl.gz", SUITE_FILE)
 #: where ``suite_labels prepare`` put the other suites' programs (their
 #: sources: a suite case's device IR and plan)
 SUITES = ROOT / ".work" / "cuda-suites"
@@ -103,6 +105,19 @@ def _first_block(text: str) -> tuple[int, int]:
     """The first kernel's block of a label's ``block`` ("32x8", "1:256x1 2:32x8")."""
     x, _, y = text.split()[0].rpartition(":")[2].partition("x")
     return int(x), int(y or 1)
+
+
+def suite_machine(labels: Path) -> str:
+    """The GPU the other suites' labels were timed on (``nvidia-smi``'s name
+    in ``suite_labels run``'s machine file, gzipped beside them)."""
+    import gzip
+
+    try:
+        with gzip.open(labels / SUITE_MACHINE, "rt") as fh:
+            smi = json.load(fh)["machine"]["nvidia_smi"]
+        return smi.splitlines()[1].split(",")[0].strip()
+    except (OSError, KeyError, IndexError, ValueError):
+        return "GPU not recorded"
 
 
 def read_labels(paths) -> dict[tuple[str, str], list[dict]]:
@@ -372,6 +387,32 @@ def gated(cases, ranked: dict, gate) -> dict:
     return rankbench.judge(cases, ranked, None, chosen.threshold if chosen else math.inf)
 
 
+def suites_section(cases, rankings: dict, gate) -> str:
+    """The other suites' programs alone (their folds are the same: each
+    program held out): the rankings' table on their cases, and per program
+    the oracle and the statistics forest's guess with the calibrated gate,
+    its geomean and worst size; "" where no case is a suite's."""
+    index = [i for i, c in enumerate(cases) if c.suite]
+    if not index:
+        return ""
+    sub = [cases[i] for i in index]
+    ranked = {name: {j: r[i] for j, i in enumerate(index)} for name, r in rankings.items()}
+    text, results = table(sub, ranked, gate)
+    guess = results["statistics"].get(GATED) or results["statistics"]["guess"]
+    lines = [f"## Other suites' programs ({len(sub)} cases of "
+             f"{len({c.program for c in sub})} programs)", "", text, "",
+             "| program | suite | sizes | oracle | guess, calibrated gate | its worst size |",
+             "|---|---|---:|---:|---:|---:|"]
+    for program in sorted({c.program for c in sub}):
+        mine = [j for j, c in enumerate(sub) if c.program == program]
+        speeds = [guess["speeds"][j] for j in mine]
+        oracle = math.exp(sum(math.log(sub[j].oracle) for j in mine) / len(mine))
+        lines.append(f"| {program} | {sub[mine[0]].suite} | {len(mine)} | {oracle:.3f} | "
+                     f"{math.exp(sum(map(math.log, speeds)) / len(speeds)):.3f} | "
+                     f"{min(speeds):.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(results, path: Path) -> None:
     rankbench.plot(results, path, KS, "CUDA block shapes, leave one program out (H100 labels)")
 
@@ -439,8 +480,12 @@ def run(args) -> int:
     programs = sorted({c.program for c in cases})
     rows, chosen, refusal = gate
     md = (f"# CUDA block shapes: rankings, leave one program out\n\n"
-          f"Written by `mire bench cuda`. Labels: {', '.join(present)} (NVIDIA H100 80GB "
-          f"HBM3, nvcc -O3 -arch=sm_90, median GPU time of 2-3 rounds per shape). "
+          f"Written by `mire bench cuda`. Labels: "
+          f"{', '.join(f for f in present if f != SUITE_FILE)} (NVIDIA H100 80GB "
+          f"HBM3, nvcc -O3 -arch=sm_90, median GPU time of 2-3 rounds per shape)"
+          + (f"; {SUITE_FILE} ({suite_machine(labels)}, mirecc-nvcc -O3 -arch=sm_90, the "
+             f"kernels' CUPTI time, median of the rounds)" if SUITE_FILE in present else "")
+          + ". "
           f"{len(cases)} cases (program x input size) of {len(programs)} programs; each "
           f"program's cases held out together. Guess: the first shape where the trees' "
           f"{QUANTILE:.2f} quantile predicts more than {MIN_GAIN:.2f} log gain, else the "
@@ -459,7 +504,8 @@ def run(args) -> int:
           f"head ships the admissible threshold with the best geomean (no program below "
           f"0.95x, something applied) as its min_gain, else refuses forcing. Chosen on "
           f"these same folds, so its row is optimistic.\n\n{gate_markdown(rows, chosen)}\n"
-          + (f"\nNo threshold is admissible: {refusal}.\n" if refusal else ""))
+          + (f"\nNo threshold is admissible: {refusal}.\n" if refusal else "")
+          + ("\n" + suites if (suites := suites_section(cases, rankings, gate)) else ""))
     out.mkdir(parents=True, exist_ok=True)
     from mirecc.util.fsutil import atomic_write_bytes
 
