@@ -198,8 +198,8 @@ def toolkit_of(nvcc: str) -> Path:
     if (prefix / "include" / "cuda_runtime.h").is_file():
         return prefix
     try:
-        proc = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], capture_output=True,
-                              text=True, timeout=60)
+        proc = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull],
+                              capture_output=True, text=True, timeout=60)
         here = re.search(r"^#\$ _HERE_=(.+)$", proc.stderr + proc.stdout, re.M)
     except (OSError, subprocess.SubprocessError):
         here = None
@@ -257,13 +257,15 @@ def device_ir(source: str, cmd: NvccCommand, toolkit: Path, clang: str, out: Pat
     clang 14 cannot read CUDA 13's libcu++, with the newest other clang
     installed, :func:`newer_clang`: only the IR mirecc reads comes from it,
     never an object)."""
-    for compiler in dict.fromkeys(filter(None, [clang, newer_clang(clang)])):
+    compiler, errors = clang, []
+    while compiler:
         for arch in dict.fromkeys([device_arch(cmd), DEFAULT_ARCH]):
             proc = subprocess.run(device_ir_command(source, cmd, toolkit, compiler, out, arch),
                                   capture_output=True, text=True, cwd=cwd)
             if proc.returncode == 0:
                 return out
             errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+        compiler = newer_clang(clang) if compiler == clang else None
     raise NvccError(f"{source}: clang cannot emit its device IR: "
                     f"{(errors or ['no message'])[-1].strip()}")
 

@@ -74,7 +74,8 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _KERNEL = re.compile(r"\b__global__\b([^;{]*?)\b([A-Za-z_]\w*)\s*\(")
 #: a definition with external linkage and an initialiser (``extern "C" const
 #: uint MAX = 4 * B;``): name, initialiser
-_EXPORTED = re.compile(r'\bextern\b(?:\s*"[^"\n]*")?[^;{}()=]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*=\s*([^;]*);')
+_EXPORTED = re.compile(r'\bextern\b(?:\s*"[^"\n]*")?[^;{}()=]*?\b([A-Za-z_]\w*)\s*'
+                       r'(?:\[[^\]]*\]\s*)*=\s*([^;]*);')
 _DEVICE_FN = re.compile(r"\b__device__\b[^;{=]*?\b([A-Za-z_]\w*)\s*\(")
 
 
