@@ -6,8 +6,8 @@
 #       --rodinia <gpu-rodinia> --samples <cuda-samples> --hecbench <HeCBench> \
 #       --nvcc /usr/local/cuda/bin/nvcc --out .work/cuda-suites
 # Call it with timeout_s 570: the run stops starting processes at 480 s.
-# Results under $OUT/suites; suite_labels.jsonl goes to
-# heads/cuda-block/labels/suites.jsonl.gz and suite_machine.json to
+# Results under $OUT/suites; cuda_labels.jsonl goes to
+# heads/cuda-block/labels/suites.jsonl.gz and cuda_machine.json to
 # suites-machine.json.gz (gzip -n), the summary and log beside them.
 set -u
 out=${OUT:-/tmp/cuda-lease}

@@ -36,9 +36,10 @@ back from the device).  A run's output is that digest, the files the
 program writes and its standard output without the lines that print the
 shape or a time (the program's ``drop``); a shape is wrong where any of its
 runs' output differs from the source shape's first, or a run failed.
-Output: ``suite_labels.jsonl`` in ``cuda_labels``'s row format (phases
-``time`` and one ``check`` per shape; ``gpu_seconds`` the kernels' sum),
-``suite_machine.json``, ``suite_summary.txt``, ``suite_log.txt``.
+Output, as ``cuda_labels``'s (its ``Recorder`` and ``summarize``):
+``cuda_labels.jsonl`` (phases ``time`` and, per round, a ``check`` per
+build; ``gpu_seconds`` the kernels' sum), ``cuda_machine.json``,
+``cuda_summary.txt``, ``cuda_log.txt``.
 """
 from __future__ import annotations
 
@@ -201,9 +202,9 @@ def export(git_dir: str, paths: list[str], dest: str) -> str:
 
 
 def _compile(cmd: list[str], env=None) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(cmd)}: {(done.stderr or done.stdout).strip()[-800:]}")
+    code, out = cl._run(cmd, timeout=900, env=env)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {out.strip()[-800:]}")
 
 
 def _shape_label(shape) -> str:
@@ -382,17 +383,6 @@ def build_probe(work: str) -> tuple[str, dict]:
     return probe, {"LD_LIBRARY_PATH": env_lib}
 
 
-class Log:
-    def __init__(self, path: str):
-        self.fh, self.t0 = open(path, "a"), time.monotonic()
-
-    def __call__(self, msg: str) -> None:
-        line = f"[{time.monotonic() - self.t0:8.1f}s] {msg}"
-        print(line, file=sys.stderr, flush=True)
-        self.fh.write(line + "\n")
-        self.fh.flush()
-
-
 def run_once(binary: str, name: str, argv: list[str], drop: str, probe: str, env: dict,
              work: str, timeout: float, wall: bool = False) -> dict:
     """One run of ``binary`` (as ``name``) under the probe: status, the
@@ -464,7 +454,7 @@ def _argv(spec: dict, size: str, work: str) -> list[str]:
     return argv
 
 
-def _preflight(plan, chosen, bundle, probe, env, work, timeout, log) -> bool:
+def _preflight(plan, chosen, bundle, probe, env, work, timeout, rec) -> bool:
     """Whether runs must be timed whole: the programs' source builds run
     once each (not recorded) until one runs, and the probe reported
     nothing for it."""
@@ -474,9 +464,9 @@ def _preflight(plan, chosen, bundle, probe, env, work, timeout, log) -> bool:
         source = next(v for v in spec["variants"] if v["source"])
         r = run_once(os.path.join(bundle, source["binary"]), program, _argv(spec, size, work),
                      spec["drop"], probe, env, work, timeout)
-        log(f"preflight {program} {size}: {r['status']}, kernels {r['gpu_seconds']} s")
+        rec.log(f"preflight {program} {size}: {r['status']}, kernels {r['gpu_seconds']} s")
         if r["status"] == "no_probe":
-            log(f"the probe wrote nothing ({r['stdout_tail']!r}): every run is timed whole "
+            rec.log(f"the probe wrote nothing ({r['stdout_tail']!r}): every run is timed whole "
                 "(measure 'wall')")
             return True
         if r["status"] == "ok":
@@ -484,7 +474,7 @@ def _preflight(plan, chosen, bundle, probe, env, work, timeout, log) -> bool:
     return False
 
 
-def _round(case, rnd, bundle, probe, env, work, timeout, wall, deadline, rows_fh) -> None:
+def _round(case, rnd, bundle, probe, env, work, timeout, wall, deadline, rec) -> None:
     """One round of a (program, size): each build once, the order rotated by
     the round; a ``time`` row per run, then a ``check`` row per build with
     its runs so far whose output differed from the source's first."""
@@ -503,20 +493,18 @@ def _round(case, rnd, bundle, probe, env, work, timeout, wall, deadline, rows_fh
             r["cuda_error"] = (f"{r['api_errors']} CUDA runtime calls failed "
                                f"(the source's run: {case['errors']})")
         case["results"][v["label"]].append(r)
-        rows_fh.write(json.dumps({"program": case["program"], "size": case["size"],
-                                  "phase": "time", "repeat": rnd, **_shape_fields(v, spec),
-                                  "applied": v["blocks"], "cuda_error": None,
-                                  "mismatches": None, **r}, sort_keys=True) + "\n")
+        rec.write({"program": case["program"], "size": case["size"], "phase": "time",
+                   "repeat": rnd, **_shape_fields(v, spec), "applied": v["blocks"],
+                   "cuda_error": None, "mismatches": None, **r})
     for v in variants:
         runs = case["results"][v["label"]]
         if runs:        # the last check row of a build counts: every run so far
-            rows_fh.write(json.dumps({
+            rec.write({
                 "program": case["program"], "size": case["size"], "phase": "check",
                 **_shape_fields(v, spec),
                 "status": "ok" if case["reference"] else "no_reference", "cuda_error": None,
                 "mismatches": sum(r["output"] != case["reference"] for r in runs),
-                "runs": len(runs)}, sort_keys=True) + "\n")
-    rows_fh.flush()
+                "runs": len(runs)})
 
 
 def run(args) -> None:
@@ -524,69 +512,48 @@ def run(args) -> None:
     with open(os.path.join(bundle, "plan.json")) as fh:
         plan = json.load(fh)
     os.makedirs(args.out, exist_ok=True)
-    log = Log(os.path.join(args.out, "suite_log.txt"))
+    rec = cl.Recorder(args.out)      # cuda_labels.jsonl, cuda_log.txt
     deadline = time.monotonic() + args.deadline_s
     work = tempfile.mkdtemp(prefix="suite-labels-")
     if args.probe:       # built already (and its libraries on the loader's path)
         probe, env = os.path.abspath(args.probe), {}
     else:
         probe, env = build_probe(work)
-    log(f"probe: {probe}; LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '(as it is)')}")
-    with open(os.path.join(args.out, "suite_machine.json"), "w") as fh:
+    rec.log(f"probe: {probe}; LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '(as it is)')}")
+    with open(os.path.join(args.out, "cuda_machine.json"), "w") as fh:
         json.dump({"machine": cl.machine_info(cl.find_nvcc()), "platform": platform.platform(),
                    "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                    "args": vars(args), "plan": plan}, fh, indent=1, default=str)
-    rows_path = os.path.join(args.out, "suite_labels.jsonl")
     chosen = [p for p in plan["programs"] if not args.programs or p in args.programs.split(",")]
-    wall = _preflight(plan, chosen, bundle, probe, env, work, args.call_timeout, log)
+    wall = _preflight(plan, chosen, bundle, probe, env, work, args.call_timeout, rec)
     # breadth first: every (program, size) gets a round before any gets the
     # next, so that the deadline leaves each case the same number of rounds
     cases = [{"program": p, "size": s, "spec": plan["programs"][p],
               "argv": _argv(plan["programs"][p], s, work), "reference": None, "errors": None,
               "results": {v["label"]: [] for v in plan["programs"][p]["variants"]}}
              for p in chosen for s in plan["programs"][p]["sizes"]]
-    with open(rows_path, "a") as rows_fh:
-        for rnd in range(args.repeats):
-            for case in cases:
-                if time.monotonic() > deadline:
-                    break
-                if rnd and case["reference"] is None:
-                    continue          # its source build never ran: nothing to compare with
-                _round(case, rnd, bundle, probe, env, work, args.call_timeout, wall, deadline,
-                       rows_fh)
-            log(f"round {rnd + 1} done" if time.monotonic() <= deadline else
-                f"deadline reached in round {rnd + 1}")
+    for rnd in range(args.repeats):
+        for case in cases:
             if time.monotonic() > deadline:
                 break
+            if rnd and case["reference"] is None:
+                continue          # its source build never ran: nothing to compare with
+            _round(case, rnd, bundle, probe, env, work, args.call_timeout, wall, deadline, rec)
+        rec.log(f"round {rnd + 1} done" if time.monotonic() <= deadline else
+                f"deadline reached in round {rnd + 1}")
+        if time.monotonic() > deadline:
+            break
     for case in cases:
         times = {lab: sorted(r["gpu_seconds"] for r in rs if r["status"] == "ok"
                              and r["gpu_seconds"]) for lab, rs in case["results"].items()}
-        log(f"{case['program']} {case['size']}: " + ", ".join(
+        rec.log(f"{case['program']} {case['size']}: " + ", ".join(
             f"{lab} {len(t)}x {t[len(t) // 2] * 1e3:.3f} ms" for lab, t in times.items() if t)
             + ("" if times.get("source") else "; no source time"))
     shutil.rmtree(work, ignore_errors=True)
-    with open(rows_path) as fh:
-        records = [json.loads(line) for line in fh if line.strip()]
-    with open(os.path.join(args.out, "suite_summary.txt"), "w") as fh:
-        fh.write(summary(records))
-
-
-def summary(records: list[dict]) -> str:
-    """Per program and size: the fastest correct shape's median against the
-    source's, and the wrong shapes."""
-    groups: dict = {}
-    for r in records:
-        groups.setdefault((r["program"], r["size"]), []).append(r)
-    lines = [f"{'program':22} {'size':7} {'best':>8} {'speedup':>8} {'shapes':>6} {'wrong':>5}"]
-    for (program, size), runs in sorted(groups.items()):
-        table, src = cl.classify(runs)
-        base = table.get(src, {}).get("median")
-        good = {k: t["median"] for k, t in table.items() if not t["bad"] and t["median"]}
-        best = min(good, key=good.get) if good else None
-        speed = f"{base / good[best]:.3f}x" if base and best else "-"
-        lines.append(f"{program:22} {size:7} {best or '-':>8} {speed:>8} {len(table):>6} "
-                     f"{sum(t['bad'] for t in table.values()):>5}")
-    return "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "cuda_summary.txt"), "w") as fh:
+        fh.write(cl.summarize(rec.records, chosen, lambda p: plan["programs"][p]["sizes"],
+                              "other suites' programs (suite_labels)"))
+    rec.close()
 
 
 def main(argv=None) -> None:
