@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from nvcc_helpers import drop_in, launches
+from nvcc_helpers import drop_in, launches, needs_nvcc
 from mirecc.tasks.cuda_block.offline import cuda_labels as cl
 from mirecc.tasks.cuda_block.offline import suite_labels as sl
 
@@ -211,3 +211,17 @@ def test_the_bench_reports_the_other_suites_programs_apart():
     assert rows["toy"].endswith("| rodinia | 2 | 1.483 | 1.342 | 0.900 |")
     assert rows["sum"].endswith("| hecbench | 1 | 1.050 | 1.000 | 1.000 |")
     assert bench.suites_section(cases[:1], {"statistics": {0: ranked[0]}}, gate) == ""
+
+
+@needs_nvcc
+def test_the_head_report_says_what_the_shipped_head_applies(tmp_path, capsys):
+    # Rodinia's chain knob; the shipped head ranks it (8x8 over the source's
+    # 16x16, mirecc-nvcc --explain in test_knobs) and its gate lets it through
+    from test_knobs import CHAIN
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "k.cu").write_text(CHAIN)
+    (tmp_path / "plan.json").write_text(json.dumps({"programs": {"tile": {
+        "cu": "src/k.cu", "flags": ["-O3", "-Isrc"]}}}))
+    sl.main(["head", "--bundle", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "tile: tile 8x8" in out and "1 of 1 programs get a shape from the head" in out

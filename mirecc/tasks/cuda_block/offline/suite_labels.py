@@ -556,6 +556,37 @@ def run(args) -> None:
     rec.close()
 
 
+def head_report(args) -> None:
+    """What the installed head decides on each bundled program, compile only:
+    ``mirecc-nvcc --explain=json`` with ``MIRECC_APPLY_CUDA_BLOCK=1`` on its
+    tunable source, as prepared (no GPU, nothing timed)."""
+    bundle = os.path.abspath(args.bundle)
+    with open(os.path.join(bundle, "plan.json")) as fh:
+        plan = json.load(fh)
+    mirecc_nvcc = shutil.which("mirecc-nvcc") or os.path.join(os.path.dirname(sys.executable),
+                                                               "mirecc-nvcc")
+    env = {**os.environ, "MIRECC_APPLY_CUDA_BLOCK": "1",
+           **({"MIRECC_NVCC": plan["nvcc"]} if plan.get("nvcc") else {})}
+    applied = 0
+    with tempfile.TemporaryDirectory(prefix="suite-head-") as tmp:
+        for name, spec in sorted(plan["programs"].items()):
+            flags = [f if not f.startswith("-I") else "-I" + os.path.join(bundle, f[2:])
+                     for f in spec["flags"]]
+            code, out = cl._run([mirecc_nvcc, "--explain=json", *flags, "-c",
+                                 os.path.join(bundle, spec["cu"]), "-o",
+                                 os.path.join(tmp, "k.o")], timeout=900, env=env)
+            try:
+                units = json.loads(out[out.index("{"):])["translation_units"]
+            except ValueError:
+                print(f"{name}: no explanation ({code}): {out.strip()[-200:]}")
+                continue
+            made = [f"{d['target']} {d['value']}" for u in units for d in u["decisions"]
+                    if d.get("applied")]
+            applied += bool(made)
+            print(f"{name}: {', '.join(made) or 'the source shapes kept'}")
+    print(f"{applied} of {len(plan['programs'])} programs get a shape from the head")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="suite_labels", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="step", required=True)
@@ -578,8 +609,11 @@ def main(argv=None) -> None:
     r.add_argument("--call-timeout", type=float, default=60.0)
     r.add_argument("--programs")
     r.add_argument("--probe", help="a kernel_probe.so built already (default: build one)")
+    h = sub.add_parser("head", help="what the installed head applies to each bundled program "
+                                     "(compile only)")
+    h.add_argument("--bundle", required=True, help="prepare's --out")
     args = ap.parse_args(argv)
-    (prepare if args.step == "prepare" else run)(args)
+    {"prepare": prepare, "run": run, "head": head_report}[args.step](args)
 
 
 if __name__ == "__main__":
