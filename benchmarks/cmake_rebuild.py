@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402
 
-from mirecc.driver import stats  # noqa: E402
+from mirecc.tu import stats  # noqa: E402
 from mirecc.cli.bench import machine_description  # noqa: E402
 from mirecc.taskapi.config import Config  # noqa: E402
 

@@ -157,7 +157,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402  (fetching sources, running logged commands)
 from real_projects import BenchError, log  # noqa: E402
 
-from mirecc.driver import stats  # noqa: E402
+from mirecc.tu import stats  # noqa: E402
 from mirecc.cli.bench import machine_description  # noqa: E402
 from mirecc.taskapi.config import Config  # noqa: E402
 from mirecc.corpus.util import neutral_build_env  # noqa: E402

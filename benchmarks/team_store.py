@@ -50,7 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_projects as rp  # noqa: E402
 
-from mirecc.driver import stats  # noqa: E402
+from mirecc.tu import stats  # noqa: E402
 from mirecc.util.machine import cpu_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,8 +4,8 @@ Every module under ``mirecc/`` is parsed (never imported) and its
 dependencies collected: ``import`` and ``from ... import`` statements at any
 depth (inside functions too), relative ones resolved, ``importlib``'s
 ``import_module("...")`` with a constant, and every string constant that
-names a mirecc module, with or without ``:attribute`` (the task hooks,
-``Command`` modules, ``python -m`` lines).  Then:
+names a mirecc module, with or without ``:attribute`` (``Command``
+modules, ``python -m`` lines).  Then:
 
 - a dependency on a mirecc module that does not exist is an error;
 - the modules have no import circle;
@@ -13,18 +13,27 @@ names a mirecc module, with or without ``:attribute`` (the task hooks,
   (:data:`LAYERS`), and a task folder no other task folder;
 - the one exception: :data:`REGISTRY`'s :data:`TASK_MODULES` list names the
   task folders (it loads their declarations), and those names are exactly
-  the folders under ``mirecc/tasks/``.
+  the folders under ``mirecc/tasks/``;
+- a compiler call's state is one type (:data:`CONTEXT`): no other class of
+  the compile path's layers is a context, an outcome, a guard or a
+  ``Compile`` (:func:`context_types`).
+
+:func:`trace_compile` runs one compile of a tree in process and counts
+how often it crosses between the driver and the per-TU path.
 """
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 #: the layers, lowest first: a package may import its own and those before it
 LAYERS = ("util", "store", "ir", "frontend", "graph", "encoder", "taskapi", "learn", "plugin",
-          "runtime", "corpus", "tasks", "tu", "driver", "cli")
+          "runtime", "corpus", "launch", "tasks", "tu", "driver", "cli")
 #: the module that names the task folders
 REGISTRY = "mirecc.taskapi.registry"
+#: the one type that holds a compiler call's state, and its module
+CONTEXT = ("CompileContext", "mirecc.tu.context")
 #: modules outside every layer: the package's version, ``python -m mirecc``
 ROOT_MODULES = {"mirecc": -1, "mirecc.__main__": len(LAYERS)}
 
@@ -177,4 +186,67 @@ def violations(root: Path) -> list[str]:
                                 f"mirecc.{package}")
             elif task_of(module) and task_of(dep) and task_of(module) != task_of(dep):
                 problems.append(f"{module} imports {dep}: a task imports another task")
+    for name, where in sorted(context_types(root).items()):
+        for module in where:
+            if (name, module) != CONTEXT:
+                problems.append(f"{module} defines {name}: a call's state is one "
+                                f"{CONTEXT[0]} ({CONTEXT[1]})")
     return problems
+
+
+#: the traced compile (:func:`trace_compile`): the profile hook sees every
+#: Python call made inside ``main`` after the driver is imported, and the
+#: sequence of driver/TU layers is read off the calls' modules
+TRACER = r'''
+import json, sys
+from mirecc.driver.clang import main
+calls = []
+def profile(frame, event, arg):
+    if event == "call":
+        calls.append(frame.f_globals.get("__name__", ""))
+sys.setprofile(profile)
+rc = main(sys.argv[2:], cxx=False)
+sys.setprofile(None)
+with open(sys.argv[1], "w") as out:
+    json.dump({"rc": rc, "calls": [c for c in calls if c.startswith("mirecc")]}, out)
+'''
+
+
+def trace_compile(root: Path, args: list[str], cwd: Path, env: dict) -> dict:
+    """Run the driver of the tree at ``root`` in process on ``args`` (a
+    compile it returns from: a split compile, not one it hands to exec) and
+    trace it: ``rc``, the mirecc ``modules`` whose code ran, the ``path``
+    of layers (``driver``/``tu``) in call order with repeats folded, and
+    its ``switches`` between the two."""
+    import subprocess
+    import sys
+
+    out = cwd / "trace.json"
+    proc = subprocess.run([sys.executable, "-c", TRACER, str(out), *args], cwd=cwd,
+                          env={**env, "PYTHONPATH": str(root)}, capture_output=True, text=True)
+    if proc.returncode != 0 or not out.is_file():
+        raise AssertionError(f"the traced compile failed: {proc.stderr}")
+    traced = json.loads(out.read_text())
+    path: list[str] = []
+    for module in traced["calls"]:
+        layer = module.split(".")[1] if module.count(".") else ""
+        if layer in ("driver", "tu") and (not path or path[-1] != layer):
+            path.append(layer)
+    return {"rc": traced["rc"], "modules": sorted(set(traced["calls"])), "path": path,
+            "switches": max(len(path) - 1, 0)}
+
+
+def context_types(root: Path) -> dict[str, list[str]]:
+    """Class name -> the modules of the compile path (``driver``, ``tu``,
+    ``frontend``) that define it, for the names a call's state could hide
+    behind: a ``Context``, a ``Compile``, an ``Outcome`` or a guard."""
+    found: dict[str, list[str]] = {}
+    for name, (path, _) in modules(root).items():
+        if name.split(".")[1:2] not in (["driver"], ["tu"], ["frontend"]):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and (
+                    node.name in ("Compile", "Outcome") or node.name.endswith(("Context",
+                                                                             "Guard"))):
+                found.setdefault(node.name, []).append(name)
+    return found

@@ -60,6 +60,9 @@ def test_every_module_is_seen_and_every_package_is_in_a_layer():
     assert "mirecc.graph.irinfo" in edges["mirecc.graph.fallback"]          # from .irinfo
     assert "mirecc.tasks.code_size.early" in edges["mirecc.tasks.code_size"]  # gate="...:..."
     assert "mirecc.tu.server" in edges["mirecc.tu.mlpath"]                  # inside a function
+    # a declaration's lazy relative imports: its mire run part, its bench suite
+    lazy = {"mirecc.tasks.numa.run", "mirecc.tasks.numa.offline.bench"}
+    assert lazy <= edges["mirecc.tasks.numa"]
 
 
 def test_each_layer_says_what_it_may_import():
@@ -82,6 +85,9 @@ def test_the_registry_lists_exactly_the_task_folders():
     ("mirecc.util.fsutil", "from mirecc.cli import bench", "mirecc.cli is above mirecc.util"),
     # a task reaching up into the per-TU path
     ("mirecc.tasks.numa.head", "from mirecc.tu import mlpath", "mirecc.tu is above mirecc.tasks"),
+    # the launcher reaching into a task (it takes the tasks' parts from the registry)
+    ("mirecc.launch.run", "from mirecc.tasks.numa import run",
+     "mirecc.tasks is above mirecc.launch"),
     # a task importing another, relatively
     ("mirecc.tasks.numa.head", "from ...tasks.openmp import head",
      "a task imports another task"),
@@ -90,6 +96,9 @@ def test_the_registry_lists_exactly_the_task_folders():
                                                    "mirecc.ir.text"),
     # a hook string naming a module that is not there
     ("mirecc.tasks.numa", "HOOK = 'mirecc.tasks.numa.gone:run'", "names mirecc.tasks.numa.gone"),
+    # a second place for a call's state beside the one context
+    ("mirecc.tu.mlpath", "class Outcome: pass", "mirecc.tu.mlpath defines Outcome"),
+    ("mirecc.driver.clang", "class _Guard: pass", "mirecc.driver.clang defines _Guard"),
 ])
 def test_a_planted_import_breaks_the_house(tmp_path, module, line, expected):
     root = copy_tree(tmp_path)
@@ -228,3 +237,45 @@ def test_a_toy_task_is_its_folder_and_one_registry_line(tmp_path):
     subprocess.run([CLANG, "-O2", "-c", str(src), "-o", str(tmp_path / "plain.o")], check=True,
                    cwd=tmp_path, env={**os.environ, "LC_ALL": "C"})
     assert (tmp_path / "loops.o").read_bytes() == (tmp_path / "plain.o").read_bytes()
+
+
+#: the driver calling the per-TU path back and forth (planted in a copy)
+BACK_AND_FORTH = """    for _ in range(3):
+        stats.searched({})
+        _parse_own_options([])
+"""
+
+
+def _traced(root: Path, tmp_path: Path) -> dict:
+    (tmp_path / "dot.c").write_text("int dot(const int *a, const int *b, int n) {\n"
+                                    "  int s = 0;\n  for (int i = 0; i < n; i++) "
+                                    "s += a[i] * b[i];\n  return s;\n}\n")
+    # the shipped heads: the loop-vectorization head reads the IR at -O2
+    env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(REPO / "heads"))
+    return house.trace_compile(root, ["--explain", "-O2", "-c", "dot.c", "-o", "dot.o"],
+                               tmp_path, env)
+
+
+@pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs clang-14")
+def test_one_compile_crosses_between_driver_and_tu_at_most_four_times(tmp_path):
+    """The driver classifies and hands the call to the per-TU path once: a
+    traced ``--explain -O2 -c`` compile crosses between them at most 4
+    times (14 before the one context); planted calls back and forth in a
+    copy of the tree break it."""
+    traced = _traced(REPO, tmp_path)
+    assert traced["rc"] == 0
+    assert {"mirecc.tu.compile", "mirecc.tu.mlpath", "mirecc.tu.pipeline"} <= set(
+        traced["modules"])   # the IR was read and the pipeline ran
+    assert traced["switches"] <= 4, traced["path"]
+
+    root = copy_tree(tmp_path)
+    driver = root / "mirecc" / "driver" / "clang.py"
+    text = driver.read_text()
+    anchor = "    from mirecc.tu.compile import compile_call"
+    assert text.count(anchor) == 1
+    driver.write_text(text.replace(anchor, "    from mirecc.tu import stats\n"
+                                           + BACK_AND_FORTH + anchor))
+    (tmp_path / "copy").mkdir()
+    planted = _traced(root, tmp_path / "copy")
+    assert planted["rc"] == 0
+    assert planted["switches"] >= traced["switches"] + 6 > 4, planted["path"]

@@ -446,7 +446,7 @@ class Bench:
         clang, by mirecc (a first build: an empty cache of its own) and,
         for the best known, by mirecc with ``best_k`` candidates; its shared
         library and programs measured, its ``make test`` run on each."""
-        from mirecc.driver import stats
+        from mirecc.tu import stats
         from mirecc.taskapi.config import Config
 
         sides = [("clang", self.clang, {}), ("mirecc", self.mirecc, {})]

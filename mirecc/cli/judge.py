@@ -63,14 +63,14 @@ def _models(specs: list[str]) -> dict[str, Path]:
     return out
 
 
-def _task(name: str, judged: str, kinds, out: Path, models: dict, args) -> list:
+def _task(name: str, kinds, out: Path, models: dict, args) -> list:
     """One task's sections and data (run in a worker: rankings hold closures,
     so everything of a task happens where its rankings are made)."""
     from mirecc.learn import judge as J
-    from mirecc.taskapi.api import load_attribute
+    from mirecc.taskapi.registry import task
 
     print(f"mire bench encoder: {name}", file=sys.stderr)
-    got = load_attribute(judged)(kinds, out / name, models)
+    got = task(name).judged(kinds, out / name, models)
     done = []
     for j in got if isinstance(got, list) else [got]:
         results = J.judge(j, args.judge_draws)
@@ -106,7 +106,7 @@ def run(args) -> int:
 
     models = _models(args.judge_model)
     kinds = [k for k in args.judge_kinds.split(",") if k]
-    declared = {name: t for name, t in tasks().items() if t.judged}
+    declared = [name for name, t in tasks().items() if t.has("judged")]
     chosen = [t for t in args.judge_tasks.split(",") if t] or list(declared)
     unknown = [t for t in chosen if t not in declared]
     if unknown:
@@ -114,7 +114,7 @@ def run(args) -> int:
                          f"(those that have: {', '.join(declared)})")
     out = Path(args.out) / "encoder"
     t0 = time.time()
-    jobs = [(n, declared[n].judged, kinds, out, models, args) for n in chosen]
+    jobs = [(n, kinds, out, models, args) for n in chosen]
     if args.judge_jobs > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(args.judge_jobs, mp_context=get_context("spawn")) as pool:
             parts = list(pool.map(_task, *zip(*jobs)))

@@ -1,10 +1,12 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: mirecc's own (``bench``, ``corpus``, ``pretrain``, ``export``,
-``embed``, ``serve``, ``stats``, ``store``, ``tune``, ``gates``), then those the
-tasks declare (``Task.commands``: their datasets and training); ``mire
-bench``'s suites are ``programs`` and those the tasks declare
-(``Task.bench``), with the options each suite's task adds.
+``embed``, ``serve``, ``stats``, ``store``, ``tune``, ``gates``, ``run``: the
+launcher, :mod:`mirecc.launch`), then those the tasks declare
+(``Task.commands``: their datasets and training); ``mire bench``'s suites
+are ``programs`` and those the tasks declare (``Task.bench``), with the
+options each suite's task adds (their modules imported only for ``mire
+bench`` itself).
 """
 
 from __future__ import annotations
@@ -31,12 +33,11 @@ def _bench(args: argparse.Namespace) -> int:
 
         return run(args)
     if args.suite != "programs":
-        from mirecc.taskapi.api import load_attribute
-
         candidates = _suites()[args.suite]
         chosen = next((s for s in candidates if s.variant is None
                        or s.variant == getattr(args, "tune_task", None)), candidates[0])
-        return load_attribute(chosen.run)(args)
+        run, _ = chosen.load()
+        return run(args)
     from mirecc.cli.bench import bundled_programs_dir, run_bench
 
     programs = Path(args.programs) if args.programs else bundled_programs_dir()
@@ -73,7 +74,7 @@ LAZY_SUBCOMMANDS = [
      "Hold the encoder, the task heads and their ONNX sessions loaded and run the "
      "decision pipeline (graph, embedding, heads) for the driver, and embedding "
      "requests, on a Unix socket only this user can reach; exits when idle."),
-    ("stats", "mirecc.driver.stats",
+    ("stats", "mirecc.tu.stats",
      "what mirecc did: TUs seen, decided, applied, cached, and why others were not",
      "Counters kept in the cache directory by every mirecc call, as ccache's "
      "statistics: translation units seen, decided, applied, served from the result "
@@ -96,6 +97,16 @@ LAZY_SUBCOMMANDS = [
      "Read each installed head's calibrated gate (metrics.json, written by its training "
      "command): the threshold before and after calibration, the slowest held-out "
      "application and the geomean, the whole sweep; writes docs/results/gates.md."),
+    ("run", "mirecc.launch.run",
+     "run a program with the NUMA/prefetcher decisions its binary records, and under "
+     "a package power cap (RAPL); what it changes is restored when it exits",
+     "Apply the NUMA head's decisions recorded in the binary's .mirecc.numa section "
+     "(threads, OMP_PLACES/OMP_PROC_BIND, numactl page policy, the prefetcher MSR with "
+     "--allow-msr) as far as this machine supports them, and set the long-term power "
+     "limit of every RAPL package zone (/sys/class/powercap/intel-rapl:N) for the run; "
+     "old values are put back when the program exits or is interrupted; what the "
+     "machine lacks is said in one line and skipped. mire run --dry-run -- ./prog args;"
+     " mire run --power-cap 65 -- ./prog args"),
 ]
 
 
@@ -177,13 +188,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
     from mirecc.cli.judge import add_arguments as add_judge_arguments
     add_judge_arguments(bench)
-    from mirecc.taskapi.api import load_attribute
-    added = set()
-    for declared in suites.values():
-        for suite in declared:
-            if suite.arguments and suite.arguments not in added:
-                added.add(suite.arguments)
-                load_attribute(suite.arguments)(bench)
+    if chosen == "bench":
+        # the suites' modules, for their options: only when bench runs
+        added = set()
+        for declared in suites.values():
+            for suite in declared:
+                _, add_arguments = suite.load()
+                if add_arguments is not None and add_arguments not in added:
+                    added.add(add_arguments)
+                    add_arguments(bench)
 
     from mirecc.corpus.cli import add_parser as add_corpus_parser
     add_corpus_parser(sub)

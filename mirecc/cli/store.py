@@ -81,7 +81,7 @@ def _entries(backend, kind: str):
 
 
 def run(args) -> int:
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.store.backends import Unavailable, open_backend
     from mirecc.store.team import COUNTERS, Rejected, open_envelope
     from mirecc.taskapi.config import ConfigError, load_config
@@ -201,7 +201,7 @@ def _may_write(command: str, config) -> bool:
 
 def _verdicts(command: str, config) -> int:
     """push-verdicts / pull-verdicts (mirecc.runtime.store)."""
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.runtime.store import (machine_descriptor, pull_verdicts, push_verdicts,
                                       store_dir, store_files)
     from mirecc.store.backends import Unavailable
@@ -242,7 +242,7 @@ def _profile(command: str, path: str, config) -> int:
     """push-profile / pull-profile: each entry's line as written (its source
     relative to the profile's folder), keyed by the machine, task, source,
     target and function digest."""
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.runtime.store import machine_descriptor
     from mirecc.store.backends import Unavailable
     from mirecc.store.team import TeamStore
@@ -324,7 +324,7 @@ def _fill(build: list[str], config) -> int:
         env = {**os.environ, "MIRECC_STORE": config.store, "MIRECC_STORE_WRITE": "1",
                "MIRECC_CACHE_DIR": tmp}
         proc = subprocess.run(build, env=env)
-        from mirecc.driver import stats
+        from mirecc.tu import stats
         from mirecc.taskapi.config import load_config
 
         counts = stats.read(load_config(environ=env))

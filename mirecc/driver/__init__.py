@@ -1,7 +1,8 @@
-"""The drop-in drivers: ``mirecc``/``mirecc++`` (``clang``), ``mirecc-nvcc``
-(``nvcc``) and the counters and reason codes ``mire stats`` shows
-(``stats``).
+"""The drop-in drivers: ``mirecc``/``mirecc++`` (``clang``: mirecc's own
+options, the configuration, the compiler and the call classified, then
+handed once to the per-TU path in its ``mirecc.tu.context.CompileContext``)
+and ``mirecc-nvcc`` (``nvcc``).
 
-Layer 14 of the house (``docs/layout.md``): may import every layer below
+Layer 15 of the house (``docs/layout.md``): may import every layer below
 it; nothing below imports it.
 """

@@ -169,7 +169,7 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list, config) 
 def _count(counts: dict, config) -> None:
     """Add to ``mire stats``'s counters (never an error)."""
     try:
-        from mirecc.driver import stats
+        from mirecc.tu import stats
 
         stats.bump(config, counts)
     except Exception:  # noqa: BLE001 - statistics never fail a build

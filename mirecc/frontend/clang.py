@@ -104,7 +104,7 @@ class Split:
         # where the front end lists every file it reads (direct mode's
         # manifest is made from it); without one, no list is written
         self.private_dep_file = private_dep_file
-        # work started early in a free job slot (mlpath.EarlyFrontEnd), if any
+        # work started early in a free job slot (tu.mlpath.EarlyFrontEnd), if any
         self.early = None
         self.output = object_path(inv)
         self.writes_dep_file = writes_dep_file(args)
@@ -195,7 +195,7 @@ class Split:
         return [self.compiler, *out, "-Wno-unused-command-line-argument", *extra,
                 "-o", output or self.output, "-x", "ir", bitcode or self.bitcode_path]
 
-    def start_own(self, extra=(), tag: str = "own") -> "Compile":
+    def start_own(self, extra=(), tag: str = "own") -> "BackgroundCompile":
         """Start the user's own command (plus ``extra``) into hidden files
         beside the output (``*.o`` globs do not see them), moved over the
         user's files only when accepted.  Started with the front end, on
@@ -209,7 +209,7 @@ class Split:
                                  f".mirecc-{os.getpid()}-{tag}.tmp")
                     if self.writes_dep_file else None)
         streams = os.path.join(os.path.dirname(os.path.abspath(self.bitcode_path)), tag)
-        return Compile(spawn(self.own_command(temp, dep_temp, extra), streams),
+        return BackgroundCompile(spawn(self.own_command(temp, dep_temp, extra), streams),
                        temp, dep_temp, self)
 
 
@@ -283,7 +283,7 @@ class Child:
             self.wait()
 
 
-class Compile:
+class BackgroundCompile:
     """A compile of the user's command started in the background."""
 
     def __init__(self, child: Child, temp: str, dep_temp: str | None, split: Split):

@@ -56,16 +56,19 @@ class Command(tuple):
 
 
 class BenchSuite:
-    """A ``mire bench <name>`` suite a task brings: ``run`` and ``arguments``
-    (``"module:function"``; the latter adds its options to the bench parser,
-    shared by suites that name the same function); ``variant``: the value of
-    ``--tune-task`` that selects this suite where several share a name."""
-    __slots__ = ("name", "run", "summary", "arguments", "variant")
+    """A ``mire bench <name>`` suite a task brings.  ``load``: a function of no
+    arguments, defined in the task's declaration, that imports the suite's
+    modules (relatively, inside its body) and returns ``(run,
+    add_arguments)``: ``run(args) -> int`` runs the suite, ``add_arguments(
+    parser)`` adds its options to the bench parser (once, however many suites
+    return the same function; None: no options); ``mire bench`` calls it
+    only when it builds its own parser or runs the suite.  ``variant``: the
+    value of ``--tune-task`` that selects this suite where several share a
+    name."""
+    __slots__ = ("name", "load", "summary", "variant")
 
-    def __init__(self, name: str, run: str, summary: str, arguments: str | None = None,
-                 variant: str | None = None):
-        self.name, self.run, self.summary = name, run, summary
-        self.arguments, self.variant = arguments, variant
+    def __init__(self, name: str, load, summary: str, variant: str | None = None):
+        self.name, self.load, self.summary, self.variant = name, load, summary, variant
 
 
 class Task:
@@ -109,15 +112,6 @@ class Task:
     commands: tuple = ()
     #: its ``mire bench`` suites (:class:`BenchSuite`)
     bench: tuple = ()
-    #: ``"module:function"``, ``function(kinds, out, models) ->``
-    #: :class:`mirecc.learn.judge.Judged`: its leave-one-program-out rankings
-    #: of each representation on its labels, for ``mire bench encoder``
-    judged: str | None = None
-    #: modules that take part in ``mire run``: each has
-    #: ``add_run_arguments(parser)`` and ``run_environment(args) -> (env,
-    #: lines)``, the variables the program runs with and what to say about them
-    #: (raises ``ValueError`` with the problem); imported only by ``mire run``
-    run_modules: tuple = ()
 
     # ------------------------------------------------------------------ hooks
 
@@ -205,6 +199,21 @@ class Task:
         launches can be set, the plans, the rewritten command); None."""
         return None
 
+    def run_part(self):
+        """Its part of ``mire run``, made fresh for each run: a
+        :class:`mirecc.launch.part.RunPart` (its options, the variables and
+        command prefix the program runs with, what it sets on the machine
+        for the run and puts back); None: it takes no part."""
+        return None
+
+    def judged(self, kinds: list, out, models: dict):
+        """Its leave-one-program-out rankings of each representation in
+        ``kinds`` on its labels, for ``mire bench encoder``: a
+        :class:`mirecc.learn.judge.Judged` or a list of them (``out``: the
+        directory for its files; ``models``: more encoders, name -> directory).
+        Only a task that overrides it is judged."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ facts
 
     def has(self, hook: str) -> bool:
@@ -220,14 +229,6 @@ class Task:
         return f"Task({self.name!r})"
 
 
-def load_attribute(spec: str):
-    """``"package.module:name"`` -> the object (imported on first use)."""
-    import importlib
-
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 class HeadError(Exception):
     """A head directory is unusable (the message names the file)."""
 
@@ -237,7 +238,7 @@ class NoDecision(Exception):
 
     ``str()`` is the one-line reason ``--explain`` shows; ``code`` the stable
     reason code counted by ``mire stats`` (its owner declares it: a task in
-    ``Task.reasons``; :func:`mirecc.driver.stats.reason_table` lists them all)."""
+    ``Task.reasons``; :func:`mirecc.tu.stats.reason_table` lists them all)."""
 
     def __init__(self, message: str, code: str = "no-decision"):
         super().__init__(message)

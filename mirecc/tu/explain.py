@@ -5,6 +5,7 @@ built from the same dictionary so they cannot disagree."""
 from __future__ import annotations
 
 import json
+import sys
 
 from mirecc import __version__
 
@@ -154,3 +155,16 @@ def render(data: dict, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
     return render_text(data, verbose=fmt == "verbose")
+
+
+def show(ctx, reason: str, to_stderr: bool, kind: str | None = None) -> None:
+    """Print the explanation of the call ``ctx`` (a
+    :class:`mirecc.tu.context.CompileContext`) in its ``--explain`` format:
+    on stderr where the compiler writes its result on stdout."""
+    text = render(explanation(compiler=ctx.compiler, compiler_chosen=ctx.chosen,
+                              invocation_kind=kind or ctx.inv.kind, reason=reason,
+                              reports=ctx.reports, fallback=ctx.fallback,
+                              skipped=ctx.skipped, verified=ctx.verified), ctx.explain)
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write(text)
+    stream.flush()

@@ -1,7 +1,9 @@
-"""The guarded ML step: emit each TU's IR, run the pipeline, collect decisions.
+"""The guarded ML step: emit each TU's IR, run the pipeline, collect decisions
+into the call's :class:`~mirecc.tu.context.CompileContext`.
 
-Everything here may fail; the driver catches ``MLFailure`` (and anything
-else) and falls back to the user's exact compile with one warning.  Nothing
+Everything here may fail; :mod:`mirecc.tu.compile` catches ``MLFailure``
+(and anything else) and falls back to the user's exact compile with one
+warning.  Nothing
 here touches the user's outputs except the dependency file of a split
 compile's front end (:mod:`mirecc.frontend.clang`), which clang would write the
 same.  This module imports no task by name: tasks come from the registry.
@@ -9,12 +11,27 @@ same.  This module imports no task by name: tasks come from the registry.
 
 from __future__ import annotations
 
+import _signal as signal   # not signal: it builds its enums at import, ~10 ms a compile
 import os
+import sys
 import time
 
+from mirecc import __version__
+from mirecc.frontend import clang as frontend
 from mirecc.frontend.cmdline import TU_LANGUAGES, Invocation, Source
-from mirecc.util.fsutil import sha256
+from mirecc.store.team import team_store
+from mirecc.taskapi.api import HeadError
 from mirecc.taskapi.records import TURequest, TUResult
+from mirecc.taskapi.registry import (default_heads_dirs, has_use, heads_for_languages,
+                                     spec_task, task)
+from mirecc.tu import objcache
+from mirecc.tu.cache import CacheError, ResultCache, pipeline_key
+from mirecc.tu.context import CompileContext, TUReport
+from mirecc.tu.direct import Manifests, manifest_key
+from mirecc.tu.travel import Plain, is_plain
+from mirecc.util.faults import inject_debug_fault
+from mirecc.util.fsutil import append_line_locked, sha256
+from mirecc.util.jobserver import spare_slot
 
 # Flags that make clang write unoptimised-but-optimisable IR: the front end's
 # output with the -O level's attributes, before any LLVM pass runs.  Warnings
@@ -29,8 +46,6 @@ PIPELINE_ONLY_FLAGS = frozenset({
     "-fvectorize", "-fno-vectorize", "-ftree-vectorize", "-fno-tree-vectorize",
     "-fslp-vectorize", "-fno-slp-vectorize", "-ftree-slp-vectorize",
     "-fno-tree-slp-vectorize", "-funroll-loops", "-fno-unroll-loops"})
-
-from mirecc.util.faults import inject_debug_fault
 
 
 class MLFailure(Exception):
@@ -52,125 +67,6 @@ class MLTimeout(BaseException):
     """Raised by the alarm; a BaseException so no handler on the way swallows it."""
 
 
-class TUReport:
-    """What the ML path saw and decided for one TU.  ``result`` is a
-    TUResult; a direct-mode hit gives a :class:`mirecc.tu.direct.Entry`
-    instead, whose JSON is parsed only when ``result`` is read (``decided``,
-    ``applied`` and ``reason_codes``, which every call counts, come
-    without it)."""
-
-    def __init__(self, source: str, language: str, opt_level: str, bitcode_sha256: str,
-                 bitcode_bytes: int, result, cache: str,
-                 captured: str | None = None, where: str = ""):
-        self.source = source
-        self.language = language
-        self.opt_level = opt_level
-        self.bitcode_sha256 = bitcode_sha256
-        self.bitcode_bytes = bitcode_bytes
-        self._result = result
-        self.cache = cache              # "hit", "miss", "off" or "unwritable"
-        self.captured = captured        # path of the stored IR in capture mode
-        self.where = where              # "server", "in process", "cache" or "direct"
-        self.object_key = None          # direct: the kept object's key (mirecc.tu.objcache)
-        self.object_sha256 = None       # and its digest
-
-    @property
-    def result(self) -> TUResult:
-        if not isinstance(self._result, TUResult):      # a direct-mode entry
-            from mirecc.util.jsonread import loads
-            self._result = TUResult.from_dict(loads(self._result.result_json))
-        return self._result
-
-    @result.setter
-    def result(self, value: TUResult) -> None:
-        self._result = value
-
-    # a TUResult's or a direct-mode entry's, without parsing the entry
-    @property
-    def decided(self) -> bool:
-        return self._result.decided
-
-    @property
-    def applied(self) -> bool:
-        return self._result.applied
-
-    @property
-    def reason_codes(self) -> list[str]:
-        return list(self._result.reason_codes)
-
-
-class Outcome:
-    """The ML path's result for one call."""
-
-    def __init__(self):
-        self.reports: list[TUReport] = []
-        self.extra_args: list[str] = []     # injected into the final compile
-        self.warnings: list[str] = []       # non-fatal problems
-        self.split = None                   # a frontend.Split whose front end ran
-        self.own = None                     # the user's own compile (frontend.Compile), if started
-        self.early = None                   # work started in a free job slot (EarlyFrontEnd)
-        self.manifests: list = []           # PendingManifest: written after the compile
-        self.verified: dict = {}            # task -> what its build step did (Task.verify)
-        self.kept_object: bytes | None = None  # a direct hit's kept object (mirecc.tu.objcache)
-        self.kept_dep_file: bytes | None = None  # and the dependency file kept with it
-        # a TU whose gates answered (a PendingManifest without a report): its
-        # object is kept once the user's own compile has made it
-        self.gated_manifest = None
-        self.counts: dict = {}              # mire stats counters of what happened here
-        self.plain = None                   # the call's plain entry in the team store (travel.Plain)
-
-
-class PendingManifest:
-    """A direct-mode manifest to write once the compile has ended
-    (:mod:`mirecc.tu.direct`): where (``manifests``, ``key``), the files the
-    front end read (``dep_file``), the ``source`` and when its front end
-    ``started``, the TU's ``report`` (None for a TU whose gates answered: its
-    object is the answer), the bitcode's ``sha`` and ``size``, the
-    ``compiler``, the ``output`` object and the user's own dependency file
-    (``user_dep``, kept with the object; None when the command writes none)."""
-
-    __slots__ = ("manifests", "key", "dep_file", "source", "started", "report", "sha",
-                 "size", "compiler", "output", "user_dep")
-
-    def __init__(self, manifests, key: str, dep_file: str, source: str, started: int,
-                 compiler: str, output: str, user_dep: str | None, report=None,
-                 sha: str | None = None, size: int | None = None):
-        self.manifests, self.key, self.dep_file = manifests, key, dep_file
-        self.source, self.started, self.compiler = source, started, compiler
-        self.output, self.user_dep = output, user_dep
-        self.report, self.sha, self.size = report, sha, size
-
-
-class Compile:
-    """One call's state through the per-TU path: what the user asked
-    (``inv``, its ``args``, ``stdin_data``), the ``compiler`` and the
-    ``config`` (read once by the driver and passed down), ``explain``, the
-    ``workdir`` holding the bitcode, the pipeline key (``version``), why the
-    compile cannot be split (``split_blocked``, None when it can), where its
-    direct-mode manifest goes (``manifests`` and ``manifest_key``; None when
-    it gets none), and what the path found so far (``outcome``)."""
-
-    __slots__ = ("inv", "compiler", "config", "args", "explain", "workdir", "outcome",
-                 "stdin_data", "version", "split_blocked", "manifests", "manifest_key")
-
-    def __init__(self, inv: Invocation, compiler: str, config, args: list[str],
-                 explain: bool, workdir: str, outcome: Outcome,
-                 stdin_data: bytes | None = None):
-        self.inv, self.compiler, self.config, self.args = inv, compiler, config, args
-        self.explain, self.workdir, self.outcome = explain, workdir, outcome
-        self.stdin_data = stdin_data
-        self.version = ""
-        self.split_blocked: str | None = None
-        self.manifests = None
-        self.manifest_key: str | None = None
-
-    def pending(self, source: str, started: int, dep_file: str, output: str,
-                user_dep: str | None, **result) -> PendingManifest:
-        """A manifest of this call's TU to write after the compile."""
-        return PendingManifest(self.manifests, self.manifest_key, dep_file, source, started,
-                               self.compiler, output, user_dep, **result)
-
-
 class deadline:
     """``with deadline(seconds):`` raises MLTimeout in the main thread after
     ``seconds`` (wall clock).  (``_signal``, the C module under signal:
@@ -181,7 +77,6 @@ class deadline:
         self.previous = None
 
     def __enter__(self):
-        import _signal as signal
 
         def on_alarm(signum, frame):
             raise MLTimeout()
@@ -191,7 +86,6 @@ class deadline:
         return self
 
     def __exit__(self, *exc_info):
-        import _signal as signal
 
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self.previous)
@@ -216,7 +110,7 @@ def _short(cmd: list[str], workdir: str) -> list[str]:
 
 
 def _run_ir_command(cmd: list[str], source: Source, workdir: str, stdin_data):
-    import subprocess
+    import subprocess   # lazy: ~15 ms (signal, enum), a side run only
 
     cmd = _short(cmd, workdir)
     try:
@@ -244,7 +138,6 @@ class EarlyFrontEnd:
         """Once the front end has written the bitcode, while the user's own
         compile (``own``, a Child) still runs: start ``early`` (a task's
         ``Task.early``) in the slot, its commands one after the other."""
-        from mirecc.frontend.clang import spawn
 
         while self.child.poll() is None:
             if own.poll() is not None:
@@ -263,7 +156,7 @@ class EarlyFrontEnd:
         script = " && ".join(" ".join("'" + a.replace("'", "'\\''") + "'" for a in cmd)
                              for cmd in commands)
         try:
-            self.step = (key, spawn(["/bin/sh", "-c", script],
+            self.step = (key, frontend.spawn(["/bin/sh", "-c", script],
                                     os.path.join(workdir, "early"), group=True), output)
         except OSError:
             pass
@@ -300,14 +193,12 @@ def _start_early(split, workdir: str) -> EarlyFrontEnd | None:
     runs after the gates, if they want the IR)."""
     if "MAKEFLAGS" not in os.environ:
         return None         # no make (configure, ninja, a shell): no module to import
-    from mirecc.frontend.clang import spawn
-    from mirecc.util.jobserver import spare_slot
 
     slot = spare_slot()
     if slot is None:
         return None
     try:
-        child = spawn(_short(split.frontend_command(), workdir),
+        child = frontend.spawn(_short(split.frontend_command(), workdir),
                       os.path.join(workdir, "front-end"))
     except OSError:
         slot.close()
@@ -351,173 +242,165 @@ def _check_plugin(config) -> None:
         raise MLFailure(f"pass plugin not found: {config.plugin}")
 
 
-def run(inv: Invocation, compiler: str, config, *, args: list[str], explain: bool,
-        workdir: str, outcome: Outcome, stdin_data: bytes | None = None) -> Outcome:
-    """Run the ML path for every C/C++/OpenCL source of ``inv`` within the
-    timeout, filling ``outcome`` (the caller's: a back end started here must
-    be stopped by the caller whatever happens).  ``workdir`` (made and
-    removed by the caller, outside the deadline) holds the bitcode, which a
-    split compile's back end reads.
+def run(ctx: CompileContext) -> None:
+    """Run the ML path for every C/C++/OpenCL source of the call within the
+    timeout, filling ``ctx`` (a user's compile started here is stopped by
+    the caller whatever happens).  ``ctx.workdir`` (made and removed by the
+    caller, outside the deadline) holds the bitcode, which a split
+    compile's back end reads.
 
     Direct mode (:mod:`mirecc.tu.direct`) is tried first, outside the deadline
     and before anything that a hit does not need is imported: it only reads
     files."""
-    from mirecc.frontend import clang as frontend
-    from mirecc.tu.cache import pipeline_key
 
+    config, inv = ctx.config, ctx.inv
     _check_plugin(config)
-    c = Compile(inv, compiler, config, args, explain, workdir, outcome, stdin_data)
     languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
-    c.version = pipeline_key(config, languages)
-    c.split_blocked = frontend.why_not(inv, args, config)
+    ctx.version = pipeline_key(config, languages)
     # direct mode replays a cached result without the IR a profile is matched on
-    if c.split_blocked is None and config.cache and not explain and not config.capture_dir \
-            and not config.profile:
-        from mirecc.tu.direct import Manifests, manifest_key
+    if ctx.split_blocked is None and config.cache and not ctx.explain \
+            and not config.capture_dir and not config.profile:
 
-        c.manifests = Manifests(config.cache_root())
-        c.manifest_key = manifest_key(compiler, args, c.version)
-        report = _direct_hit(c)
+        ctx.manifests = Manifests(config.cache_root())
+        ctx.manifest_key = manifest_key(ctx.compiler, ctx.expanded, ctx.version)
+        report = _direct_hit(ctx)
         if report is not None and report.object_key:
             # its object was a build step's choice: only the kept object will do
             # (a manifest names one only then: no result to parse here)
-            outcome.kept_object, outcome.kept_dep_file = _kept_object(report, args, config)
-            if outcome.kept_object is None:
+            ctx.kept_object, ctx.kept_dep_file = _kept_object(report, ctx.expanded, config)
+            if ctx.kept_object is None:
                 report = None
         if report is not None:
-            outcome.reports.append(report)
-            outcome.extra_args = injection_args(outcome.reports, compiler, config)
-            return outcome
-        if getattr(config, "store", None) and _known_plain(c, languages):
-            return outcome      # the user's command as it is (mirecc.tu.travel)
+            ctx.reports.append(report)
+            ctx.extra_args = injection_args(ctx.reports, ctx.compiler, config)
+            return
+        if getattr(config, "store", None) and _known_plain(ctx, languages):
+            return      # the user's command as it is (mirecc.tu.travel)
     try:
         with deadline(config.timeout):
-            return _run(c)
+            _run(ctx)
     except MLTimeout:
         raise MLFailure(f"timed out after {config.timeout:g} s "
                         f"(timeout / MIRECC_TIMEOUT)", code="timeout") from None
 
 
-def _run(c: Compile) -> Outcome:
+def _run(ctx: CompileContext) -> None:
     """The ML path after a direct-mode miss: each TU's IR read (beside the
     user's own compile where the compile can be split), its result found or
     computed, and the flags that apply the decisions."""
     inject_debug_fault("ml")
     cache = None        # made after the gate: pathlib costs ~5 ms a probe need not pay
-    for number, source in enumerate(c.inv.sources):
+    for number, source in enumerate(ctx.inv.sources):
         if source.language not in TU_LANGUAGES:
             continue
-        bc_path = os.path.join(c.workdir, f"tu{number}.bc")
+        bc_path = os.path.join(ctx.workdir, f"tu{number}.bc")
         started = time.time_ns()
-        if c.split_blocked is None:
-            bitcode = _split_front_end(c, number, source, bc_path, started)
+        if ctx.split_blocked is None:
+            bitcode = _split_front_end(ctx, number, source, bc_path, started)
             if bitcode is None:
-                return c.outcome        # the gates answered: no IR is read
+                return          # the gates answered: no IR is read
         else:
-            bitcode, _ = emit_ir(ir_command(c.compiler, c.inv, source, bc_path), source,
-                                 bc_path, c.workdir, c.stdin_data)
-        if cache is None and c.config.cache:
-            from mirecc.tu.cache import ResultCache
+            bitcode, _ = emit_ir(ir_command(ctx.compiler, ctx.inv, source, bc_path), source,
+                                 bc_path, ctx.workdir, ctx.stdin_data)
+        if cache is None and ctx.config.cache:
 
-            cache = ResultCache(c.config.resolved_cache_dir())
-        report = _tu_report(c, source, bc_path, bitcode, cache)
-        split = c.outcome.split
+            cache = ResultCache(ctx.config.resolved_cache_dir())
+        report = _tu_report(ctx, source, bc_path, bitcode, cache)
+        split = ctx.split
         dep_file = split.dependency_file() if split else None
         # written after the compile (record_manifests), which finds out
         # whether the applied decisions change the object; a TU whose object
         # a build step chooses gets its object kept, and the user's
         # dependency file with it (mirecc.tu.objcache)
-        if c.manifests is not None and dep_file and report.cache in ("hit", "miss"):
-            c.outcome.manifests.append(c.pending(
+        if ctx.manifests is not None and dep_file and report.cache in ("hit", "miss"):
+            ctx.pending.append(ctx.pending_manifest(
                 source.path, started, dep_file, split.output,
                 split.user_dep_file() if split.writes_dep_file else None,
                 report=report, sha=report.bitcode_sha256, size=len(bitcode)))
-        c.outcome.reports.append(report)
-    c.outcome.extra_args = injection_args(c.outcome.reports, c.compiler, c.config)
-    return c.outcome
+        ctx.reports.append(report)
+    ctx.extra_args = injection_args(ctx.reports, ctx.compiler, ctx.config)
 
 
-def _split_front_end(c: Compile, number: int, source: Source, bc_path: str,
+def _split_front_end(ctx: CompileContext, number: int, source: Source, bc_path: str,
                      started: int) -> bytes | None:
     """The user's own compile started on another core and the TU's bitcode
     read beside it (a split compile, :class:`mirecc.frontend.clang.Split`);
     None when every gate said its build step cannot pay on the user's own
     object: that object is the answer, and no IR is read."""
-    import sys
 
-    from mirecc.frontend import clang as frontend
 
-    outcome, config, args = c.outcome, c.config, c.args
-    split = frontend.Split(c.compiler, args, c.inv, bc_path, color=sys.stderr.isatty(),
-                           private_dep_file=os.path.join(c.workdir, f"tu{number}.d"),
+    config, args = ctx.config, ctx.expanded
+    split = frontend.Split(ctx.compiler, args, ctx.inv, bc_path, color=sys.stderr.isatty(),
+                           private_dep_file=os.path.join(ctx.workdir, f"tu{number}.d"),
                            launcher=config.prefix)
-    gates = _gates(c.inv, config, c.explain)
+    gates = _gates(ctx.inv, config, ctx.explain)
     # where a gate may answer in direct mode, the own compile lists the files
     # it reads, for the manifest that keeps its object: into a private file,
     # or the user's own -MD file (every header; -MMD's leaves out the system
     # ones: no object kept then)
     own_dep = user_dep = None
-    if gates and c.manifests is not None:
+    if gates and ctx.manifests is not None:
         if not split.writes_dep_file:
-            own_dep = os.path.join(c.workdir, f"own{number}.d")
+            own_dep = os.path.join(ctx.workdir, f"own{number}.d")
         elif "-MMD" not in args:
             user_dep = split.user_dep_file()
     # the user's own compile, on another core, while the IR is read
-    outcome.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
+    ctx.own = split.start_own(("-MD", "-MF", own_dep) if own_dep else ())
     # with gates the IR is read after they have seen the object, unless a job
     # slot is free now: then it is read meanwhile, and thrown away if they
     # say no (the build step's first candidate after it); the caller closes it
-    early = outcome.early = _start_early(split, c.workdir) if gates else None
+    early = ctx.early = _start_early(split, ctx.workdir) if gates else None
     if early is not None:
         step = _early_step(gates)
         if step:
-            early.start_step(step, split, config, c.workdir, outcome.own.child)
-    gated = _gated(gates, outcome.own, config)
+            early.start_step(step, split, config, ctx.workdir, ctx.own.child)
+    gated = _gated(gates, ctx.own, config)
     if gated:
         # every head's build step said it cannot pay on this object: the
         # user's own compile is the answer, no IR is read
         if early is not None:
             early.close()
-        outcome.counts.update(gated)
+        ctx.counts.update(gated)
         if own_dep or user_dep:
-            outcome.gated_manifest = c.pending(source.path, started, own_dep or user_dep,
+            ctx.gated_manifest = ctx.pending_manifest(source.path, started, own_dep or user_dep,
                                                split.output, user_dep)
         return None
-    outcome.split = split
+    ctx.split = split
     split.early = early
-    bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, c.workdir,
-                         c.stdin_data, started=early)
+    bitcode, _ = emit_ir(split.frontend_command(), source, bc_path, ctx.workdir,
+                         ctx.stdin_data, started=early)
     return bitcode
 
 
-def _tu_report(c: Compile, source: Source, bc_path: str, bitcode: bytes, cache) -> TUReport:
+def _tu_report(ctx: CompileContext, source: Source, bc_path: str, bitcode: bytes,
+               cache) -> TUReport:
     """The TU's report: its bitcode captured where asked, its result from the
     result cache or the pipeline (what ``--explain`` adds cached apart), and
     a decisions profile's entries applied over it."""
-    config, inv = c.config, c.inv
+    config, inv = ctx.config, ctx.inv
     sha = sha256(bitcode).hexdigest()
     report = TUReport(source.path, source.language, inv.opt_level or "0",
                       sha, len(bitcode), TUResult(None), "off")
     if config.capture_dir:
-        from mirecc.tu.capture import CaptureError, capture
+        from mirecc.tu.capture import CaptureError, capture  # lazy: capture mode only
         try:
             report.captured = str(capture(
                 config.capture_dir, bitcode, sha, source=source.path,
                 language=source.language, opt_level=report.opt_level,
-                flags=list(inv.ir_flags), compiler=c.compiler))
+                flags=list(inv.ir_flags), compiler=ctx.compiler))
         except CaptureError as exc:
             raise MLFailure(str(exc)) from None
 
     request = TURequest(source.path, source.language, report.opt_level,
-                        tuple(inv.ir_flags), os.path.abspath(bc_path), sha, c.compiler,
+                        tuple(inv.ir_flags), os.path.abspath(bc_path), sha, ctx.compiler,
                         os.getcwd())
     # flags that change the optimisation pipeline but not the front end's IR
     # (so not the sha) must still tell cached results apart
     level = " ".join([report.opt_level] + [f for f in inv.ir_flags
                                            if f in PIPELINE_ONLY_FLAGS])
-    _find_result(c, report, request, cache, level)
+    _find_result(ctx, report, request, cache, level)
     if config.profile:
-        from mirecc.taskapi.profile import ProfileError, apply_profile
+        from mirecc.taskapi.profile import ProfileError, apply_profile  # lazy: re
         try:
             report.result = apply_profile(report.result, request, config.profile)
         except (ProfileError, OSError) as exc:
@@ -525,23 +408,23 @@ def _tu_report(c: Compile, source: Source, bc_path: str, bitcode: bytes, cache) 
     return report
 
 
-def _find_result(c: Compile, report: TUReport, request: TURequest, cache,
+def _find_result(ctx: CompileContext, report: TUReport, request: TURequest, cache,
                  level: str) -> None:
     """``report``'s result: the cached one, else the pipeline's (cached now);
     with ``--explain``, what the tasks add for it, cached under its own key."""
-    from mirecc.tu.cache import CacheError, ResultCache
 
-    key = ResultCache.key(report.bitcode_sha256, c.version, level)
+    key = ResultCache.key(report.bitcode_sha256, ctx.version, level)
     # --explain's additions are cached apart: a build reads less
-    explain_key = ResultCache.key(report.bitcode_sha256, c.version + "|explain", level)
-    cached = cache.get(explain_key) if cache and c.explain else None
+    explain_key = ResultCache.key(report.bitcode_sha256, ctx.version + "|explain", level)
+    cached = cache.get(explain_key) if cache and ctx.explain else None
     explained = cached is not None
     if cached is None and cache:
         cached = cache.get(key)
-    if cached is not None and (cached.summary or not c.explain):
+    if cached is not None and (cached.summary or not ctx.explain):
         report.result, report.cache, report.where = cached, "hit", "cache"
     else:
-        report.result, report.where = run_pipeline(request, c.config, c.explain, c.version)
+        report.result, report.where = run_pipeline(request, ctx.config, bool(ctx.explain),
+                                                   ctx.version)
         report.cache = "miss" if cache else "off"
         if cache:
             try:
@@ -549,9 +432,9 @@ def _find_result(c: Compile, report: TUReport, request: TURequest, cache,
             except CacheError as exc:
                 # The result is still valid; only its reuse is lost.
                 report.cache = "unwritable"
-                if not c.outcome.warnings:
-                    c.outcome.warnings.append(str(exc))
-    if c.explain and not explained:
+                if not ctx.warnings:
+                    ctx.warnings.append(str(exc))
+    if ctx.explain and not explained:
         result = explain_decisions(report.result, request)
         if cache and result is not report.result and report.cache != "unwritable":
             try:
@@ -568,8 +451,6 @@ def _gates(inv: Invocation, config, explain: bool) -> dict:
     a decisions profile: they want the IR."""
     if explain or config.record or config.capture_dir or config.profile:
         return {}
-    from mirecc.taskapi.registry import (default_heads_dirs, has_use, heads_for_languages,
-                                       spec_task, task)
 
     languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
     gates = {}
@@ -605,7 +486,6 @@ def _wait_untimed(own) -> bool:
     """``own.wait()`` with the ML path's deadline paused: the user's own
     compile takes what it takes (sqlite3.c: a minute) and is not the ML
     path's time."""
-    import _signal as signal   # as deadline does
 
     left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
     try:
@@ -615,18 +495,18 @@ def _wait_untimed(own) -> bool:
             signal.setitimer(signal.ITIMER_REAL, left)
 
 
-def _direct_hit(c: Compile) -> TUReport | None:
+def _direct_hit(ctx: CompileContext) -> TUReport | None:
     """The report of the call's one source from its manifest, when every
     file the front end read last time is unchanged."""
-    entry = c.manifests.lookup(c.manifest_key)
+    entry = ctx.manifests.lookup(ctx.manifest_key)
     if entry is None:
         return None
-    source = c.inv.sources[0]
-    report = TUReport(source.path, source.language, c.inv.opt_level or "0",
+    source = ctx.inv.sources[0]
+    report = TUReport(source.path, source.language, ctx.inv.opt_level or "0",
                       entry.bitcode_sha256, entry.bitcode_bytes, entry, "hit",
                       where="direct")
     report.object_key, report.object_sha256 = entry.object_key, entry.object_sha256
-    if report.applied or c.config.record:   # the result is read now: damaged is a miss
+    if report.applied or ctx.config.record:   # the result is read now: damaged is a miss
         try:
             report.result
         except Exception:  # noqa: BLE001
@@ -634,36 +514,34 @@ def _direct_hit(c: Compile) -> TUReport | None:
     return report
 
 
-def _known_plain(c: Compile, languages) -> bool:
+def _known_plain(ctx: CompileContext, languages) -> bool:
     """Does the team store know the call's TU to need nothing, its files
     unchanged (:mod:`mirecc.tu.travel`)?  Keeps the call's entry on the
-    outcome (CI writes it after the compile) and counts the asks."""
-    from mirecc.store.team import team_store
-    from mirecc.tu.travel import Plain
+    context (CI writes it after the compile) and counts the asks."""
 
     try:
-        plain = Plain(team_store(c.config), c.compiler, c.args, c.inv.sources[0].path,
-                      c.config, languages, c.version)
+        plain = Plain(team_store(ctx.config), ctx.compiler, ctx.expanded,
+                      ctx.inv.sources[0].path, ctx.config, languages, ctx.version)
         known = plain.known()
     except Exception:  # noqa: BLE001 - the store is a shortcut: the path goes on
         return False
-    c.outcome.counts.update(plain.team.counts)
+    ctx.counts.update(plain.team.counts)
     plain.team.counts = {}
     if known:
-        c.outcome.counts["tus.from-store"] = 1
+        ctx.counts["tus.from-store"] = 1
     elif plain.team.write:
-        c.outcome.plain = plain
+        ctx.plain = plain
     return known
 
 
-def _publish_plain(outcome: Outcome, source: str, dep_file: str, started: int) -> dict:
+def _publish_plain(ctx: CompileContext, source: str, dep_file: str, started: int) -> dict:
     """CI: the store learns that this TU's object is the user's own; the
     store's counters of it."""
     try:
-        outcome.plain.publish(source, dep_file, started)
+        ctx.plain.publish(source, dep_file, started)
     except Exception:  # noqa: BLE001 - only the store's shortcut is lost
         pass
-    counts, outcome.plain.team.counts = outcome.plain.team.counts, {}
+    counts, ctx.plain.team.counts = ctx.plain.team.counts, {}
     return counts
 
 
@@ -671,12 +549,10 @@ def _kept_object(report: TUReport, args: list[str], config):
     """(object, dependency file or None) a direct hit's manifest names, when
     still kept; (None, None) when not, or when the command writes a
     dependency file and none was kept with the object."""
-    from mirecc.frontend.clang import writes_dep_file
-    from mirecc.tu.objcache import ObjectCache
 
-    kept = ObjectCache(config.cache_root(), config.object_cache_mb)
+    kept = objcache.ObjectCache(config.cache_root(), config.object_cache_mb)
     data = kept.get(report.object_key, report.object_sha256)
-    if data is None or not writes_dep_file(args):
+    if data is None or not frontend.writes_dep_file(args):
         return data, None
     dep = kept.dependency_file(report.object_key, report.object_sha256)
     return (data, dep) if dep is not None else (None, None)
@@ -687,13 +563,12 @@ def verifies(report: TUReport) -> bool:
     (``Task.verify``)?  It needs the front end's bitcode, which a direct-mode
     hit skips: such a TU gets a manifest only with its kept object
     (:mod:`mirecc.tu.objcache`)."""
-    from mirecc.taskapi.registry import task
 
     return any(d.applied and task(d.task) is not None and task(d.task).has("verify")
                for d in report.result.decisions)
 
 
-def record_manifests(outcome: Outcome, config) -> dict:
+def record_manifests(ctx: CompileContext) -> dict:
     """Write the direct-mode manifests of the call's TUs, with their results
     as the compile left them (decisions that changed nothing not applied).
     A TU whose object a build step chose gets one only when every such step
@@ -702,26 +577,24 @@ def record_manifests(outcome: Outcome, config) -> dict:
     team store's plain entries (:mod:`mirecc.tu.travel`); the store's
     counters of that are returned."""
     counts: dict = {}
-    for pending in outcome.manifests:
+    config = ctx.config
+    for pending in ctx.pending:
         report = pending.report
-        if outcome.plain is not None:
-            from mirecc.tu.travel import is_plain
+        if ctx.plain is not None:
 
-            if is_plain(report, outcome.verified):
-                counts.update(_publish_plain(outcome, pending.source, pending.dep_file,
+            if is_plain(report, ctx.verified):
+                counts.update(_publish_plain(ctx, pending.source, pending.dep_file,
                                              pending.started))
         object_key = object_sha256 = None
         if verifies(report):
-            from mirecc.tu.objcache import ObjectCache, object_key as make_key
-            from mirecc.taskapi.registry import task
 
             steps = {d.task for d in report.result.decisions
                      if d.applied and task(d.task) is not None and task(d.task).has("verify")}
-            if not steps <= set(outcome.verified):
+            if not steps <= set(ctx.verified):
                 continue            # a build step failed: the object is not its choice
-            object_key = make_key(pending.key, pending.sha, pending.compiler)
-            object_sha256 = ObjectCache(config.cache_root(), config.object_cache_mb).put(
-                object_key, pending.output, pending.user_dep)
+            object_key = objcache.object_key(pending.key, pending.sha, pending.compiler)
+            kept = objcache.ObjectCache(config.cache_root(), config.object_cache_mb)
+            object_sha256 = kept.put(object_key, pending.output, pending.user_dep)
             if object_sha256 is None:
                 continue
         pending.manifests.record(pending.key, pending.dep_file, pending.source,
@@ -730,26 +603,25 @@ def record_manifests(outcome: Outcome, config) -> dict:
     return counts
 
 
-def record_gated(outcome: Outcome, config) -> dict:
+def record_gated(ctx: CompileContext) -> dict:
     """Keep the object of a TU whose gates answered (:func:`_gated`), once
     the user's own compile has put it in place, and write its manifest: a
     rebuild of the unchanged TU copies it.  It has no decision and no
     bitcode: the manifest's ``bitcode`` line holds the object's digest.
     CI also writes its plain entry; the store's counters of that are
     returned."""
-    from mirecc.tu.objcache import ObjectCache, object_key
 
-    pending = outcome.gated_manifest
-    counts = _publish_plain(outcome, pending.source, pending.dep_file, pending.started) \
-        if outcome.plain is not None else {}
+    config, pending = ctx.config, ctx.gated_manifest
+    counts = _publish_plain(ctx, pending.source, pending.dep_file, pending.started) \
+        if ctx.plain is not None else {}
     try:
         with open(pending.output, "rb") as fh:
             data = fh.read()
     except OSError:
         return counts
     sha = sha256(data).hexdigest()
-    kept = object_key(pending.key, sha, pending.compiler)
-    digest = ObjectCache(config.cache_root(), config.object_cache_mb).put(
+    kept = objcache.object_key(pending.key, sha, pending.compiler)
+    digest = objcache.ObjectCache(config.cache_root(), config.object_cache_mb).put(
         kept, pending.output, pending.user_dep)
     if digest is not None:
         pending.manifests.record(pending.key, pending.dep_file, pending.source,
@@ -758,48 +630,47 @@ def record_gated(outcome: Outcome, config) -> dict:
     return counts
 
 
-def record_reports(outcome: Outcome, inv: Invocation, compiler: str, config) -> str | None:
+def record_reports(ctx: CompileContext) -> str | None:
     """Append the reports to the record file (``record``), once the compile
     knows which decisions changed the object; the warning when it cannot."""
+    config = ctx.config
     if not config.record:
         return None
-    for report in outcome.reports:
+    for report in ctx.reports:
         try:
-            record(config.record, report, inv, compiler)
+            record(config.record, report, ctx.inv, ctx.compiler)
         except OSError as exc:
             # The decisions stand; only this record of them is lost.
             return f"cannot append to the record file {config.record}: {exc.strerror or exc}"
     return None
 
 
-def mark_unchanged(outcome: Outcome, same: bool = True) -> None:
+def mark_unchanged(ctx: CompileContext, same: bool = True) -> None:
     """The decision flags left the object as the user's own (``same``: the
     compiler made the same choice), or their compile failed: no decision
     applied through them changed the build."""
-    from mirecc.taskapi.registry import task
 
     def flagged(d) -> bool:   # applied through the compile's flags (not a build step)
         declared = task(d.task)
         return d.applied and declared is not None and declared.has("injection")
 
-    for report in outcome.reports:
+    for report in ctx.reports:
         if report.applied:
             report.result = report.result.replace(decisions=[
                 d.replace(applied=False, same_as_compiler=same) if flagged(d) else d
                 for d in report.result.decisions])
 
 
-def attribute(outcome: Outcome, extra: list[str]) -> None:
+def attribute(ctx: CompileContext, extra: list[str]) -> None:
     """The decided compile changed the object: when more than one decision
     went in through its flags, each task that can tell (``Task.attribute``)
     says which of its own changed the build.  Whatever fails, they all
     stay applied; so do they when the tasks' answers would leave none."""
-    from mirecc.taskapi.registry import task
 
     def flagged_by(d) -> bool:   # applied through the compile's flags
         return d.applied and task(d.task) is not None and task(d.task).has("injection")
 
-    for report in outcome.reports:
+    for report in ctx.reports:
         decisions = report.result.decisions
         flagged = [d for d in decisions if flagged_by(d)]
         if len(flagged) < 2:
@@ -809,7 +680,7 @@ def attribute(outcome: Outcome, extra: list[str]) -> None:
             if not task(name).has("attribute"):
                 continue
             try:
-                new = task(name).attribute(new, outcome.split, extra)
+                new = task(name).attribute(new, ctx.split, extra)
             except Exception:   # noqa: BLE001 - an attribution never breaks the build
                 return
         if any(flagged_by(d) for d in new):
@@ -821,11 +692,10 @@ def run_pipeline(request: TURequest, config, explain: bool,
     """The TU's result from the per-user server (started when none answers),
     else computed in this process; and where it was computed.  ``version``
     is the pipeline key (:func:`mirecc.tu.cache.pipeline_key`) the caller has."""
-    from mirecc.util.modelfiles import ModelError
-    from mirecc.taskapi.api import HeadError
+    from mirecc.util.modelfiles import ModelError  # lazy: hashlib, json, dataclasses
 
     if config.server:
-        from mirecc.tu import server
+        from mirecc.tu import server  # lazy: json, socket, subprocess
 
         reply = server.run_pipeline(request, config, explain, version)
         if reply.get("ok"):
@@ -833,7 +703,7 @@ def run_pipeline(request: TURequest, config, explain: bool,
         if "error" in reply:
             raise MLFailure(reply["error"])
     try:
-        from mirecc.tu.pipeline import run_in_process
+        from mirecc.tu.pipeline import run_in_process  # lazy: the heads, ONNX Runtime
 
         return run_in_process(request, config, explain, version), "in process"
     except (ModelError, HeadError) as exc:
@@ -843,8 +713,7 @@ def run_pipeline(request: TURequest, config, explain: bool,
 def explain_decisions(result: TUResult, request: TURequest) -> TUResult:
     """The result with what each task adds for ``--explain`` only (each
     task's ``explain`` gets the TU's context: its IR read once for all)."""
-    from mirecc.taskapi.context import TUContext
-    from mirecc.taskapi.registry import task
+    from mirecc.taskapi.context import TUContext  # lazy: the IR readers, --explain only
 
     ctx = TUContext(request, None, where="explain")
     for name in sorted({d.task for d in result.decisions}):
@@ -858,7 +727,6 @@ def injection_args(reports, compiler: str, config) -> list[str]:
     """Flags that apply the reports' applied decisions in the final compile.
     Tasks whose ``Task.injection`` is the same function (one pass plugin,
     one decisions file) get one call with all their decisions."""
-    from mirecc.taskapi.registry import task
 
     by_inject: dict = {}        # function -> {source: decisions}
     tasks_of: dict = {}         # function -> task names
@@ -888,11 +756,9 @@ def append_record(path: str, fields: dict) -> None:
     mirecc's version every line carries.  Appended under a lock: safe under
     ``make -j``.  ``mirecc-nvcc`` writes its CUDA sources' lines through it
     too (with ``front_end``: a line without one is ``mirecc``'s)."""
-    import json
+    import json     # lazy: the record file only (a direct hit reads JSON without it)
     from pathlib import Path
 
-    from mirecc import __version__
-    from mirecc.util.fsutil import append_line_locked
 
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cwd": os.getcwd(),
             "mirecc_version": __version__, **fields}

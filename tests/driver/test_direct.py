@@ -80,7 +80,7 @@ def _compile(work: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
 
 
 def _stats(env: dict) -> dict:
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.taskapi.config import Config
     return stats.read(Config(cache_dir=env["MIRECC_CACHE_DIR"]))
 

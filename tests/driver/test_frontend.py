@@ -103,7 +103,7 @@ def test_split_compile_is_clangs_compile(tmp_path, args):
 
 
 def _stats(tmp_path: Path) -> dict:
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.taskapi.config import Config
     return stats.read(Config(cache_dir=str(tmp_path / "cache")))
 

@@ -1,12 +1,12 @@
 """Every reason code the package raises or counts is in the one table
-(``mirecc.driver.stats.reason_table``), as ccache keeps its statistics in one
+(``mirecc.tu.stats.reason_table``), as ccache keeps its statistics in one
 place, each code declared once by its owner (a task in ``Task.reasons``)."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from mirecc.driver.stats import FALLBACK, PASSTHROUGH, SKIP, reason_table, render
+from mirecc.tu.stats import FALLBACK, PASSTHROUGH, SKIP, reason_table, render
 
 PACKAGE = Path(__import__("mirecc").__file__).resolve().parent
 

@@ -52,7 +52,7 @@ def _mirecc_alone(tmp_path: Path) -> bytes:
 
 
 def _searched(tmp_path: Path) -> int:
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.taskapi.config import Config
 
     counts = stats.read(Config(cache_dir=str(tmp_path / "cache")))
@@ -101,7 +101,7 @@ def test_mirecc_with_ccache_as_its_prefix(tmp_path):
     # (or, where the source was already a second old at the first compile,
     # mirecc's kept object: nothing compiled at all)
     assert _compile(tmp_path, [MIRECC], env) == alone
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.taskapi.config import Config
 
     kept = stats.read(Config(cache_dir=str(tmp_path / "cache"))).get("tus.object", 0)

@@ -83,7 +83,7 @@ def _build(where: Path, tmp_path: Path, cache: str, store: str, write: bool,
 
 
 def _stats(tmp_path: Path, cache: str) -> dict:
-    from mirecc.driver import stats
+    from mirecc.tu import stats
     from mirecc.taskapi.config import Config
 
     return stats.read(Config(cache_dir=str(tmp_path / cache)))

@@ -51,6 +51,12 @@ def test_every_registered_task_is_declared_whole():
         if task.has("link_step"):
             step = task.link_step()
             assert callable(step.wants) and callable(step.link), name
+        # a part of mire run is the launcher's kind; a suite loads when it runs
+        if task.has("run_part"):
+            from mirecc.launch.part import RunPart
+
+            assert isinstance(task.run_part(), RunPart), name
+        assert all(callable(s.load) and s.summary for s in task.bench), name
         # a build step comes with its gate; an early step needs the gate
         assert not task.has("early") or task.has("gate"), name
         # each of its reason codes is declared once, with its words

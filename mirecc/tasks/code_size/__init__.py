@@ -22,6 +22,13 @@ This module is the task's declaration: standard library only.
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
+def _size_suite():
+    """``mire bench size``: (run, add_arguments)."""
+    from .offline import bench, cli  # lazy: declarations are read on every compile
+
+    return bench.run, cli.add_bench_arguments
+
+
 def _as_positive(value):
     number = _as_count(value)
     if number < 1:
@@ -134,12 +141,10 @@ class CodeSize(Task):
                   "none if none beats it."),
       )
     bench = (
-          BenchSuite("size", "mirecc.tasks.code_size.offline.bench:run",
+          BenchSuite("size", _size_suite,
                      "rankings of the code-size library on held-out packages, from the labels "
-                     "of mire size-data",
-                     arguments="mirecc.tasks.code_size.offline.cli:add_bench_arguments"),
+                     "of mire size-data"),
       )
-    judged = "mirecc.tasks.code_size.offline.judge:judged"
     step_reasons = {
         "too-small": "too small to gain",
         "predicted-no-gain": "no candidate predicted to gain",
@@ -174,6 +179,11 @@ class CodeSize(Task):
         from mirecc.tasks.code_size.link import LINK
 
         return LINK
+
+    def judged(self, kinds, out, models):
+        from .offline import judge  # lazy: declarations are read on every compile
+
+        return judge.judged(kinds, out, models)
 
 
 TASKS = (CodeSize(),)

@@ -18,6 +18,14 @@ This module is the task's declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Setting, Task, parse_bool
 
+
+def _cuda_suite():
+    """``mire bench cuda``: (run, add_arguments)."""
+    from .offline import bench  # lazy: declarations are read on every compile
+
+    return bench.run, bench.add_arguments
+
+
 class CudaBlock(Task):
     name = "cuda-block"
     summary = ("thread-block shape per CUDA kernel launch, through mirecc-nvcc "
@@ -33,12 +41,10 @@ class CudaBlock(Task):
                 "cuda-block.md): guessing with the calibrated gate (min_gain 0.2) 82% of "
                 "the oracle's log gain, none below 0.95x; the fastest of the first 3 "
                 "measured 97%")
-    bench = (BenchSuite("cuda", "mirecc.tasks.cuda_block.offline.bench:run",
+    bench = (BenchSuite("cuda", _cuda_suite,
                         "CUDA block shapes: the head's rankings against the source's shape, "
                         "a fixed shape, IR2Vec and encoders, leave one program out on the "
-                        "H100 labels (needs pip install 'mirecc[train,bench]')",
-                        arguments="mirecc.tasks.cuda_block.offline.bench:add_arguments"),)
-    judged = "mirecc.tasks.cuda_block.offline.bench:judged"
+                        "H100 labels (needs pip install 'mirecc[train,bench]')"),)
 
     def head_class(self):
         from mirecc.tasks.cuda_block.head import BlockHead
@@ -54,6 +60,11 @@ class CudaBlock(Task):
         from mirecc.tasks.cuda_block import launches
 
         return launches
+
+    def judged(self, kinds, out, models):
+        from .offline import bench  # lazy: declarations are read on every compile
+
+        return bench.judged(kinds, out, models)
 
 
 TASKS = (CudaBlock(),)

@@ -10,6 +10,14 @@ This module is the task's declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
+
+def _nests_suite():
+    """``mire bench nests``: (run, add_arguments)."""
+    from .offline import bench  # lazy: declarations are read on every compile
+
+    return bench.run, bench.add_arguments
+
+
 # the -O levels the head decides at (without "-O")
 OPT_LEVELS = ("2", "3", "fast")
 
@@ -37,13 +45,11 @@ class LoopNests(Task):
                   "time them pinned with repeats, sides rotated, and write labels "
                   "(resumable)."),
       )
-    bench = (BenchSuite("nests", "mirecc.tasks.loop_nests.offline.bench:run",
+    bench = (BenchSuite("nests", _nests_suite,
                         "loop-nest schedules: the head's rankings against LLVM's, Polly "
                         "always on, the best single schedule, IR2Vec and encoders, leave "
                         "one program out on the timed labels (needs "
-                        "pip install 'mirecc[train,bench]')",
-                        arguments="mirecc.tasks.loop_nests.offline.bench:add_arguments"),)
-    judged = "mirecc.tasks.loop_nests.offline.bench:judged"
+                        "pip install 'mirecc[train,bench]')"),)
     reasons = {
         "no-nests": "no loop nest of depth 2 or more",
         "user-schedule": "the source chose its loops' schedule (loop pragmas)",
@@ -63,6 +69,11 @@ class LoopNests(Task):
         from mirecc.tasks.loop_nests.profile import KIND
 
         return KIND
+
+    def judged(self, kinds, out, models):
+        from .offline import bench  # lazy: declarations are read on every compile
+
+        return bench.judged(kinds, out, models)
 
 
 TASKS = (LoopNests(),)

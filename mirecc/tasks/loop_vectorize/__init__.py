@@ -13,6 +13,19 @@ This module is the task's declaration: standard library only.
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
+def _vectorize_suite():
+    """``mire bench vectorize``: (run, add_arguments)."""
+    from .offline import bench  # lazy: declarations are read on every compile
+
+    return bench.run, bench.add_arguments
+
+
+def _tune_suite():
+    """``mire bench tune --tune-task loops``: (run, add_arguments)."""
+    from .offline import tune_bench  # lazy: declarations are read on every compile
+
+    return tune_bench.run, tune_bench.add_arguments
+
 
 # the -O levels the head decides at (without "-O"): LLVM's vectorizer runs there
 OPT_LEVELS = ("2", "3", "fast")
@@ -46,17 +59,14 @@ class LoopVectorize(Task):
                   "heads/loop-vectorize."),
       )
     bench = (
-          BenchSuite("vectorize", "mirecc.tasks.loop_vectorize.offline.bench:run",
+          BenchSuite("vectorize", _vectorize_suite,
                      "binaries built by mirecc -O3 (the loop-vectorize head) against clang -O3,"
-                     " on the dataset's held-out kernel families or --programs DIR",
-                     arguments="mirecc.tasks.loop_vectorize.offline.bench:add_arguments"),
-          BenchSuite("tune", "mirecc.tasks.loop_vectorize.offline.tune_bench:run",
+                     " on the dataset's held-out kernel families or --programs DIR"),
+          BenchSuite("tune", _tune_suite,
                      "mire tune's candidates in the head's order vs random, replayed on timed "
                      "held-out loop kernels (--tune-data)",
-                     arguments="mirecc.tasks.loop_vectorize.offline.tune_bench:add_arguments",
                      variant="loops"),
       )
-    judged = "mirecc.tasks.loop_vectorize.offline.judge:judged"
     reasons = {
         "no-loops": "no loops",
         "loops-unmatched": "the encoder's IR has other loops than the build's",
@@ -92,6 +102,11 @@ class LoopVectorize(Task):
         from mirecc.tasks.loop_vectorize.profile import KIND
 
         return KIND
+
+    def judged(self, kinds, out, models):
+        from .offline import judge  # lazy: declarations are read on every compile
+
+        return judge.judged(kinds, out, models)
 
 
 TASKS = (LoopVectorize(),)

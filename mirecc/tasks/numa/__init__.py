@@ -8,15 +8,24 @@ with ``-fopenmp`` and per input size, a configuration of the published
 space (:mod:`.configs`), or keeps the default; the chosen ones are written
 into the object as one line of the ``.mirecc.numa`` section (by the
 mirecc's pass plugin's records), so the linked binary carries every
-TU's line.  ``mire run`` (:mod:`.launch`) reads them back from the binary
-and applies what the machine it runs on supports: threads, ``OMP_PLACES`` /
-``OMP_PROC_BIND``, ``numactl`` page policy and, with ``--allow-msr``, the
-prefetcher mask.  Offline: :mod:`.offline` (``mire numa-regions``, ``mire
-numa-train``, ``mire bench numa``).
+TU's line.  ``mire run`` (the task's part of it, :mod:`.run`, over
+:mod:`.launch`) reads them back from the binary and applies what the
+machine it runs on supports: threads, ``OMP_PLACES`` / ``OMP_PROC_BIND``,
+``numactl`` page policy and, with ``--allow-msr``, the prefetcher mask.
+Offline: :mod:`.offline` (``mire numa-regions``, ``mire numa-train``,
+``mire bench numa``).
 
 This module is the task's declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
+
+
+def _numa_suite():
+    """``mire bench numa``: (run, add_arguments)."""
+    from .offline import bench  # lazy: declarations are read on every compile
+
+    return bench.run, bench.add_arguments
+
 
 class Numa(Task):
     name = "numa"
@@ -39,16 +48,6 @@ class Numa(Task):
     measured = ("leave one program out on the published 2-socket Xeon labels "
                 "(mire numa-train, docs/results/gates.md); not measured on any other machine")
     commands = (
-          Command("run", "mirecc.tasks.numa.run",
-                  "run a program with the NUMA/prefetcher decisions its binary records, and under "
-                  "a package power cap (RAPL); what it changes is restored when it exits",
-                  "Apply the NUMA head's decisions recorded in the binary's .mirecc.numa section "
-                  "(threads, OMP_PLACES/OMP_PROC_BIND, numactl page policy, the prefetcher MSR with "
-                  "--allow-msr) as far as this machine supports them, and set the long-term power "
-                  "limit of every RAPL package zone (/sys/class/powercap/intel-rapl:N) for the run; "
-                  "old values are put back when the program exits or is interrupted; what the "
-                  "machine lacks is said in one line and skipped. mire run --dry-run -- ./prog args;"
-                  " mire run --power-cap 65 -- ./prog args"),
           Command("numa-regions", "mirecc.tasks.numa.offline.cli",
                   "map the NUMA/prefetcher dataset's regions to their programs' IR",
                   "Compile the programs of ../shared/datasets/numa-prefetch/sources as their "
@@ -64,10 +63,9 @@ class Numa(Task):
                   "writes heads/numa."),
       )
     bench = (
-          BenchSuite("numa", "mirecc.tasks.numa.offline.bench:run",
+          BenchSuite("numa", _numa_suite,
                      "per-region NUMA/placement/prefetcher policies judged on the published "
-                     "measurements (leave one program out, 10 folds)",
-                     arguments="mirecc.tasks.numa.offline.bench:add_arguments"),
+                     "measurements (leave one program out, 10 folds)"),
       )
 
     def head_class(self):
@@ -84,6 +82,11 @@ class Numa(Task):
         from mirecc.tasks.numa.head import plugin_entry
 
         return plugin_entry(source, decisions)
+
+    def run_part(self):
+        from .run import NumaPart  # lazy: declarations are read on every compile
+
+        return NumaPart()
 
 
 TASKS = (Numa(),)

@@ -42,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirecc.launch.part import RunError
 from mirecc.tasks.numa.configs import FIELDS, Config, parse_config
 
 SECTION = ".mirecc.numa"
@@ -49,7 +50,7 @@ PREFETCH_MSR = 0x1A4
 PREFETCH_BITS = 0xF
 
 
-class LaunchError(Exception):
+class LaunchError(RunError):
     """A binary's record or the machine cannot be read; names the file."""
 
 

@@ -20,6 +20,34 @@ from mirecc.taskapi.settings import as_positive_int as _as_positive_int
 from mirecc.taskapi.settings import as_str as _as_str
 
 
+def _protocol_suite():
+    """``mire bench devmap`` and ``coarsening``: (run, add_arguments)."""
+    from .offline import cli  # lazy: declarations are read on every compile
+
+    return cli.run, cli.add_arguments
+
+
+def _coarsen_check_suite():
+    """``mire bench coarsen-check``: (run, add_arguments)."""
+    from .offline import coarsen_check  # lazy: declarations are read on every compile
+
+    return coarsen_check.run, coarsen_check.add_arguments
+
+
+def _run_suite():
+    """``mire bench opencl``: (run, add_arguments)."""
+    from .offline import run_bench  # lazy: declarations are read on every compile
+
+    return run_bench.run, run_bench.add_arguments
+
+
+def _device_suite():
+    """``mire bench opencl-device``: (run, add_arguments)."""
+    from .offline import device_bench  # lazy: declarations are read on every compile
+
+    return device_bench.run, device_bench.add_arguments
+
+
 class OpenclDeviceMapping(Task):
     name = "opencl-device-mapping"
     summary = "CPU or GPU for an OpenCL module's kernels (advisory)"
@@ -32,12 +60,10 @@ class OpenclDeviceMapping(Task):
                   "work-group size of the launch (device mapping; default: the head's "
                   "assumed.wgsize)"),
       )
-    bench = (BenchSuite("devmap", "mirecc.tasks.opencl.offline.cli:run",
+    bench = (BenchSuite("devmap", _protocol_suite,
                         "device mapping: mirecc's embeddings against IR2Vec and the prior art "
                         "on the published dataset, on the same folds (needs pip install "
-                        "'mirecc[train,bench]')",
-                        arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),)
-    judged = "mirecc.tasks.opencl.offline.judge:judged_devmap"
+                        "'mirecc[train,bench]')"),)
     reasons = {
         "no-kernels": "no OpenCL kernels",
     }
@@ -46,6 +72,11 @@ class OpenclDeviceMapping(Task):
         from mirecc.tasks.opencl.head import DeviceMappingHead
 
         return DeviceMappingHead
+
+    def judged(self, kinds, out, models):
+        from .offline import judge  # lazy: declarations are read on every compile
+
+        return judge.judged_devmap(kinds, out, models)
 
 
 class OpenclThreadCoarsening(Task):
@@ -57,32 +88,36 @@ class OpenclThreadCoarsening(Task):
                   "the GPU thread-coarsening decisions are for (one of the head's gpus; "
                   "default: every GPU of the head)"),
       )
-    bench = (BenchSuite("coarsening", "mirecc.tasks.opencl.offline.cli:run",
+    bench = (BenchSuite("coarsening", _protocol_suite,
                         "thread coarsening: mirecc's embeddings against IR2Vec and the prior "
-                        "art on the published dataset, on the same folds",
-                        arguments="mirecc.tasks.opencl.offline.cli:add_arguments"),
-             BenchSuite("coarsen-check", "mirecc.tasks.opencl.offline.coarsen_check:run",
+                        "art on the published dataset, on the same folds"),
+             BenchSuite("coarsen-check", _coarsen_check_suite,
                         "the plugin's coarsening transform run: every kernel at each factor "
-                        "against factor 1 on the same inputs, LLVM 14 and 19",
-                        arguments="mirecc.tasks.opencl.offline.coarsen_check:add_arguments"),
-             BenchSuite("opencl", "mirecc.tasks.opencl.offline.run_bench:run",
+                        "against factor 1 on the same inputs, LLVM 14 and 19"),
+             BenchSuite("opencl", _run_suite,
                         "coarsening applied at run time by mire run --opencl on this machine's "
                         "OpenCL platform: programs at factor 1, each factor and adaptive, "
                         "outputs checked (the project's driver; Rodinia gaussian with "
-                        "--opencl-rodinia)",
-                        arguments="mirecc.tasks.opencl.offline.run_bench:add_arguments"),
-             BenchSuite("opencl-device", "mirecc.tasks.opencl.offline.device_bench:run",
+                        "--opencl-rodinia)"),
+             BenchSuite("opencl-device", _device_suite,
                         "the OpenCL device confirmed at run time (mire run --opencl "
                         "--opencl-device=confirm) on pocl's two CPU devices: the program's "
-                        "own, the other and confirm, run by run, outputs checked",
-                        arguments="mirecc.tasks.opencl.offline.device_bench:add_arguments"))
-    judged = "mirecc.tasks.opencl.offline.judge:judged_coarsening"
-    run_modules = ("mirecc.tasks.opencl.run",)
+                        "own, the other and confirm, run by run, outputs checked"))
 
     def head_class(self):
         from mirecc.tasks.opencl.head import ThreadCoarseningHead
 
         return ThreadCoarseningHead
+
+    def judged(self, kinds, out, models):
+        from .offline import judge  # lazy: declarations are read on every compile
+
+        return judge.judged_coarsening(kinds, out, models)
+
+    def run_part(self):
+        from .run import CoarseningPart  # lazy: declarations are read on every compile
+
+        return CoarseningPart()
 
 
 TASKS = (OpenclDeviceMapping(), OpenclThreadCoarsening(),)

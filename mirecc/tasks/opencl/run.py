@@ -1,4 +1,6 @@
-"""``mire run --opencl``: the OpenCL interposer for one run of a program.
+"""``mire run --opencl``: the OpenCL interposer for one run of a program, the
+thread-coarsening task's part of ``mire run`` (:class:`CoarseningPart`,
+``Task.run_part()``).
 
 Sets ``LD_PRELOAD`` to ``libmirecc-opencl.so`` (``runtime/opencl``, built
 into the per-user cache) and ``MIRECC_OPENCL_PLANNER`` to this Python's
@@ -14,6 +16,23 @@ import ctypes
 import os
 import shlex
 import sys
+
+from mirecc.launch.part import RunError, RunPart, Step
+
+
+class CoarseningPart(RunPart):
+    """``--opencl`` and its options (:func:`add_run_arguments`), the variables
+    the run gets (:func:`run_environment`)."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_run_arguments(parser)
+
+    def prepare(self, args, command: list[str]) -> Step:
+        try:
+            env, lines = run_environment(args)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+        return Step(env=env, lines=lines)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +95,9 @@ def opencl_devices() -> list[tuple[str, str, str]]:
 
 
 def run_environment(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """The variables a run with ``args`` gets and what to say about them;
+    raises ``ValueError`` with the problem (an option without ``--opencl``,
+    a bad factor, an interposer that cannot be built)."""
     if not args.opencl:
         if args.opencl_record or args.opencl_factor or args.opencl_device != "program":
             raise ValueError("--opencl-record, --opencl-factor and --opencl-device go with "

@@ -22,13 +22,26 @@ and ``--explain`` lines), :mod:`.features` (static region statistics),
 plugin's call ids, source locations and explicit clauses). Offline:
 :mod:`.offline` (``mire omp-data``, the timed dataset; ``mire omp-train``,
 the head and its leave-one-application-out evaluation). Power caps are a
-launcher's business, not the compile's (``mire run``, a command of the NUMA task).
+launcher's business, not the compile's (``mire run``, :mod:`mirecc.launch`).
 
 This module is the task's declaration: standard library only.
 """
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 from mirecc.taskapi.settings import as_positive_int
 
+
+def _openmp_suite():
+    """``mire bench openmp``: (run, add_arguments)."""
+    from .offline import train  # lazy: declarations are read on every compile
+
+    return train.run_bench, train.add_bench_arguments
+
+
+def _tune_suite():
+    """``mire bench tune --tune-task openmp``: (run, add_arguments)."""
+    from .offline import train, tune_bench  # lazy: declarations are read on every compile
+
+    return tune_bench.run, train.add_bench_arguments
 
 
 class OpenMP(Task):
@@ -77,17 +90,14 @@ class OpenMP(Task):
                   "program's own, and the invocations and runs it took; --forget drops them."),
       )
     bench = (
-          BenchSuite("openmp", "mirecc.tasks.openmp.offline.train:run_bench",
+          BenchSuite("openmp", _openmp_suite,
                      "the OpenMP head's policies judged leave one application out on the labels"
-                     " of mire omp-data (--omp-labels)",
-                     arguments="mirecc.tasks.openmp.offline.train:add_bench_arguments"),
-          BenchSuite("tune", "mirecc.tasks.openmp.offline.tune_bench:run",
+                     " of mire omp-data (--omp-labels)"),
+          BenchSuite("tune", _tune_suite,
                      "mire tune's candidates replayed on OpenMP regions' configurations "
                      "(--tune-task openmp, --omp-labels)",
-                     arguments="mirecc.tasks.openmp.offline.train:add_bench_arguments",
                      variant="openmp"),
       )
-    judged = "mirecc.tasks.openmp.offline.judge:judged"
     reasons = {
         "fixed-by-source": "every region's configuration is fixed by the source's clauses",
         "functions-unmatched": "the encoder's IR has other functions than the build's",
@@ -133,6 +143,11 @@ class OpenMP(Task):
         from mirecc.tasks.openmp.profile import KIND
 
         return KIND
+
+    def judged(self, kinds, out, models):
+        from .offline import judge  # lazy: declarations are read on every compile
+
+        return judge.judged(kinds, out, models)
 
 
 TASKS = (OpenMP(),)

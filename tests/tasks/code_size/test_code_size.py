@@ -54,7 +54,7 @@ def run_program(tmp_path: Path, obj: Path) -> str:
 
 
 def stats(env: dict) -> dict:
-    from mirecc.driver import stats as counters
+    from mirecc.tu import stats as counters
     from mirecc.taskapi.config import Config
     return counters.read(Config(cache_dir=env["MIRECC_CACHE_DIR"]))
 

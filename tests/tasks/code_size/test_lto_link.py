@@ -60,7 +60,7 @@ def _link(cmd: str, objs: Path, out: Path, env=None, flags=("-Oz", "-flto")):
 
 
 def _stats(env: dict) -> dict:
-    from mirecc.driver import stats as counters
+    from mirecc.tu import stats as counters
     from mirecc.taskapi.config import Config
     return counters.read(Config(cache_dir=env["MIRECC_CACHE_DIR"]))
 

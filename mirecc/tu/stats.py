@@ -213,6 +213,23 @@ def tu_counts(reports, split: bool) -> dict:
     return counts
 
 
+def verified_counts(task: str, verified, report, early) -> dict:
+    """The counters of one TU whose object ``task``'s build step chose
+    (``Task.verify`` returned ``verified``; ``early``: the work started in a
+    free job slot, if any)."""
+    step = f"verified.{task}"
+    return {step: 1,
+            f"{step}.improved": int(verified.winner != f"-O{report.opt_level}"),
+            f"{step}.from-cache": int(getattr(verified, "from_cache", False)),
+            f"{step}.from-twin": int(getattr(verified, "from_twin", False)),
+            f"{step}.from-store": int(getattr(verified, "from_store", False)),
+            **getattr(verified, "store_counts", {}),
+            f"{step}.early": int(getattr(early, "taken", False)),
+            f"{step}.not-searched": int(getattr(verified, "built", 1) == 0
+                                        and not getattr(verified, "from_cache", False)),
+            **({f"{step}.{verified.reason}": 1} if getattr(verified, "reason", "") else {})}
+
+
 def _step_reasons(name: str) -> dict:
     """Why task ``name``'s build step built nothing (``Task.step_reasons``;
     {} for a task this mirecc does not know)."""

@@ -1,4 +1,5 @@
-"""mire run: package power caps through a fake RAPL powercap tree."""
+"""mire run (the launcher, mirecc.launch): package power caps through a fake
+RAPL powercap tree, the program's exit status and signals, a usage error."""
 import json
 import signal
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mirecc.tasks.numa import run as power
+from mirecc.launch import powercap as power
 
 # the program under the launcher prints the limit it sees while it runs
 SHOW_LIMIT = "import sys; print(open(sys.argv[1]).read().strip())"

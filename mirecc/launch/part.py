@@ -1,0 +1,54 @@
+"""A task's part of ``mire run``: what ``Task.run_part()`` returns.
+
+A part adds its options to ``mire run``'s parser, says what it does to one
+run (a :class:`Step`: the variables the program runs with, a command it runs
+under, one line for each thing done or skipped) and may set something on the
+machine for the length of the run, put back when the program ends, also after
+a signal (:meth:`RunPart.applied`).  The launcher (:mod:`mirecc.launch.run`)
+asks every registered part in the registry's order and runs the program once.
+
+Only the standard library is imported here.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+
+class RunError(Exception):
+    """A run that cannot be prepared or started: ``mire run`` prints the
+    message (which names the file or option) and exits with status 2."""
+
+
+@dataclass
+class Step:
+    """What one part does to a run."""
+    #: variables the program runs with (a part that keeps the user's own
+    #: value of a variable leaves it out)
+    env: dict[str, str] = field(default_factory=dict)
+    #: a command the program runs under (``numactl ... --``)
+    prefix: list[str] = field(default_factory=list)
+    #: what is done and what the machine lacks, one line each
+    lines: list[str] = field(default_factory=list)
+
+
+class RunPart:
+    """A task's part of ``mire run``.  ``Task.run_part()`` makes one for each
+    run, so a part may keep what :meth:`prepare` found for :meth:`applied`;
+    each default below is "the part has none"."""
+
+    def add_arguments(self, parser) -> None:
+        """Its options on ``mire run``'s parser (an ``argparse`` parser)."""
+
+    def prepare(self, args, command: list[str]) -> Step:
+        """What it does to the run of ``command`` (with ``--dry-run`` too, which
+        prints the lines and runs nothing); raises :class:`RunError` with the
+        problem."""
+        return Step()
+
+    def applied(self, args, say):
+        """A context manager around the program's run (never with ``--dry-run``):
+        what the part sets on the machine, put back when it exits, also after
+        a signal; raises :class:`RunError` when it cannot set it.  ``say``
+        prints one line."""
+        return contextlib.nullcontext()
