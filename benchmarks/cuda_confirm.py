@@ -45,7 +45,7 @@ FLAGS = ["-O3", "-arch=sm_90", "-DcudaThreadSynchronize=cudaDeviceSynchronize",
 def build(args) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from mirecc.learn.datasets import default_root
-    from mirecc.driver.nvcc import find_nvcc
+    from mirecc.frontend.nvcc import find_nvcc
     from mirecc.frontend.nvcc import normalised_object
     from mirecc.tasks.cuda_block.offline import cuda_labels as cl
 

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mirecc.driver.nvcc import find_nvcc  # noqa: E402
+from mirecc.frontend.nvcc import find_nvcc  # noqa: E402
 from mirecc.frontend.nvcc import normalised_object as normalised  # noqa: E402
 
 COMPAT = "-DcudaThreadSynchronize=cudaDeviceSynchronize"

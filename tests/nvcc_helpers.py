@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from mirecc.driver import nvcc as drop_in
+from mirecc.frontend.launches import HEADER_DIR
+from mirecc.frontend.nvcc import find_nvcc
 from mirecc.tasks.cuda_block import launches
 
 MIRECC_NVCC = str(Path(sys.executable).with_name("mirecc-nvcc"))
-NVCC = drop_in.find_nvcc()
+NVCC = find_nvcc()
 CLANGXX = shutil.which("clang++-14")
 POLYBENCH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "polybench-acc" / "CUDA"
 # CUDA 12 removed cudaThreadSynchronize, which PolyBench-ACC (2012) calls
@@ -53,7 +55,7 @@ def run(cmd, cwd, env=None):
                           env=env)
 
 
-HEADER = str(launches.HEADER_DIR)
+HEADER = str(HEADER_DIR)
 
 MARKED = """\
 #include <cstdio>

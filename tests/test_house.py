@@ -58,7 +58,7 @@ def test_every_module_is_seen_and_every_package_is_in_a_layer():
     assert not errors
     # relative imports, lazy imports and hook strings are dependencies too
     assert "mirecc.graph.irinfo" in edges["mirecc.graph.fallback"]          # from .irinfo
-    assert "mirecc.tasks.code_size.early" in edges["mirecc.tasks.code_size"]  # gate="...:..."
+    assert "mirecc.tasks.code_size.step" in edges["mirecc.tasks.code_size"]   # in a hook
     assert "mirecc.tu.server" in edges["mirecc.tu.mlpath"]                  # inside a function
     # a declaration's lazy relative imports: its mire run part, its bench suite
     lazy = {"mirecc.tasks.numa.run", "mirecc.tasks.numa.offline.bench"}
@@ -279,3 +279,58 @@ def test_one_compile_crosses_between_driver_and_tu_at_most_four_times(tmp_path):
     planted = _traced(root, tmp_path / "copy")
     assert planted["rc"] == 0
     assert planted["switches"] >= traced["switches"] + 6 > 4, planted["path"]
+
+
+TOY_COMPILER = '''"""A toy compiler: a newer clang (19), found where Debian puts it."""
+from mirecc.frontend.clang import Clang
+
+
+class NewerClang(Clang):
+    name = "toy"
+
+    def find(self, config, cxx):
+        return ("/usr/bin/clang++-19" if cxx else "/usr/bin/clang-19"), "the toy's own clang"
+
+
+COMPILER = NewerClang()
+'''
+
+CLANG19 = "/usr/bin/clang-19"
+
+
+@pytest.mark.skipif(not os.access(CLANG19, os.X_OK), reason="needs clang-19")
+def test_a_toy_compiler_is_its_module_and_one_registry_line(tmp_path):
+    """Adding a compiler touches no shared file but the registry's one line:
+    the driver then runs it for the whole path (the IR read by it, the
+    object its own, byte for byte)."""
+    root = copy_tree(tmp_path)
+    before = {p: p.read_bytes() for p in (root / "mirecc").rglob("*") if p.is_file()}
+    (root / "mirecc" / "frontend" / "toy.py").write_text(TOY_COMPILER)
+    registry = root / "mirecc" / "frontend" / "compilers.py"
+    text = registry.read_text()
+    line = '    "nvcc": "mirecc.frontend.nvcc",\n'
+    assert text.count(line) == 1
+    registry.write_text(text.replace(line, line + '    "toy": "mirecc.frontend.toy",\n'))
+    after = {p: p.read_bytes() for p in (root / "mirecc").rglob("*") if p.is_file()}
+    added = sorted(str(p.relative_to(root)) for p in after.keys() - before.keys())
+    changed = sorted(str(p.relative_to(root)) for p in before if after[p] != before[p])
+    assert added == ["mirecc/frontend/toy.py"]
+    assert changed == ["mirecc/frontend/compilers.py"]
+    assert house.violations(root) == []
+
+    src = tmp_path / "loops.c"
+    src.write_text("int f(int *a, int n) { int s = 0;\n"
+                   "  for (int i = 0; i < n; i++) s += a[i] * 3;\n  return s; }\n")
+    env = isolated_env(tmp_path, PYTHONPATH=str(root))
+    driver = ("import sys; from mirecc.driver.clang import main; "
+              "sys.exit(main(sys.argv[1:], cxx=False, kind='toy'))")
+    proc = subprocess.run([sys.executable, "-c", driver, "--explain=json", "-O2", "-c",
+                           str(src), "-o", str(tmp_path / "toy.o")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["compiler"] == CLANG19 and report["compiler_chosen"] == "the toy's own clang"
+    [unit] = report["translation_units"]
+    assert unit["ir"]["bytes"] > 0 and unit["computed"] == "in process"
+    subprocess.run([CLANG19, "-O2", "-c", str(src), "-o", str(tmp_path / "own.o")], check=True)
+    assert (tmp_path / "toy.o").read_bytes() == (tmp_path / "own.o").read_bytes()

@@ -15,6 +15,7 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / ".work" / "corpus"
 
 
 def _progress():
+    # lazy: mire's parser imports this module; keep its start-up
     try:
         from tqdm import tqdm
     except ImportError:
@@ -37,6 +38,7 @@ def _interrupt_on_signals() -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     _interrupt_on_signals()
+    # lazy, as every import below: mire's parser imports this module; keep its start-up
     from mirecc.corpus.evalfilter import EvalFilter
     from mirecc.corpus.report import build_report, format_table
     from mirecc.corpus.store import Corpus
@@ -89,6 +91,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    # lazy: mire's parser imports this module; keep its start-up
     from mirecc.corpus.report import build_report, format_table
     report = build_report(Path(args.out))
     print(format_table(report))
@@ -96,6 +99,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_filter(args: argparse.Namespace) -> int:
+    # lazy: mire's parser imports this module; keep its start-up
     from mirecc.corpus.evalfilter import EvalFilter
     from mirecc.corpus.store import Corpus
     ev = EvalFilter([Path(d) for d in args.eval_dirs] if args.eval_dirs else None)
@@ -106,6 +110,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
+    # lazy: mire's parser imports this module; keep its start-up
     from mirecc.encoder.data import CorpusIndex
     from mirecc.encoder.pack import build_pack
     from mirecc.ir import tokenizer as tokmod

@@ -13,6 +13,7 @@ or not, is merged into the corpus; the package is then marked done.
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import time
@@ -220,7 +221,6 @@ def build_packages(corpus: Corpus, packages: list[str], *, jobs: int = 2,
 def _try_lock(path: Path):
     """An exclusive lock on ``path`` (kept while the returned file is open),
     or None when another process holds it."""
-    import fcntl
     path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path, "w")
     try:

@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 from mirecc.ir.text import functions
+from mirecc.learn.datasets import default_root
 
 def default_eval_dirs() -> tuple[Path, Path]:
     """The evaluation kernels' IR, under :func:`mirecc.tasks.opencl.offline.datasets.default_root`."""
-    from mirecc.learn.datasets import default_root
     root = default_root()
     return root / "devmap" / "kernels_ir", root / "thread_coarsening" / "kernels_ir"
 

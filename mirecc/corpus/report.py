@@ -5,10 +5,15 @@ printed as a table."""
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tqdm import tqdm
+
 from mirecc.corpus.irtext import normalised_hashes
+from mirecc.graph import GraphBuildError, build_graph
 from mirecc.ir.text import IRTextError, disassemble
 from mirecc.corpus.store import atomic_write_json
 from mirecc.util.fsutil import atomic_write_bytes
@@ -24,7 +29,6 @@ def _graph_size(root: Path, sha: str, rec: dict) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
-    from mirecc.graph import GraphBuildError, build_graph
     try:
         graph = build_graph(root / rec["ir"])
         size = {"graph_nodes": graph.num_nodes, "graph_edges": graph.num_edges,
@@ -38,11 +42,6 @@ def _graph_size(root: Path, sha: str, rec: dict) -> dict:
 def graph_sizes(root: Path, records: dict[str, dict]) -> dict[str, dict]:
     """Graph sizes of all modules, building the missing ones in parallel
     (the native builder is a subprocess per module)."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tqdm import tqdm
-
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         futures = {sha: pool.submit(_graph_size, root, sha, rec) for sha, rec in records.items()}
         sizes = {}

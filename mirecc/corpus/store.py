@@ -19,6 +19,7 @@ first manifest line per sha256.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -77,7 +78,6 @@ class State:
     def save(self) -> None:
         """Write the state, merged with what another process may have written
         meanwhile (their ``done`` entries are kept), under a lock."""
-        import fcntl
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)

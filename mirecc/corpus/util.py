@@ -7,6 +7,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -79,7 +80,6 @@ def say(bar, message: str) -> None:
     if bar is not None and not getattr(bar, "disable", True):
         bar.write(message, file=sys.stderr)
     else:
-        import time
         print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 import os
 import sys
 
-from mirecc.frontend.clang import why_not
-from mirecc.frontend.cmdline import (TU_LANGUAGES, ResponseFileError, classify,
-                                     expand_response_files)
-from mirecc.frontend.compiler import CompilerNotFound, choose_compiler, newest_clang_on_path
+from mirecc.frontend.cmdline import ResponseFileError
+from mirecc.frontend.compiler import CompilerNotFound
+from mirecc.frontend.compilers import compiler as registered
 from mirecc import __version__
 from mirecc.taskapi.config import CORE_SETTINGS, ENV_NEGATED, ConfigError, load_config
 from mirecc.taskapi.registry import (default_heads_dirs, find_head_specs, has_use,
@@ -151,10 +150,11 @@ def main_cxx() -> int:
     return main(sys.argv[1:], cxx=True)
 
 
-def main(argv: list[str], cxx: bool) -> int:
-    """The whole driver, guarded: any internal error anywhere runs the
-    user's command with clang, with one warning."""
-    ctx = CompileContext(argv, cxx)
+def main(argv: list[str], cxx: bool, kind: str = "clang") -> int:
+    """The whole driver for the compiler registered as ``kind``
+    (:mod:`mirecc.frontend.compilers`), guarded: any internal error
+    anywhere runs the user's command with the compiler, with one warning."""
+    ctx = CompileContext(argv, cxx, registered(kind))
     try:
         return _main(ctx)
     except (KeyboardInterrupt, SystemExit):
@@ -174,10 +174,7 @@ def _fall_back(ctx: CompileContext, exc: BaseException) -> int:
     if config is None or config.warnings:
         say("warning", f"internal error {type(exc).__name__}: {exc} (set "
                        f"MIRECC_DEBUG=1 for a traceback); compiled without mirecc")
-    compiler = ctx.compiler
-    if compiler is None:
-        compiler = newest_clang_on_path(ctx.cxx, need_openmp=True) or \
-            newest_clang_on_path(ctx.cxx) or ("clang++" if ctx.cxx else "clang")
+    compiler = ctx.compiler or ctx.front.fallback(ctx.cxx)
     args = ctx.args
     if args is None:   # the fault came before mirecc's own options were read
         args = [a for a in ctx.argv if not a.startswith(("--explain", *OWN_ACTIONS))]
@@ -230,7 +227,7 @@ def _main(ctx: CompileContext) -> int:
     inject_debug_fault("driver-config")
     try:
         config = load_config()
-        compiler, chosen = choose_compiler(config, ctx.cxx)
+        compiler, chosen = ctx.front.find(config, ctx.cxx)
     except (ConfigError, CompilerNotFound) as exc:
         say("error", str(exc))
         return 2
@@ -238,7 +235,7 @@ def _main(ctx: CompileContext) -> int:
         print(identity(config, compiler, ctx.cxx))
         return 0
     ctx.config, ctx.compiler, ctx.chosen = config, compiler, chosen
-    ctx.final = [*config.prefix, compiler, *ctx.args]
+    ctx.final = ctx.front.final_command(config.prefix, compiler, ctx.args)
     if config.disable and not ctx.explain:
         _count(config, "disabled")
         return exec_command(ctx.final)
@@ -266,8 +263,8 @@ def _classify(ctx: CompileContext) -> int:
     config, explain = ctx.config, ctx.explain
     inject_debug_fault("driver-classify")
     try:
-        ctx.expanded = expand_response_files(ctx.args)
-        ctx.inv = inv = classify(ctx.expanded, cxx_driver=ctx.cxx)
+        ctx.expanded, ctx.inv = ctx.front.parse(ctx.args, ctx.cxx)
+        inv = ctx.inv
     except ResponseFileError as exc:
         # clang reads the response file itself and will report the problem.
         _count(config, "response-file")
@@ -283,9 +280,10 @@ def _classify(ctx: CompileContext) -> int:
             from mirecc.tu.compile import link_call  # lazy: the ML path's modules
             return link_call(ctx, *step)
 
-    tus = [s for s in inv.sources if s.language in TU_LANGUAGES]
+    languages = ctx.front.languages
+    tus = [s for s in inv.sources if s.language in languages]
     ctx.skipped = [f"{s.path}: {s.language} is not C, C++ or OpenCL" for s in inv.sources
-                   if s.language not in TU_LANGUAGES]
+                   if s.language not in languages]
     if inv.kind != "compile" or not tus or not inv.optimised:
         _count(config, "not-compile" if inv.kind != "compile" else
                "not-c" if not tus else "not-optimised")
@@ -296,7 +294,7 @@ def _classify(ctx: CompileContext) -> int:
         return exec_command(ctx.final)
 
     inject_debug_fault("driver-heads")
-    ctx.split_blocked = why_not(inv, ctx.expanded, config)
+    ctx.split_blocked = ctx.front.split_blocked(inv, ctx.expanded, config)
     if not (explain or config.capture_dir or config.profile
             or _heads_installed(config, {s.language for s in tus}, inv.opt_level or "0",
                                 ctx.split_blocked is None)):
@@ -310,14 +308,15 @@ def _classify(ctx: CompileContext) -> int:
 
 def _link_arguments(ctx: CompileContext) -> list[str]:
     """What the tasks that apply add to a call that links
-    (``Task.link_arguments``); a task that cannot adds nothing, with one
-    warning (its objects fall back to the program's own configuration)."""
+    (``LinkStep.arguments`` of ``Task.link_step()``); a task that cannot
+    adds nothing, with one warning (its objects fall back to the program's
+    own configuration)."""
     config = ctx.config
     extra = []
     for task in tasks().values():
-        if task.has("link_arguments") and task.applies(config):
+        if task.has("link_step") and task.applies(config):
             try:
-                extra += task.link_arguments(ctx.expanded, config, ctx.compiler)
+                extra += task.link_step().arguments(ctx.expanded, config, ctx.compiler)
             except Exception as exc:  # noqa: BLE001 - the link must survive it
                 if config.warnings:
                     say("warning", f"{task.name}: {exc}; linked without it")
@@ -344,13 +343,16 @@ def _heads_installed(config, languages, opt_level: str, splittable: bool = True)
     compile run the side run, nor does a loop-vectorize head whose decisions
     would neither be applied nor recorded, nor, in a compile that cannot be
     split (``cc conftest.c -o conftest``, several sources), a head whose
-    task acts only through its build step (code size: ``Task.verify``
-    builds candidates from a split compile's bitcode), unless recorded."""
+    task acts only through its build step (code size: ``CompileStep.verify``
+    builds candidates from a split compile's bitcode), unless recorded.  (A
+    clang task with a compile step acts through its build step: asked of
+    the declaration, nothing of the task is imported.)"""
     for spec in heads_for_languages(default_heads_dirs(config), languages):
         if not has_use(spec, config, opt_level):
             continue
         declared = tasks().get(spec_task(spec.spec_path) or "")
-        if splittable or config.record or declared is None or not declared.has("verify"):
+        if splittable or config.record or declared is None \
+                or not declared.has("compile_step"):
             return True
     return False
 

@@ -10,8 +10,9 @@ source of a compile, clang's CUDA mode emits the device IR (``-x cuda
 is read through the same per-TU context as any other TU (:func:`device_context`:
 one read, one graph, the configured encoder), and ``--explain`` lists each
 kernel with its thread-block shape.  The decisions are the CUDA tasks'
-(the registry's tasks of language ``cuda``; ``Task.front_end()`` names the
-module this front end drives): today a kernel's block shape from a
+(the registry's tasks of language ``cuda``; the task's compile step,
+``Task.compile_step()``, plans the launches that the front end found:
+:mod:`mirecc.frontend.launches`, :mod:`mirecc.frontend.knobs`): today a kernel's block shape from a
 decisions profile's entries, where the launch is tunable
 (:mod:`mirecc.tasks.cuda_block.launches`), or the block-shape head's with
 ``apply_cuda_block`` (the head reads the device IR only when its shape is
@@ -34,15 +35,20 @@ nvcc's command line and the device IR are the CUDA front end's
 """
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from mirecc.frontend.nvcc import (NvccCommand, device_arch, device_ir, find_nvcc,
-                                  kernel_digests, parse, read_kernels, source_name,
-                                  split_own, toolkit_of)
+from mirecc.frontend.compiler import CompilerNotFound, find_compiler
+from mirecc.frontend.launches import HEADER_DIR, scan_source
+from mirecc.frontend.nvcc import COMPILER as NVCC
+from mirecc.frontend.nvcc import (NvccCommand, device_arch, device_ir,
+                                  kernel_digests, read_kernels, source_name, split_own,
+                                  toolkit_of)
 from mirecc.taskapi.context import device_context
+from mirecc.taskapi.registry import tasks
 
 # ------------------------------------------------------------------ the driver
 
@@ -53,12 +59,8 @@ def _say(level: str, message: str) -> None:
 def device_texts(cmd: NvccCommand, nvcc: str, config):
     """``source`` -> its device IR's text (clang, through the TU context):
     one clang run per source and call, on first use."""
-    import functools
-
     @functools.cache
     def text(source: str) -> str:
-        from mirecc.frontend.compiler import find_compiler
-
         with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
             bc = device_ir(source, cmd, toolkit_of(nvcc), find_compiler(config, cxx=True),
                            Path(tmp) / "device.bc")
@@ -80,19 +82,15 @@ def launch_head(config) -> str | None:
 
 
 def _launch_task():
-    """The module through which the registry's CUDA task plans launches
-    (``Task.front_end()`` of a task whose languages include ``cuda``), or None."""
-    from mirecc.taskapi.registry import tasks
-
-    found = [t for t in tasks().values() if "cuda" in t.languages and t.has("front_end")]
-    return found[0].front_end() if found else None
+    """The step through which the registry's CUDA task plans launches (the
+    ``Task.compile_step()`` of a task whose languages include ``cuda``), or None."""
+    found = [t for t in tasks().values() if "cuda" in t.languages and t.has("compile_step")]
+    return found[0].compile_step() if found else None
 
 
 def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list, config) -> None:
     """Print each CUDA source's kernels and their block shapes (``--explain``)."""
-    import json
-
-    from mirecc.frontend.compiler import find_compiler
+    import json     # lazy: --explain=json only
 
     clang = find_compiler(config, cxx=True)
     toolkit = toolkit_of(nvcc)
@@ -103,7 +101,7 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list, config) 
             unit = {"source": source, "device_arch": device_arch(cmd), "compiler": clang}
             plan = plans[n] if n < len(plans) else None
             try:
-                plan = plan or launch.plan_source(launch.scan_source(source, cmd), cmd)
+                plan = plan or launch.plan_source(scan_source(source, cmd), cmd)
             except Exception:  # noqa: BLE001 - the kernels can still be listed
                 plan = None
             try:
@@ -169,7 +167,7 @@ def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list, config) 
 def _count(counts: dict, config) -> None:
     """Add to ``mire stats``'s counters (never an error)."""
     try:
-        from mirecc.tu import stats
+        from mirecc.tu import stats  # inside the guard: statistics never fail a build
 
         stats.bump(config, counts)
     except Exception:  # noqa: BLE001 - statistics never fail a build
@@ -186,13 +184,14 @@ def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of, config) -> Non
     its device IR (``digests_of``), only here.  Any failure: no line for
     any source, one warning."""
     try:
+        # inside the guard (a record that fails is one warning); mlpath only with a record
         from mirecc.taskapi.profile import kinds
         from mirecc.tu.mlpath import append_record
 
         if config.disable or not config.record:
             return
         launch = _launch_task()
-        kind = kinds()[launch.TASK]
+        kind = kinds()[launch.task]
         lines = []
         for source, plan in zip(cmd.sources, plans):
             tunable = any(b.tunable for b in plan.blocks.values())
@@ -225,6 +224,7 @@ def _config():
     """This call's settings, read once and passed down (:class:`_Unreadable`
     when the configuration cannot be read)."""
     try:
+        # inside the guard: a configuration that cannot be read is reported where needed
         from mirecc.taskapi.config import load_config
 
         return load_config()
@@ -289,21 +289,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         _say("error", str(exc))
         return 2
-    nvcc = find_nvcc()
-    if nvcc is None:
-        _say("error", "no nvcc found: pip install 'mirecc[cuda]' (NVIDIA's nvcc wheels), "
-                      "put nvcc on PATH or set MIRECC_NVCC")
+    try:
+        nvcc, _ = NVCC.find(None)
+    except CompilerNotFound as exc:
+        _say("error", str(exc))
         return 127
     cmd, plans, base, digests_of = None, [], list(args), None
     config = _config()
     try:
-        cmd = parse(args)
+        _, cmd = NVCC.parse(args)
         launch = _launch_task()
-        scans = [launch.scan_source(source, cmd) for source in cmd.sources] if launch else []
+        scans = [scan_source(source, cmd) for source in cmd.sources] if launch else []
         if any(scan.uses_header for scan in scans):     # -E and -M read it too
             # after the user's own include folders: a copy of theirs wins
-            base += ["-isystem", str(launch.HEADER_DIR)]
-            cmd.preprocessor += ["-isystem", str(launch.HEADER_DIR)]
+            base += ["-isystem", str(HEADER_DIR)]
+            cmd.preprocessor += ["-isystem", str(HEADER_DIR)]
         if scans and cmd.compiles:
             texts = device_texts(cmd, nvcc, config)
             digests_of = device_digests(texts)    # the plan's and the record's

@@ -29,12 +29,18 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
+from mirecc.graph import GraphBuildError, build_graph, schema
+from mirecc.ir.normalise import normalise_statement
+from mirecc.ir.tokenizer import IRTokenizer
 from mirecc.util.fsutil import atomic_write_bytes
 
 #: modules whose sha256 hex prefix (first 4 digits, as an integer) is below
@@ -134,8 +140,6 @@ class EncodedModule:
 
 def node_texts(graph) -> list[str]:
     """The text every node of a ProgramGraph reads (see the module docstring)."""
-    from mirecc.graph import schema
-    from mirecc.ir.normalise import normalise_statement
     short = graph.node_texts()
     full = graph.full_texts()
     types = graph.node_type.tolist()
@@ -189,7 +193,6 @@ def encode_module(bc_path: str | Path, tokenizer, cache_dir: str | Path | None =
                     return EncodedModule.from_arrays({k: z[k] for k in _ARRAY_KEYS})
         except (OSError, ValueError, KeyError):
             pass   # damaged or old entry: rebuild
-    from mirecc.graph import build_graph
     mod = encode_graph(build_graph(bc_path), tokenizer)
     if cpath is not None:
         buf = io.BytesIO()
@@ -246,6 +249,7 @@ def collate(modules: Sequence[EncodedModule], mlm_per_batch: int = 64, generator
     tensor) and ``batch["num_graphs"]`` counts the modules kept.
     Raises ValueError when no module fits.
     """
+    # lazy: torch costs ~2 s to import; only collate() needs it
     import torch
     kept, skipped = select_modules(modules, max_nodes)
     if not kept:
@@ -295,7 +299,6 @@ def iter_encoded(index: CorpusIndex, shas: Iterable[str], tokenizer,
     """(sha, EncodedModule) for each module of ``shas`` whose graph builds;
     modules the graph builder rejects (e.g. no function definitions) are
     left out. ``cache_dir`` defaults to ``index.root / "encoded"``."""
-    from mirecc.graph import GraphBuildError
     cache_dir = index.root / "encoded" if cache_dir is None else cache_dir
     tok_sha = tokenizer_sha256(tokenizer)
     for sha in shas:
@@ -316,7 +319,6 @@ def pack_batches(sizes: dict, max_nodes: int = MAX_NODES, max_modules: int = 64,
     group to :func:`collate` with the same ``max_nodes`` drops nothing.
     (Statements are summed per module: an upper bound, since collate
     deduplicates them across the batch.)"""
-    import random
     order = sorted(sizes)
     random.Random(seed).shuffle(order)
     batches: list[list[str]] = []
@@ -346,14 +348,11 @@ _WORKER_TOKENIZER = None
 def _init_worker(tokenizer_json: str) -> None:
     """Pool initializer: the caller's tokenizer, rebuilt from its JSON."""
     global _WORKER_TOKENIZER
-    from tokenizers import Tokenizer
-    from mirecc.ir.tokenizer import IRTokenizer
     _WORKER_TOKENIZER = IRTokenizer(Tokenizer.from_str(tokenizer_json))
 
 
 def _encode_one(job, tokenizer=None):
     sha, ir_path, cache_dir, tok_sha = job
-    from mirecc.graph import GraphBuildError
     try:
         mod = encode_module(ir_path, tokenizer or _WORKER_TOKENIZER, cache_dir, tok_sha)
     except GraphBuildError:
@@ -367,9 +366,11 @@ def encode_corpus(index: CorpusIndex, tokenizer, shas: Sequence[str] | None = No
     ``shas`` (default: all) with ``jobs`` processes (0: one per core).
     Returns sha -> (nodes, distinct statements) for the modules whose graph
     builds; the others are left out. Re-running reads the cache."""
-    import os
+    # lazy: encoder.runtime imports this module when a compile embeds; keep that start-up
     from multiprocessing import get_context
+
     from tqdm import tqdm
+
     shas = list(index.records) if shas is None else list(shas)
     cache_dir = index.root / "encoded"
     tok_sha = tokenizer_sha256(tokenizer)

@@ -22,17 +22,25 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import torch
 import torch.nn as nn
+from torch.export import Dim
 
 from mirecc.encoder.model import EncoderConfig, MIREncoder
+from mirecc.encoder.runtime import GRAPH_THREADS
+from mirecc.ir import tokenizer as tokmod
 from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.modelfiles import MANIFEST_NAME, sha256_file
 
 OPSET = 18
 PARITY_TOLERANCE = 1e-4
@@ -93,7 +101,6 @@ def check_parity(module: nn.Module, args: tuple, path: Path, threads: int = 0) -
     """Max abs difference between torch and onnxruntime on ``args``;
     raises RuntimeError over :data:`PARITY_TOLERANCE`. ``threads``: the
     session's intra-op threads as the runtime sets them (0: onnxruntime's default)."""
-    import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
@@ -112,7 +119,6 @@ def export_onnx(model: MIREncoder, out_dir: str | Path) -> dict:
     """Write the two ONNX graphs into ``out_dir`` and check each against
     torch on inputs of other sizes than the export used. Returns the max
     abs differences per file."""
-    from torch.export import Dim
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model = model.eval()
@@ -126,7 +132,6 @@ def export_onnx(model: MIREncoder, out_dir: str | Path) -> dict:
                  "edges_call": {1: Dim("E2")}}
     _export(graph_mod, graph_args, list(GRAPH_INPUTS), graph_dyn, "node_embeddings", out_dir / GRAPH_FILE)
     diffs = {STATEMENTS_FILE: 0.0, GRAPH_FILE: 0.0}
-    from mirecc.encoder.runtime import GRAPH_THREADS
     for seed, sizes in enumerate([dict(S=3, L=64, N=5, E=9), dict(S=40, L=5, N=3000, E=7000)]):
         (ids,), graph_args = example_inputs(model, seed=seed + 1, **sizes)
         diffs[STATEMENTS_FILE] = max(diffs[STATEMENTS_FILE],
@@ -174,8 +179,6 @@ def pretrain_command(args: dict) -> str:
 def write_model_dir(model_pt: Path, out_dir: Path, name: str, corpus: Path | None) -> dict:
     """Export, copy the tokenizer, write the manifest (last, atomically: a
     directory without a manifest is not a model)."""
-    from mirecc.ir import tokenizer as tokmod
-    from mirecc.util.modelfiles import MANIFEST_NAME, sha256_file
     state = torch.load(model_pt, map_location="cpu", weights_only=True)
     model = MIREncoder.from_state(state)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -211,9 +214,6 @@ def random_init_model_dir(trained: Path, work: Path, seed: int = 0) -> Path:
     """A randomly initialised encoder with ``trained``'s config (the baseline
     that shows what pretraining adds), exported once into ``work`` and reused
     while config and seed match."""
-    import hashlib
-    import os
-    import tempfile
     config = json.loads((Path(trained) / "manifest.json").read_text())["config"]
     key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     out = Path(work) / f"random-init-{key}-seed{seed}"
@@ -274,6 +274,7 @@ def model_from_onnx(model_dir: str | Path) -> MIREncoder:
     when they differ beyond :data:`PARITY_TOLERANCE`).  The heads that were
     not exported (masked-token prediction, matching) keep their fresh
     initialisation."""
+    # lazy: onnx costs ~1.3 s to import; only model_from_onnx() needs it
     import onnx
     from onnx import numpy_helper
 
@@ -310,7 +311,6 @@ def model_from_onnx(model_dir: str | Path) -> MIREncoder:
     for seed, sizes in enumerate([dict(S=3, L=64, N=5, E=9), dict(S=40, L=5, N=300, E=700)]):
         (ids,), graph_args = example_inputs(model, seed=seed + 1, **sizes)
         check_parity(StatementGraph(model).eval(), (ids,), model_dir / STATEMENTS_FILE)
-        from mirecc.encoder.runtime import GRAPH_THREADS
         check_parity(NodeGraph(model).eval(), graph_args, model_dir / GRAPH_FILE,
                      threads=GRAPH_THREADS)
     return model

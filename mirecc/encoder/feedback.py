@@ -64,10 +64,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import yaml
+from tqdm import tqdm
 
+from mirecc.encoder.data import CorpusIndex
 from mirecc.ir.text import IRTextError, disassemble, functions
 from mirecc.util.elf import elf_sections
 
@@ -243,7 +247,6 @@ def _function_sizes(data: bytes, ir_path: Path) -> dict[str, int]:
 def _scalar(value: str) -> str:
     """A YAML scalar as LLVM writes it: plain, 'single' or "double" quoted."""
     if value[:1] in ("'", '"'):
-        import yaml
         try:
             return str(yaml.safe_load(value))
         except yaml.YAMLError:
@@ -338,7 +341,6 @@ def label_corpus(corpus: str | os.PathLike, out: str | os.PathLike, jobs: int = 
     """Label the modules of ``corpus`` not yet in ``out`` (at most ``limit``
     of them, in sha order); returns counts (``labelled``, ``errors``,
     ``skipped``: already there, ``seconds``: summed per module)."""
-    from mirecc.encoder.data import CorpusIndex
     clang = shutil.which(clang) or clang
     out = Path(out)
     index = CorpusIndex(corpus)
@@ -356,7 +358,6 @@ def label_corpus(corpus: str | os.PathLike, out: str | os.PathLike, jobs: int = 
              "seconds": 0.0}
     out.parent.mkdir(parents=True, exist_ok=True)
     job_list = [(sha, str(index.ir_path(sha)), clang, timeout) for sha in todo]
-    from tqdm import tqdm
     bar = tqdm(total=len(todo), unit="module", file=sys.stderr, disable=not progress or None,
                mininterval=1.0)
     with open(out, "ab") as fh:
@@ -366,7 +367,6 @@ def label_corpus(corpus: str | os.PathLike, out: str | os.PathLike, jobs: int = 
             results = map(_label_job, job_list)
             pool = None
         else:
-            from concurrent.futures import ProcessPoolExecutor
             pool = ProcessPoolExecutor(max_workers=jobs)
             results = pool.map(_label_job, job_list, chunksize=1)
         try:

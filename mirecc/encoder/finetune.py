@@ -33,6 +33,7 @@ the frozen vectors, before and after.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import sys
@@ -40,6 +41,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
+
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.encoder.data import CorpusIndex, collate, encode_graph
+from mirecc.encoder.feedback import load_labels
+from mirecc.encoder.pieces import split_module
+from mirecc.graph import GraphBuildError, build_graph
+from mirecc.ir import tokenizer as tokmod
+from mirecc.util.fsutil import atomic_write_bytes
 
 OBJECTIVES = ("regression", "contrastive", "both")
 MAX_NODES, MAX_STATEMENTS = 6000, 768
@@ -66,13 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _examples(corpus: Path, labels: dict):
     """(pieces, targets) of every labelled module: each piece an
     EncodedModule, its target rows (node function index -> outcome vector)."""
-    from tqdm import tqdm
-
-    from mirecc.encoder.data import CorpusIndex, encode_graph
-    from mirecc.encoder.pieces import split_module
-    from mirecc.graph import GraphBuildError, build_graph
-    from mirecc.ir import tokenizer as tokmod
-
     index = CorpusIndex(corpus)
     tok = tokmod.load(tokmod.DEFAULT_PATH)
     out = {"train": [], "heldout": []}
@@ -113,7 +116,7 @@ def _batches(examples, rng, max_nodes: int = MAX_NODES):
 def _function_vectors(model, batch, torch):
     """(F, 256) pooled vectors of the labelled functions of ``batch`` and
     their targets (F, outcomes), pooled as the runtime pools a function."""
-    from mirecc.encoder.data import collate
+    # lazy: encoder.model imports torch (~2 s); only training needs it
     from mirecc.encoder.model import segment_mean
 
     pieces = [p for p, _ in batch]
@@ -159,15 +162,12 @@ def _ridge_r2(train, test, alpha: float = 1.0) -> list[float]:
 
 
 def run(args) -> int:
+    # lazy: torch (~2 s) and the modules that import it: only training needs them
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-
-    from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.encoder.export import model_from_onnx, write_model_dir
-    from mirecc.encoder.feedback import load_labels
     from mirecc.encoder.model import EncoderConfig, MIREncoder
-    from mirecc.util.fsutil import atomic_write_bytes
 
     torch.manual_seed(args.seed)
     if args.threads:
@@ -258,7 +258,6 @@ def run(args) -> int:
     state = {"model": model.state_dict(), "config": model.cfg.to_dict(),
              "args": {"feedback": {k: str(v) for k, v in vars(args).items()
                                    if k not in ("func",)}}}
-    import io
     buf = io.BytesIO()
     torch.save(state, buf)
     atomic_write_bytes(args.out / "model.pt", buf.getvalue())

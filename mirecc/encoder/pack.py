@@ -27,13 +27,20 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from collections.abc import Iterable
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from mirecc.encoder.data import ENCODING_VERSION, EncodedModule, is_heldout
+from mirecc.encoder import data
+from mirecc.encoder.data import (ENCODING_VERSION, EncodedModule, _init_worker, is_heldout,
+                                 tokenizer_sha256)
+from mirecc.encoder.pieces import split_module
+from mirecc.graph import GraphBuildError
 from mirecc.util.fsutil import atomic_write_bytes
 
 PACK_VERSION = 1
@@ -198,9 +205,6 @@ class PackedCorpus:
 
 def _split_one(job):
     """Pool worker: one corpus module -> (sha, pieces, whole, dropped nodes)."""
-    from mirecc.encoder import data
-    from mirecc.encoder.pieces import split_module
-    from mirecc.graph import GraphBuildError
     sha, ir_path, cache_dir, tok_sha, max_nodes, max_statements = job
     try:
         mod = data.encode_module(ir_path, data._WORKER_TOKENIZER, cache_dir, tok_sha)
@@ -218,11 +222,6 @@ def build_pack(index, tokenizer, out: str | Path, max_nodes: int = 6000,
     """Encode every module of ``index`` (through its cache), cut the large
     ones into pieces, write the pack to ``out``. Returns its summary (also
     stored in the pack's meta)."""
-    import os
-    from multiprocessing import get_context
-    from tqdm import tqdm
-    from mirecc.encoder.data import _init_worker, tokenizer_sha256
-
     tok_sha = tokenizer_sha256(tokenizer)
     cache_dir = index.root / "encoded"
     work = [(s, index.ir_path(s), cache_dir, tok_sha, max_nodes, max_statements)

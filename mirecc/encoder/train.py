@@ -29,6 +29,7 @@ products; the single-GPU path trained the paper-size model on an H100
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -38,10 +39,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from tqdm import tqdm
 
 from mirecc.encoder.data import (CorpusIndex, EncodedModule, collate, encode_corpus,
                                  encode_module, pack_batches, tokenizer_sha256)
 from mirecc.encoder.model import (NUM_FLOWS, EncoderConfig, MIREncoder, mask_tokens)
+from mirecc.encoder.pack import PackedCorpus
+from mirecc.ir import tokenizer as tokmod
 from mirecc.util.fsutil import atomic_write_bytes
 
 CONFIGS = {"small": EncoderConfig.small, "paper": EncoderConfig.paper}
@@ -150,7 +155,6 @@ def learning_rate(step: int, peak: float, warmup: int, total: int, floor: float 
 def save_checkpoint(path: Path, model: MIREncoder, optimizer, step: int, args: dict,
                     elapsed_s: float) -> None:
     """Atomic (tmp + rename): a crash mid-write leaves the previous checkpoint."""
-    import io
     buf = io.BytesIO()
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                 "config": model.cfg.to_dict(), "args": args, "elapsed_s": elapsed_s}, buf)
@@ -209,7 +213,6 @@ def pack_data(args, tok, rank: int):
     into per-function pieces): (train pieces, held-out pieces, sizes,
     loader). Held out: the same modules as corpus_data's, so that the
     metrics compare with a model trained on whole modules."""
-    from mirecc.encoder.pack import PackedCorpus
     data = PackedCorpus(args.pack)
     meta = data.meta
     if meta.get("tokenizer_sha256") != tokenizer_sha256(tok):
@@ -287,9 +290,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-    from mirecc.ir import tokenizer as tokmod
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -301,7 +301,6 @@ def run(args: argparse.Namespace) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     if world > 1:
-        import torch.distributed as dist
         dist.init_process_group("nccl" if cuda else "gloo")
     threads = args.threads or max(1, (os.cpu_count() or 1) // world)
     torch.set_num_threads(threads)
@@ -393,7 +392,6 @@ def run(args: argparse.Namespace) -> int:
         bar.set_postfix(loss=f"{losses['loss'].item():.3f}", mlm=f"{losses['mlm'].item():.2f}")
         over_time = bool(args.time_budget and (time.monotonic() - start) > args.time_budget * 60)
         if world > 1:   # every rank must stop at the same step
-            import torch.distributed as dist
             flag = torch.tensor([float(over_time)], device=device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             over_time = bool(flag.item())
@@ -412,14 +410,12 @@ def run(args: argparse.Namespace) -> int:
             break
     bar.close()
     if rank == 0 and (step == total or over_time):
-        import io
         buf = io.BytesIO()
         torch.save({"model": model.state_dict(), "config": cfg.to_dict(), "step": step,
                     "args": run_args, "train_seconds": time.monotonic() - start}, buf)
         atomic_write_bytes(out / "model.pt", buf.getvalue())
         print(f"wrote {out / 'model.pt'} after {step} steps")
     if world > 1:
-        import torch.distributed as dist
         # rank 0 may still be evaluating and writing model.pt: a rank that
         # tears gloo down before the others are done can abort (SIGABRT,
         # "terminate called without an active exception"), and torchrun

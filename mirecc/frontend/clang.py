@@ -23,7 +23,8 @@ The cost over one compile is one front end (measured:
 docs/results/compile-time-own-compile.md against
 docs/results/compile-time-from-bitcode.md).
 Where anything fails, the user's command runs as asked, so clang reports
-errors itself.
+errors itself.  :class:`Clang` is this compiler behind the interface every
+compiler mirecc drives has (:class:`mirecc.frontend.compiler.Compiler`).
 
 Flags whose effect this could change (outputs named after the object,
 records of the command line, instrumentation, ``-Xclang``, LTO, ...) make
@@ -36,6 +37,9 @@ in its own caches).
 from __future__ import annotations
 
 import os
+
+from mirecc.frontend.cmdline import TU_LANGUAGES, classify, expand_response_files
+from mirecc.frontend.compiler import Compiler, choose_compiler, newest_clang_on_path
 
 # A call with one of these flags (exact, or as a prefix) is not split.
 INELIGIBLE_FLAGS = {
@@ -346,3 +350,57 @@ def _output_operands(arg: str) -> int:
                                        and not arg.startswith(("-objcmt", "-object"))):
         return 1
     return 0
+
+
+# Flags that make clang write unoptimised-but-optimisable IR: the front end's
+# output with the -O level's attributes, before any LLVM pass runs.  Warnings
+# are off in the side run: it is one TU at a time, so a flag meant for another
+# TU is "unused" here, and with -Werror that must not fail it (the final
+# compile reports the user's warnings as usual).
+IR_EMIT_FLAGS = ["-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
+                 "-w", "-Wno-unused-command-line-argument"]
+
+
+class Clang(Compiler):
+    """clang and clang++ (``mirecc``, ``mirecc++``): found by
+    :func:`mirecc.frontend.compiler.choose_compiler`, classified by the flag
+    table (:mod:`mirecc.frontend.cmdline`), split into the front end and the
+    user's own compile (:class:`Split`).  A clang-like compiler (a newer
+    clang with other flags, a vendor's clang) subclasses it and overrides
+    what differs."""
+
+    name = "clang"
+    languages = frozenset(TU_LANGUAGES)
+    #: the vectorizers on or off, unrolling: a head reads them, the front
+    #: end's IR does not change with them
+    pipeline_only_flags = frozenset({
+        "-fvectorize", "-fno-vectorize", "-ftree-vectorize", "-fno-tree-vectorize",
+        "-fslp-vectorize", "-fno-slp-vectorize", "-ftree-slp-vectorize",
+        "-fno-tree-slp-vectorize", "-funroll-loops", "-fno-unroll-loops"})
+
+    def find(self, config, cxx: bool) -> tuple[str, str]:
+        return choose_compiler(config, cxx)
+
+    def fallback(self, cxx: bool) -> str:
+        return newest_clang_on_path(cxx, need_openmp=True) or newest_clang_on_path(cxx) \
+            or ("clang++" if cxx else "clang")
+
+    def parse(self, args: list[str], cxx: bool):
+        """(response files expanded, the :class:`~mirecc.frontend.cmdline.Invocation`);
+        raises :class:`~mirecc.frontend.cmdline.ResponseFileError`."""
+        expanded = expand_response_files(args)
+        return expanded, classify(expanded, cxx_driver=cxx)
+
+    def split_blocked(self, inv, args: list[str], config) -> str | None:
+        return why_not(inv, args, config)
+
+    def split(self, compiler: str, args: list[str], inv, bitcode_path: str, **options):
+        return Split(compiler, args, inv, bitcode_path, **options)
+
+    def ir_command(self, compiler: str, inv, source, out: str) -> list[str]:
+        """The side run that writes ``source``'s bitcode to ``out``."""
+        lang = ["-x", source.language] if source.explicit_language else []
+        return [compiler, *inv.ir_flags, *lang, source.path, *IR_EMIT_FLAGS, "-o", out]
+
+
+COMPILER = Clang()

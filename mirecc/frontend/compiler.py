@@ -24,6 +24,7 @@ several milliseconds per compile).
 from __future__ import annotations
 
 import os
+import sys
 
 
 class CompilerNotFound(Exception):
@@ -77,7 +78,7 @@ def clang_major(compiler: str) -> int:
     major = _version_of(compiler)
     if major:
         return major
-    import re
+    import re  # lazy: only when the name does not tell (re costs ms)
     import subprocess
 
     try:
@@ -163,7 +164,6 @@ def _cxx_sibling(cc: str) -> str | None:
 
 def site_file() -> str:
     """Where setup records the compilers of this installation."""
-    import sys
     return os.environ.get("MIRECC_SITE_FILE") or os.path.join(sys.prefix, "etc", "mirecc",
                                                               "compilers")
 
@@ -238,7 +238,7 @@ def compiler_version(compiler: str) -> str:
     """First line of ``compiler --version``, e.g. 'Debian clang version 14.0.6'
     (asked once per compiler and process)."""
     if compiler not in _VERSIONS:
-        import subprocess
+        import subprocess  # lazy: ~15 ms, asked once per compiler
 
         try:
             out = subprocess.run([compiler, "--version"], capture_output=True, text=True,
@@ -247,3 +247,66 @@ def compiler_version(compiler: str) -> str:
         except (OSError, subprocess.SubprocessError):
             _VERSIONS[compiler] = "unknown"
     return _VERSIONS[compiler]
+
+
+class Compiler:
+    """One compiler mirecc drives, as sccache's ``CCompilerImpl`` is one:
+    what the drop-in driver asks of it, whichever it is.  A compiler is one
+    module of this layer defining ``COMPILER``, an instance of a subclass,
+    and one line of :data:`mirecc.frontend.compilers.COMPILER_MODULES`.
+
+    - ``name``: the registry's key; ``languages``: the TU languages whose IR
+      mirecc reads from its calls;
+    - :meth:`find`: the real compiler for a call, and where the choice came
+      from (``--explain`` prints it); :meth:`fallback`: the one a call runs
+      when mirecc fails before :meth:`find` answered;
+    - :meth:`parse`: the call classified (what it is, its TUs, the flags the
+      IR is read with);
+    - :meth:`split_blocked`: why the call cannot be split into the front end
+      that reads the IR and the user's own compile beside it (None: it can),
+      and :meth:`split`: the commands of that split compile;
+    - :meth:`ir_command`: the side run that writes a TU's IR when the call
+      is not split;
+    - :meth:`final_command`: the user's command as the compiler runs it.
+
+    The defaults are "none": a compiler that reads no IR classifies nothing
+    as a compile and is run as it is."""
+
+    name = ""
+    languages: frozenset = frozenset()
+    #: flags that change the optimisation pipeline but not the front end's IR:
+    #: part of the result cache's key
+    pipeline_only_flags: frozenset = frozenset()
+
+    def find(self, config, cxx: bool) -> tuple[str, str]:
+        """(path of the real compiler for this call, where the choice came
+        from); raises :class:`CompilerNotFound` with what to do."""
+        raise CompilerNotFound(f"{self.name}: no way to find the compiler")
+
+    def fallback(self, cxx: bool) -> str:
+        """The compiler a call runs when mirecc failed before :meth:`find`."""
+        return self.name
+
+    def parse(self, args: list[str], cxx: bool):
+        """(the arguments as the compiler reads them, response files
+        expanded; the call classified: an object with ``kind``
+        (``compile``, ``link``, ``query``...), ``sources`` and what the
+        driver reads)."""
+        raise NotImplementedError
+
+    def split_blocked(self, inv, args: list[str], config) -> str | None:
+        return "this compiler's calls are not split"
+
+    def split(self, compiler: str, args: list[str], inv, bitcode_path: str, **options):
+        raise NotImplementedError
+
+    def ir_command(self, compiler: str, inv, source, out: str) -> list[str]:
+        raise NotImplementedError
+
+    def final_command(self, launcher: tuple, compiler: str, args: list[str]) -> list[str]:
+        """The user's own command: the launcher (``prefix``: ccache,
+        distcc), the compiler and the user's arguments, untouched."""
+        return [*launcher, compiler, *args]
+
+    def __repr__(self) -> str:
+        return f"Compiler({self.name!r})"

@@ -18,12 +18,17 @@ never code to run.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mirecc.frontend.compiler import Compiler, CompilerNotFound
+from mirecc.ir.text import function_digests
 
 STUBS = Path(__file__).resolve().parents[1] / "data" / "cuda-stubs"
 #: nvcc 13's default device architecture (``nvcc --help``: -arch)
@@ -154,7 +159,6 @@ def device_arch(cmd: NvccCommand) -> str:
 
 def find_nvcc(environ=None) -> str | None:
     environ = os.environ if environ is None else environ
-    import shutil
 
     chosen = environ.get("MIRECC_NVCC")
     if chosen:
@@ -172,8 +176,6 @@ def find_nvcc(environ=None) -> str | None:
 
 def _wheel_roots() -> list[Path]:
     """The CUDA prefixes of the NVIDIA pip wheels in this environment."""
-    import importlib.util
-
     spec = importlib.util.find_spec("nvidia")
     roots = []
     for location in (spec.submodule_search_locations or []) if spec else []:
@@ -296,8 +298,6 @@ def read_kernels(ctx, embed: bool = True) -> list[Kernel]:
 
 
 def kernel_names(text: str) -> list[str]:
-    import re
-
     names = re.findall(r"^define[^@]*\bptx_kernel\b[^@]*@\"?([^\"(]+)\"?\(", text, re.M)
     for m in re.finditer(r"!\{ptr @\"?([^\",]+)\"?, !\"kernel\", i32 1\}|"
                          r"!\{void \([^)]*\)\* @\"?([^\",]+)\"?, !\"kernel\", i32 1\}", text):
@@ -347,9 +347,6 @@ def kernel_digests(ir_text: str) -> dict[str, str]:
     device function's (:func:`mirecc.ir.text.function_digests`), or, for a
     name several kernels share (overloads, template instances), one digest
     of all of theirs."""
-    import hashlib
-
-    from mirecc.ir.text import function_digests
 
     functions = function_digests(ir_text)
     groups: dict[str, list[str]] = {}
@@ -358,3 +355,38 @@ def kernel_digests(ir_text: str) -> dict[str, str]:
     return {name: ds[0] if len(ds) == 1 else
             hashlib.sha256("\n".join(sorted(ds)).encode()).hexdigest()[:16]
             for name, ds in groups.items()}
+
+
+class Nvcc(Compiler):
+    """nvcc (``mirecc-nvcc``) behind the interface every compiler mirecc
+    drives has: found by :func:`find_nvcc`, classified by :func:`parse`
+    (its CUDA sources are its TUs), each source's device IR written by
+    clang (:func:`device_ir_command`), its command run as it is.  It reads
+    the IR beside nvcc's own compile and never splits it: the object is
+    nvcc's."""
+
+    name = "nvcc"
+    languages = frozenset({"cuda"})
+
+    def find(self, config, cxx: bool = True) -> tuple[str, str]:
+        found = find_nvcc()
+        if found is None:
+            raise CompilerNotFound("no nvcc found: pip install 'mirecc[cuda]' (NVIDIA's nvcc "
+                                   "wheels), put nvcc on PATH or set MIRECC_NVCC")
+        return found, ("configured (MIRECC_NVCC)" if os.environ.get("MIRECC_NVCC")
+                       else "found (the cuda extra's wheels, PATH or /usr/local/cuda)")
+
+    def fallback(self, cxx: bool = True) -> str:
+        return "nvcc"
+
+    def parse(self, args: list[str], cxx: bool = True):
+        return list(args), parse(args)
+
+    def ir_command(self, compiler: str, inv, source, out: str) -> list[str]:
+        """``source``'s device IR by ``compiler`` (a clang++) for the command
+        ``inv``, with the toolkit of the nvcc found."""
+        return device_ir_command(source, inv, toolkit_of(self.find(None)[0]), compiler,
+                                 Path(out))
+
+
+COMPILER = Nvcc()

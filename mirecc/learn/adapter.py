@@ -20,6 +20,8 @@ import warnings
 
 import numpy as np
 
+from mirecc.learn.rankbench import pca
+
 PREFIX = "adapter:"
 HIDDEN = 32
 ALPHA = 1e-2
@@ -36,8 +38,6 @@ def embedding_block(E: np.ndarray, train_idx, test_idx, pca_k: int, whole: bool)
     """Rows of the embedding ``E`` for a fold: the first ``pca_k`` principal
     components fitted on the training rows (the forests), or ``whole``: the
     vector standardised on the training rows (the adapter)."""
-    from mirecc.learn.rankbench import pca
-
     if whole:
         mu, sd = E[train_idx].mean(0), E[train_idx].std(0) + 1e-9
         return (E - mu) / sd
@@ -65,6 +65,7 @@ class Adapter:
 def fit_adapter(X: np.ndarray, Y: np.ndarray, seed: int = 0, members: int = MEMBERS,
                 hidden: int = HIDDEN, alpha: float = ALPHA) -> Adapter:
     """The adapter of X (n, d) -> Y (n,) or (n, outputs)."""
+    # lazy: scikit-learn costs ~1.5 s to import; only fit_adapter() needs it
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPRegressor
     from threadpoolctl import threadpool_limits

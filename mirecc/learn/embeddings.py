@@ -18,14 +18,22 @@ a second run of ``mire bench devmap`` embeds nothing.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from mirecc.encoder import SHIPPED_MODEL_DIR, runtime  # runtime.Encoder: tests replace it
+from mirecc.encoder.runtime import EmbedError, compile_to_ir, default_clang
+from mirecc.graph import GraphBuildError, build_graph
 from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.modelfiles import manifest_digest
+from mirecc.util.paths import default_cache_dir
 
 IR_KINDS = ("ir", "src")
 
@@ -71,7 +79,6 @@ class EmbeddingTable:
                 {k: self.failures[k] for k in keys if k in self.failures})
 
     def save(self) -> None:
-        import io
         keys = sorted(self.vectors)
         mat = (np.stack([self.vectors[k] for k in keys]) if keys
                else np.zeros((0, 0), np.float32))
@@ -84,7 +91,6 @@ class EmbeddingTable:
 
 
 def default_cache_root() -> Path:
-    from mirecc.util.paths import default_cache_dir
     return Path(default_cache_dir()) / "task-embeddings"
 
 
@@ -92,8 +98,6 @@ def encoder_model_dirs(kinds, cache_root: Path) -> dict[str, Path]:
     """Feature-set name -> encoder model, for those of ``kinds`` that are
     encoders: ``encoder`` (the shipped model) and ``random-init`` (its shape,
     random weights, seed 0, exported under ``cache_root/models``)."""
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-
     out: dict[str, Path] = {}
     if "encoder" in kinds:
         out["encoder"] = SHIPPED_MODEL_DIR
@@ -107,13 +111,9 @@ def encoder_model_dirs(kinds, cache_root: Path) -> dict[str, Path]:
 def embed_graph_sets(graphs: dict, model_dirs: dict[str, Path]) -> dict[str, dict]:
     """Feature-set name -> unit -> embedding (``.module``, ``.functions``) of
     each program graph of ``graphs`` (unit -> graph) through each model."""
-    from tqdm import tqdm
-
-    from mirecc.encoder.runtime import Encoder
-
     out = {}
     for kind, model_dir in model_dirs.items():
-        enc = Encoder(model_dir, cache=False)
+        enc = runtime.Encoder(model_dir, cache=False)
         out[kind] = {u: enc.embed_graph(g) for u, g in
                      tqdm(graphs.items(), desc=f"embedding ({kind})", disable=None)}
     return out
@@ -125,15 +125,11 @@ def embed_kernels(kernels: dict[str, tuple[str, str]], model_dir: Path,
     """Module embeddings of ``kernels`` (``key -> (kind, text)``: kind ``ir``
     for LLVM IR text, ``src`` for OpenCL source) with the encoder in
     ``model_dir``.  Returns (key -> vector, key -> why it failed)."""
-    from mirecc.encoder.runtime import EmbedError, Encoder, compile_to_ir, default_clang
-    from tqdm import tqdm
-
     model_dir = Path(model_dir)
-    from mirecc.util.modelfiles import manifest_digest
     table = EmbeddingTable((cache_root or default_cache_root()) / f"{manifest_digest(model_dir)}.npz")
     todo = table.missing(kernels)
     if todo:
-        encoder = Encoder(model_dir, cache=False)
+        encoder = runtime.Encoder(model_dir, cache=False)
         clang = clang or default_clang()
         with tempfile.TemporaryDirectory(prefix="mire-tasks-") as tmp:
             for key in tqdm(todo, desc=progress, unit="kernel", file=sys.stderr,
@@ -178,10 +174,6 @@ def function_vectors(items: list[tuple[str, object]], kind: str, cache: Path) ->
     source takes) from the encoder ``kind`` (``encoder``, ``random-init``,
     or a model directory), cached under ``cache`` like :func:`module_vectors`;
     zeros where the IR cannot be embedded or has none of those functions."""
-    from mirecc.encoder.runtime import EmbedError, Encoder
-    from mirecc.graph import GraphBuildError, build_graph
-    from mirecc.util.modelfiles import manifest_digest
-
     model = Path(kind) if (Path(kind) / "manifest.json").is_file() \
         else encoder_model_dirs([kind], cache)[kind]
     table = EmbeddingTable(cache / f"{manifest_digest(model)}-functions.npz")
@@ -189,9 +181,7 @@ def function_vectors(items: list[tuple[str, object]], kind: str, cache: Path) ->
     keys = [content_key("function", "\0".join((*names, text))) for text, names in items]
     todo = {k: it for k, it in zip(keys, items) if table.missing([k])}
     if todo:
-        from tqdm import tqdm
-
-        encoder = Encoder(model, cache=False)
+        encoder = runtime.Encoder(model, cache=False)
         with tempfile.TemporaryDirectory(prefix="mire-functions-") as tmp:
             path = Path(tmp) / "m.ll"
             for key, (text, names) in tqdm(todo.items(), desc=f"{Path(kind).name} (functions)",
@@ -256,9 +246,6 @@ def embed_ir2vec(kernels: dict[str, tuple[str, str]], cache_root: Path | None = 
     """IR2Vec flow-aware program vectors (PyPI ``ir2vec`` 2.1.1) of the same
     kernels as :func:`embed_kernels`, cached the same way.  OpenCL sources
     are compiled first as the driver sees them."""
-    import subprocess
-    from mirecc.encoder.runtime import EmbedError, compile_to_ir, default_clang
-
     table = EmbeddingTable((cache_root or default_cache_root()) / f"{ir2vec_key()}.npz")
     todo = table.missing(kernels)
     if todo:

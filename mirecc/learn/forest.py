@@ -20,9 +20,14 @@ one table of leaf values instead of a weight attribute per leaf and class.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
+
+from mirecc.taskapi.onnxhead import run_onnx
+from mirecc.util.fsutil import atomic_write_bytes
 
 OUTPUT = "tree_gains"
 
@@ -40,6 +45,7 @@ class ForestConfig:
 
 def fit_forest(X: np.ndarray, Y: np.ndarray, config: ForestConfig = ForestConfig()):
     """An ``ExtraTreesRegressor`` of X (n, d) -> Y (n, classes)."""
+    # lazy: scikit-learn (~1.5 s) only to train; heads import this module when compiling
     from sklearn.ensemble import ExtraTreesRegressor
 
     model = ExtraTreesRegressor(n_estimators=config.trees,
@@ -64,6 +70,7 @@ def onnx_bytes(model, n_features: int) -> bytes:
     over the same features: their classes are concatenated (tree i of each
     gives tree i's row), as a task with several forests (one per input
     size) ships one head file; per class, the trees are still one forest's."""
+    # lazy: onnx (~1.3 s) only to export; heads import this module when compiling
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -100,6 +107,7 @@ def onnx_bytes(model, n_features: int) -> bytes:
 def _forest_nodes(model, prefix: str):
     """One forest's nodes (features -> ``<prefix>gains``, or :data:`OUTPUT`
     without a prefix), its leaf table and its trees' offsets in the table."""
+    # lazy: onnx (~1.3 s) only to export; heads import this module when compiling
     from onnx import TensorProto, helper
 
     trees = model.estimators_
@@ -147,8 +155,6 @@ def _forest_nodes(model, prefix: str):
 
 
 def _check(data: bytes, models: list, n_features: int) -> None:
-    from mirecc.taskapi.onnxhead import run_onnx
-
     rng = np.random.default_rng(0)
     # thresholds are where the inputs matter: sample around them
     thresholds = np.concatenate([t.tree_.threshold[t.tree_.children_left != -1]
@@ -167,8 +173,6 @@ def choose(tree_gains, quantile: float, min_gain: float):
     """Per row of ``tree_gains`` (N, trees, classes): (class index or None
     for LLVM's choice, the chosen quantile gain, the share of trees that
     predict more than ``min_gain`` for that class)."""
-    import numpy as np
-
     G = np.asarray(tree_gains, dtype=np.float64)
     Q = np.quantile(G, quantile, axis=1)
     out = []
@@ -187,11 +191,6 @@ def write_forest_head(out, model, n_features: int, spec: str, metrics: dict,
     leave-one-program-out ``results`` of the bench that trained it, each
     mode's per-case speeds left out);
     ``who``: the command, in the line that says what was written."""
-    import json
-    from pathlib import Path
-
-    from mirecc.util.fsutil import atomic_write_bytes
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "head.onnx", onnx_bytes(model, n_features))

@@ -19,8 +19,16 @@ document :func:`gate_document` makes); ``--mirecc-help`` and ``mire gates``
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import sys
 from dataclasses import dataclass, field
+
+import yaml
+
+from mirecc.taskapi.config import load_config
+from mirecc.taskapi.registry import default_heads_dirs, tasks
 
 #: no held-out application may run slower than this share of the default
 FLOOR = 0.95
@@ -111,11 +119,6 @@ def describe(gate: dict | None) -> str | None:
 def installed_gates(dirs: list[str]) -> dict[str, dict]:
     """task -> the ``"gate"`` of its installed head's metrics.json, for the
     heads in ``dirs`` that have one (unreadable files: left out)."""
-    import json
-    import os
-
-    import yaml
-
     out: dict[str, dict] = {}
     for directory in dirs:
         if not os.path.isdir(directory):
@@ -188,12 +191,10 @@ def markdown(gates: dict[str, dict], verified: dict[str, str]) -> str:
 
 
 def run(args) -> int:
-    import sys
+    # lazy: mirecc --mirecc-help imports this module (installed_gates); only mire gates writes
     from pathlib import Path
 
-    from mirecc.taskapi.config import load_config
     from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.taskapi.registry import default_heads_dirs, tasks
 
     config = load_config()
     dirs = [args.heads_dir] if args.heads_dir else default_heads_dirs(config)

@@ -21,10 +21,15 @@ speedup over the baseline, ``bad``: candidates that changed an output,
 from __future__ import annotations
 
 import math
+import sys
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mirecc.learn.adapter import embedding_block, fit_adapter, split_kind
+from mirecc.learn.embeddings import embedding_of
+from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
 from mirecc.learn.rankbench import judge as judge_ranking
 
 #: the share of the oracle's log gain that K90 must reach
@@ -74,8 +79,6 @@ def folds(cases, label: str, fraction: float = 1.0, draw: int = 0):
     """Leave one program out: per program of ``cases``, (its case indices,
     the training cases' indices: ``fraction`` of the other programs), with a
     progress line ``label`` on stderr."""
-    import sys
-
     programs = sorted({c.program for c in cases})
     for n, held in enumerate(programs):
         print(f"\r{label} {n + 1}/{len(programs)}", end="", file=sys.stderr, flush=True)
@@ -91,9 +94,6 @@ def fold_vectors(stats: np.ndarray, emb: dict, kind: str, train, test,
     an embedding's first ``pca_k`` principal components fitted on the
     training rows (the whole standardised vector for ``adapter:`` kinds), or
     both for ``statistics+...``."""
-    from mirecc.learn.adapter import embedding_block, split_kind
-    from mirecc.learn.embeddings import embedding_of
-
     name = embedding_of(kind)
     if name is None:
         return stats
@@ -107,9 +107,6 @@ def fold_ranking(kind: str, V: np.ndarray, Y: np.ndarray, train, test,
     """Test row -> its candidates (by column of ``Y``, the training rows'
     log gains) best first with a score: the forest's mean prediction, or its
     trees' ``quantile``; the adapter's members for ``adapter:`` kinds."""
-    from mirecc.learn.adapter import fit_adapter, split_kind
-    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-
     if split_kind(kind)[0]:
         members = fit_adapter(V[train], Y).predictions(V[test])
     else:
@@ -134,8 +131,6 @@ def rank_kinds(rankings: dict, kinds, stats: np.ndarray, emb: dict, Y: np.ndarra
     """One fold's rankings of every representation of ``kinds`` into
     ``rankings`` (kind -> test row -> ranking); a kind whose embedding is
     not in ``emb`` is left out."""
-    from mirecc.learn.embeddings import embedding_of
-
     for kind in kinds:
         name = embedding_of(kind)
         if name is not None and name not in emb:
@@ -260,7 +255,6 @@ def training_programs(programs, held, fraction: float, seed: int) -> set:
     if fraction >= 1:
         return set(rest)
     k = min(len(rest), max(2, math.ceil(fraction * len(rest))))
-    import zlib
 
     rng = np.random.default_rng([seed, zlib.crc32("\0".join(sorted(held)).encode())])
     return set(rng.choice(rest, size=k, replace=False).tolist())
@@ -343,10 +337,6 @@ def forest_rankings(cases, kinds, emb: dict, candidates_of, candidate_features,
     programs (:func:`training_programs`, drawn with ``draw``).
     ``adapter:<kind>``: the adapter (:mod:`mirecc.learn.adapter`) over the
     whole embedding instead of the trees over its components."""
-    from mirecc.learn.adapter import embedding_block, fit_adapter, split_kind
-    from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-
     programs = sorted({c.program for c in cases})
     if folds:
         order = np.random.default_rng(seed).permutation(len(programs))

@@ -4,6 +4,7 @@ dataset was measured with."""
 from __future__ import annotations
 
 import fcntl
+import gzip
 import json
 import os
 import platform
@@ -11,6 +12,8 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+
+from mirecc.util.fsutil import append_line_locked
 
 
 def cc_version(cc: str) -> str:
@@ -22,15 +25,12 @@ def cc_version(cc: str) -> str:
 
 
 def append_row(path: Path, row: dict) -> None:
-    from mirecc.util.fsutil import append_line_locked
     append_line_locked(path, json.dumps(row, separators=(",", ":")), fsync=True)
 
 
 def read_rows(path: Path) -> list[dict]:
     """The rows of a labels file; where ``path`` is not there, of its
     committed gzip copy (``<path>.gz``)."""
-    import gzip
-
     rows = []
     packed = path.with_name(path.name + ".gz")
     text = path.read_text() if path.exists() else (

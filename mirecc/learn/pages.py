@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mirecc.util.fsutil import atomic_write_bytes
+
 
 def update_page(readme: Path, task: str, markdown: str) -> None:
     """Replace the text between ``<!-- mire bench TASK: begin -->`` and
     ``<!-- mire bench TASK: end -->`` (both must be there)."""
-    from mirecc.util.fsutil import atomic_write_bytes
     text = readme.read_text()
     begin, end = f"<!-- mire bench {task}: begin -->", f"<!-- mire bench {task}: end -->"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)

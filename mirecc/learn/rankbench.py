@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mirecc.learn.gates import FLOOR, calibrate, gate_row, refusal_reason
+from mirecc.util.plots import pyplot
+
 
 def pca(train: np.ndarray, test: np.ndarray, k: int):
     """``train`` and ``test`` rows on the first ``k`` principal components of
@@ -94,8 +97,6 @@ def table(cases, rankings: dict, ks, baseline_name: str, min_gain: float,
 def plot(results: dict, path: Path, ks, title: str, skip=(), lines=(85, 95)) -> None:
     """Bars: each ranking's share of the oracle's log gain, guessing and
     verified with each of ``ks``."""
-    from mirecc.util.plots import pyplot
-
     plt = pyplot()
     names = [n for n in results if n not in skip and "K=%d" % ks[0] in results[n]]
     hows = ("guess", *(f"K={k}" for k in ks))
@@ -125,8 +126,6 @@ def gate_sweep(cases, ranked: dict, thresholds, wrong: float) -> tuple[list, obj
     case's ``bad`` counts ``wrong``, one not timed 1.0; None where none is
     let through).  Returns the rows, the admissible threshold with the best
     geomean (None if none is) and, with none, why."""
-    from mirecc.learn.gates import calibrate, gate_row, refusal_reason
-
     programs = sorted({c.program for c in cases})
     rows = []
     for t in thresholds:
@@ -145,8 +144,6 @@ def gate_sweep(cases, ranked: dict, thresholds, wrong: float) -> tuple[list, obj
 def gate_markdown(rows, chosen, noun: str, before: float | None = None) -> str:
     """The gate sweep as a markdown table (``noun``: what is applied, e.g.
     "a shape"; ``before``: the threshold shipped before, marked)."""
-    from mirecc.learn.gates import FLOOR
-
     lines = [f"| threshold | programs with {noun} applied | geomean | slowest | "
              f"below {FLOOR}x |", "|---:|---:|---:|---:|---:|"]
     for r in rows:

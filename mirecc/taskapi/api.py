@@ -105,7 +105,7 @@ class Task:
     #: ``mire stats`` counts them as ``skip.<code>`` (one table, each code
     #: declared by its owner)
     reasons: dict = {}
-    #: why its build step (:meth:`verify`, :meth:`gate`) built nothing for a
+    #: why its build step (:meth:`compile_step`: verify, gate) built nothing for a
     #: TU, code -> words: ``mire stats``' ``verified.<task>.<code>``
     step_reasons: dict = {}
     #: the ``mire`` subcommands it brings (:class:`Command`)
@@ -140,63 +140,23 @@ class Task:
         compiler's own choice); ``ctx``: the TU's context."""
         return result
 
-    def attribute(self, decisions: list, split, extra: list) -> list:
-        """When a decided compile's object differs from the user's and more
-        than one decision went in through the flags ``extra``: which of this
-        task's applied decisions changed the build (the rest: ``applied``
-        False, with ``same_as_compiler`` where the compiler chose the same).
-        The default: the object's change counts for every decision."""
-        return decisions
-
-    def verify(self, decision, report, split, extra: list, workdir: str, config):
-        """The task's build step, run after the object of a split compile is
-        made, for each applied decision (``report``: the TU's, with its level
-        and its bitcode's SHA-256): it may build candidates from the front
-        end's bitcode and replace the object with a better one it measured;
-        returns an object with ``winner``, ``own`` and ``to_dict()`` (what
-        ``--explain`` shows).  Only a task that overrides it has a build step."""
-        raise NotImplementedError
-
-    def gate(self, object_path: str, config, compiler: str) -> str | None:
-        """For a task with :meth:`verify`: asked with the user's own object of
-        a split compile before the IR is read; a short reason code when the
-        build step could not pay on it, None when it could.  When every head
-        with a use in the compile belongs to a task whose gate gives a reason,
-        the IR is not read at all (configure's probes pay one compile)."""
-        return None
-
-    def early(self, split, config, workdir: str):
-        """For a task with :meth:`gate`: ``(key, commands, output)``, the first
-        thing its build step would build from the front end's bitcode, run
-        in a free job slot while the user's own compile and the gate run (the
-        build step takes ``output`` through ``split.early.take(key)``); None:
-        nothing early."""
+    def compile_step(self):
+        """Its step in a compile of its languages beside the heads' pipeline
+        (a :class:`CompileStep`: code size's build step after a split
+        compile's object; CUDA's launch planner in ``mirecc-nvcc``); None:
+        none."""
         return None
 
     def link_step(self):
-        """The task's step at a link-only call into a file (no source; a level
-        it names, its decisions on; the first task whose step wants the link
-        takes it): an object with ``wants(args, config) -> bool``, asked
-        before the user's link, and ``link(command, output, config, own_link)
-        -> (exit status, counters, verified or None)``; None: none."""
+        """Its part of a call that links (a :class:`LinkStep`: the arguments
+        a linking call adds, a step that takes a link-only call); None:
+        none."""
         return None
-
-    def link_arguments(self, args, config, compiler) -> list:
-        """Arguments a call that links (``args``: the user's) adds at its end
-        when the task applies (e.g. a runtime archive the task's objects
-        call into); raises OSError-like errors with the problem.  []: none."""
-        return []
 
     def profile_kind(self):
         """Its kind of decisions-profile entry (a
         :class:`mirecc.taskapi.profile.ProfileKind`); None: its decisions take
         no profile entries."""
-        return None
-
-    def front_end(self):
-        """For a task of another front end than clang's (``cuda``:
-        ``mirecc-nvcc``): the module that front end drives (for CUDA: where
-        launches can be set, the plans, the rewritten command); None."""
         return None
 
     def run_part(self):
@@ -227,6 +187,67 @@ class Task:
 
     def __repr__(self) -> str:
         return f"Task({self.name!r})"
+
+
+class CompileStep:
+    """A task's step in a compile (``Task.compile_step()``); a task overrides
+    what it has, each default below is "none".  For a split compile of
+    clang's (:mod:`mirecc.tu.compile`): :meth:`verify`, the build step after
+    the object is made, with :meth:`gate` and :meth:`early` before it.  A
+    step of another compiler's driver (``mirecc-nvcc``'s launch planner)
+    adds the methods that driver calls."""
+
+    def verify(self, decision, report, split, extra: list, workdir: str, config):
+        """Run after the object of a split compile is made, for each applied
+        decision (``report``: the TU's, with its level and its bitcode's
+        SHA-256): it may build candidates from the front end's bitcode and
+        replace the object with a better one it measured; returns an object
+        with ``winner``, ``own`` and ``to_dict()`` (what ``--explain``
+        shows).  Only a step that overrides it is a build step."""
+        raise NotImplementedError
+
+    def gate(self, object_path: str, config, compiler: str) -> str | None:
+        """For a build step: asked with the user's own object of a split
+        compile before the IR is read; a short reason code when the build
+        step could not pay on it, None when it could.  When every head with
+        a use in the compile belongs to a task whose gate gives a reason, the
+        IR is not read at all (configure's probes pay one compile)."""
+        return None
+
+    def early(self, split, config, workdir: str):
+        """For a step with :meth:`gate`: ``(key, commands, output)``, the first
+        thing its build step would build from the front end's bitcode, run
+        in a free job slot while the user's own compile and the gate run (the
+        build step takes ``output`` through ``split.early.take(key)``); None:
+        nothing early."""
+        return None
+
+    def has(self, method: str) -> bool:
+        """Does this step override ``method``?"""
+        return getattr(type(self), method, None) is not getattr(CompileStep, method, None)
+
+
+class LinkStep:
+    """A task's part of a call that links (``Task.link_step()``); each
+    default below is "none"."""
+
+    def arguments(self, args: list, config, compiler: str) -> list:
+        """Arguments a call that links (``args``: the user's) adds at its end
+        when the task applies (a runtime archive the task's objects call
+        into); raises OSError-like errors with the problem."""
+        return []
+
+    def wants(self, args: list, config) -> bool:
+        """Does the step take this link-only call into a file (no source; a
+        level the task names, its decisions on; the first task whose step
+        wants the link takes it)?  Asked before the user's link."""
+        return False
+
+    def link(self, command: list, output: str, config, own_link):
+        """Run the user's link through ``own_link()`` and maybe replace
+        ``output`` by a better one it measured: (exit status, counters,
+        what ``--explain`` shows or None)."""
+        raise NotImplementedError
 
 
 class HeadError(Exception):

@@ -11,7 +11,7 @@ The steps, each owning what it sets on the context:
    failure there gives up (``ctx.give_up``) and the user's command runs;
 2. the object (:func:`_compile_split`): the user's own, or the decided
    compile's when its object differs; a kept object on a direct hit;
-3. the tasks' build steps (:func:`_verify`, ``Task.verify``);
+3. the tasks' build steps (:func:`_verify`, ``CompileStep.verify``);
 4. the counters, the direct-mode manifests and the record file
    (:func:`_finish`), and ``--explain``.
 
@@ -64,7 +64,7 @@ def _compile(ctx: CompileContext) -> int:
         raise
     except BaseException as exc:  # noqa: BLE001 - the build must survive any bug here
         if os.environ.get("MIRECC_DEBUG"):
-            import traceback
+            import traceback  # lazy: MIRECC_DEBUG only
             traceback.print_exc()
         ctx.give_up(f"internal error {type(exc).__name__}: {exc} "
                     f"(set MIRECC_DEBUG=1 for a traceback)", code="internal-error")
@@ -215,21 +215,19 @@ def _compile_split(ctx: CompileContext, extra: list[str]) -> int:
 
 
 def _verify(ctx: CompileContext, extra: list[str]) -> None:
-    """The build step of tasks that verify their decisions (``Task.verify``:
+    """The build step of tasks that verify their decisions (``CompileStep.verify``:
     code size builds candidates and keeps the smallest object), after the
     user's object is made.  Whatever fails, that object stands, with one
     warning."""
-    from mirecc.taskapi.registry import task
-
     for report in ctx.reports:
         if not report.applied:
             continue
         for decision in report.result.decisions:
-            declared = task(decision.task)
-            if not decision.applied or declared is None or not declared.has("verify"):
+            step = mlpath.build_step(decision.task) if decision.applied else None
+            if step is None:
                 continue
             try:
-                verified = declared.verify(
+                verified = step.verify(
                     decision, report, ctx.split, extra,
                     os.path.dirname(ctx.split.bitcode_path), ctx.config)
             except Exception as exc:  # noqa: BLE001 - the user's object stands

@@ -24,17 +24,19 @@ from mirecc.taskapi.records import TUResult
 
 class CompileContext:
     """One call's state.  The driver sets what the user asked (``argv``,
-    ``cxx``; ``args`` without mirecc's own options, ``explain``'s format,
-    ``action``), the ``config``, the ``compiler`` (and where the choice came
-    from, ``chosen``), the ``final`` command (launcher, compiler, arguments
-    and what linking tasks add), the command with its response files
-    expanded (``expanded``), its classification (``inv``), the sources not
-    looked at (``skipped``) and why the compile cannot be split
-    (``split_blocked``, None when it can).  The per-TU path sets the rest."""
+    ``cxx``; the compiler it drives, ``front``, a
+    :class:`mirecc.frontend.compiler.Compiler`; ``args`` without mirecc's
+    own options, ``explain``'s format, ``action``), the ``config``, the
+    ``compiler`` (and where the choice came from, ``chosen``), the
+    ``final`` command (launcher, compiler, arguments and what linking tasks
+    add), the command with its response files expanded (``expanded``), its
+    classification (``inv``), the sources not looked at (``skipped``) and
+    why the compile cannot be split (``split_blocked``, None when it can).
+    The per-TU path sets the rest."""
 
     __slots__ = (
         # what the user asked, and what the driver read once (classify)
-        "argv", "cxx", "args", "explain", "action", "config", "compiler", "chosen",
+        "argv", "cxx", "front", "args", "explain", "action", "config", "compiler", "chosen",
         "final", "expanded", "inv", "skipped", "split_blocked", "stdin_data",
         # the per-TU path: where its files go, its cache keys
         "workdir", "version", "manifests", "manifest_key",
@@ -45,8 +47,9 @@ class CompileContext:
         "counts", "fallback", "fallback_code", "source_may_be_broken",
     )
 
-    def __init__(self, argv: list[str], cxx: bool):
+    def __init__(self, argv: list[str], cxx: bool, front):
         self.argv, self.cxx = argv, cxx
+        self.front = front                       # the Compiler (mirecc.frontend.compilers)
         self.args: list[str] | None = None     # None until mirecc's options are read
         self.explain: str | None = None         # --explain's format ("text", "json", ...)
         self.action: str | None = None
@@ -79,7 +82,7 @@ class CompileContext:
         self.own = None                      # the user's own compile, started beside it
         self.early = None                    # work started in a free job slot (EarlyFrontEnd)
         self.pending: list[PendingManifest] = []   # manifests written after the compile
-        self.verified: dict = {}             # task -> what its build step did (Task.verify)
+        self.verified: dict = {}             # task -> what its build step did (CompileStep.verify)
         self.kept_object: bytes | None = None      # a direct hit's kept object (tu.objcache)
         self.kept_dep_file: bytes | None = None    # and the dependency file kept with it
         self.gated_manifest = None           # a TU whose gates answered (PendingManifest)

@@ -14,7 +14,7 @@ def explanation(*, compiler: str, invocation_kind: str, reason: str,
                 reports: list, fallback: str | None, skipped: list[str],
                 compiler_chosen: str = "", verified: dict | None = None) -> dict:
     """The explanation of one mirecc call as plain data; ``verified``: task ->
-    what its build step did (``Task.verify``), for a split compile."""
+    what its build step did (``CompileStep.verify``), for a split compile."""
     units = []
     for r in reports:
         summary = r.result.summary

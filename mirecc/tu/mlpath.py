@@ -18,7 +18,7 @@ import time
 
 from mirecc import __version__
 from mirecc.frontend import clang as frontend
-from mirecc.frontend.cmdline import TU_LANGUAGES, Invocation, Source
+from mirecc.frontend.cmdline import Invocation, Source
 from mirecc.store.team import team_store
 from mirecc.taskapi.api import HeadError
 from mirecc.taskapi.records import TURequest, TUResult
@@ -32,21 +32,6 @@ from mirecc.tu.travel import Plain, is_plain
 from mirecc.util.faults import inject_debug_fault
 from mirecc.util.fsutil import append_line_locked, sha256
 from mirecc.util.jobserver import spare_slot
-
-# Flags that make clang write unoptimised-but-optimisable IR: the front end's
-# output with the -O level's attributes, before any LLVM pass runs.  Warnings
-# are off in the side run: it is one TU at a time, so a flag meant for another
-# TU is "unused" here, and with -Werror that must not fail it (the final
-# compile reports the user's warnings as usual).
-IR_EMIT_FLAGS = ["-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
-                 "-w", "-Wno-unused-command-line-argument"]
-#: flags that a head reads (the vectorizers on or off, unrolling) and that
-#: leave the front end's IR unchanged: part of the result cache's key
-PIPELINE_ONLY_FLAGS = frozenset({
-    "-fvectorize", "-fno-vectorize", "-ftree-vectorize", "-fno-tree-vectorize",
-    "-fslp-vectorize", "-fno-slp-vectorize", "-ftree-slp-vectorize",
-    "-fno-tree-slp-vectorize", "-funroll-loops", "-fno-unroll-loops"})
-
 
 class MLFailure(Exception):
     """The ML path gave up; ``str()`` is the one-line reason for the warning.
@@ -92,12 +77,6 @@ class deadline:
         return False
 
 
-def ir_command(compiler: str, inv: Invocation, source: Source, out: str) -> list[str]:
-    """The side run that writes ``source``'s bitcode to ``out``."""
-    lang = ["-x", source.language] if source.explicit_language else []
-    return [compiler, *inv.ir_flags, *lang, source.path, *IR_EMIT_FLAGS, "-o", out]
-
-
 def _short(cmd: list[str], workdir: str) -> list[str]:
     """``cmd``, through a response file when it is too long for exec."""
     if sum(len(a) for a in cmd) > 100_000:  # stay under ARG_MAX: use a response file
@@ -125,7 +104,7 @@ class EarlyFrontEnd:
     """Work started beside the user's own compile, before the gates have
     read its object, in a job slot known to be free (:func:`_start_early`):
     the split compile's front end, then the first step of the gated task's
-    build step (``Task.early``: code size's first candidate).  What a gate
+    build step (``CompileStep.early``: code size's first candidate).  What a gate
     or the build step does not take is stopped: ``close()`` stops what
     still runs and gives the slot back."""
 
@@ -137,7 +116,7 @@ class EarlyFrontEnd:
     def start_step(self, early, split, config, workdir: str, own) -> None:
         """Once the front end has written the bitcode, while the user's own
         compile (``own``, a Child) still runs: start ``early`` (a task's
-        ``Task.early``) in the slot, its commands one after the other."""
+        ``CompileStep.early``) in the slot, its commands one after the other."""
 
         while self.child.poll() is None:
             if own.poll() is not None:
@@ -207,7 +186,7 @@ def _start_early(split, workdir: str) -> EarlyFrontEnd | None:
 
 
 def _early_step(gates: dict):
-    """The early step (``Task.early``) of the first gated task with one."""
+    """The early step (``CompileStep.early``) of the first gated task with one."""
     for name in sorted(gates):
         if gates[name].has("early"):
             return gates[name].early
@@ -255,7 +234,7 @@ def run(ctx: CompileContext) -> None:
 
     config, inv = ctx.config, ctx.inv
     _check_plugin(config)
-    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
+    languages = {s.language for s in inv.sources if s.language in ctx.front.languages}
     ctx.version = pipeline_key(config, languages)
     # direct mode replays a cached result without the IR a profile is matched on
     if ctx.split_blocked is None and config.cache and not ctx.explain \
@@ -291,7 +270,7 @@ def _run(ctx: CompileContext) -> None:
     inject_debug_fault("ml")
     cache = None        # made after the gate: pathlib costs ~5 ms a probe need not pay
     for number, source in enumerate(ctx.inv.sources):
-        if source.language not in TU_LANGUAGES:
+        if source.language not in ctx.front.languages:
             continue
         bc_path = os.path.join(ctx.workdir, f"tu{number}.bc")
         started = time.time_ns()
@@ -300,8 +279,8 @@ def _run(ctx: CompileContext) -> None:
             if bitcode is None:
                 return          # the gates answered: no IR is read
         else:
-            bitcode, _ = emit_ir(ir_command(ctx.compiler, ctx.inv, source, bc_path), source,
-                                 bc_path, ctx.workdir, ctx.stdin_data)
+            command = ctx.front.ir_command(ctx.compiler, ctx.inv, source, bc_path)
+            bitcode, _ = emit_ir(command, source, bc_path, ctx.workdir, ctx.stdin_data)
         if cache is None and ctx.config.cache:
 
             cache = ResultCache(ctx.config.resolved_cache_dir())
@@ -324,16 +303,16 @@ def _run(ctx: CompileContext) -> None:
 def _split_front_end(ctx: CompileContext, number: int, source: Source, bc_path: str,
                      started: int) -> bytes | None:
     """The user's own compile started on another core and the TU's bitcode
-    read beside it (a split compile, :class:`mirecc.frontend.clang.Split`);
-    None when every gate said its build step cannot pay on the user's own
-    object: that object is the answer, and no IR is read."""
-
+    read beside it (a split compile: the compiler's
+    :meth:`~mirecc.frontend.compiler.Compiler.split`); None when every gate
+    said its build step cannot pay on the user's own object: that object is
+    the answer, and no IR is read."""
 
     config, args = ctx.config, ctx.expanded
-    split = frontend.Split(ctx.compiler, args, ctx.inv, bc_path, color=sys.stderr.isatty(),
+    split = ctx.front.split(ctx.compiler, args, ctx.inv, bc_path, color=sys.stderr.isatty(),
                            private_dep_file=os.path.join(ctx.workdir, f"tu{number}.d"),
                            launcher=config.prefix)
-    gates = _gates(ctx.inv, config, ctx.explain)
+    gates = _gates(ctx)
     # where a gate may answer in direct mode, the own compile lists the files
     # it reads, for the manifest that keeps its object: into a private file,
     # or the user's own -MD file (every header; -MMD's leaves out the system
@@ -397,7 +376,7 @@ def _tu_report(ctx: CompileContext, source: Source, bc_path: str, bitcode: bytes
     # flags that change the optimisation pipeline but not the front end's IR
     # (so not the sha) must still tell cached results apart
     level = " ".join([report.opt_level] + [f for f in inv.ir_flags
-                                           if f in PIPELINE_ONLY_FLAGS])
+                                           if f in ctx.front.pipeline_only_flags])
     _find_result(ctx, report, request, cache, level)
     if config.profile:
         from mirecc.taskapi.profile import ProfileError, apply_profile  # lazy: re
@@ -444,23 +423,35 @@ def _find_result(ctx: CompileContext, report: TUReport, request: TURequest, cach
         report.result = result
 
 
-def _gates(inv: Invocation, config, explain: bool) -> dict:
-    """task name -> its declaration (whose ``Task.gate`` answers), when every
-    head with a use in this compile belongs to a task with a gate; else {}
+def _gates(ctx: CompileContext) -> dict:
+    """task name -> its compile step (whose ``CompileStep.gate`` answers), when
+    every head with a use in this compile belongs to a task with a gate; else {}
     (the IR is read as usual).  Never with --explain, a record, a capture or
     a decisions profile: they want the IR."""
-    if explain or config.record or config.capture_dir or config.profile:
+    config, inv = ctx.config, ctx.inv
+    if ctx.explain or config.record or config.capture_dir or config.profile:
         return {}
 
-    languages = {s.language for s in inv.sources if s.language in TU_LANGUAGES}
+    languages = {s.language for s in inv.sources if s.language in ctx.front.languages}
     gates = {}
     for spec in heads_for_languages(default_heads_dirs(config), languages):
         if has_use(spec, config, inv.opt_level or "0"):
-            declared = task(spec_task(spec.spec_path) or "")
-            if declared is None or not declared.has("gate"):
+            step = build_step(spec_task(spec.spec_path) or "", "gate")
+            if step is None:
                 return {}
-            gates[declared.name] = declared
+            gates[spec_task(spec.spec_path)] = step
     return gates
+
+
+def build_step(name: str, method: str = "verify"):
+    """Task ``name``'s compile step when it has ``method`` (``verify``: a
+    build step after a split compile's object; ``gate``, ``early``), else
+    None."""
+    declared = task(name)
+    if declared is None or not declared.has("compile_step"):
+        return None
+    step = declared.compile_step()
+    return step if step is not None and step.has(method) else None
 
 
 def _gated(gates: dict, own, config) -> dict:
@@ -470,9 +461,9 @@ def _gated(gates: dict, own, config) -> dict:
     if not gates or not _wait_untimed(own):
         return {}
     counts = {}
-    for name, declared in sorted(gates.items()):
+    for name, step in sorted(gates.items()):
         try:
-            reason = declared.gate(own.temp, config, own.split.compiler)
+            reason = step.gate(own.temp, config, own.split.compiler)
         except Exception:   # noqa: BLE001 - a gate never breaks the build: read the IR
             return {}
         if not reason:
@@ -560,12 +551,10 @@ def _kept_object(report: TUReport, args: list[str], config):
 
 def verifies(report: TUReport) -> bool:
     """Does an applied decision of ``report`` have a build step
-    (``Task.verify``)?  It needs the front end's bitcode, which a direct-mode
+    (``CompileStep.verify``)?  It needs the front end's bitcode, which a direct-mode
     hit skips: such a TU gets a manifest only with its kept object
     (:mod:`mirecc.tu.objcache`)."""
-
-    return any(d.applied and task(d.task) is not None and task(d.task).has("verify")
-               for d in report.result.decisions)
+    return any(d.applied and build_step(d.task) is not None for d in report.result.decisions)
 
 
 def record_manifests(ctx: CompileContext) -> dict:
@@ -587,9 +576,8 @@ def record_manifests(ctx: CompileContext) -> dict:
                                              pending.started))
         object_key = object_sha256 = None
         if verifies(report):
-
             steps = {d.task for d in report.result.decisions
-                     if d.applied and task(d.task) is not None and task(d.task).has("verify")}
+                     if d.applied and build_step(d.task) is not None}
             if not steps <= set(ctx.verified):
                 continue            # a build step failed: the object is not its choice
             object_key = objcache.object_key(pending.key, pending.sha, pending.compiler)
@@ -663,8 +651,9 @@ def mark_unchanged(ctx: CompileContext, same: bool = True) -> None:
 
 def attribute(ctx: CompileContext, extra: list[str]) -> None:
     """The decided compile changed the object: when more than one decision
-    went in through its flags, each task that can tell (``Task.attribute``)
-    says which of its own changed the build.  Whatever fails, they all
+    went in through its flags, each task whose head can tell (its head
+    class's ``attribute(decisions, split, extra)``) says which of its own
+    changed the build.  Whatever fails, they all
     stay applied; so do they when the tasks' answers would leave none."""
 
     def flagged_by(d) -> bool:   # applied through the compile's flags
@@ -677,10 +666,11 @@ def attribute(ctx: CompileContext, extra: list[str]) -> None:
             continue
         new = list(decisions)
         for name in sorted({d.task for d in flagged}):
-            if not task(name).has("attribute"):
-                continue
             try:
-                new = task(name).attribute(new, ctx.split, extra)
+                head = task(name).head_class()
+                if not hasattr(head, "attribute"):
+                    continue
+                new = head.attribute(new, ctx.split, extra)
             except Exception:   # noqa: BLE001 - an attribution never breaks the build
                 return
         if any(flagged_by(d) for d in new):
@@ -758,7 +748,6 @@ def append_record(path: str, fields: dict) -> None:
     too (with ``front_end``: a line without one is ``mirecc``'s)."""
     import json     # lazy: the record file only (a direct hit reads JSON without it)
     from pathlib import Path
-
 
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cwd": os.getcwd(),
             "mirecc_version": __version__, **fields}

@@ -18,20 +18,20 @@ from nvcc_helpers import (CLANGXX, COMPAT, MIRECC_NVCC, NVCC, POLYBENCH, SAXPY, 
 pytestmark = needs_nvcc
 
 def test_parse_finds_sources_preprocessor_flags_and_architecture():
-    cmd = drop_in.parse(["-O3", "-arch=sm_80", "-I", "inc", "-Iother", "-DX=1",
+    cmd = front.parse(["-O3", "-arch=sm_80", "-I", "inc", "-Iother", "-DX=1",
                          "--define-macro=Y", "-Xcompiler", "-fopenmp", "-o", "out.o",
                          "-c", "a.cu", "-x", "cu", "b.c", "-std=c++17", "-isystem", "sys"])
     assert cmd.sources == ["a.cu", "b.c"] and cmd.compiles
     assert cmd.preprocessor == ["-I", "inc", "-I", "other", "-DX=1", "-DY", "-std=c++17",
                                 "-isystem", "sys"]
-    assert drop_in.device_arch(cmd) == "sm_80"
-    gencode = drop_in.parse(["-gencode", "arch=compute_70,code=sm_70", "k.cu"])
-    assert drop_in.device_arch(gencode) == "sm_70"
-    assert drop_in.device_arch(drop_in.parse(["k.cu"])) == front.DEFAULT_ARCH
-    assert not drop_in.parse(["-M", "k.cu"]).compiles
-    assert drop_in.split_own(["--explain=json", "-c", "k.cu"]) == (["-c", "k.cu"], "json")
+    assert front.device_arch(cmd) == "sm_80"
+    gencode = front.parse(["-gencode", "arch=compute_70,code=sm_70", "k.cu"])
+    assert front.device_arch(gencode) == "sm_70"
+    assert front.device_arch(front.parse(["k.cu"])) == front.DEFAULT_ARCH
+    assert not front.parse(["-M", "k.cu"]).compiles
+    assert front.split_own(["--explain=json", "-c", "k.cu"]) == (["-c", "k.cu"], "json")
     with pytest.raises(ValueError, match="unknown --explain format"):
-        drop_in.split_own(["--explain=xml"])
+        front.split_own(["--explain=xml"])
 
 
 def test_objects_messages_and_exit_codes_are_nvccs(tmp_path):
@@ -83,10 +83,10 @@ def test_polybench_programs_give_nvccs_objects_and_every_kernel_a_graph(program,
     assert run([MIRECC_NVCC, *flags, "-o", "ours.o"], tmp_path).returncode == 0
     assert run([NVCC, *flags, "-o", "theirs.o"], tmp_path).returncode == 0
     assert normalised(tmp_path / "ours.o") == normalised(tmp_path / "theirs.o")
-    cmd = drop_in.parse(flags)
-    bc = drop_in.device_ir(str(source), cmd, drop_in.toolkit_of(NVCC), CLANGXX,
+    cmd = front.parse(flags)
+    bc = front.device_ir(str(source), cmd, front.toolkit_of(NVCC), CLANGXX,
                            tmp_path / "dev.bc")
-    kernels = drop_in.read_kernels(drop_in.device_context(str(source), cmd, bc))
+    kernels = front.read_kernels(drop_in.device_context(str(source), cmd, bc))
     launches = set(re.findall(r"(\w+)\s*<<<", source.read_text()))
     assert len(kernels) == len(launches) > 0
     graph = build_graph_any(bc)
@@ -125,9 +125,9 @@ def test_the_toolkit_of_an_nvcc_wrapper_is_the_real_nvccs(tmp_path):
     wrapper.parent.mkdir()
     wrapper.write_text(f'#!/bin/sh\nexec {NVCC} "$@"\n')
     wrapper.chmod(0o755)
-    real = drop_in.toolkit_of(NVCC)
+    real = front.toolkit_of(NVCC)
     assert (real / "include" / "cuda_runtime.h").is_file()
-    assert drop_in.toolkit_of(str(wrapper)) == real
+    assert front.toolkit_of(str(wrapper)) == real
 
 
 @needs_nvcc

@@ -31,8 +31,8 @@ def test_every_registered_task_is_declared_whole():
     assert set(found) == {"loop-vectorize", "opencl-device-mapping",
                           "opencl-thread-coarsening", "code-size", "openmp", "numa",
                           "cuda-block", "loop-nests"}
-    hooks = ("injection", "plugin_entry", "explain", "attribute", "verify", "gate", "early",
-             "link_step", "profile_kind", "front_end")
+    hooks = ("injection", "plugin_entry", "explain", "compile_step", "link_step",
+             "profile_kind")
     for name, task in found.items():
         assert isinstance(task, Task) and task.name == name and task.languages
         # no head yet: only a task whose decisions a profile can give
@@ -46,19 +46,25 @@ def test_every_registered_task_is_declared_whole():
         if task.has("profile_kind"):
             kind = task.profile_kind()
             assert kind.front_end in ("mirecc", "mirecc-nvcc") and kind.noun, name
-        if task.has("front_end"):
-            assert hasattr(task.front_end(), "__name__"), name
+        # its steps are the interface's kinds: a compile step, a link step
+        if task.has("compile_step"):
+            from mirecc.taskapi.api import CompileStep
+
+            assert isinstance(task.compile_step(), CompileStep), name
         if task.has("link_step"):
-            step = task.link_step()
-            assert callable(step.wants) and callable(step.link), name
+            from mirecc.taskapi.api import LinkStep
+
+            assert isinstance(task.link_step(), LinkStep), name
         # a part of mire run is the launcher's kind; a suite loads when it runs
         if task.has("run_part"):
             from mirecc.launch.part import RunPart
 
             assert isinstance(task.run_part(), RunPart), name
         assert all(callable(s.load) and s.summary for s in task.bench), name
-        # a build step comes with its gate; an early step needs the gate
-        assert not task.has("early") or task.has("gate"), name
+        # an early step needs the gate
+        if task.has("compile_step"):
+            step = task.compile_step()
+            assert not step.has("early") or step.has("gate"), name
         # each of its reason codes is declared once, with its words
         assert all(code and words for code, words in task.reasons.items()), name
     # a hook the base does not know is a typo, not a hook
@@ -238,13 +244,22 @@ def test_a_task_has_the_hooks_it_overrides_and_only_those():
     from mirecc.taskapi.registry import tasks
     from mirecc.tu.mlpath import TUReport, verifies
 
+    from mirecc.taskapi.api import CompileStep, LinkStep
+
     found = tasks()
     size, loops = found["code-size"], found["loop-vectorize"]
-    assert all(size.has(h) for h in ("verify", "gate", "early", "link_step", "head_class"))
-    assert not any(loops.has(h) for h in ("verify", "gate", "early", "link_step"))
+    assert all(size.has(h) for h in ("compile_step", "link_step", "head_class"))
+    assert not any(loops.has(h) for h in ("compile_step", "link_step"))
     assert loops.has("injection") and loops.has("explain") and not size.has("injection")
+    assert all(size.compile_step().has(m) for m in ("verify", "gate", "early"))
+    # a task's steps answer only what they override: the CUDA planner is no build step
+    cuda = found["cuda-block"].compile_step()
+    assert not any(cuda.has(m) for m in ("verify", "gate", "early"))
     # the defaults are the base's: nothing applied, nothing changed
-    assert loops.gate("x.o", None, "clang") is None and loops.early(None, None, ".") is None
+    assert CompileStep().gate("x.o", None, "clang") is None
+    assert CompileStep().early(None, None, ".") is None
+    assert LinkStep().arguments(["-fopenmp"], None, "clang") == []
+    assert not LinkStep().wants(["-flto"], None)
     assert found["opencl-device-mapping"].injection() is None
 
     def report(task):

@@ -156,27 +156,18 @@ class CodeSize(Task):
     }
 
     def head_class(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.code_size.head import CodeSizeHead
 
         return CodeSizeHead
 
-    def verify(self, decision, report, split, extra, workdir, config):
-        from mirecc.tasks.code_size.verify import smallest_object
+    def compile_step(self):
+        from mirecc.tasks.code_size.step import STEP  # lazy: declarations are read on every compile
 
-        return smallest_object(decision, report, split, extra, workdir, config)
-
-    def gate(self, object_path, config, compiler):
-        from mirecc.tasks.code_size.early import worth_searching
-
-        return worth_searching(object_path, config, compiler)
-
-    def early(self, split, config, workdir):
-        from mirecc.tasks.code_size.early import first_candidate
-
-        return first_candidate(split, config, workdir)
+        return STEP
 
     def link_step(self):
-        from mirecc.tasks.code_size.link import LINK
+        from mirecc.tasks.code_size.link import LINK  # lazy: declarations are read on every compile
 
         return LINK
 

@@ -1,6 +1,6 @@
 """What the code-size task does before a TU's IR is read: the object gate
-(``Task.gate``: is a search worth it on the user's own object?) and the
-early step (``Task.early``: the first candidate, built in a free job slot
+(``CompileStep.gate``: is a search worth it on the user's own object?) and the
+early step (``CompileStep.early``: the first candidate, built in a free job slot
 while the user's own compile runs).
 
 Both run on configure's probes: this module imports only the standard
@@ -14,7 +14,7 @@ from mirecc.util.elf import object_sizes
 
 
 def worth_searching(object_path: str, config=None, compiler: str = "") -> str | None:
-    """The task's gate (``Task.gate``): ``"too-small"`` when the user's own
+    """The task's gate (``CompileStep.gate``): ``"too-small"`` when the user's own
     object has less than :data:`MIN_TEXT_BYTES` of ``.text``;
     ``"predicted-no-gain"`` when the installed object gate (:func:`gate_keeps`)
     keeps none of the candidates the budget would build; else None.
@@ -40,7 +40,7 @@ def worth_searching(object_path: str, config=None, compiler: str = "") -> str | 
 
 
 def first_candidate(split, config, workdir: str):
-    """The task's early step (``Task.early``): the candidate the build step
+    """The task's early step (``CompileStep.early``): the candidate the build step
     builds first at this budget, in the library's order (``(candidate,
     commands, object)``); None when a ranker orders them after the IR is
     read, or the budget builds none."""

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 
+from mirecc.taskapi.api import LinkStep
+
 #: the library's back-end options tried at the link, by name
 LINK_OPTIONS = ("machine-outliner",)
 
@@ -48,8 +50,9 @@ def link_flags(name: str) -> list[str]:
     return [f"-Wl,-plugin-opt={f}" for f in flags if f != "-mllvm"]
 
 
-class LinkStep:
-    """The task's ``link`` (:class:`mirecc.taskapi.api.Task`)."""
+class OutlinedLink(LinkStep):
+    """The task's link step (``Task.link_step()``): an ``-flto`` link at a
+    size level linked again with the machine outliner, the smaller kept."""
 
     @staticmethod
     def wants(args: list[str], config) -> bool:
@@ -146,4 +149,4 @@ def _remove(path: str) -> None:
         pass
 
 
-LINK = LinkStep()
+LINK = OutlinedLink()

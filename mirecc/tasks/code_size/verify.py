@@ -1,7 +1,7 @@
 """The code-size task's build step: after the user's own object is made,
 build each decided candidate from the same bitcode and keep the smallest.
 
-Called by the driver (``Task.verify``) for a split compile only (the
+Called by the driver (``CompileStep.verify``) for a split compile only (the
 candidates need the front end's bitcode).  Candidates that fail to build
 are skipped; the user's object wins ties, so the output is never larger
 than the user's level and the choice is the same for the same input.
@@ -75,7 +75,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
     from mirecc.frontend.compiler import clang_major
     from mirecc.tasks.code_size.build import gate_keeps
     from mirecc.tasks.code_size.head import installed
-    from mirecc.tasks.code_size.winners import (WinnerCache, shared_key, tools,
+    from mirecc.tasks.code_size.winners import (TEAM_KIND, WinnerCache, shared_key, tools,
                                                 travelling_flags, twin_key, winner_key)
 
     spec, major = installed(config), str(clang_major(split.compiler))
@@ -131,7 +131,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         ids = tools(split.compiler, opt_beside(split.compiler), root)
         shared = shared_key(code, ids, travelling_flags(
             split.backend_command(extra, output="-", bitcode="-")), candidates)
-        known = team.get("winner", shared, ids, f"the code-size winner of {split.source.path}")
+        known = team.get(TEAM_KIND, shared, ids, f"the code-size winner of {split.source.path}")
         verified = None if known is None else _from_store(
             known, team, split, extra, workdir, own, passes, own_sizes)
         if verified is not None:
@@ -179,7 +179,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             cache.put(twin, winner, sizes, skipped, text)
     if team is not None:
         # a whole search's record (a twin's or the store's verdict is not one)
-        team.put("winner", shared, ids, {"winner": winner, "sizes": sizes, "skipped": skipped,
+        team.put(TEAM_KIND, shared, ids, {"winner": winner, "sizes": sizes, "skipped": skipped,
                                          "text": text, "own": own})
     return Verified(sizes, winner, skipped, own, built=len(names), text=text,
                     store_counts=team.counts if team is not None else {})

@@ -47,19 +47,22 @@ class CudaBlock(Task):
                         "H100 labels (needs pip install 'mirecc[train,bench]')"),)
 
     def head_class(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.cuda_block.head import BlockHead
 
         return BlockHead
 
     def profile_kind(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.cuda_block.profile import KIND
 
         return KIND
 
-    def front_end(self):
-        from mirecc.tasks.cuda_block import launches
+    def compile_step(self):
+        # lazy: declarations are read on every compile
+        from mirecc.tasks.cuda_block.launches import STEP
 
-        return launches
+        return STEP
 
     def judged(self, kinds, out, models):
         from .offline import bench  # lazy: declarations are read on every compile

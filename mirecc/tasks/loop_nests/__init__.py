@@ -56,16 +56,19 @@ class LoopNests(Task):
     }
 
     def head_class(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.loop_nests.head import LoopNestHead
 
         return LoopNestHead
 
     def injection(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.loop_nests.head import inject
 
         return inject
 
     def profile_kind(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.loop_nests.profile import KIND
 
         return KIND

@@ -74,31 +74,30 @@ class LoopVectorize(Task):
     }
 
     def head_class(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.loop_vectorize.head import LoopVectorizeHead
 
         return LoopVectorizeHead
 
     def injection(self):
-        from mirecc.plugin.decisions import inject
+        from mirecc.plugin.decisions import inject  # lazy: declarations are read on every compile
 
         return inject
 
     def plugin_entry(self, source, decisions):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.loop_vectorize.head import plugin_entry
 
         return plugin_entry(source, decisions)
 
     def explain(self, result, ctx):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.loop_vectorize.head import explain_loop_decisions
 
         return explain_loop_decisions(result, ctx)
 
-    def attribute(self, decisions, split, extra):
-        from mirecc.tasks.loop_vectorize.head import attribute_loop_decisions
-
-        return attribute_loop_decisions(decisions, split, extra)
-
     def profile_kind(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.loop_vectorize.profile import KIND
 
         return KIND

@@ -85,6 +85,12 @@ class LoopVectorizeHead(OnnxHead):
     FEATURES = ALL_FEATURES
     FEATURES_MAY_BE_SUBSET = True
 
+    @staticmethod
+    def attribute(decisions, split, extra):
+        """Which of its applied decisions changed a decided compile's object
+        when more than one went in through the flags (:func:`attribute_loop_decisions`)."""
+        return attribute_loop_decisions(decisions, split, extra)
+
     def _validate(self) -> None:
         from mirecc.tasks.loop_vectorize.features import NAMES
 
@@ -242,8 +248,8 @@ def explain_loop_decisions(result, ctx):
 
 
 def attribute_loop_decisions(decisions, split, extra):
-    """Which applied loop decisions changed the build (:class:`mirecc.taskapi.api.Task`
-    ``attribute``): two compiles to nowhere, run side by side, print the
+    """Which applied loop decisions changed the build (the head's
+    ``attribute``, :func:`mirecc.tu.mlpath.attribute`): two compiles to nowhere, run side by side, print the
     plugin's and the vectorizer's remarks: the user's command (what LLVM
     does on its own) and the decided one (where the plugin set each
     decision, or why it left it, and what the vectorizer then did).  A

@@ -69,16 +69,17 @@ class Numa(Task):
       )
 
     def head_class(self):
-        from mirecc.tasks.numa.head import NumaHead
+        from mirecc.tasks.numa.head import NumaHead  # lazy: declarations are read on every compile
 
         return NumaHead
 
     def injection(self):
-        from mirecc.plugin.decisions import inject
+        from mirecc.plugin.decisions import inject  # lazy: declarations are read on every compile
 
         return inject
 
     def plugin_entry(self, source, decisions):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.numa.head import plugin_entry
 
         return plugin_entry(source, decisions)

@@ -69,6 +69,7 @@ class OpenclDeviceMapping(Task):
     }
 
     def head_class(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.opencl.head import DeviceMappingHead
 
         return DeviceMappingHead
@@ -105,6 +106,7 @@ class OpenclThreadCoarsening(Task):
                         "own, the other and confirm, run by run, outputs checked"))
 
     def head_class(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.opencl.head import ThreadCoarseningHead
 
         return ThreadCoarseningHead

@@ -107,40 +107,36 @@ class OpenMP(Task):
         return bool(getattr(config, "apply_openmp", False)
                     or getattr(config, "adapt_openmp", False))
 
-    def link_arguments(self, args, config, compiler):
-        """With ``adapt_openmp``, a link with ``-fopenmp`` carries the adaptive
-        runtime (a few kilobytes; it does nothing until a site calls it, and
-        the objects' references are weak, so a program linked without it
-        runs its own configuration)."""
-        if not getattr(config, "adapt_openmp", False) or not any(
-                a == "-fopenmp" or a.startswith("-fopenmp=") for a in args):
-            return []
-        from mirecc.runtime.build import link_arguments
+    def link_step(self):
+        from mirecc.tasks.openmp.link import ADAPT  # lazy: declarations are read on every compile
 
-        return link_arguments(compiler, config.resolved_cache_dir())
+        return ADAPT
 
     def head_class(self):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.openmp.head import OpenMPHead
 
         return OpenMPHead
 
     def injection(self):
-        from mirecc.plugin.decisions import inject
+        from mirecc.plugin.decisions import inject  # lazy: declarations are read on every compile
 
         return inject
 
     def plugin_entry(self, source, decisions):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.openmp.head import plugin_entry
 
         return plugin_entry(source, decisions)
 
     def explain(self, result, ctx):
+        # lazy: declarations are read on every compile
         from mirecc.tasks.openmp.head import explain_openmp_decisions
 
         return explain_openmp_decisions(result, ctx)
 
     def profile_kind(self):
-        from mirecc.tasks.openmp.profile import KIND
+        from mirecc.tasks.openmp.profile import KIND  # lazy: declarations are read on every compile
 
         return KIND
 

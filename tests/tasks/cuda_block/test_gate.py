@@ -15,6 +15,8 @@ import pytest
 import yaml
 from nvcc_helpers import MARKED, drop_in, launches
 
+from mirecc.frontend.launches import scan_source
+from mirecc.frontend import nvcc as nvcc_front
 from mirecc.learn.gates import FLOOR, calibrate, installed_gates
 from mirecc.tasks.cuda_block import features as F
 from mirecc.tasks.cuda_block import head as H
@@ -136,8 +138,8 @@ def test_the_shipped_spec_carries_its_metrics_calibrated_gate():
 
 def test_a_head_that_refuses_forcing_records_its_shapes_and_applies_none(tmp_path):
     (tmp_path / "k.cu").write_text(MARKED)
-    cmd = drop_in.parse(["-c", str(tmp_path / "k.cu")])
-    scan = launches.scan_source(str(tmp_path / "k.cu"), cmd)
+    cmd = nvcc_front.parse(["-c", str(tmp_path / "k.cu")])
+    scan = scan_source(str(tmp_path / "k.cu"), cmd)
 
     def rank(plan):
         return [((256, 4), 1.5, True)]

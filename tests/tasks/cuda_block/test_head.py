@@ -12,7 +12,9 @@ import pytest
 import yaml
 from nvcc_helpers import COMPAT, MIRECC_NVCC, NVCC, POLYBENCH, needs_nvcc, normalised, run
 
+from mirecc.frontend.launches import scan_source
 from mirecc.driver import nvcc as drop_in
+from mirecc.frontend import nvcc as nvcc_front
 from mirecc.learn.rankbench import judge
 from mirecc.taskapi.config import load_config
 from mirecc.tasks.cuda_block import features as F
@@ -48,10 +50,10 @@ def _env(**extra):
 @needs_nvcc
 def test_statistics_tell_a_strided_walk_from_a_coalesced_one(tmp_path):
     (tmp_path / "k.cu").write_text(ROWS_AND_COLUMNS)
-    cmd = drop_in.parse(["-c", str(tmp_path / "k.cu")])
+    cmd = nvcc_front.parse(["-c", str(tmp_path / "k.cu")])
     text = drop_in.device_texts(cmd, NVCC, load_config())(str(tmp_path / "k.cu"))
     bodies = F.function_bodies(text)
-    stats = {drop_in.source_name(k): F.kernel_statistics(v) for k, v in bodies.items()
+    stats = {nvcc_front.source_name(k): F.kernel_statistics(v) for k, v in bodies.items()
              if "by_" in k}
     # consecutive threads a row apart: strided; a column walk: coalesced
     assert stats["by_rows"]["x_strided"] == 1 and stats["by_columns"]["x_strided"] == 0
@@ -104,16 +106,16 @@ def test_with_the_setting_the_object_is_nvccs_with_the_define_set_by_hand(tmp_pa
 @needs_polybench
 def test_a_shape_the_labels_saw_fail_is_never_a_candidate(tmp_path):
     source, flags = _atax(tmp_path)
-    cmd = drop_in.parse([*flags, str(source)])
+    cmd = nvcc_front.parse([*flags, str(source)])
     text = drop_in.device_texts(cmd, NVCC, load_config())(str(source))
     heads = tmp_path / "heads" / "cuda-block"
     shutil.copytree(SHIPPED, heads, ignore=shutil.ignore_patterns("labels"))
     spec = yaml.safe_load((heads / "spec.yaml").read_text())
     key = H.program_key(str(source), ["atax_kernel1", "atax_kernel2"])
-    plan = launches.plan_source(launches.scan_source(str(source), cmd), cmd)
+    plan = launches.plan_source(scan_source(str(source), cmd), cmd)
     first = H.rank_plan(plan, text, H.BlockHead(heads, spec))[0][0]
     spec["excluded"] = {key: [list(first)]}
-    plan = launches.plan_source(launches.scan_source(str(source), cmd), cmd)
+    plan = launches.plan_source(scan_source(str(source), cmd), cmd)
     ranked = H.rank_plan(plan, text, H.BlockHead(heads, spec))
     assert ranked and first not in [s for s, _, _ in ranked]
     assert all(b.ranking[0][0] != "%dx%d" % H.kernel_value(b, first)

@@ -1,5 +1,5 @@
 """The cuda-block task on ordinary CUDA code: a launch's block traced to the
-macro, const or dim3 literal that sets it (mirecc.tasks.cuda_block.knobs),
+macro, const or dim3 literal that sets it (mirecc.frontend.knobs),
 refused where a change would not move every use with it, and applied
 through mirecc-nvcc by -D or in a rewritten copy."""
 from __future__ import annotations
@@ -10,6 +10,9 @@ import pytest
 
 from nvcc_helpers import (MIRECC_NVCC, NVCC, drop_in, explained, launches, needs_nvcc,
                           normalised, profiled, run)
+
+from mirecc.frontend.launches import scan_source
+from mirecc.frontend import nvcc as nvcc_front
 
 # --------------------------------------------------------------- the sources
 
@@ -97,8 +100,8 @@ SHARED_KNOB = IFNDEF.replace("int main() {", "__global__ void other(float *a) {}
 def blocks(tmp_path, source: str, *flags: str) -> dict:
     path = tmp_path / "k.cu"
     path.write_text(source)
-    cmd = drop_in.parse([*flags, "-c", str(path)])
-    plan = launches.plan_source(launches.scan_source(str(path), cmd), cmd)
+    cmd = nvcc_front.parse([*flags, "-c", str(path)])
+    plan = launches.plan_source(scan_source(str(path), cmd), cmd)
     return plan.blocks
 
 
@@ -192,8 +195,8 @@ def test_recorded_decisions_carry_a_knobs_shapes_for_tune(tmp_path):
 
     path = tmp_path / "k.cu"
     path.write_text(BIG_SHARED)
-    cmd = drop_in.parse(["-c", str(path)])
-    plan = launches.plan_source(launches.scan_source(str(path), cmd), cmd)
+    cmd = nvcc_front.parse(["-c", str(path)])
+    plan = launches.plan_source(scan_source(str(path), cmd), cmd)
     [decision] = KIND.recorded(plan, {"add": "0123456789abcdef"})
     assert decision["allowed"] == [{"x": v, "y": 1} for v in (32, 64, 128, 256, 512)]
     site = KIND.site(decision, str(path), {"add": "0123456789abcdef"}, {})
@@ -323,7 +326,7 @@ def test_the_report_tabulates_a_tree_of_programs(tmp_path):
 def test_a_launch_written_in_a_string_is_no_launch():
     """printf("k<<<...>>>") and a character literal are text, not launches;
     the real launch beside them is still found, its offsets intact."""
-    from mirecc.tasks.cuda_block.launches import _launches
+    from mirecc.frontend.launches import _launches
 
     code = ('  printf("saxpy<<<%d, %d>>>\\n", g, b);\n'
             "  char c = '<'; puts(\"k<<<1, 2>>>()\");\n"

@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 POLYBENCH = ROOT.parent / "shared" / "datasets" / "polybench-acc" / "CUDA"
 
+from mirecc.frontend.launches import scan_source  # noqa: E402
 from mirecc.tasks.cuda_block.offline import cuda_labels as cl  # noqa: E402
 from mirecc.tasks.cuda_block.offline import cuda_own_labels as own  # noqa: E402
 
@@ -173,12 +174,12 @@ def test_every_program_is_found_and_instrumented():
 
 @needs_polybench
 def test_tunable_agrees_with_mirecc_nvcc():
-    nvcc = pytest.importorskip("mirecc.driver.nvcc")
+    nvcc = pytest.importorskip("mirecc.frontend.nvcc")
     from mirecc.tasks.cuda_block import launches
     for program, (rel, tunable) in cl.TUNABLE.items():
         src = str(POLYBENCH / rel)
         cmd = nvcc.parse(["-O3", "-I", str(POLYBENCH / "utilities"), src])
-        scan = launches.scan_source(src, cmd)
+        scan = scan_source(src, cmd)
         settable = sorted(m for m, why in launches._settable(scan).items() if why is None)
         assert settable == sorted(tunable), program
 
@@ -259,7 +260,7 @@ def test_summary_best_and_wrong():
 
 def _nvcc():
     try:
-        from mirecc.driver.nvcc import find_nvcc
+        from mirecc.frontend.nvcc import find_nvcc
         return find_nvcc()
     except ImportError:
         return cl.find_nvcc()
@@ -400,12 +401,12 @@ def test_own_kernels_are_tunable_launches_as_mirecc_nvcc_sees_them():
     """Each of the task's own kernels (offline/kernels) is one launch marked with
     <mirecc/launch.h>: mirecc-nvcc's analysis finds the macros the labeller
     sets and the defaults it calls the source shape."""
-    nvcc = pytest.importorskip("mirecc.driver.nvcc")
+    nvcc = pytest.importorskip("mirecc.frontend.nvcc")
     from mirecc.tasks.cuda_block import launches
     for kernel, (default, _sizes) in own.KERNELS.items():
         src = os.path.join(own.KERNEL_DIR, f"{kernel}.cu")
         cmd = nvcc.parse(["-O3", "-I", own.INCLUDE, "-c", src])
-        scan = launches.scan_source(src, cmd)
+        scan = scan_source(src, cmd)
         block = launches._kernel_block(kernel, scan, launches._settable(scan))
         assert block.tunable == "header", (kernel, block.note)
         source = own.shapes_for(kernel)[0]

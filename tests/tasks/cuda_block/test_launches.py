@@ -13,6 +13,9 @@ import pytest
 from nvcc_helpers import (COMPAT, HEADER, MARKED, MINI, MINI_H, MIRECC_NVCC, NVCC, POLYBENCH,
                           drop_in, explained, launches, needs_nvcc, normalised, profiled, run)
 
+from mirecc.frontend.launches import scan_source
+from mirecc.frontend import nvcc as nvcc_front
+
 pytestmark = needs_nvcc
 
 def test_the_launch_header_needs_nothing_defined_and_takes_a_defined_shape(tmp_path):
@@ -151,8 +154,8 @@ def test_a_block_macro_is_set_only_where_every_grid_follows_it(tmp_path):
         (tmp_path / "m.cuh").write_text(header)
         (tmp_path / "m.cu").write_text('#include "m.cuh"\n__global__ void k() {}\n'
                                        '__global__ void j() {}\nint main() {\n' + main + "}\n")
-        cmd = drop_in.parse(["-c", str(tmp_path / "m.cu")])
-        plan = launches.plan_source(launches.scan_source(str(tmp_path / "m.cu"), cmd), cmd)
+        cmd = nvcc_front.parse(["-c", str(tmp_path / "m.cu")])
+        plan = launches.plan_source(scan_source(str(tmp_path / "m.cu"), cmd), cmd)
         return {name: (b.tunable, b.macros, b.note) for name, b in plan.blocks.items()}
 
     defines = "#define DIM_THREAD_BLOCK_X 32\n#define DIM_THREAD_BLOCK_Y 8\n"
@@ -174,10 +177,10 @@ def test_a_block_macro_is_set_only_where_every_grid_follows_it(tmp_path):
     # a literal block whose grid is a fixed count: advisory
     assert blocks("", "k<<<4, 256>>>();\n")["k"][2] == (
         "advisory: not tunable: the grid of the k launch (4) does not follow the block's x (256)")
-    assert drop_in.source_name("_Z5saxpyifPKfPf") == "saxpy"
-    assert drop_in.source_name("_ZN2ns6kernelIfEEvPT_") == "kernel"
-    assert drop_in.source_name("_ZN12_GLOBAL__N_16kernelEv") == "kernel"
-    assert drop_in.source_name("plain_c_kernel") == "plain_c_kernel"
+    assert nvcc_front.source_name("_Z5saxpyifPKfPf") == "saxpy"
+    assert nvcc_front.source_name("_ZN2ns6kernelIfEEvPT_") == "kernel"
+    assert nvcc_front.source_name("_ZN12_GLOBAL__N_16kernelEv") == "kernel"
+    assert nvcc_front.source_name("plain_c_kernel") == "plain_c_kernel"
 
 
 @pytest.mark.skipif(not POLYBENCH.is_dir(), reason="needs ../shared/datasets/polybench-acc")

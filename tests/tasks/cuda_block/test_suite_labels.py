@@ -18,6 +18,8 @@ import sys
 import pytest
 
 from nvcc_helpers import drop_in, launches, needs_nvcc
+from mirecc.frontend.launches import scan_source
+from mirecc.frontend import nvcc as nvcc_front
 from mirecc.tasks.cuda_block.offline import cuda_labels as cl
 from mirecc.tasks.cuda_block.offline import suite_labels as sl
 
@@ -56,8 +58,8 @@ int main() {
 def test_a_programs_shapes_are_the_papers_through_each_knob(tmp_path):
     path = tmp_path / "k.cu"
     path.write_text(TWO_KNOBS)
-    cmd = drop_in.parse(["-c", str(path)])
-    plan = launches.plan_source(launches.scan_source(str(path), cmd), cmd)
+    cmd = nvcc_front.parse(["-c", str(path)])
+    plan = launches.plan_source(scan_source(str(path), cmd), cmd)
     # a shape goes to every tunable kernel or to none, as the head gives it:
     # fan1 takes 32..1024 on x, fan2 square sides 8..32: (32, 32) alone fits both
     assert sl.variants(plan, ["fan1", "fan2"]) == [((32, 32), {"fan1": (32, 1),

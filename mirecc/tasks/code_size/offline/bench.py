@@ -24,11 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.learn.embeddings import default_cache_root
 from mirecc.tasks.code_size.offline import cli as size_cli
+from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
 from mirecc.tasks.code_size.offline.rank import (Table, standardise, contrastive_embedding,
                                                  forest_scores, judge, module_features,
                                                  neighbour_scores, orders_from_scores,
                                                  static_order)
+from mirecc.tasks.code_size.verify import MIN_TEXT_BYTES
+from mirecc.util.plots import pyplot, save
 
 KS = (1, 2, 5, 10, 30)     # and the whole library when smaller than 30
 FRACTIONS = (0.05, 0.1, 0.25, 0.5, 1.0)
@@ -111,8 +116,6 @@ def budget_curve(test: Table, order: np.ndarray, cost: np.ndarray, budget: float
 
 def evaluate_budgets(train: Table, test: Table, X: dict, repeats: int) -> dict:
     """ranking -> budget -> :func:`budget_curve`, averaged over seeds."""
-    from mirecc.tasks.code_size.verify import MIN_TEXT_BYTES
-
     cost = pipeline_costs(train)
     saved = np.where(np.isfinite(test.text), test.text, 0.0) * test.own_text[:, None]
     reference = float(np.maximum(saved[:, :10].max(axis=1), 0).sum())
@@ -143,10 +146,8 @@ def _features(table: Table, kinds, cache: Path, model_dirs: dict) -> dict[str, n
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.encoder import SHIPPED_MODEL_DIR
+    # lazy: encoder.export imports torch (~2 s); only run() needs it
     from mirecc.encoder.export import random_init_model_dir
-    from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
-    from mirecc.learn.embeddings import default_cache_root
 
     compiler = size_cli.compiler_of(args)
     labels = Labels(Path(args.labels))
@@ -299,8 +300,6 @@ def _learned(r: dict) -> list[str]:
 
 
 def plot(r: dict, path: Path) -> None:
-    from mirecc.util.plots import pyplot, save
-
     plt = pyplot()
     if plt is None:
         return

@@ -13,7 +13,21 @@ import os
 import sys
 from pathlib import Path
 
+import yaml
+
+from mirecc.frontend.compiler import clang_major, find_compiler
+from mirecc.taskapi.config import load_config
+from mirecc.tasks.code_size.build import OPTION_MARK, candidate_text, opt_beside, option_flags
+from mirecc.tasks.code_size.head import parse_library
+from mirecc.tasks.code_size.offline.check import check
+from mirecc.tasks.code_size.offline.dataset import (Labels, corpus_modules, export, label, sample,
+                                                    write_meta)
 from mirecc.tasks.code_size.offline.labels import OWN
+from mirecc.tasks.code_size.offline.pipelines import (excluding, expand, random_candidates,
+                                                      random_ipo_candidates, seed_candidates)
+from mirecc.tasks.code_size.offline.search import (greedy_library, pad_library, pipeline_summary,
+                                                   reductions)
+from mirecc.util.fsutil import atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_CORPUS = ROOT / ".work" / "size-corpus"
@@ -103,14 +117,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def compiler_of(args) -> str:
     if args.cc:
         return args.cc
-    from mirecc.frontend.compiler import find_compiler
-    from mirecc.taskapi.config import load_config
     return find_compiler(load_config(), cxx=False)
 
 
 def _modules(args, split: str):
-    from mirecc.tasks.code_size.offline.dataset import corpus_modules, sample
-
     modules = [m for m in corpus_modules(Path(args.corpus)) if split == "all"
                or m.split == split]
     return sample(modules, args.limit or len(modules), args.seed)
@@ -118,10 +128,6 @@ def _modules(args, split: str):
 
 def named_library(compiler: str) -> list[tuple[str, str]]:
     """[(name, passes)] of the shipped library for ``compiler``'s LLVM."""
-    import yaml
-
-    from mirecc.frontend.compiler import clang_major
-    from mirecc.tasks.code_size.head import parse_library
     spec = yaml.safe_load(SPEC.read_text())
     return parse_library(spec, SPEC).get(clang_major(compiler), [])
 
@@ -146,8 +152,6 @@ def read_pipelines(path: Path) -> list[str]:
 
 
 def run_data(args: argparse.Namespace) -> int:
-    from mirecc.tasks.code_size.offline.dataset import Labels, export, label, write_meta
-
     if args.export:
         for path in export(Path(args.out), Path(args.corpus), Path(args.export)):
             print(path)
@@ -167,17 +171,6 @@ def run_data(args: argparse.Namespace) -> int:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from mirecc.frontend.compiler import clang_major
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.tasks.code_size.build import candidate_text, opt_beside, option_flags
-    from mirecc.tasks.code_size.offline.dataset import Labels, label, write_meta
-    from mirecc.tasks.code_size.offline.pipelines import (excluding, expand,
-                                                          random_candidates,
-                                                          random_ipo_candidates,
-                                                          seed_candidates)
-    from mirecc.tasks.code_size.offline.search import (greedy_library, pad_library,
-                                                       pipeline_summary, reductions)
-
     if args.objective != "text" and args.write_spec:
         raise ValueError("--write-spec takes the .text library only: the driver keeps the "
                          "smallest object")
@@ -275,12 +268,6 @@ def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None
     (name -> cost, ``mire size-order``) are written with the entries; an
     entry kept from the old library keeps its cost; ``gate``: the object gate
     of ``major`` (``mire size-gate``; a new library drops its old one)."""
-    import yaml
-
-    from mirecc.util.fsutil import atomic_write_bytes
-
-    from mirecc.tasks.code_size.build import OPTION_MARK
-
     spec = yaml.safe_load(SPEC.read_text())
     known = {e["name"]: e["cost"] for e in (spec.get("pipelines") or {}).get(major) or []
              if isinstance(e, dict) and "cost" in e}
@@ -312,10 +299,6 @@ def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from mirecc.frontend.compiler import clang_major
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.tasks.code_size.offline.check import check
-
     compiler = compiler_of(args)
     major = clang_major(compiler)
     named = named_library(compiler)

@@ -18,19 +18,22 @@ Modules are split by package: the packages the issue builds and tests
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import platform
 import random
+import shutil
 import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from mirecc.frontend.compiler import compiler_version
 from mirecc.util.fsutil import append_line_locked, atomic_write_bytes
-from mirecc.tasks.code_size.build import CandidateError
+from mirecc.tasks.code_size.build import CandidateError, opt_beside
 from mirecc.tasks.code_size.offline.labels import OWN, codegen_flags, measure
 
 # the packages the finished task is judged on (built with their test suites)
@@ -102,7 +105,6 @@ def _read_jsonl(path: Path):
     if not path.is_file():
         packed = path.with_name(path.name + ".gz")
         if packed.is_file():
-            import gzip
             with gzip.open(packed, "rt", encoding="utf-8") as fh:
                 yield from (json.loads(line) for line in fh if line.strip())
         return
@@ -159,9 +161,6 @@ class Labels:
 def write_meta(out: Path, compiler: str, corpus: Path) -> dict:
     """The machine and toolchain the labels are measured with; a rerun with
     another compiler is refused (its labels would mix)."""
-    from mirecc.frontend.compiler import compiler_version
-    from mirecc.tasks.code_size.build import opt_beside
-
     meta = {"compiler": os.path.realpath(compiler), "compiler_version":
             compiler_version(compiler), "opt": opt_beside(compiler),
             "machine": {"platform": platform.platform(), "processor": _cpu_model(),
@@ -223,7 +222,7 @@ def label(modules: list[Module], pipelines: list[str], labels: Labels, compiler:
 
 def progress_bar(total: int, desc: str, unit: str = "build"):
     """A tqdm bar on stderr (off when not a terminal), or None without tqdm."""
-    try:
+    try:   # lazy: optional by design (None without tqdm)
         from tqdm import tqdm
     except ImportError:
         return None
@@ -236,9 +235,6 @@ def export(out: Path, corpus: Path, dest: Path) -> list[Path]:
     pipelines and the labelled modules' origins (gzipped JSON lines), the
     meta, the search's library reports (.text and IR objectives) and the
     correctness check's report."""
-    import gzip
-    import shutil
-
     labels = Labels(out)
     labelled = {module for module, _ in labels.rows}
     modules = [{"sha256": m.sha256, "origin": m.origin, "path": m.source, "split": m.split}

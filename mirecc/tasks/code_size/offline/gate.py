@@ -25,12 +25,25 @@ user's compile gives), built once into ``--objects``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+import yaml
+
+from mirecc.frontend.compiler import clang_major
+from mirecc.tasks.code_size.build import MIN_TEXT_BYTES, gate_chances, object_features, object_sizes
+from mirecc.tasks.code_size.head import library_costs, within_budget
+from mirecc.tasks.code_size.offline import cli as size_cli
+from mirecc.tasks.code_size.offline.cli import ROOT
+from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
 from mirecc.tasks.code_size.offline.labels import OWN, codegen_flags
+from mirecc.tasks.code_size.offline.order import read_labels
+from mirecc.util.fsutil import atomic_write_bytes
 
 KEEP = 0.99         # of the default budget's bytes, in cross-validation
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6)
@@ -40,7 +53,6 @@ K = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mirecc.tasks.code_size.offline.cli import ROOT
     parser.add_argument("--labels", default=str(ROOT / "heads" / "code-size" / "labels"),
                         help="labels of mire size-data (default: %(default)s)")
     parser.add_argument("--corpus", default=str(ROOT / ".work" / "size-corpus"),
@@ -58,10 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _objects(modules, compiler: str, directory: Path, jobs: int) -> dict[str, Path]:
     """sha -> the -Oz object of each module (built once, kept)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from mirecc.util.fsutil import atomic_write_bytes
-
     directory.mkdir(parents=True, exist_ok=True)
 
     def build(module):
@@ -87,8 +95,6 @@ def _rows(splits, table, modules, objects, library, everything=()) -> list[dict]
     per candidate the bytes saved below -Oz (0 when not smaller) and the
     seconds of its build, and the most that any of ``everything`` (the whole
     library) saves where each of it is labelled (else None)."""
-    from mirecc.tasks.code_size.build import MIN_TEXT_BYTES, object_features, object_sizes
-
     origin = {m.sha256: m.origin for m in modules}
     out = []
     for sha, labels in table.items():
@@ -112,7 +118,7 @@ def _rows(splits, table, modules, objects, library, everything=()) -> list[dict]
 
 def _fit(rows, n: int):
     """(mean, scale, [per candidate: [intercept, *coefficients] or None])."""
-    import numpy as np
+    # lazy: scikit-learn costs ~1.5 s to import; only _fit() needs it
     from sklearn.linear_model import LogisticRegression
 
     x = np.array([r["x"] for r in rows])
@@ -131,8 +137,6 @@ def _fit(rows, n: int):
 
 
 def _chances(model, rows) -> list[list[float]]:
-    from mirecc.tasks.code_size.build import gate_chances
-
     mean, scale, coefficients = model
     named = {str(j): c for j, c in enumerate(coefficients) if c is not None}
     out = []
@@ -159,8 +163,6 @@ def _counted(rows, built_per_row) -> dict:
 def _policy(rows, chances, costs, budget: float, threshold: float) -> dict:
     """The budget's candidates in library order, those under ``threshold``
     not built (:func:`_counted`)."""
-    from mirecc.tasks.code_size.head import within_budget
-
     names = within_budget([str(j) for j in range(K)], {str(j): c for j, c in enumerate(costs)},
                           K, budget)
     return _counted(rows, ([int(j) for j in names if p[int(j)] >= threshold] for p in chances))
@@ -169,8 +171,6 @@ def _policy(rows, chances, costs, budget: float, threshold: float) -> dict:
 def _win_gains(rows, n: int) -> list[float]:
     """Per candidate, its mean share of ``.text`` saved where it wins (the
     gain the chooser weighs a chance with)."""
-    import math
-
     out = []
     for j in range(n):
         won = [r["gain"][j] / math.exp(r["x"][0]) for r in rows if r["gain"][j] > 0]
@@ -182,8 +182,6 @@ def _expected(rows, chances, win_gains) -> list[list[float]]:
     """Per TU and candidate, the ``.text`` bytes it is expected to save: the
     gate's chance times the candidate's mean share where it wins times the
     TU's ``.text``."""
-    import math
-
     return [[c * g * math.exp(r["x"][0]) for c, g in zip(p, win_gains)]
             for r, p in zip(rows, chances)]
 
@@ -218,18 +216,11 @@ def _cross_validated(rows) -> tuple[list[list[float]], list[list[float]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.frontend.compiler import clang_major
-    from mirecc.tasks.code_size.head import library_costs
-    from mirecc.tasks.code_size.offline import cli as size_cli
-    from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
-    from mirecc.tasks.code_size.offline.order import read_labels
-
     compiler = size_cli.compiler_of(args)
     major = clang_major(compiler)
     whole_library = size_cli.named_library(compiler)
     named = whole_library[:K]
     library = [passes for _, passes in named]
-    import yaml
     costs_by_name = library_costs(yaml.safe_load(size_cli.SPEC.read_text())).get(major, {})
     costs = [costs_by_name.get(name, 1.0) for name, _ in named]
     try:
@@ -342,7 +333,6 @@ def run(args: argparse.Namespace) -> int:
     ])
     print(page)
     if args.md:
-        from mirecc.util.fsutil import atomic_write_bytes
         atomic_write_bytes(Path(args.md), page.encode())
         print(f"mire size-gate: wrote {args.md}")
     if args.write_spec:

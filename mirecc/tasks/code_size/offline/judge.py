@@ -22,7 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mirecc.tasks.code_size.offline.rank import Table
+from mirecc.learn.embeddings import representation_vectors
+from mirecc.learn.judge import PCA, Case, Judged, complete, folds, rank_kinds
+from mirecc.tasks.code_size.offline import cli as size_cli
+from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
+from mirecc.tasks.code_size.offline.rank import Table, _ir_text, module_features
 
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "code-size" / "labels"
@@ -34,8 +38,6 @@ MIN_GAIN = 0.0
 def cases_of(table: Table) -> list:
     """The cases of a label table (its library's pipelines by position):
     ``speed`` pipeline -> -Oz bytes over its bytes; ``bad``: those that failed."""
-    from mirecc.learn.judge import Case
-
     out = []
     for i, m in enumerate(table.modules):
         speed, bad = {}, set()
@@ -60,8 +62,6 @@ def evaluate(table: Table, cases: list, stats: np.ndarray, emb: dict, kinds,
              fraction: float = 1.0, draw: int = 0) -> dict:
     """Every ranking, leave one package out; ``fraction`` < 1: each fold's
     heads trained on that share of its training packages."""
-    from mirecc.learn.judge import complete, folds, rank_kinds
-
     library = {i: [(j, math.inf) for j in range(len(table.library))] for i in range(len(cases))}
     rankings = {"library order": library, "most frequent winners": {}, **{k: {} for k in kinds}}
     stats = np.sign(stats) * np.log1p(np.abs(stats))   # counts span orders of magnitude
@@ -79,12 +79,6 @@ def evaluate(table: Table, cases: list, stats: np.ndarray, emb: dict, kinds,
 def judged(kinds, out: Path, models: dict):
     """The rankings of every representation of ``kinds`` on the committed
     labels and the corpus modules they were measured on."""
-    from mirecc.learn.embeddings import representation_vectors
-    from mirecc.learn.judge import PCA, Judged
-    from mirecc.tasks.code_size.offline import cli as size_cli
-    from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
-    from mirecc.tasks.code_size.offline.rank import _ir_text, module_features
-
     kinds = [k for k in kinds if "@function" not in k]
     try:
         # a case is a package's module: csmith's generated programs (in the

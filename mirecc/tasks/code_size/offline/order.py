@@ -23,6 +23,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from mirecc.frontend.compiler import clang_major
+from mirecc.tasks.code_size.offline import cli as size_cli
+from mirecc.tasks.code_size.offline.cli import ROOT
 from mirecc.tasks.code_size.offline.labels import OWN
 
 
@@ -91,7 +94,6 @@ def greedy_order(rows: list[dict], library: list[str], cost: list[float]) -> lis
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mirecc.tasks.code_size.offline.cli import ROOT
     parser.add_argument("--labels", default=str(ROOT / "heads" / "code-size" / "labels"),
                         help="labels of mire size-data: its output or the committed export "
                              "(default: %(default)s; LLVM 19's: its llvm-19 folder)")
@@ -102,9 +104,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.frontend.compiler import clang_major
-    from mirecc.tasks.code_size.offline import cli as size_cli
-
     compiler = size_cli.compiler_of(args)
     major = clang_major(compiler)
     named = size_cli.named_library(compiler)

@@ -17,7 +17,7 @@ import random
 import subprocess
 from dataclasses import dataclass, field
 
-from mirecc.tasks.code_size.build import candidate_text
+from mirecc.tasks.code_size.build import candidate_text, parse_candidate
 
 
 @dataclass
@@ -217,8 +217,6 @@ def excluding(candidates: dict[str, str], passes) -> dict[str, str]:
     """``candidates`` (candidate -> name) without those that run any pass
     named in ``passes`` (adaptors' parameters ignored: ``attributor-cgscc``
     matches inside ``cgscc(...)``)."""
-    from mirecc.tasks.code_size.build import parse_candidate
-
     unwanted = set(passes)
     return {c: n for c, n in candidates.items()
             if not unwanted & bases(parse(parse_candidate(c).passes))}

@@ -17,7 +17,13 @@ import math
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from mirecc.graph import GraphBuildError, build_graph
+from mirecc.ir.text import disassemble
+from mirecc.learn.embeddings import EmbeddingTable, embed_ir2vec, embed_kernels
+from mirecc.learn.forest import ForestConfig, fit_forest
+from mirecc.tasks.code_size.features import NAMES, graph_counts
 from mirecc.tasks.code_size.offline.labels import OWN
 
 FEATURE_SETS = ("counts", "ir2vec", "random-init", "encoder")
@@ -106,8 +112,6 @@ def forest_scores(X_train: np.ndarray, train: Table, X_test: np.ndarray, seed: i
                   trees: int = 100) -> np.ndarray:
     """Predicted reduction (the objective's) of each pipeline for the test
     modules: an extra-trees forest (the loop head's, exported the same way)."""
-    from mirecc.learn.forest import ForestConfig, fit_forest
-
     Y = np.where(np.isfinite(train.score), train.score, -1.0)
     model = fit_forest(X_train, Y, ForestConfig(trees=trees, min_samples_leaf=2,
                                                 max_features=0.5, seed=seed))
@@ -146,6 +150,7 @@ def contrastive_embedding(X_train: np.ndarray, train: Table, X_test: np.ndarray,
     The network (features -> 128 -> ``dim``, normalised) sees only the
     module's features, so a new module is embedded without any build.
     Returns the training and test embeddings."""
+    # lazy: torch costs ~2 s to import; only contrastive_embedding() needs it
     import torch
 
     Xs_train, Xs_test = standardise(X_train, X_test)
@@ -229,8 +234,6 @@ def _geomean_reduction(red: np.ndarray) -> float:
 def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict) -> dict:
     """sha256 -> feature vector of ``kind`` (FEATURE_SETS) for ``modules``;
     cached per kind and model under ``cache_dir``."""
-    from mirecc.learn.embeddings import embed_ir2vec, embed_kernels
-
     if kind == "counts":
         return _counts(modules, cache_dir)
     texts = {m.sha256: ("ir", _ir_text(m.path)) for m in modules}
@@ -245,17 +248,10 @@ def module_features(modules: list, kind: str, cache_dir: Path, model_dirs: dict)
 
 def _ir_text(bitcode: Path) -> str:
     # llvm-dis-14 first, newer ones for newer bitcode (clang 19's corpus)
-    from mirecc.ir.text import disassemble
     return disassemble(bitcode.read_bytes(), str(bitcode))
 
 
 def _counts(modules: list, cache_dir: Path) -> dict:
-    from tqdm import tqdm
-
-    from mirecc.graph import GraphBuildError, build_graph
-    from mirecc.tasks.code_size.features import NAMES, graph_counts
-    from mirecc.learn.embeddings import EmbeddingTable
-
     table = EmbeddingTable(cache_dir / f"code-size-counts-{len(NAMES)}.npz")
     for m in tqdm([m for m in modules if m.sha256 not in table.vectors
                    and m.sha256 not in table.failures], desc="features (counts)",

@@ -20,10 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.frontend.compiler import clang_major
+from mirecc.learn.embeddings import default_cache_root
+from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
 from mirecc.tasks.code_size.offline import cli as size_cli
+from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
 from mirecc.tasks.code_size.offline.rank import (Table, forest_scores, judge,
                                                  module_features, orders_from_scores,
                                                  static_order)
+from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.modelfiles import load_model
 
 DRIVER_FEATURES = ("counts", "encoder")
 FOLDS = 5
@@ -75,14 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.frontend.compiler import clang_major
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.util.modelfiles import load_model
-    from mirecc.tasks.code_size.offline.dataset import Labels, corpus_modules
-    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
-    from mirecc.learn.embeddings import default_cache_root
-
     compiler = size_cli.compiler_of(args)
     major = clang_major(compiler)
     library = size_cli.library_passes(compiler)

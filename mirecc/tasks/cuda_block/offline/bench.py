@@ -43,6 +43,7 @@ statistics.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -52,11 +53,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import yaml
 
+from mirecc.frontend import nvcc
+from mirecc.frontend.compiler import find_compiler
+from mirecc.frontend.launches import HEADER_DIR, scan_source
+from mirecc.frontend.nvcc import kernel_names, source_name
 from mirecc.learn import rankbench
+from mirecc.learn.adapter import embedding_block, fit_adapter, split_kind
+from mirecc.learn.datasets import default_root
+from mirecc.learn.embeddings import embedding_of, representation_vectors
+from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions, write_forest_head
+from mirecc.learn.gates import gate_document
+from mirecc.learn.judge import Judged, complete, training_programs
+from mirecc.taskapi.config import load_config
+from mirecc.taskapi.context import device_context
 from mirecc.tasks.cuda_block import features as F
-from mirecc.tasks.cuda_block.head import program_key
+from mirecc.tasks.cuda_block import launches
+from mirecc.tasks.cuda_block.head import INPUTS, TASK, program_key
 from mirecc.tasks.cuda_block.offline import cuda_labels as cl
+from mirecc.util.fsutil import atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "cuda-block" / "labels"
@@ -110,8 +126,6 @@ def _first_block(text: str) -> tuple[int, int]:
 def suite_machine(labels: Path) -> str:
     """The GPU the other suites' labels were timed on (``nvidia-smi``'s name
     in ``suite_labels run``'s machine file, gzipped beside them)."""
-    import gzip
-
     try:
         with gzip.open(labels / SUITE_MACHINE, "rt") as fh:
             smi = json.load(fh)["machine"]["nvidia_smi"]
@@ -121,8 +135,6 @@ def suite_machine(labels: Path) -> str:
 
 
 def read_labels(paths) -> dict[tuple[str, str], list[dict]]:
-    import gzip
-
     groups: dict[tuple[str, str], list[dict]] = {}
     for path in paths:
         with gzip.open(path, "rt") as fh:
@@ -182,12 +194,6 @@ def _suite_program(case: Case, suites: Path) -> tuple[str, list[str], str | None
 def _device_ir(case: Case, src_root: Path, work: Path,
                suites: Path = SUITES) -> tuple[str, object]:
     """The case's device IR text (cached in ``work``) and its launch plan."""
-    from mirecc.frontend import nvcc
-    from mirecc.taskapi.context import device_context
-    from mirecc.frontend.compiler import find_compiler
-    from mirecc.taskapi.config import load_config
-    from mirecc.tasks.cuda_block import launches
-
     where = work / "sources" / f"{case.program}-{case.size}"
     built_with = None
     if case.suite:
@@ -200,9 +206,9 @@ def _device_ir(case: Case, src_root: Path, work: Path,
         args = ["-O3", cl.COMPAT_FLAG, *sized, "-I", str(src_root / cl.UTILITIES), cu, "-c"]
     else:
         cu = str(KERNEL_DIR / f"{case.program}.cu")
-        args = ["-O3", "-isystem", str(launches.HEADER_DIR), cu, "-c"]
+        args = ["-O3", "-isystem", str(HEADER_DIR), cu, "-c"]
     cmd = nvcc.parse(args)
-    plan = launches.plan_source(launches.scan_source(cu, cmd), cmd)
+    plan = launches.plan_source(scan_source(cu, cmd), cmd)
     cached = work / "ir" / f"{case.program}-{case.size}.ll"
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -219,8 +225,6 @@ def _device_ir(case: Case, src_root: Path, work: Path,
 
 def attach_features(cases: list[Case], src_root: Path, work: Path,
                     suites: Path = SUITES) -> list[Case]:
-    from mirecc.frontend.nvcc import kernel_names, source_name
-
     kept = []
     for case in cases:
         case.ir, plan = _device_ir(case, src_root, work, suites)
@@ -259,9 +263,6 @@ def _rows(cases, case_vectors, blocks_of):
 
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx):
     """Per case, the numbers a ranking of ``kind`` reads (before the shape's)."""
-    from mirecc.learn.adapter import embedding_block, split_kind
-    from mirecc.learn.embeddings import embedding_of
-
     stats = np.asarray([[c.feats[f] for f in F.SOURCE_FEATURES] for c in cases])
     shape = np.asarray([F.source_shape_features(*c.source) for c in cases])
     name = embedding_of(kind)
@@ -274,8 +275,6 @@ def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx):
 
 
 def fit(X, y, seed=0):
-    from mirecc.learn.forest import ForestConfig, fit_forest
-
     return fit_forest(X, y, ForestConfig(trees=TREES, min_samples_leaf=LEAF,
                                                          max_features=0.5, seed=seed))
 
@@ -299,9 +298,6 @@ def rank_forest(cases, kind, emb, held: str, keep: set | None = None):
     """Per held-out case: the candidate blocks best first with the trees'
     quantile prediction (an ``adapter:`` kind: its members'); ``keep``: the
     training programs (default: every other)."""
-    from mirecc.learn.adapter import fit_adapter, split_kind
-    from mirecc.learn.forest import tree_predictions
-
     train = [i for i, c in enumerate(cases) if c.program != held
              and (keep is None or c.program in keep)]
     test = [i for i, c in enumerate(cases) if c.program == held]
@@ -341,9 +337,6 @@ def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0,
              draw: int = 0) -> dict[str, dict[int, list]]:
     """Every ranking, leave one program out; ``fraction`` < 1: the forests
     of each fold trained on that share of its training programs."""
-    from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import complete, training_programs
-
     programs = sorted({c.program for c in cases})
     rankings = {name: {} for name in ("fixed shape", *kinds)}
     for n, held in enumerate(programs):
@@ -440,10 +433,6 @@ def judged(kinds, out: Path, models: dict):
     """The rankings of every representation of ``kinds`` on the H100 labels,
     for ``mire bench encoder`` (:mod:`mirecc.learn.judge`); a case's
     functions are its tunable kernels."""
-    from mirecc.learn.datasets import default_root
-    from mirecc.learn.embeddings import representation_vectors
-    from mirecc.learn.judge import Judged
-
     groups = read_labels([LABELS / f for f in LABEL_FILES if (LABELS / f).is_file()])
     cases = attach_features(cases_of(groups), default_root() / "polybench-acc" / "CUDA", out)
     emb = representation_vectors(kinds, [c.ir for c in cases], [c.kernels for c in cases],
@@ -462,15 +451,12 @@ def judged(kinds, out: Path, models: dict):
 
 
 def run(args) -> int:
-    from mirecc.learn.datasets import default_root
-
     src_root = args.cuda_polybench or default_root() / "polybench-acc" / "CUDA"
     labels, out = args.cuda_labels, Path(args.out) / "cuda"
     present = [f for f in LABEL_FILES if (labels / f).is_file()]
     groups = read_labels([labels / f for f in present])
     cases = attach_features(cases_of(groups), src_root, out, args.cuda_suites)
     wanted = [k for k in args.cuda_features.split(",") if k]
-    from mirecc.learn.embeddings import representation_vectors
 
     emb = representation_vectors(wanted, [c.ir for c in cases], [c.kernels for c in cases],
                                  out / "embeddings")
@@ -507,7 +493,6 @@ def run(args) -> int:
           + (f"\nNo threshold is admissible: {refusal}.\n" if refusal else "")
           + ("\n" + suites if (suites := suites_section(cases, rankings, gate)) else ""))
     out.mkdir(parents=True, exist_ok=True)
-    from mirecc.util.fsutil import atomic_write_bytes
 
     atomic_write_bytes(args.cuda_md, md.encode())
     plot(results, args.cuda_md.with_suffix(".png"))
@@ -552,8 +537,6 @@ def excluded(cases) -> dict[str, list]:
 
 def shipped_gate(spec: Path = ROOT / "heads" / "cuda-block" / "spec.yaml"):
     """The shipped head's gate: its ``min_gain`` and ``refuse_forcing`` (or None)."""
-    import yaml
-
     data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
     return float(data["min_gain"]), data.get("refuse_forcing")
 
@@ -568,10 +551,6 @@ def write_head(cases, results: dict, emb, out: Path, gate=None) -> None:
     subset, as ``benchmarks/cuda_confirm.py --leave-one-out`` writes), the
     shipped head's gate (:func:`shipped_gate`) and no sweep.  Same labels,
     same files: fixed seeds, one thread."""
-    from mirecc.learn.forest import write_forest_head
-    from mirecc.learn.gates import gate_document
-    from mirecc.tasks.cuda_block.head import INPUTS, TASK
-
     idx = list(range(len(cases)))
     V = case_vectors(cases, "statistics", emb, idx, [])
     X, own, shapes = _rows(cases, V, lambda c: list(c.speed))

@@ -26,7 +26,9 @@ import tempfile
 from pathlib import Path
 
 from mirecc.frontend import nvcc as front
-from mirecc.tasks.cuda_block import knobs, launches
+from mirecc.frontend import knobs
+from mirecc.frontend.launches import scan_source
+from mirecc.tasks.cuda_block import launches
 
 INCLUDE_FOLDERS = ("util", "common", "include")
 #: what :func:`compare` says of a .cu file that built
@@ -45,7 +47,7 @@ def flags_for(cu: Path, program: Path, tree: Path, extra=()) -> list[str]:
 
 def plan_of(cu: Path, flags: list[str]):
     cmd = front.parse([*flags, "-c", str(cu)])
-    return launches.plan_source(launches.scan_source(str(cu), cmd), cmd)
+    return launches.plan_source(scan_source(str(cu), cmd), cmd)
 
 
 def compare(cu: Path, flags: list[str], nvcc: str, mirecc_nvcc: str, work: Path) -> str:
@@ -156,7 +158,7 @@ def render(rows: list[dict], trees: list[Path], command: str) -> str:
         "",
         "A launch is one kernel launched in a translation unit (a kernel launched in a "
         "file that two .cu files include counts in both). Tunable: the knob that sets "
-        "its block and every use of it move together (mirecc/tasks/cuda_block/knobs.py); "
+        "its block and every use of it move together (mirecc/frontend/knobs.py); "
         "kinds: " + ", ".join(f"`{k}` {v}" for k, v in knobs.KINDS.items()) + ".",
         "",
     ]

@@ -216,6 +216,7 @@ def variants(plan, tunable: list[str]) -> list[tuple[tuple[int, int], dict]]:
     (:func:`mirecc.tasks.cuda_block.head.shape_blocks`: every tunable kernel
     takes it, one at least changes), each with the blocks it gives them
     (kernel -> (x, y)); of shapes that give the same blocks, the first."""
+    # lazy: only prepare needs mirecc; run (by path, on the GPU machine) has none
     from mirecc.tasks.cuda_block.head import shape_blocks
 
     out, seen = [], set()
@@ -229,7 +230,9 @@ def variants(plan, tunable: list[str]) -> list[tuple[tuple[int, int], dict]]:
 
 def _prepare_program(name, spec, args, out, src_root, nvcc, mirecc_nvcc, base_env) -> dict:
     """One program's builds (the source's and each shape's) and its plan entry."""
+    # lazy: only prepare needs mirecc; run (by path, on the GPU machine) has none
     from mirecc.frontend import nvcc as front
+    from mirecc.frontend.launches import scan_source
     from mirecc.tasks.cuda_block import launches
 
     folder = os.path.join(src_root, spec["tree"], spec["dir"])
@@ -240,7 +243,7 @@ def _prepare_program(name, spec, args, out, src_root, nvcc, mirecc_nvcc, base_en
     os.makedirs(build)
     cu = os.path.join(folder, spec["tus"][0])
     cmd = front.parse([*flags, "-c", cu])
-    plan = launches.plan_source(launches.scan_source(cu, cmd), cmd)
+    plan = launches.plan_source(scan_source(cu, cmd), cmd)
     tunable = [k for k, b in plan.blocks.items() if b.tunable]
     if not tunable:
         raise SystemExit(f"suite_labels: {name}: no tunable launch in {spec['tus'][0]} "

@@ -42,8 +42,18 @@ from pathlib import Path
 import numpy as np
 
 from mirecc.learn import rankbench
+from mirecc.learn.adapter import fit_adapter, split_kind
+from mirecc.learn.embeddings import embedding_of, representation_vectors
+from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions, write_forest_head
+from mirecc.learn.gates import gate_document
+from mirecc.learn.judge import Judged, complete, fold_vectors, training_programs
 from mirecc.tasks.loop_nests import features as F
-from mirecc.tasks.loop_nests.schedules import SPACE
+from mirecc.tasks.loop_nests.features import FEATURES
+from mirecc.tasks.loop_nests.head import TASK
+from mirecc.tasks.loop_nests.offline import dataset
+from mirecc.tasks.loop_nests.offline.dataset import polybench_root
+from mirecc.tasks.loop_nests.schedules import SPACE, TIMED
+from mirecc.util.fsutil import atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "loop-nests" / "labels"
@@ -119,8 +129,6 @@ def read_cases(paths) -> tuple[list[Case], list[dict]]:
 
 
 def source_of(case: Case, out: Path) -> Path:
-    from mirecc.tasks.loop_nests.offline import dataset
-
     for suite, p in dataset.programs([case.suite], out):
         if p.stem == case.program:
             return p
@@ -130,8 +138,6 @@ def source_of(case: Case, out: Path) -> Path:
 def attach_features(cases: list[Case], out: Path, cc: str) -> list[Case]:
     """Each case's IR (the front end's, as the driver reads it; cached in
     ``out``/ir) and its dominant function's statistics."""
-    from mirecc.tasks.loop_nests.offline.dataset import polybench_root
-
     kept = []
     for case in cases:
         cached = out / "ir" / f"{case.program}-{case.size}.ll"
@@ -155,15 +161,11 @@ def attach_features(cases: list[Case], out: Path, cc: str) -> list[Case]:
 
 
 def case_vectors(cases, kind: str, emb: dict, train_idx, test_idx) -> np.ndarray:
-    from mirecc.learn.judge import fold_vectors
-
     return fold_vectors(np.asarray([F.row(c.feats) for c in cases]), emb, kind, train_idx,
                         test_idx, PCA)
 
 
 def fit(X, Y, seed=0):
-    from mirecc.learn.forest import ForestConfig, fit_forest
-
     return fit_forest(X, Y, ForestConfig(trees=TREES, min_samples_leaf=LEAF,
                                          max_features=0.5, seed=seed))
 
@@ -175,9 +177,6 @@ def targets(cases) -> np.ndarray:
 def rank_forest(cases, kind, emb, held: str, keep: set | None = None) -> dict:
     """``keep``: the training programs (default: every other); an
     ``adapter:`` kind ranks with the adapter instead of the forest."""
-    from mirecc.learn.adapter import fit_adapter, split_kind
-    from mirecc.learn.forest import tree_predictions
-
     train = [i for i, c in enumerate(cases) if c.program != held
              and (keep is None or c.program in keep)]
     test = [i for i, c in enumerate(cases) if c.program == held]
@@ -201,9 +200,6 @@ def rank_single(cases, held: str) -> dict:
 def evaluate(cases, emb, kinds=FEATURE_SETS, fraction: float = 1.0, draw: int = 0) -> dict:
     """Every ranking, leave one program out; ``fraction`` < 1: the forests
     of each fold trained on that share of its training programs."""
-    from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import complete, training_programs
-
     programs = sorted({c.program for c in cases})
     rankings = {"Polly always on": {i: [("polly", math.inf)] for i in range(len(cases))},
                 "best single schedule": {}, **{k: {} for k in kinds}}
@@ -267,8 +263,6 @@ def knob_table(paths) -> str:
     """Every timed configuration (:data:`..schedules.TIMED`, the two LLVM
     knobs too) per program and size, over LLVM's: the survey of which knobs
     move run time here.  ``!``: the output changed; ``-``: no time."""
-    from mirecc.tasks.loop_nests.schedules import TIMED
-
     def gm(xs):
         return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
     names = [c for c in TIMED if c != "llvm"]
@@ -340,9 +334,6 @@ def judged(kinds, out: Path, models: dict):
     """The rankings of every representation of ``kinds`` on the labels, for
     ``mire bench encoder`` (:mod:`mirecc.learn.judge`); the case's function
     is its dominant one."""
-    from mirecc.learn.embeddings import representation_vectors
-    from mirecc.learn.judge import Judged
-
     cases, metas = read_cases(sorted(LABELS.glob("*.jsonl")))
     cases = attach_features(cases, out, "clang-14")
     emb = representation_vectors(kinds, [c.ir for c in cases], [c.function for c in cases],
@@ -368,7 +359,6 @@ def run(args) -> int:
     cases, metas = read_cases(paths)
     cases = attach_features(cases, out, args.nests_cc)
     wanted = [k for k in args.nests_features.split(",") if k]
-    from mirecc.learn.embeddings import representation_vectors
 
     emb = representation_vectors(wanted, [c.ir for c in cases], [c.function for c in cases],
                                  out / "embeddings")
@@ -406,7 +396,6 @@ def run(args) -> int:
           f"Per case (speedup over -O3; the statistics forest's guess and its schedule):\n\n"
           f"{per_program(cases, rankings, results)}\n")
     out.mkdir(parents=True, exist_ok=True)
-    from mirecc.util.fsutil import atomic_write_bytes
 
     atomic_write_bytes(args.nests_md, md.encode())
     knobs = (f"# Loop-nest knobs on this machine\n\nWritten by `mire bench nests` from the "
@@ -452,11 +441,6 @@ def write_head(cases, results: dict, gate, out: Path) -> None:
     :func:`gate_sweep`'s (rows, chosen row, refusal): the chosen threshold
     is the spec's ``min_gain``; with none, ``refuse_forcing``.  Same labels,
     same files: fixed seeds, one thread."""
-    from mirecc.learn.forest import write_forest_head
-    from mirecc.learn.gates import gate_document
-    from mirecc.tasks.loop_nests.features import FEATURES
-    from mirecc.tasks.loop_nests.head import TASK
-
     rows, chosen, refusal = gate
     idx = list(range(len(cases)))
     X = case_vectors(cases, "statistics", {}, idx, [])

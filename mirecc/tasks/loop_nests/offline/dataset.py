@@ -24,6 +24,7 @@ round's seconds and the output hash.
 """
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import hashlib
 import json
@@ -34,7 +35,11 @@ import sys
 import time
 from pathlib import Path
 
+from mirecc.learn.datasets import default_root
+from mirecc.learn.labels import machine_info
+from mirecc.tasks.loop_nests.offline.families import write_programs
 from mirecc.tasks.loop_nests.schedules import TIMED
+from mirecc.util.fsutil import atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "loop-nests" / "labels"
@@ -43,7 +48,6 @@ EXCLUDED = {"correlation": "never ends at MINI size in these sources, even at -O
 
 
 def polybench_root() -> Path:
-    from mirecc.learn.datasets import default_root
     return default_root() / "polybench-acc" / "OpenMP"
 
 
@@ -56,7 +60,6 @@ def programs(suites, work: Path) -> list[tuple[str, Path]]:
         out += [("polybench", root / p) for p in listed
                 if (root / p).is_file() and Path(p).stem not in EXCLUDED]
     if "own" in suites:
-        from mirecc.tasks.loop_nests.offline.families import write_programs
         out += [("own", p) for p in write_programs(work / "src")]
     return out
 
@@ -130,9 +133,6 @@ def add_arguments(ap) -> None:
 
 
 def run(args) -> int:
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.learn.labels import machine_info
-
     work = args.work or Path(".work") / "nest-data" / f"{args.cc}-{args.size}"
     labels = args.labels or LABELS / f"{args.cc}-{args.size}.jsonl"
     progs = programs(args.suites.split(","), work)
@@ -211,8 +211,6 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_arguments(ap)
     return run(ap.parse_args(argv))

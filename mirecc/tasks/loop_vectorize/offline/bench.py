@@ -27,8 +27,20 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from mirecc.tasks.loop_vectorize.offline.dataset import COMMITTED, run_binary, timing_cpu
+from mirecc.frontend.compiler import find_compiler
+from mirecc.frontend.toolchain import installed_driver
+from mirecc.learn.labels import read_rows
+from mirecc.learn.pages import update_page
+from mirecc.taskapi.config import load_config
+from mirecc.taskapi.registry import default_heads_dirs
+from mirecc.tasks.loop_vectorize.offline.dataset import (COMMITTED, kernel_source, run_binary,
+                                                         timing_cpu)
+from mirecc.tasks.loop_vectorize.offline.train import oracle_speedup
+from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.machine import cpu_model
+from mirecc.util.plots import pyplot, save
 
 DEFAULT_DATA = COMMITTED
 
@@ -66,9 +78,6 @@ def _time_plain(cmd: list[str], cpu: int) -> dict:
 def bench_programs(programs: list[dict], cc: str, flags: list[str], repeats: int,
                    compile_repeats: int, heads_dir: Path | None, workdir: Path) -> list[dict]:
     """Build, check and time each program ({name, source, args | run}); one result each."""
-    from tqdm import tqdm
-    from mirecc.frontend.toolchain import installed_driver
-
     mirecc = installed_driver("mirecc")
     # no result cache: every compile pays the whole ML path, as a first build does
     env = dict(os.environ, MIRECC_CC=cc, MIRECC_QUIET="0", MIRECC_CACHE="0",
@@ -148,13 +157,8 @@ def bench_programs(programs: list[dict], cc: str, flags: list[str], repeats: int
 
 
 def dataset_programs(data: Path, families: list[str]) -> list[dict]:
-    from mirecc.learn.labels import read_rows
-
-    from mirecc.tasks.loop_vectorize.offline.train import oracle_speedup
-
     rows = [r for r in read_rows(data / "labels.jsonl")
             if r["family"] in families and not r.get("fast_math") and r.get("best")]
-    from mirecc.tasks.loop_vectorize.offline.dataset import kernel_source
 
     return [{"name": r["name"], "source": kernel_source(data, r),
              "args": r["args"], "family": r["family"], "oracle": oracle_speedup(r)}
@@ -249,8 +253,6 @@ def labels_paragraph(metrics: dict) -> str:
 
 
 def plot(results: list[dict], path: Path) -> None:
-    from mirecc.util.plots import pyplot, save
-
     plt = pyplot()
     if plt is None:
         return
@@ -275,12 +277,6 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.util.machine import cpu_model
-    from mirecc.util.fsutil import atomic_write_bytes
-
-    from mirecc.frontend.compiler import find_compiler
-    from mirecc.taskapi.config import load_config
-
     cc = args.cc or find_compiler(load_config(), cxx=False)
     flags = args.flags.split()
     if args.programs:
@@ -289,8 +285,6 @@ def run(args: argparse.Namespace) -> int:
         families = None
         head_metrics = None
     else:
-        from mirecc.taskapi.registry import default_heads_dirs
-
         heads = args.heads_dir or Path(default_heads_dirs(load_config())[0])
         metrics = heads / "loop-vectorize" / "metrics.json"
         try:
@@ -338,7 +332,6 @@ def run(args: argparse.Namespace) -> int:
                         + "\n").encode())
     plot(results, out / "vectorize.png")
     if args.update_readme:
-        from mirecc.learn.pages import update_page
         update_page(Path(args.update_readme), "vectorize", text)
         # the page shows the plot beside it
         atomic_write_bytes(Path(args.update_readme).parent / "vectorize.png",

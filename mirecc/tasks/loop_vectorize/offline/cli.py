@@ -5,6 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mirecc.learn.labels import read_rows
+from mirecc.tasks.loop_vectorize.offline import dataset
+
 
 def add_arguments(p) -> None:
     p.add_argument("--out", default=".work/vectorize/default",
@@ -33,8 +36,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from mirecc.tasks.loop_vectorize.offline import dataset
-
     out = Path(args.out)
     if not args.summary_only:
         fams = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
@@ -47,7 +48,6 @@ def run(args) -> int:
         except ValueError as exc:
             print(f"mire vectorize-data: {exc}", file=sys.stderr)
             return 2
-    from mirecc.learn.labels import read_rows
 
     rows = read_rows(out / "labels.jsonl")
     print(f"labels: {out / 'labels.jsonl'}")

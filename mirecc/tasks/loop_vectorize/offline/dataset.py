@@ -26,6 +26,7 @@ line).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
@@ -41,8 +42,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tqdm import tqdm
+
+from mirecc.tasks.loop_vectorize.offline.kernels import DEFAULT_PER_FAMILY, write_kernels
 from mirecc.util.fsutil import atomic_write_bytes
 from mirecc.learn.labels import append_row, machine_info, read_done
+from mirecc.util.paths import default_cache_dir
 
 VFS = (1, 2, 4, 8, 16, 32, 64)
 IFS = (1, 2, 4, 8, 16)
@@ -278,8 +283,6 @@ def run_dataset(out: Path | str, *, seed: int = 0, per_family: int | None = None
     """Generate the kernels into ``out/kernels`` and label them into
     ``out/labels.jsonl`` (resuming); returns the labels path. ``cpu=-1``: pick
     :func:`timing_cpu`; ``None``: do not pin."""
-    from mirecc.tasks.loop_vectorize.offline.kernels import DEFAULT_PER_FAMILY, write_kernels
-
     out = Path(out)
     kdir = out / "kernels"
     records = write_kernels(kdir, seed, per_family or DEFAULT_PER_FAMILY, families)
@@ -303,7 +306,6 @@ def run_dataset(out: Path | str, *, seed: int = 0, per_family: int | None = None
                  "configs": [list(c) for c in configs]})
     atomic_write_bytes(out / "machine.json", (json.dumps(info, indent=1) + "\n").encode())
     todo = [(r, fm) for r, fm in rows if r["name"] + ("+fastmath" if fm else "") not in done]
-    from tqdm import tqdm
     bar = tqdm(total=len(rows), initial=len(rows) - len(todo), unit="kernel", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)
     try:
@@ -362,8 +364,6 @@ def kernels_dir(data: Path) -> Path:
     what is computed from the kernels go beside this folder."""
     if (data / "kernels").is_dir():
         return data / "kernels"
-    from mirecc.tasks.loop_vectorize.offline.kernels import DEFAULT_PER_FAMILY, write_kernels
-    from mirecc.util.paths import default_cache_dir
 
     machine = data / "machine.json"
     try:
@@ -392,8 +392,6 @@ def kernel_source(data: Path, row: dict) -> Path:
 def export(data: Path, to: Path) -> list[Path]:
     """The dataset's labels (gzip) and machine.json into ``to``, each
     replaced atomically: what ``heads/loop-vectorize/labels`` holds."""
-    import gzip
-
     labels = data / "labels.jsonl"
     if not labels.is_file():
         raise ValueError(f"{labels}: no labels to export (run mire vectorize-data first)")

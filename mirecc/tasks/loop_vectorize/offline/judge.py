@@ -14,21 +14,23 @@ components; the score is the trees' quantile, as the head reads it.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import yaml
 
+from mirecc.learn.embeddings import encoder_model_dirs
+from mirecc.learn.judge import PCA, Case, Judged, complete, folds, mean_order, rank_kinds
 from mirecc.tasks.loop_vectorize.offline.dataset import COMMITTED as DATA
+from mirecc.tasks.loop_vectorize.offline.train import (CLASSES, class_times, kernel_features,
+                                                       read_labels)
 
 
 
 def shipped() -> tuple[float, float, int]:
     """The shipped head's quantile, apply gate and trees (its spec.yaml and
     metrics.json, beside the labels it was trained on)."""
-    import json
-
-    import yaml
-
     spec = yaml.safe_load((DATA.parent / "spec.yaml").read_text())
     trees = json.loads((DATA.parent / "metrics.json").read_text())["forest"]["trees"]
     return float(spec["quantile"]), float(spec["min_gain"]), int(trees)
@@ -36,9 +38,6 @@ FORMS = {"@loop": "loop_embedding", "@function": "function_embedding"}
 
 
 def cases_of(rows: list[dict]) -> list:
-    from mirecc.learn.judge import Case
-    from mirecc.tasks.loop_vectorize.offline.train import CLASSES, class_times
-
     out = []
     for r in rows:
         times = class_times(r)
@@ -48,16 +47,12 @@ def cases_of(rows: list[dict]) -> list:
 
 
 def _targets(cases, rows) -> np.ndarray:
-    from mirecc.tasks.loop_vectorize.offline.train import CLASSES
-
     return np.asarray([[np.log(cases[i].speed.get(j, 1.0)) for j in range(len(CLASSES))]
                        for i in rows])
 
 
 def evaluate(cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
              draw: int = 0) -> dict:
-    from mirecc.learn.judge import complete, folds, mean_order, rank_kinds
-
     quantile, _, trees = shipped()
     rankings = {"best single class": {}, **{k: {} for k in kinds}}
     label = "mire bench encoder: loop vectorization, leave one family out"
@@ -70,10 +65,6 @@ def evaluate(cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
 
 
 def judged(kinds, out: Path, models: dict):
-    from mirecc.learn.embeddings import encoder_model_dirs
-    from mirecc.learn.judge import PCA, Judged
-    from mirecc.tasks.loop_vectorize.offline.train import CLASSES, kernel_features, read_labels
-
     base_of = {k: k.removeprefix("adapter:").removeprefix("statistics+") for k in kinds}
     # the decision is a loop's: its own vector and its function's (no module vector)
     kinds = [k for k, b in base_of.items() if b == "statistics"

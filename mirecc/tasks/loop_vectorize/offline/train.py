@@ -21,17 +21,32 @@ worst kernel is >= 0.95x), from the measured timings.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import yaml
+from tqdm import tqdm
 
-from mirecc.learn.forest import ForestConfig
-from mirecc.learn.forest import choose
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.encoder.runtime import Encoder, compile_to_ir, default_clang
+from mirecc.graph import build_graph_any
+from mirecc.graph.irinfo import graph_loops
+from mirecc.learn.forest import ForestConfig, choose, fit_forest, onnx_bytes, tree_predictions
+from mirecc.learn.gates import GateRow, gate_document, refusal_reason
+from mirecc.learn.judge import RESAMPLES, interval, program_weights
+from mirecc.learn.labels import read_rows
+from mirecc.tasks.loop_vectorize.features import NAMES, statistics_by_loop
 from mirecc.tasks.loop_vectorize.head import ALL_FEATURES, TASK
-from mirecc.tasks.loop_vectorize.offline.dataset import COMMITTED, kernel_source, kernels_dir
+from mirecc.tasks.loop_vectorize.loops import emit_ir_text, loop_lines
+from mirecc.tasks.loop_vectorize.offline.dataset import (COMMITTED, kernel_source, kernels_dir,
+                                                         row_candidates)
+from mirecc.util.fsutil import atomic_write_bytes, replace_dir
+from mirecc.util.modelfiles import load_model, manifest_digest
 
 VFS = (1, 2, 4, 8, 16, 32, 64)
 IFS = (1, 2, 4, 8, 16)
@@ -51,8 +66,6 @@ MIN_GAINS = (0.0, 0.02, 0.05)
 # ------------------------------------------------------------------- data
 
 def read_labels(data_dir: Path) -> list[dict]:
-    from mirecc.learn.labels import read_rows
-
     rows = [r for r in read_rows(data_dir / "labels.jsonl")
             if "configs" in r and (r.get("default") or {}).get("min_ns")]
     if not rows:
@@ -63,8 +76,6 @@ def read_labels(data_dir: Path) -> list[dict]:
 
 def class_times(row: dict) -> dict[str, float]:
     """class -> best time (ns) of the configurations whose output matched."""
-    from mirecc.tasks.loop_vectorize.offline.dataset import row_candidates
-
     times = {"default": row["default"]["min_ns"]}
     for c in row_candidates(row):
         times[f"{c['vf']}x{c['if']}"] = c["min_ns"]
@@ -83,18 +94,6 @@ def kernel_features(rows: list[dict], data_dir: Path, model_dir: Path | None
     target loop's and its function's embeddings, the loop's statistics and
     the reassociation flag.  Embeddings are cached per encoder in
     ``embeddings-<digest>.npz`` beside the kernels; statistics are recomputed."""
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.encoder.runtime import Encoder, compile_to_ir, default_clang
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.util.modelfiles import manifest_digest
-    from mirecc.tasks.loop_vectorize.features import statistics_by_loop
-    from mirecc.graph import build_graph_any
-    from mirecc.graph.irinfo import graph_loops
-    from mirecc.tasks.loop_vectorize.loops import emit_ir_text, loop_lines
-    import io
-    import tempfile
-    from tqdm import tqdm
-
     model_dir = Path(model_dir or SHIPPED_MODEL_DIR)
     # beside the kernels: the dataset's own folder, or the user cache for an exported one
     cache = kernels_dir(data_dir).parent / f"embeddings-{manifest_digest(model_dir)}.npz"
@@ -176,8 +175,6 @@ def gate(cv: dict, chosen: dict) -> dict:
     """The ``"gate"`` entry of metrics.json (:mod:`mirecc.learn.gates`): the
     family cross-validation at the chosen inputs and quantile, one row per
     min_gain; an application is a kernel, held out with its family."""
-    from mirecc.learn.gates import GateRow, gate_document, refusal_reason
-
     rows = [GateRow(threshold=p["min_gain"], applications=p["kernels"],
                     applied=p.get("applied"), geomean=p["geomean"], slowest=p["worst"],
                     below=p["slower_than_0.95"])
@@ -197,8 +194,6 @@ def out_of_family_gains(X: np.ndarray, Y: np.ndarray, families: list[str],
                         config: ForestConfig) -> np.ndarray:
     """Leave-one-family-out: each row's tree predictions (n, trees, classes)
     from a forest that never saw its family."""
-    from mirecc.learn.forest import fit_forest, tree_predictions
-
     families = np.asarray(families)
     G = np.zeros((len(X), config.trees, len(CLASSES)), dtype=np.float32)
     for fam in sorted(set(families)):
@@ -239,8 +234,6 @@ def encoder_gain_interval(point: dict, reference: dict, families: list[str]) -> 
     """The family-resampled interval (:data:`mirecc.learn.judge.COVERAGE`,
     :data:`~mirecc.learn.judge.RESAMPLES` draws: a drawn family brings all
     its kernels) of ``point``'s geomean log speedup minus ``reference``'s."""
-    from mirecc.learn.judge import RESAMPLES, interval, program_weights
-
     names = sorted(set(families))
     weights = program_weights(np.asarray([names.index(f) for f in families]), RESAMPLES)[1:]
     diff = np.asarray(point["_logs"]) - np.asarray(reference["_logs"])
@@ -296,11 +289,6 @@ def public(value):
 def write_head(out: Path, forest, n_inputs: int, chosen: dict, encoder_version: str,
                metrics: dict) -> None:
     """spec.yaml, head.onnx, metrics.json into ``out``, replaced atomically."""
-    import yaml
-    from mirecc.util.fsutil import replace_dir
-    from mirecc.tasks.loop_vectorize.features import NAMES
-    from mirecc.learn.forest import onnx_bytes
-
     spec = {"task": TASK, "languages": ["c", "c++"], "head": "head.onnx",
             "encoder": encoder_version, "features": chosen["features"]}
     if "loop_statistics" in chosen["features"]:
@@ -345,10 +333,6 @@ def _line(p: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.util.modelfiles import load_model
-    from mirecc.learn.forest import fit_forest, tree_predictions
-
     rows = read_labels(args.data)
     model_dir = Path(args.model or SHIPPED_MODEL_DIR)
     parts = kernel_features(rows, args.data, model_dir)

@@ -29,7 +29,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import yaml
+
 from mirecc.learn.tune_replay import BUDGETS, SEEDS, summarize_runs, write_report
+from mirecc.taskapi.onnxhead import run_onnx
+from mirecc.tasks.loop_vectorize.offline.train import (HELD_OUT_FAMILIES, achieved, feature_rows,
+                                                       kernel_features, read_labels)
 
 
 def add_arguments(p) -> None:
@@ -52,13 +57,6 @@ def _replay(speedups: np.ndarray, order: list[int], k: int) -> float:
 
 
 def run(args) -> int:
-    import yaml
-
-    from mirecc.tasks.loop_vectorize.offline.train import (HELD_OUT_FAMILIES, achieved,
-                                                           feature_rows, kernel_features,
-                                                           read_labels)
-    from mirecc.taskapi.onnxhead import run_onnx
-
     head_dir = args.tune_head or Path(__file__).resolve().parents[4] / "heads" / "loop-vectorize"
     spec = yaml.safe_load((head_dir / "spec.yaml").read_text())
     # the families every head is trained without

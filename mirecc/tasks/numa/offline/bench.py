@@ -34,12 +34,23 @@ from __future__ import annotations
 import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from mirecc.encoder.runtime import compile_to_ir
+from mirecc.frontend.compiler import _cxx_sibling
+from mirecc.graph import build_graph_any
+from mirecc.ir.region_stats import NAMES, region_statistics
+from mirecc.ir.regions import find_sites
+from mirecc.learn.datasets import default_root
+from mirecc.learn.embeddings import embed_graph_sets, embed_ir2vec, encoder_model_dirs
 from mirecc.tasks.numa.offline.labels import DECISIONS, DEFAULT, SIZES, decision_columns, \
     read_times
+from mirecc.tasks.numa.offline.regions import Region, RegionsError, compile_flags, map_regions
+from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.plots import pyplot, save
 
 FEATURE_SETS = ("statistics", "ir2vec", "random-init", "encoder")
 SHARES = (0.05, 0.10, 0.25, 0.50, 1.0)
@@ -66,12 +77,6 @@ def add_arguments(p) -> None:
 def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
                 sources: Path) -> dict[str, np.ndarray]:
     """kind -> (regions, d) features of the mapped ``regions``, in order."""
-    import tempfile
-
-    from mirecc.tasks.numa.offline.regions import compile_flags
-    from mirecc.ir.region_stats import NAMES, region_statistics
-    from mirecc.ir.regions import find_sites
-
     texts, stats = {}, {}
     for r in regions:
         if r.ir not in texts:
@@ -81,18 +86,14 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
     out = {"statistics": S}
     cache = work / "features"
     if "ir2vec" in kinds:
-        from mirecc.learn.embeddings import embed_ir2vec
         vecs, _ = embed_ir2vec({ir: ("ir", text) for ir, text in texts.items()},
                                cache_root=cache)
         dim = len(next(iter(vecs.values()))) if vecs else 0
         out["ir2vec"] = np.hstack([S, np.asarray([vecs.get(r.ir, [np.nan] * dim)
                                                   for r in regions])])
-    from mirecc.learn.embeddings import embed_graph_sets, encoder_model_dirs
 
     models = encoder_model_dirs(kinds, cache)
     if models:
-        from mirecc.encoder.runtime import compile_to_ir
-        from mirecc.graph import build_graph_any
         graphs = {}
         with tempfile.TemporaryDirectory(prefix="mire-numa-") as tmp:
             for n, source in enumerate(sorted({r.source for r in regions})):
@@ -115,6 +116,7 @@ def region_rows(regions: list, work: Path, kinds: list[str], cc: str, cxx: str,
 
 def fit_model(kind: str, X: np.ndarray, Y: np.ndarray, seed: int):
     """A regression tree (``kind`` "tree") or forest of X -> Y (log speedups)."""
+    # lazy: scikit-learn costs ~1.5 s to import; only fit_model() needs it
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.tree import DecisionTreeRegressor
 
@@ -266,14 +268,11 @@ def gate_sweep(G: np.ndarray, X: dict, programs: list[str], thresholds: list[flo
 
 def cxx_of(cc: str) -> str:
     """The C++ driver beside the C compiler ``cc`` (clang-14 -> clang++-14)."""
-    from mirecc.frontend.compiler import _cxx_sibling
     return _cxx_sibling(cc) or cc.replace("clang", "clang++")
 
 
 def load_regions(dataset: Path, work: Path, cc: str, cxx: str) -> list:
     """The region map of ``mire numa-regions`` in ``work``, made when missing."""
-    from mirecc.tasks.numa.offline.regions import Region, map_regions
-
     regions_file = work / "regions.json"
     if regions_file.is_file():
         return [Region(**r) for r in json.loads(regions_file.read_text())["regions"]]
@@ -281,10 +280,6 @@ def load_regions(dataset: Path, work: Path, cc: str, cxx: str) -> list:
 
 
 def run(args) -> int:
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.tasks.numa.offline.regions import RegionsError
-    from mirecc.learn.datasets import default_root
-
     dataset = Path(args.numa_dataset) if args.numa_dataset else default_root() / "numa-prefetch"
     work = Path(args.numa_work).resolve()
     # the programs' IR is read, never run: any clang with OpenMP headers does
@@ -391,8 +386,6 @@ def markdown(r: dict, policies: list[str]) -> str:
 def plot(r: dict, policies: list[str], path: Path) -> None:
     """Share of the oracle's log gain per policy and decision, leave one
     program out, one panel per input size."""
-    from mirecc.util.plots import pyplot, save
-
     plt = pyplot()
     if plt is None:
         return

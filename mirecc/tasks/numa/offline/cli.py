@@ -9,6 +9,10 @@ import json
 import sys
 from pathlib import Path
 
+from mirecc.learn.datasets import default_root
+from mirecc.tasks.numa.offline.regions import RegionsError, map_regions
+from mirecc.util.fsutil import atomic_write_bytes
+
 
 def add_arguments(p) -> None:
     p.add_argument("--dataset", default=None,
@@ -22,10 +26,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.tasks.numa.offline.regions import RegionsError, map_regions
-    from mirecc.learn.datasets import default_root
-
     dataset = Path(args.dataset) if args.dataset else default_root() / "numa-prefetch"
     out = Path(args.out)
     try:

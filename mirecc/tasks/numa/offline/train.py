@@ -27,10 +27,19 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
 
-from mirecc.tasks.numa.offline.bench import (GATE_GAIN, GATE_QUANTILE, candidate_columns,
-                                             fit_model, gate_sweep, judge, load_regions)
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.ir.region_stats import NAMES
+from mirecc.learn.datasets import default_root
+from mirecc.learn.forest import onnx_bytes
+from mirecc.learn.gates import FLOOR, calibrate, gate_document, gate_row, refusal_reason
+from mirecc.tasks.numa.offline.bench import (GATE_GAIN, GATE_QUANTILE, candidate_columns, fit_model,
+                                             gate_sweep, judge, load_regions, region_rows)
 from mirecc.tasks.numa.offline.labels import DEFAULT, SIZES, read_times
+from mirecc.tasks.numa.offline.regions import RegionsError
+from mirecc.util.fsutil import replace_dir
+from mirecc.util.modelfiles import load_model
 
 ROOT = Path(__file__).resolve().parents[4]
 HEAD_DIR = ROOT / "heads" / "numa"
@@ -55,8 +64,6 @@ def calibrate_gate(per_size: dict, thresholds=THRESHOLDS, before: float | None =
     """``per_size``: size -> :func:`bench.gate_sweep`'s result.  The GateRows
     (applications ``<size>:<program>``), the chosen row (None: refused), the
     refusal reason (None: not refused) and metrics.json's ``"gate"``."""
-    from mirecc.learn.gates import calibrate, gate_document, gate_row, refusal_reason
-
     rows = [gate_row(t, {f"{size}:{program}": s for size, sweep in per_size.items()
                          for program, s in sweep[float(t)].items()})
             for t in thresholds]
@@ -82,18 +89,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import yaml
-
-    from mirecc.learn.gates import FLOOR
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.util.fsutil import replace_dir
-    from mirecc.util.modelfiles import load_model
-    from mirecc.learn.forest import onnx_bytes
-    from mirecc.tasks.numa.offline.bench import region_rows
-    from mirecc.tasks.numa.offline.regions import RegionsError
-    from mirecc.learn.datasets import default_root
-    from mirecc.ir.region_stats import NAMES
-
     dataset = Path(args.dataset) if args.dataset else default_root() / "numa-prefetch"
     work = Path(args.work).resolve()
     try:

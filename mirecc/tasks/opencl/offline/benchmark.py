@@ -23,6 +23,7 @@ own folds) and the published figures are quoted beside ours.
 """
 from __future__ import annotations
 
+import csv
 import os
 import platform as host_platform
 import sys
@@ -33,10 +34,13 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from mirecc.learn import embeddings as F
 from mirecc.tasks.opencl.offline import datasets as D
 from mirecc.tasks.opencl.offline import protocol as P
-from mirecc.tasks.opencl.offline.mlp import HeadConfig
+from mirecc.tasks.opencl.offline.mlp import HeadConfig, train_head
+from mirecc.util.machine import cpu_model
 
 #: published accuracies (%), MIREncoder paper Table 1 and the datasets README
 DEVMAP_PUBLISHED = {
@@ -67,13 +71,13 @@ PRIOR_ART_GPU = {"AMD Radeon HD 5900": "Cypress", "AMD Tahiti 7970": "Tahiti",
 
 def fit_predict_mlp(config: HeadConfig, classes=None):
     def fit_predict(Xtr, ytr, Xte):
-        from mirecc.tasks.opencl.offline.mlp import train_head
         return train_head(Xtr, ytr, config, classes).predict(Xte)
     return fit_predict
 
 
 def fit_predict_xgb(Xtr, ytr, Xte):
     """IR2Vec's device-mapping classifier settings."""
+    # lazy: xgboost is optional (the bench extra); only fit_predict_xgb() needs it
     import xgboost as xgb
     labels = sorted(set(ytr.tolist()))
     index = {v: i for i, v in enumerate(labels)}
@@ -115,7 +119,6 @@ def run_jobs(jobs: list[Job], jobs_n: int, desc: str) -> dict[Job, np.ndarray]:
     """Run the cross-validations, in ``jobs_n`` worker processes.  Workers
     are spawned, not forked: a fork after torch or onnxruntime have started
     their thread pools can deadlock the child."""
-    from tqdm import tqdm
     unique = list(dict.fromkeys(jobs))
     bar = tqdm(total=len(unique), desc=desc, unit="cv", file=sys.stderr, disable=None,
                mininterval=2)
@@ -139,7 +142,6 @@ def run_jobs(jobs: list[Job], jobs_n: int, desc: str) -> dict[Job, np.ndarray]:
 def embed_rows(rows: list[dict], model_dirs: dict[str, Path], cache_root: Path | None,
                kinds=("ir", "src")) -> tuple[dict[tuple[str, str], list], dict]:
     """(representation, IR kind) -> per-row vector or None, and failures."""
-    from mirecc.learn import embeddings as F
     out, failed = {}, {}
     for kind in kinds:
         texts = F.kernel_texts(rows, kind)
@@ -181,13 +183,11 @@ def task_features(table_rows: list, emb: dict, extra: np.ndarray, y: np.ndarray)
 
 
 def machine() -> dict:
-    from mirecc.util.machine import cpu_model
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": sys.version.split()[0],
             "os": host_platform.platform()}
 
 
 def read_prior_art(path: Path) -> list[dict]:
-    import csv
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
 

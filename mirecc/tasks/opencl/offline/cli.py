@@ -13,6 +13,16 @@ import os
 import sys
 from pathlib import Path
 
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.learn.embeddings import default_cache_root
+from mirecc.learn.pages import update_page
+from mirecc.tasks.opencl.offline import benchmark as B
+from mirecc.tasks.opencl.offline import report
+from mirecc.tasks.opencl.offline.datasets import DatasetError, default_root
+from mirecc.tasks.opencl.offline.mlp import HeadConfig
+from mirecc.tasks.opencl.offline.ship import write_task_heads
+from mirecc.util.fsutil import atomic_write_bytes
+
 TASKS = ("devmap", "coarsening")
 
 
@@ -43,11 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mirecc.tasks.opencl.offline import benchmark as B
-    from mirecc.tasks.opencl.offline import report
-    from mirecc.learn.pages import update_page
-    from mirecc.tasks.opencl.offline.datasets import DatasetError, default_root
-
     try:
         import torch  # noqa: F401  (the heads train with torch)
         import xgboost  # noqa: F401
@@ -56,10 +61,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"mire bench {args.suite}: {exc}; install the extras: "
               "pip install 'mirecc[train,bench]'", file=sys.stderr)
         return 2
-    from mirecc.encoder import SHIPPED_MODEL_DIR
+    # lazy: encoder.export imports torch (~2 s); only run() needs it
     from mirecc.encoder.export import random_init_model_dir
-    from mirecc.learn.embeddings import default_cache_root
-    from mirecc.tasks.opencl.offline.mlp import HeadConfig
 
     root = args.datasets or default_root()
     if not root.is_dir():
@@ -81,7 +84,6 @@ def run(args: argparse.Namespace) -> int:
     except DatasetError as exc:
         print(f"mire bench {args.suite}: {exc}", file=sys.stderr)
         return 2
-    from mirecc.util.fsutil import atomic_write_bytes
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res["command"] = "mire bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [args.suite])
@@ -95,7 +97,6 @@ def run(args: argparse.Namespace) -> int:
         update_page(args.update_readme, args.suite, md)
         print(f"updated {args.update_readme}")
     if args.write_heads:
-        from mirecc.tasks.opencl.offline.ship import write_task_heads
         for path in write_task_heads(args.suite, root, trained, config, res, args.write_heads,
                                      cache):
             print(f"wrote head {path}")

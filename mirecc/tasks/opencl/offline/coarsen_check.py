@@ -24,12 +24,19 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirecc.ir.regions import split_args
+from mirecc.ir.text import functions
+from mirecc.learn.datasets import default_root
+from mirecc.plugin.build import PluginError, ensure_plugin
 from mirecc.tasks.opencl.coarsen import coarsen_ir as coarsen
 from mirecc.tasks.opencl.coarsen import llvm_tool as _tool
+from mirecc.util.fsutil import atomic_write_bytes
 
 FACTORS = (2, 4, 8, 16, 32)
 MODES = ("consecutive", "strided")
@@ -161,9 +168,6 @@ def read_kernel(ir_path: Path, source: str) -> Kernel:
     """The kernel of an IR file (the first spir_kernel, else the first
     function with kernel_arg_type metadata): its parameters, dimensions and
     the functions it needs that the emulator must define."""
-    from mirecc.ir.regions import split_args
-    from mirecc.ir.text import functions
-
     ir = ir_path.read_text()
     define = next((d for _, d, _ in functions(ir)
                    if " spir_kernel " in d or "!kernel_arg_type" in d), None)
@@ -401,15 +405,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import sys
-    import time
-
-    from mirecc.plugin.build import PluginError, ensure_plugin
-    from mirecc.util.fsutil import atomic_write_bytes
-
     majors = [int(m) for m in str(args.coarsen_llvm).split(",") if m.strip()]
     factors = tuple(int(f) for f in str(args.coarsen_factors).split(",") if f.strip())
-    from mirecc.learn.datasets import default_root
 
     dataset = (Path(args.coarsen_dataset) if args.coarsen_dataset
                else default_root() / "thread_coarsening")

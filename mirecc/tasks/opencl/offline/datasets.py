@@ -122,6 +122,7 @@ def devmap_folds(rows: list[dict], n_splits: int = DEVMAP_FOLDS,
                  seed: int = DEVMAP_SEED) -> list[int]:
     """Test-fold index of every row: IR2Vec's stratified split (by oracle
     device) over the rows in the given (``all.txt``) order."""
+    # lazy: scikit-learn costs ~1.5 s to import; only devmap_folds() needs it
     from sklearn.model_selection import StratifiedKFold
     labels = [r["oracle"] for r in rows]
     fold = [0] * len(rows)

@@ -23,6 +23,7 @@ side's against own's, without timing lines and the lines listing devices.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from mirecc.tasks.opencl.offline.run_bench import (
     PROGRAMS, _machine, build_driver, build_gaussian, kernel_source, read_record)
+from mirecc.tasks.opencl.run import run_environment
 
 TWO_DEVICES = "basic pthread"
 SIDES = ("own", "other", "confirm")
@@ -60,10 +62,6 @@ def _environment(side: str, store: Path, record: Path) -> dict:
            if not k.startswith(("MIRECC_OPENCL", "MIRECC_ADAPT")) and k != "LD_PRELOAD"}
     env["POCL_DEVICES"] = "pthread" if side == "other" else TWO_DEVICES
     if side == "confirm":
-        import argparse
-
-        from mirecc.tasks.opencl.run import run_environment
-
         extra, _ = run_environment(argparse.Namespace(
             opencl=True, opencl_record=str(record), opencl_factor=None,
             opencl_device="confirm"))

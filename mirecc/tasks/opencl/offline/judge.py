@@ -17,13 +17,19 @@ work-group size) beside its vector, as the shipped heads do.
 """
 from __future__ import annotations
 
+import csv
+import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from mirecc.learn.datasets import default_root
+from mirecc.learn.embeddings import representation_vectors
+from mirecc.learn.judge import Judged, forest_rankings
 from mirecc.tasks.opencl.offline import datasets as D
+from mirecc.tasks.opencl.offline.run_bench import labels
 
 _KERNEL = re.compile(r"^define\s+(?:[^@]*\s)?spir_kernel\s[^@]*@([\w.$]+)\(", re.M)
 FACTORS = (2, 4, 8, 16, 32)
@@ -50,8 +56,6 @@ def kernels(ir_text: str) -> tuple:
 
 
 def _vectors(kinds, cases, out: Path, models) -> dict:
-    from mirecc.learn.embeddings import representation_vectors
-
     return representation_vectors(kinds, [c.ir for c in cases], [c.kernels for c in cases],
                                   out / "embeddings", models)
 
@@ -65,10 +69,6 @@ PUBLISHED = " (published)"
 def here_labels(path: Path = HERE_LABELS) -> tuple[str, dict[str, dict[int, float]]]:
     """(the device, dataset kernel -> {factor: launch seconds}) from ``mire
     bench opencl``'s data; ('', {}) without it."""
-    import json
-
-    from mirecc.tasks.opencl.offline.run_bench import labels
-
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -84,11 +84,6 @@ def judged_coarsening(kinds, out: Path, models: dict):
     published kernels that run here, a fifth device): one table for all,
     one for this machine's cases alone (their kernels held out as before,
     trained on every other kernel's cases on every device)."""
-    import csv
-
-    from mirecc.learn.datasets import default_root
-    from mirecc.learn.judge import Judged, forest_rankings
-
     root = default_root() / "thread_coarsening"
     rows = list(csv.DictReader(open(root / "pact-2014-runtimes.csv", newline="")))
     by: dict[str, dict] = {}
@@ -152,15 +147,11 @@ def judged_devmap(kinds, out: Path, models: dict) -> list:
 
 
 def judged_platform(kinds, out: Path, models: dict, platform: str):
-    from mirecc.learn.datasets import default_root
-    from mirecc.learn.judge import Judged, forest_rankings
-
     rows = D.load_devmap(default_root() / "devmap", platform)
     static = "CPU" if platform == "amd" else "GPU"
     other = "GPU" if static == "CPU" else "CPU"
     texts: dict[Path, str] = {}
     grewe = ("comp", "rational", "mem", "localmem", "coalesced", "atomic")
-    import csv
     raw = {D.devmap_ir_name(r): r for r in
            csv.DictReader(open(default_root() / "devmap" / f"cgo17-{platform}.csv", newline=""))}
     cases = []

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mirecc.taskapi.onnxhead import run_onnx
+from mirecc.util.fsutil import atomic_write_bytes
+
 
 @dataclass(frozen=True)
 class HeadConfig:
@@ -65,6 +68,7 @@ def train_head(X: np.ndarray, y, config: HeadConfig = HeadConfig(),
     """Fit a head on rows ``X`` (n, d) with labels ``y`` (any hashable
     values; ``classes`` fixes their order, default: sorted distinct labels).
     Full-batch AdamW; deterministic for a given config (one torch thread)."""
+    # lazy: torch costs ~2 s to import; only training needs it
     import torch
 
     X = np.asarray(X, np.float32)
@@ -87,6 +91,7 @@ def train_head(X: np.ndarray, y, config: HeadConfig = HeadConfig(),
 
 
 def _fit_member(Xt, target, n_classes, config, seed, weight):
+    # lazy: torch costs ~2 s to import; only training needs it
     import torch
     from torch import nn
 
@@ -109,13 +114,13 @@ def _fit_member(Xt, target, n_classes, config, seed, weight):
 
 def write_onnx(head: MLPHead, path: Path, input_name: str = "features") -> None:
     """Write :func:`onnx_bytes` to ``path`` atomically."""
-    from mirecc.util.fsutil import atomic_write_bytes
     atomic_write_bytes(Path(path), onnx_bytes(head, input_name))
 
 
 def onnx_bytes(head: MLPHead, input_name: str = "features") -> bytes:
     """The head as an ONNX graph: ``features`` (N, d) float32 ->
     ``probabilities`` (N, classes); checked against :meth:`predict_proba`."""
+    # lazy: onnx costs ~1.3 s to import; only onnx_bytes() needs it
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -150,7 +155,6 @@ def onnx_bytes(head: MLPHead, input_name: str = "features") -> bytes:
     onnx.checker.check_model(model)
     data = model.SerializeToString()
     check = np.random.default_rng(0).normal(size=(16, d)).astype(np.float32) * head.std + head.mean
-    from mirecc.taskapi.onnxhead import run_onnx
     got = run_onnx(data, check, input_name)
     diff = float(np.abs(got - head.predict_proba(check)).max())
     if diff > 1e-4:

@@ -66,6 +66,7 @@ def group_folds(groups: list) -> np.ndarray:
 def group_kfold(groups: list, n_splits: int) -> np.ndarray:
     """``n_splits`` folds with every group wholly inside one fold
     (scikit-learn's GroupKFold: balanced by rows, deterministic)."""
+    # lazy: scikit-learn costs ~1.5 s to import; only group_kfold() needs it
     from sklearn.model_selection import GroupKFold
     fold = np.zeros(len(groups), dtype=int)
     for k, (_, test) in enumerate(GroupKFold(n_splits=n_splits).split(groups, groups=groups)):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mirecc.tasks.opencl.offline import benchmark as B
 from mirecc.tasks.opencl.offline.datasets import GPUS
+from mirecc.util.plots import pyplot, save
 
 
 def _pct(x: float) -> str:
@@ -141,8 +142,6 @@ def coarsening_markdown(res: dict) -> str:
 
 def plot(res: dict, path: Path) -> bool:
     """A PNG beside the tables; False (and nothing written) without matplotlib."""
-    from mirecc.util.plots import pyplot, save
-
     plt = pyplot()
     if plt is None:
         return False

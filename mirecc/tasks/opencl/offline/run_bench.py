@@ -26,7 +26,9 @@ adaptive run's verdict) and the best.
 """
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import re
 import shutil
@@ -37,8 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from mirecc.tasks.opencl.coarsen import DEFAULT_FACTORS
+from mirecc.learn.datasets import default_root
+from mirecc.tasks.opencl.coarsen import (DEFAULT_FACTORS, ORDERS, TRIES, source_kernels,
+                                         split_params)
 from mirecc.tasks.opencl.offline.coarsen_check import OWN_KERNELS
+from mirecc.tasks.opencl.run import opencl_devices
 
 REPO = Path(__file__).resolve().parents[4]
 DRIVER = REPO / "benchmarks" / "opencl" / "cl_driver.c"
@@ -124,10 +129,6 @@ def dataset_programs(dataset: Path) -> dict:
     published kernels whose source the dataset gives whole (its ``src``
     column is normalised: a kernel whose helpers it lost does not compile)
     and whose parameters the driver can pass."""
-    import csv
-
-    from mirecc.tasks.opencl.coarsen import source_kernels, split_params
-
     csv.field_size_limit(1 << 24)
     out = {}
     with open(dataset / "pact-2014-runtimes.csv", newline="") as f:
@@ -439,7 +440,6 @@ def loko_section(programs: list[dict], lab: dict) -> list[str]:
 
 
 def math_exp(x: float) -> float:
-    import math
     return math.exp(x)
 
 
@@ -463,8 +463,6 @@ def loko(labels_: dict) -> dict:
     best geomean speedup over factor 1 on the other kernels of this device
     (the device's learned order); returns per kernel its guess, the
     fixed order's first factor and the oracle, and the order learned on all."""
-    import math
-
     def order(names):
         score = {}
         for f in FACTORS:
@@ -487,14 +485,12 @@ def loko(labels_: dict) -> dict:
 
 
 def _share(rows: dict, key: str) -> str:
-    import math
     gain = sum(math.log(r["oracle_speedup"]) for r in rows.values())
     got = sum(math.log(r[key]) for r in rows.values())
     return f"{100 * got / gain:.0f}%" if gain > 0 else "-"
 
 
 def _geomean(values) -> float:
-    import math
     values = list(values)
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -530,14 +526,11 @@ def add_arguments(p) -> None:
 
 
 def _default_dataset() -> str | None:
-    from mirecc.learn.datasets import default_root
     path = default_root() / "thread_coarsening"
     return str(path) if path.is_dir() else None
 
 
 def run(args) -> int:
-    from mirecc.tasks.opencl.run import opencl_devices
-
     if args.opencl_render:
         out = Path(args.opencl_out)
         data = json.loads(out.with_suffix(".json").read_text())
@@ -574,7 +567,6 @@ def run(args) -> int:
     dataset = Path(args.opencl_dataset) if args.opencl_dataset else None
     held_out = {}
     if args.opencl_loko_order:
-        from mirecc.tasks.opencl.coarsen import TRIES
         earlier = json.loads(Path(args.opencl_loko_order).read_text())["programs"]
         held_out = {n: r["order"][:TRIES] for n, r in loko(labels(earlier))["rows"].items()}
     with tempfile.TemporaryDirectory(prefix="mirecc-bench-opencl-") as tmp:
@@ -640,7 +632,6 @@ def run(args) -> int:
 
 def write_order(lab: dict, device: str, machine: str, folder: Path) -> Path:
     """The learned order for this device's type (CPU: what pocl offers here)."""
-    from mirecc.tasks.opencl.coarsen import ORDERS
     result = loko(lab)
     path = folder.parent / ORDERS
     data = json.loads(path.read_text()) if path.is_file() else {"format": 1, "devices": {}}

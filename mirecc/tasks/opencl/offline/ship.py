@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from mirecc.util.fsutil import replace_dir
 from mirecc.tasks.opencl.offline import datasets as D
@@ -22,6 +23,7 @@ from mirecc.learn import embeddings as F
 from mirecc.tasks.opencl.offline import protocol as P
 from mirecc.tasks.opencl.offline.mlp import (HeadConfig, fit_temperature, onnx_bytes, out_of_fold_proba,
                                 train_head, with_temperature)
+from mirecc.util.modelfiles import load_model
 
 DEVMAP_TASK = "opencl-device-mapping"
 COARSENING_TASK = "opencl-thread-coarsening"
@@ -30,7 +32,6 @@ PLATFORM_NAMES = {"amd": "AMD Tahiti 7970 GPU vs Intel Core i7-3820 CPU",
 
 
 def _spec_yaml(spec: dict) -> str:
-    import yaml
     return ("# Written by `mire bench " + spec.pop("_command") + " --write-heads DIR`; "
             "do not edit (head.onnx is trained for exactly these inputs).\n"
             + yaml.safe_dump(spec, sort_keys=False))
@@ -47,7 +48,6 @@ def _calibrated_head(X, y, folds, config, classes):
 
 def write_task_heads(task: str, root: Path, encoder_dir: Path, config: HeadConfig,
                      results: dict, out: Path, cache: Path | None) -> list[Path]:
-    from mirecc.util.modelfiles import load_model
     encoder = load_model(encoder_dir).cache_version
     written = []
     if task == "devmap":

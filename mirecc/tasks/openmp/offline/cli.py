@@ -14,6 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mirecc.tasks.openmp.offline import dataset
+from mirecc.tasks.openmp.offline import programs as P
+
 
 def add_arguments(p) -> None:
     p.add_argument("--out", default=".work/omp-labels",
@@ -62,8 +65,6 @@ def _list(text: str | None) -> list[str] | None:
 
 
 def run(args) -> int:
-    from mirecc.tasks.openmp.offline import dataset, programs as P
-
     out = Path(args.out)
     if args.export:
         try:

@@ -36,7 +36,9 @@ compiler and the protocol.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import math
 import os
@@ -52,7 +54,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirecc.util.fsutil import atomic_write_bytes, file_identity
+from tqdm import tqdm
+
+from mirecc.plugin.build import clang_major, ensure_plugin, plugin_args
+from mirecc.util.fsutil import atomic_write_bytes, file_identity, replace_dir
 from mirecc.learn.labels import (append_row, cc_version, machine_info, read_done,
                                  read_rows)
 from mirecc.tasks.openmp.offline.programs import DEFAULT_SIZES, Program, parse_output
@@ -305,8 +310,6 @@ class Builder:
             return {"ok": False, "error": f"support source: {exc}", "cached": False}
         extra = []
         if openmp is not None:
-            from mirecc.plugin.build import plugin_args
-
             extra = [*plugin_args(self.major, self.plugin, self.decisions_file(program, openmp)),
                      "-Rpass=mirecc-loophints", "-Rpass-missed=mirecc-loophints"]
         exe.parent.mkdir(parents=True, exist_ok=True)
@@ -504,8 +507,6 @@ def run_dataset(out: Path | str, programs: list[Program], *, sizes=DEFAULT_SIZES
                 plugin: Path | None = None) -> Path:
     """Measure ``programs`` at ``sizes`` into ``out/labels.jsonl`` (resuming);
     returns its path. ``configs``: the configurations (default: ``space``)."""
-    from mirecc.plugin.build import clang_major, ensure_plugin
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     configs = list(configs or space_configs(space))
@@ -538,7 +539,6 @@ def run_dataset(out: Path | str, programs: list[Program], *, sizes=DEFAULT_SIZES
                                            *(p.name for p in programs)]))
     atomic_write_bytes(out / "meta.json", (json.dumps(info, indent=1) + "\n").encode())
 
-    from tqdm import tqdm
     units = [(p, s) for p in programs for s in sizes]
     bar = tqdm(total=len(units), unit="program", file=sys.stderr, disable=not progress,
                dynamic_ncols=True)
@@ -811,9 +811,6 @@ def export_labels(src: Path | str, dest: Path | str) -> int:
     for training), keeping the rows already there (a row of ``src`` replaces
     the one with its id). Both must have been measured with the same
     compiler, machine cores and protocol. Returns the number of rows."""
-    import gzip
-    import io
-
     src, dest = Path(src), Path(dest)
     new = read_rows(src / "labels.jsonl")
     if not new:
@@ -852,6 +849,5 @@ def export_labels(src: Path | str, dest: Path | str) -> int:
     files.update({"labels.jsonl.gz": buf.getvalue(),
                   "meta.json": (json.dumps(meta, indent=1) + "\n").encode(),
                   "summary.md": summarize(merged)[1].encode()})
-    from mirecc.util.fsutil import replace_dir
     replace_dir(dest, files)         # all files new, or all old
     return len(merged)

@@ -18,9 +18,16 @@ configuration's order.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+
+from mirecc.ir.region_stats import NAMES
+from mirecc.learn.embeddings import embedding_of
+from mirecc.learn.judge import (PCA, Case, Judged, complete, fold_ranking, fold_vectors, folds,
+                                mean_order)
+from mirecc.tasks.openmp.offline.train import Table, load_labels, region_features
 
 ROOT = Path(__file__).resolve().parents[4]
 LABELS = ROOT / "heads" / "openmp" / "labels"
@@ -30,8 +37,6 @@ QUANTILE, MIN_GAIN, TREES = 0.3, 0.05, 100
 
 
 def cases_of(table) -> list:
-    from mirecc.learn.judge import Case
-
     return [Case(str(app), {j: float(np.exp(table.Y[i, j])) for j in range(len(table.classes))
                             if not table.unsafe[i, j]},
                  {j for j in range(len(table.classes)) if table.unsafe[i, j]})
@@ -50,9 +55,6 @@ def _feature_kind(kind: str) -> str | None:
 
 def evaluate(table, cases, stats: np.ndarray, emb: dict, kinds, fraction: float = 1.0,
              draw: int = 0) -> dict:
-    from mirecc.learn.embeddings import embedding_of
-    from mirecc.learn.judge import complete, fold_ranking, fold_vectors, folds, mean_order
-
     rankings = {"best single configuration": {}, **{k: {} for k in kinds}}
     finite = {name: np.nan_to_num(e) for name, e in emb.items()}   # unusable rows left out
     label = "mire bench encoder: OpenMP, leave one application out"
@@ -77,10 +79,6 @@ def evaluate(table, cases, stats: np.ndarray, emb: dict, kinds, fraction: float 
 
 
 def judged(kinds, out: Path, models: dict):
-    from mirecc.ir.region_stats import NAMES
-    from mirecc.learn.judge import PCA, Judged
-    from mirecc.tasks.openmp.offline.train import Table, load_labels, region_features
-
     kinds = [k for k in kinds if k.removeprefix("adapter:").removeprefix("statistics+") in
              ("statistics", "ir2vec", "encoder@function", "random-init@function")]
     table = Table(load_labels(LABELS, sizes=SIZES))
@@ -100,7 +98,6 @@ def judged(kinds, out: Path, models: dict):
     rankings = evaluate(table, cases, stats, emb, kinds)
     apps = sorted({c.program for c in cases})
     meta = LABELS / "meta.json"
-    import json
     m = json.loads(meta.read_text()) if meta.is_file() else {}
 
     def refit(kinds_, fraction, draw):

@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mirecc.learn.datasets import default_root
+from mirecc.tasks.openmp.offline import kernels
+
 #: PolyBench's dataset macros, smallest first (-D<SIZE>_DATASET)
 SIZES = ("MINI", "SMALL", "STANDARD", "LARGE")
 DEFAULT_SIZES = ("SMALL", "STANDARD")
@@ -48,8 +51,6 @@ class Program:
 def polybench_root() -> Path:
     """``polybench-acc/OpenMP`` of the datasets folder (``$MIRECC_DATASETS``,
     else ``../shared/datasets`` beside the checkout)."""
-    from mirecc.learn.datasets import default_root
-
     return default_root() / "polybench-acc" / "OpenMP"
 
 
@@ -79,8 +80,6 @@ def polybench_programs(root: Path | str | None = None) -> list[Program]:
 def kernel_programs(kernel_dir: Path | str, seed: int = 0, per_family: int | None = None,
                     families: list[str] | None = None) -> list[Program]:
     """Write the generated kernels into ``kernel_dir``; their programs."""
-    from mirecc.tasks.openmp.offline import kernels
-
     kernel_dir = Path(kernel_dir).resolve()
     recs = kernels.write_kernels(kernel_dir, seed, per_family or kernels.DEFAULT_PER_FAMILY,
                                  families)

@@ -51,17 +51,35 @@ applying them. The head is then fitted on every folder's rows.
 """
 from __future__ import annotations
 
+import argparse
+import gzip
 import json
 import math
 import os
+import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import yaml
+from tqdm import tqdm
 
-from mirecc.tasks.openmp.offline.dataset import combine, geomean, oracle
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.encoder.runtime import compile_to_ir
+from mirecc.graph import build_graph_any
+from mirecc.ir.region_stats import NAMES, region_statistics
+from mirecc.ir.regions import emit_ir
+from mirecc.learn.embeddings import embed_graph_sets, embed_ir2vec, encoder_model_dirs
+from mirecc.learn.forest import ForestConfig, choose, fit_forest, onnx_bytes, tree_predictions
+from mirecc.learn.gates import FLOOR, calibrate, gate_document, gate_row, refusal_reason
+from mirecc.tasks.openmp.offline.dataset import MERGE_KEYS, Builder, combine, geomean, oracle
 from mirecc.learn.labels import read_rows
-from mirecc.learn.keep import KEEP_THRESHOLD
+from mirecc.learn.keep import KEEP_THRESHOLD, beats
+from mirecc.tasks.openmp.offline.programs import kernel_programs, polybench_programs
+from mirecc.util.fsutil import atomic_write_bytes, replace_dir
+from mirecc.util.modelfiles import load_model
+from mirecc.util.plots import pyplot, save
 
 #: the log speedup a configuration that failed or changed the output counts as
 BAD = math.log(0.5)
@@ -218,10 +236,6 @@ def verify(table: Table, i: int, order: list[int], k: int, threshold: float):
     costs its try and is never kept; one is kept only where it beats the
     best so far (:func:`mirecc.learn.keep.beats`). Returns (the class most often kept, or
     None for the default; the speedup)."""
-    import statistics
-
-    from mirecc.learn.keep import beats
-
     # a tune needs two measured rounds (a median and a spread), and one is judged
     tried = [c for c in order[:k] if not table.unsafe[i, c] and table.rounds[i][c]
              and len(table.rounds[i][c][0]) >= 3]
@@ -254,8 +268,6 @@ def forest_order(tree_gains: np.ndarray, quantile: float, candidates: list[int])
 def read_labels(labels: Path) -> list[dict]:
     """The rows of ``labels/labels.jsonl``, or of the committed
     ``labels.jsonl.gz`` (``heads/openmp/labels``)."""
-    import gzip
-
     if (labels / "labels.jsonl").is_file():
         return read_rows(labels / "labels.jsonl")
     if (labels / "labels.jsonl.gz").is_file():
@@ -270,8 +282,6 @@ def load_labels(labels: Path, held_out: list[Path] = (), sizes: set[str] | None 
     ``"held_out": true``, in memory only), of ``sizes`` (None: all).
     ValueError where a held-out folder was measured with another compiler,
     core count or protocol, or labels a program another folder labels."""
-    from mirecc.tasks.openmp.offline.dataset import MERGE_KEYS
-
     def facts(folder: Path) -> dict:
         meta = folder / "meta.json"
         m = json.loads(meta.read_text()) if meta.is_file() else {}
@@ -311,8 +321,6 @@ def _program_index(labels: Path | list[Path], work: Path) -> dict:
     recorded (the generator is deterministic). With several folders (the
     labels, then held-out ones), each writes its kernels apart and gives
     only the programs it labels after the first."""
-    from mirecc.tasks.openmp.offline.programs import kernel_programs, polybench_programs
-
     folders = [Path(labels)] if isinstance(labels, (str, Path)) else list(map(Path, labels))
     progs = {p.name: p for p in polybench_programs()}
     for n, folder in enumerate(folders):
@@ -335,14 +343,6 @@ def region_features(table: Table, kinds: list[str], labels: Path | list[Path], c
     folder, or the folders, the rows came from); rows a kind cannot
     make (an embedding that failed) are NaN and make that region unusable
     for that kind."""
-    import tempfile
-
-    from tqdm import tqdm
-
-    from mirecc.ir.region_stats import NAMES, region_statistics
-    from mirecc.tasks.openmp.offline.dataset import Builder
-    from mirecc.ir.regions import emit_ir
-
     progs = _program_index(labels, work)
     missing = sorted({p for p, _, _ in table.keys if p not in progs})
     if missing:
@@ -362,18 +362,14 @@ def region_features(table: Table, kinds: list[str], labels: Path | list[Path], c
     out = {"statistics": S}
     cache = work / "features"
     if "ir2vec" in kinds:
-        from mirecc.learn.embeddings import embed_ir2vec
         texts = {f"{p}|{s}": ("ir", ir[(p, s)][1]) for p, s in units}
         vecs, _ = embed_ir2vec(texts, cache_root=cache)
         dim = len(next(iter(vecs.values()))) if vecs else 0
         out["ir2vec"] = np.hstack([S, np.asarray(
             [vecs.get(f"{p}|{s}", [np.nan] * dim) for p, s, _ in table.keys])])
-    from mirecc.learn.embeddings import embed_graph_sets, encoder_model_dirs
 
     models = encoder_model_dirs(kinds, cache)
     if models:
-        from mirecc.encoder.runtime import compile_to_ir
-        from mirecc.graph import build_graph_any
         graphs = {}
         with tempfile.TemporaryDirectory(prefix="mire-omp-train-") as tmp:
             for n, (prog, size) in enumerate(units):
@@ -405,9 +401,6 @@ def judge(table: Table, X: dict, kinds: list[str], quantile: float, min_gain: fl
     not timed). With ``verify_k``, also the verified policies (module
     docstring): per forest, and for random orders (:data:`RANDOM_ORDERS`);
     ``default_key``, the runtime's default, is not a candidate."""
-    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.learn.forest import choose
-
     apps = sorted(set(table.apps.tolist()))
     candidates = [c for c, key in enumerate(table.classes) if key != default_key]
     verified = ([f"verified {verify_k}: forest: {k}" for k in kinds]
@@ -475,9 +468,6 @@ def gate_sweep(table: Table, X: np.ndarray, quantile: float, thresholds: list[fl
     computes it (the geomean over seeds of the geomean over its programs and
     sizes), or None where no seed applied a decision. ``X``: one feature
     set's rows; a region without features keeps the default."""
-    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.learn.forest import choose
-
     out = {float(t): {} for t in thresholds}
     for app in sorted(set(table.apps.tolist())):
         test, train = table.split(app)
@@ -505,8 +495,6 @@ def gate(table: Table, X: np.ndarray, quantile: float, thresholds: list[float], 
     """The ``"gate"`` entry of metrics.json (:func:`mirecc.learn.gates.gate_document`)
     from :func:`gate_sweep`: ``before``, the threshold the calibration
     replaces, is swept too."""
-    from mirecc.learn.gates import calibrate, gate_document, gate_row, refusal_reason
-
     thresholds = sorted({float(t) for t in thresholds} | {float(before)})
     sweep = gate_sweep(table, X, quantile, thresholds, trees, seeds)
     rows = [gate_row(t, sweep[t]) for t in thresholds]
@@ -581,8 +569,6 @@ def plot(summary: dict, path: Path, verify_k: int) -> None:
     configuration, mirecc's forest (guessing, and verified) and a verified
     random order, on a log scale, with the 0.95x line; nothing without
     matplotlib."""
-    from mirecc.util.plots import pyplot, save
-
     plt = pyplot()
     if plt is None:
         return
@@ -624,16 +610,8 @@ def write_head(table: Table, X: np.ndarray, kind: str, args, directory: Path,
     ``gate`` (:func:`gate`), its chosen threshold is the spec's
     ``min_gain``; where it chose none, ``args.min_gain`` stays and the spec
     says ``refuse_forcing``: the driver records decisions, applies none."""
-    import yaml
-
-    from mirecc.util.fsutil import replace_dir
-    from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
-    from mirecc.ir.region_stats import NAMES
-
     ok = np.all(np.isfinite(X), axis=1)
     model = fit_forest(X[ok], table.Y[ok], ForestConfig(trees=args.trees, seed=0))
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.util.modelfiles import load_model
 
     spec = {"task": "openmp", "languages": ["c", "c++"], "head": "head.onnx",
             "encoder": load_model(SHIPPED_MODEL_DIR).cache_version,
@@ -672,8 +650,6 @@ def add_bench_arguments(p) -> None:
 def run_bench(args) -> int:
     """``mire bench openmp``: the judging of :func:`run`, with its defaults,
     written to ``--out``; no head is written."""
-    import argparse
-
     p = argparse.ArgumentParser()
     add_arguments(p)
     train_args = p.parse_args(["--labels", args.omp_labels])
@@ -684,8 +660,6 @@ def run_bench(args) -> int:
 
 def gate_table(doc: dict) -> str:
     """The sweep of a ``"gate"`` document as a markdown table."""
-    from mirecc.learn.gates import FLOOR
-
     lines = [f"Apply gate, {doc['protocol']}:", "",
              f"| min_gain | applied | geomean | slowest | below {FLOOR} |",
              "|---:|---:|---:|---:|---:|"]
@@ -761,7 +735,6 @@ def run(args) -> int:
             "threshold": args.threshold}
     text = report(summary, meta) + ("\n" + gate_table(gate_doc) if gate_doc else "")
     out = Path(args.out or labels)
-    from mirecc.util.fsutil import atomic_write_bytes
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "omp-train.md", text.encode())
     atomic_write_bytes(out / "omp-train.json",

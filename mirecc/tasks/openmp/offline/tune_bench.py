@@ -35,6 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
+from mirecc.learn.tune_replay import BUDGETS, SEEDS, summarize_runs, write_report
+from mirecc.tasks.openmp.offline.dataset import geomean
+from mirecc.tasks.openmp.offline.train import (Table, default_config_key, forest_order, read_labels,
+                                               region_features)
+
 SIZES = ("STANDARD",)
 FEATURES = ("statistics", "random-init", "encoder")
 
@@ -65,12 +71,6 @@ def replay(table, units: dict, orders: dict[int, list[int]], k: int) -> dict:
 
 
 def run(args) -> int:
-    from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-    from mirecc.learn.tune_replay import BUDGETS, SEEDS, summarize_runs, write_report
-    from mirecc.tasks.openmp.offline.dataset import geomean
-    from mirecc.tasks.openmp.offline.train import (Table, default_config_key, forest_order,
-                                                   read_labels, region_features)
-
     labels = Path(args.omp_labels)
     rows = [r for r in read_labels(labels) if r.get("size") in SIZES]
     if not rows:
