@@ -16,7 +16,9 @@ modules, ``python -m`` lines).  Then:
   the folders under ``mirecc/tasks/``;
 - a compiler call's state is one type (:data:`CONTEXT`): no other class of
   the compile path's layers is a context, an outcome, a guard or a
-  ``Compile`` (:func:`context_types`).
+  ``Compile`` (:func:`context_types`);
+- an import inside a function says, in a comment, why it is not at the top
+  (:func:`unexplained_imports`).
 
 :func:`trace_compile` runs one compile of a tree in process and counts
 how often it crosses between the driver and the per-TU path.
@@ -186,6 +188,9 @@ def violations(root: Path) -> list[str]:
                                 f"mirecc.{package}")
             elif task_of(module) and task_of(dep) and task_of(module) != task_of(dep):
                 problems.append(f"{module} imports {dep}: a task imports another task")
+    for module, line, text in unexplained_imports(root):
+        problems.append(f"{module}:{line}: '{text}' inside a function without a comment "
+                        f"saying why it is not at the top")
     for name, where in sorted(context_types(root).items()):
         for module in where:
             if (name, module) != CONTEXT:
@@ -249,4 +254,35 @@ def context_types(root: Path) -> dict[str, list[str]]:
                     node.name in ("Compile", "Outcome") or node.name.endswith(("Context",
                                                                              "Guard"))):
                 found.setdefault(node.name, []).append(name)
+    return found
+
+
+def unexplained_imports(root: Path) -> list[tuple[str, int, str]]:
+    """(module, line, text) of each import inside a function that no comment
+    explains: a comment on its line, on a line of its group of consecutive
+    import lines, or on the line just before the group (the house keeps
+    imports at the top of modules; one kept lazy for start-up says why)."""
+    found = []
+    for name, (path, _) in modules(root).items():
+        lines = path.read_text().split("\n")
+        tree = ast.parse("\n".join(lines), str(path))
+
+        def is_import(text: str) -> bool:
+            return text.strip().startswith(("from ", "import "))
+
+        def walk(node, inside: bool) -> None:
+            for child in ast.iter_child_nodes(node):
+                if inside and isinstance(child, (ast.Import, ast.ImportFrom)):
+                    lo, hi = child.lineno - 1, (child.end_lineno or child.lineno) - 1
+                    while lo > 0 and is_import(lines[lo - 1]):
+                        lo -= 1
+                    while hi + 1 < len(lines) and is_import(lines[hi + 1]):
+                        hi += 1
+                    if not any("#" in ln for ln in lines[lo:hi + 1]) \
+                            and not (lo > 0 and lines[lo - 1].strip().startswith("#")):
+                        found.append((name, child.lineno, lines[child.lineno - 1].strip()))
+                walk(child, inside or isinstance(child, (ast.FunctionDef,
+                                                         ast.AsyncFunctionDef)))
+
+        walk(tree, False)
     return found

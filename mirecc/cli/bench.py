@@ -47,6 +47,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import mirecc
 from mirecc.util.machine import cpu_model
 
 #: what the adapted part sets, for a program with an OpenMP pragma: adaptive
@@ -83,6 +84,7 @@ def fetched_library() -> Path | None:
 
 
 def machine_description(compiler: str) -> dict:
+    # lazy: mire's parser imports this module on every command; bench alone needs this
     from mirecc.frontend.compiler import compiler_version
 
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "kernel": platform.release(),
@@ -259,7 +261,7 @@ def uses_openmp(source: Path) -> bool:
 def loadable(obj: Path) -> tuple[int, int]:
     """(loadable bytes, .text bytes) of an object: mirecc's own measure
     (:func:`mirecc.util.elf.object_sizes`, the code-size task's)."""
-    from mirecc.util.elf import object_sizes
+    from mirecc.util.elf import object_sizes  # lazy: mire's parser imports this module
 
     return object_sizes(str(obj))
 
@@ -286,6 +288,7 @@ def library_size(clang: str) -> int | None:
     """How many candidates the installed code-size library holds for
     ``clang``'s LLVM (None when that cannot be read)."""
     try:
+        # inside the guard: a missing head or a moved module is not measured
         from mirecc.frontend.compiler import clang_major
         from mirecc.taskapi.config import load_config
         from mirecc.tasks.code_size.head import installed_library
@@ -309,6 +312,7 @@ def defaults_text(flags: list[str]) -> tuple[list[str], str]:
     task registry and this configuration."""
     level = opt_level(flags)
     try:
+        # inside the guard: a moved registry is reported, not raised
         from mirecc.taskapi.config import load_config
         from mirecc.taskapi.registry import tasks
         config = load_config()
@@ -446,6 +450,7 @@ class Bench:
         clang, by mirecc (a first build: an empty cache of its own) and,
         for the best known, by mirecc with ``best_k`` candidates; its shared
         library and programs measured, its ``make test`` run on each."""
+        # lazy: mire's parser imports this module on every command
         from mirecc.tu import stats
         from mirecc.taskapi.config import Config
 
@@ -521,7 +526,7 @@ class Bench:
         against clang's: ``ADAPTED_RUNS`` runs, sides alternating, every
         output compared; the adapted runs share one verdict store, empty
         before the first (as a user's successive runs do)."""
-        from mirecc.runtime.store import read_store
+        from mirecc.runtime.store import read_store  # lazy: mire's parser imports this module
 
         store = self.work / f"{source.stem}.adapt-store.txt"
         env = self.env(**forced, MIRECC_ADAPT_STORE=str(store))
@@ -819,7 +824,7 @@ def plot(path: Path, sizes: list[SizeRow], levels: list[LevelRow], tune: TuneRes
          title: str = "-O3", library: LibraryRow | None = None) -> bool:
     """Bytes saved per program (default and best known), per linked file of
     the library, and the run-time speedups; False without matplotlib."""
-    from mirecc.util.plots import pyplot, save
+    from mirecc.util.plots import pyplot, save  # lazy: matplotlib, ~0.5 s, bench only
 
     plt = pyplot()
     if plt is None:
@@ -892,9 +897,8 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     tri_omp when present, else the first; "none": no tune); ``library``: the
     zlib source tree of the code-size part's library (None: the one set-up
     fetched, :func:`fetched_library`; "none": not built)."""
+    # lazy: tqdm (~70 ms) and the compiler's modules: mire's parser imports this module
     from tqdm import tqdm
-
-    import mirecc
     from mirecc.frontend.compiler import find_compiler
     from mirecc.taskapi.config import load_config
     from mirecc.frontend.toolchain import installed_driver

@@ -7,9 +7,13 @@ numpy, onnxruntime or model load per file.
 """
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import sys
+from pathlib import Path
+
+from mirecc.util.fsutil import atomic_write_bytes
 
 GRANULARITIES = {"module": ("module",), "function": ("functions",), "loop": ("loops",),
                  "all": ("module", "functions", "loops")}
@@ -39,7 +43,7 @@ def _embed_all(args) -> tuple[dict, int]:
     results, status, encoder = {}, 0, None
     for f in args.files:
         if args.server:
-            from mirecc.tu import server
+            from mirecc.tu import server  # lazy: only --server talks to the server
             reply = server.embed(f, args.model, args.clang, flags)
             if reply.get("ok"):
                 reply.pop("ok")
@@ -53,13 +57,14 @@ def _embed_all(args) -> tuple[dict, int]:
                   file=sys.stderr)
             args.server = False
         if encoder is None:
+            # lazy: ONNX Runtime, numpy and the model, only when no server embeds
             from mirecc.encoder.runtime import Encoder
             from mirecc.util.modelfiles import ModelError
             try:
                 encoder = Encoder(args.model, cache=False if args.no_cache else args.cache)
             except ModelError as exc:
                 raise SystemExit(f"mire embed: {exc}") from None
-        from mirecc.encoder.runtime import EmbedError
+        from mirecc.encoder.runtime import EmbedError  # lazy: as Encoder
         try:
             results[f] = encoder.embed_file(f, clang=args.clang, flags=flags).to_json()
         except EmbedError as exc:
@@ -78,11 +83,8 @@ def run(args) -> int:
     if args.stats:
         for f, e in results.items():
             print(f"{f}: {e['stats']}", file=sys.stderr)
-    from pathlib import Path
-    from mirecc.util.fsutil import atomic_write_bytes
     if args.output and args.output.endswith(".npz"):
-        import io
-        import numpy as np
+        import numpy as np  # lazy: numpy (~150 ms), .npz output only
         arrays = {}
         for f, e in results.items():
             if "module" in want:

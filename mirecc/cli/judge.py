@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from mirecc.taskapi.registry import task, tasks
+
 ROOT = Path(__file__).resolve().parents[2]
 #: the representations judged by default: statistics alone, IR2Vec, the
 #: random-init and the shipped encoder (module vectors and the decision's
@@ -66,8 +68,7 @@ def _models(specs: list[str]) -> dict[str, Path]:
 def _task(name: str, kinds, out: Path, models: dict, args) -> list:
     """One task's sections and data (run in a worker: rankings hold closures,
     so everything of a task happens where its rankings are made)."""
-    from mirecc.learn import judge as J
-    from mirecc.taskapi.registry import task
+    from mirecc.learn import judge as J  # lazy: numpy; mire's parser imports this module
 
     print(f"mire bench encoder: {name}", file=sys.stderr)
     got = task(name).judged(kinds, out / name, models)
@@ -97,12 +98,11 @@ def _task(name: str, kinds, out: Path, models: dict, args) -> list:
 
 
 def run(args) -> int:
+    # lazy: the process pool and the learners (numpy): mire's parser imports this module
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
-
     from mirecc.learn import adapter as A
     from mirecc.learn import judge as J
-    from mirecc.taskapi.registry import tasks
 
     models = _models(args.judge_model)
     kinds = [k for k in args.judge_kinds.split(",") if k]
@@ -143,7 +143,7 @@ def run(args) -> int:
           f"A representation beats the reference when its guess gains 10 points or it needs "
           f"a third fewer candidates per case, the difference's interval clear of zero."
           f"\n\n" + "\n".join(sections))
-    from mirecc.util.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes  # lazy: as above
 
     args.judge_md.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(args.judge_md, md.encode())

@@ -12,14 +12,15 @@ bench`` itself).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
+
+from mirecc.taskapi.registry import tasks
 
 
 def _suites() -> dict[str, list]:
     """suite name -> the :class:`mirecc.taskapi.api.BenchSuite` the tasks declare."""
-    from mirecc.taskapi.registry import tasks
-
     out: dict[str, list] = {}
     for task in tasks().values():
         for suite in task.bench:
@@ -29,7 +30,7 @@ def _suites() -> dict[str, list]:
 
 def _bench(args: argparse.Namespace) -> int:
     if args.suite == "encoder":
-        from mirecc.cli.judge import run
+        from mirecc.cli.judge import run  # lazy: a subcommand's module, as in build_parser
 
         return run(args)
     if args.suite != "programs":
@@ -38,7 +39,7 @@ def _bench(args: argparse.Namespace) -> int:
                        or s.variant == getattr(args, "tune_task", None)), candidates[0])
         run, _ = chosen.load()
         return run(args)
-    from mirecc.cli.bench import bundled_programs_dir, run_bench
+    from mirecc.cli.bench import bundled_programs_dir, run_bench  # lazy: as in build_parser
 
     programs = Path(args.programs) if args.programs else bundled_programs_dir()
     return run_bench(programs, Path(args.out), args.flags.split(), args.compile_repeats,
@@ -115,7 +116,6 @@ def _add_lazy(parser: argparse.ArgumentParser, module: str, chosen: bool) -> Non
     module (for pretrain and export: torch) is imported only when its
     subcommand is the one being run (``chosen``), so that ``mire embed``
     starts without torch and ``mire --help`` imports nothing heavy."""
-    import importlib
 
     def run(args: argparse.Namespace) -> int:
         return importlib.import_module(module).run(args)
@@ -182,11 +182,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.add_argument("--tune-program", default=None, metavar="NAME",
                        help="programs: the program mire tune runs on (default: tri_omp when "
                             "present, else the first; none: no tune)")
+    # lazy, as each subcommand's module here: loaded when the parser is built, not on import
     from mirecc.cli.bench import DEFAULT_TUNE_BUDGET
     bench.add_argument("--tune-budget", type=int, default=DEFAULT_TUNE_BUDGET,
                        help="programs: mire tune's --budget (default: %(default)s)")
     bench.set_defaults(func=_bench)
-    from mirecc.cli.judge import add_arguments as add_judge_arguments
+    from mirecc.cli.judge import add_arguments as add_judge_arguments  # lazy: as above
     add_judge_arguments(bench)
     if chosen == "bench":
         # the suites' modules, for their options: only when bench runs
@@ -198,10 +199,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     added.add(add_arguments)
                     add_arguments(bench)
 
-    from mirecc.corpus.cli import add_parser as add_corpus_parser
+    from mirecc.corpus.cli import add_parser as add_corpus_parser  # lazy: as above
     add_corpus_parser(sub)
 
-    from mirecc.taskapi.registry import tasks
     commands = list(LAZY_SUBCOMMANDS) + [tuple(c) for t in tasks().values() for c in t.commands]
     for name, module, help_text, description in commands:
         _add_lazy(sub.add_parser(name, help=help_text, description=description), module,

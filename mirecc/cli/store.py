@@ -1,7 +1,9 @@
 """``mire store``: the team store (``store`` / ``MIRECC_STORE``).
 
-- ``status``: where it is, whether it answers, its entries by kind and how
-  many this machine's tools can use, and this user's ``store.*`` counters;
+- ``status``: where it is, whether it answers, its entries and bytes by kind
+  (:data:`mirecc.store.kinds.TEAM`) and how many this machine's tools can
+  use, this user's ``store.*`` counters, and every kind in this user's cache
+  with its size (:data:`mirecc.store.kinds.LOCAL`);
 - ``fill -- BUILD...``: run a build that writes what it verifies (a fresh
   local cache for the run, so that every TU searches: a CI job's fill);
 - ``prune``: remove entries that no mirecc can use (damaged, another
@@ -20,15 +22,30 @@
 """
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from mirecc.tu.travel import KIND as PLAIN      # TUs CI found nothing to do for
+from mirecc.runtime.store import (machine_descriptor, pull_verdicts, push_verdicts, store_dir,
+                                  store_files)
+from mirecc.store.backends import Unavailable, open_backend
+from mirecc.store.kinds import (PROFILES, TEAM, TEAM_VERDICTS, TEAM_WINNERS, TRAVELLING,
+                                local_table, size_words)
+from mirecc.store.team import COUNTERS, Rejected, TeamStore, open_envelope
+from mirecc.taskapi.config import ConfigError, load_config
+from mirecc.taskapi.profile import FORMAT_LINE, ProfileError, parse_entry, read_profile
+from mirecc.tu import stats
+from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.toolid import tool_identity
 
-KINDS = ("winner", PLAIN, "verdict", "profile")
+#: the team store's kinds, by their names there
+KINDS = tuple(kind.name for kind in TEAM)
 
 
 def add_arguments(p) -> None:
@@ -59,9 +76,6 @@ def add_arguments(p) -> None:
 
 def _local_tools(config) -> set[str]:
     """The identities of the clang and opt installs this machine has."""
-    import glob
-
-    from mirecc.util.toolid import tool_identity
 
     ids = set()
     for pattern in ("/usr/lib/llvm-*/bin/clang", "/usr/lib/llvm-*/bin/opt"):
@@ -81,10 +95,6 @@ def _entries(backend, kind: str):
 
 
 def run(args) -> int:
-    from mirecc.tu import stats
-    from mirecc.store.backends import Unavailable, open_backend
-    from mirecc.store.team import COUNTERS, Rejected, open_envelope
-    from mirecc.taskapi.config import ConfigError, load_config
 
     try:
         config = load_config()
@@ -107,36 +117,36 @@ def run(args) -> int:
             print(f"team store: {backend.describe()}")
             print(f"  this user's builds: {'read and write' if config.store_write else 'read only'}"
                   f" (store_write), answer within {config.store_timeout:g} s (store_timeout)")
-            from mirecc.runtime.store import machine_descriptor
 
             mine = _local_tools(config) | {machine_descriptor()}
-            for kind in KINDS:
-                total = usable = bad = 0
-                for key, data in _entries(backend, kind):
+            for kind in TEAM:
+                total = usable = bad = size = 0
+                for key, data in _entries(backend, kind.name):
                     total += 1
+                    size += len(data)
                     try:
-                        entry = open_envelope(data, kind, key, None)
+                        entry = open_envelope(data, kind.name, key, None)
                     except Rejected:
                         bad += 1
                         continue
                     usable += all(v in mine for v in entry["tools"].values())
-                whose = "for this machine" if kind == "verdict" else "made by tools installed here"
-                print(f"  {kind} entries: {total} ({usable} {whose}, "
-                      f"{bad} damaged or of another version)")
+                whose = "for this machine" if kind in (TEAM_VERDICTS, PROFILES) \
+                    else "made by tools installed here"
+                print(f"  {kind.name} entries: {total} ({usable} {whose}, "
+                      f"{bad} damaged or of another version), {size_words(size)}: {kind.holds}")
             counts = stats.read(config)
             for name, words in COUNTERS.items():
                 print(f"  {name[len('store.'):]:<12}{counts.get(name, 0):>8}  {words}")
+            print(f"  this user's cache ({config.cache_root()}):")
+            print("\n".join(local_table(config.cache_root(), config)))
             return 0
         if args.store_command == "export":
-            n = 0
-            tmp = f"{args.file}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                for kind in KINDS:
-                    for key, data in _entries(backend, kind):
-                        fh.write(json.dumps({"kind": kind, "key": key,
-                                             "entry": data.decode("utf-8", "replace")}) + "\n")
-                        n += 1
-            os.replace(tmp, args.file)
+
+            rows = [json.dumps({"kind": kind, "key": key,
+                                "entry": data.decode("utf-8", "replace")}) + "\n"
+                    for kind in KINDS for key, data in _entries(backend, kind)]
+            n = len(rows)
+            atomic_write_bytes(args.file, "".join(rows).encode(), durable=False)
             print(f"mire store: exported {n} entries to {args.file}")
             return 0
         if args.store_command == "import":
@@ -170,7 +180,7 @@ def run(args) -> int:
                     if args.older_than is not None and \
                             time.time() - float(entry.get("at", 0)) > args.older_than * 86400:
                         why = f"older than {args.older_than:g} days"
-                    elif args.foreign and kind in ("winner", PLAIN) and \
+                    elif args.foreign and kind in (TEAM_WINNERS.name, TRAVELLING.name) and \
                             not all(v in mine for v in entry["tools"].values()):
                         why = "made by tools not installed here"
                 except Rejected as exc:
@@ -201,11 +211,6 @@ def _may_write(command: str, config) -> bool:
 
 def _verdicts(command: str, config) -> int:
     """push-verdicts / pull-verdicts (mirecc.runtime.store)."""
-    from mirecc.tu import stats
-    from mirecc.runtime.store import (machine_descriptor, pull_verdicts, push_verdicts,
-                                      store_dir, store_files)
-    from mirecc.store.backends import Unavailable
-    from mirecc.store.team import TeamStore
 
     team = TeamStore(config.store, max(config.store_timeout, 2.0), config.store_write,
                      config.cache_root())
@@ -233,7 +238,6 @@ def _verdicts(command: str, config) -> int:
 
 
 def _profile_key(machine: str, fields: list[str]) -> str:
-    import hashlib
 
     return hashlib.sha256("\0".join([machine, *fields[:4]]).encode()).hexdigest()
 
@@ -242,12 +246,6 @@ def _profile(command: str, path: str, config) -> int:
     """push-profile / pull-profile: each entry's line as written (its source
     relative to the profile's folder), keyed by the machine, task, source,
     target and function digest."""
-    from mirecc.tu import stats
-    from mirecc.runtime.store import machine_descriptor
-    from mirecc.store.backends import Unavailable
-    from mirecc.store.team import TeamStore
-    from mirecc.taskapi.profile import FORMAT_LINE, ProfileError, parse_entry, read_profile
-    from mirecc.util.fsutil import atomic_write_bytes
 
     machine = machine_descriptor()
     team = TeamStore(config.store, max(config.store_timeout, 2.0), config.store_write,
@@ -267,8 +265,8 @@ def _profile(command: str, path: str, config) -> int:
             for line in lines:
                 fields = line.partition("#")[0].split()
                 if len(fields) == 5:
-                    n += team.put("profile", _profile_key(machine, fields), {"machine": machine},
-                                  {"line": line.strip()})
+                    n += team.put_line(PROFILES.name, _profile_key(machine, fields), machine,
+                                       line.strip())
             print(f"mire store: wrote {n} profile entries for {machine}")
             return 0
         try:
@@ -280,21 +278,21 @@ def _profile(command: str, path: str, config) -> int:
             print(f"mire store: {exc}", file=sys.stderr)
             return 2
         have = {tuple(ln.partition("#")[0].split()[:4]) for ln in text.splitlines()}
-        new = []
-        for key, entry in team.entries("profile"):
-            if entry["tools"].get("machine") != machine:
-                continue
-            line = entry["payload"].get("line")
+
+        def why_not(key: str, line: str) -> str | None:
             try:
-                if not isinstance(line, str) or "\n" in line:
-                    raise ProfileError("not one line")
-                fields = line.partition("#")[0].split()
-                if parse_entry(line, base, f"store entry {key[:12]}") is None or \
-                        _profile_key(machine, fields) != key:
-                    raise ProfileError("not an entry of its key")
+                if parse_entry(line, base, f"store entry {key[:12]}") is not None and \
+                        _profile_key(machine, line.partition("#")[0].split()) == key:
+                    return None
             except ProfileError as exc:
-                team.reject(str(exc), "a decisions profile entry")
-                continue
+                return str(exc)
+            return "not an entry of its key"
+
+        new = []
+        lines, _ = team.machine_lines(PROFILES.name, machine, why_not,
+                                      "a decisions profile entry")
+        for line in lines:
+            fields = line.partition("#")[0].split()
             if tuple(fields[:4]) not in have:
                 have.add(tuple(fields[:4]))
                 new.append(line)
@@ -312,8 +310,6 @@ def _profile(command: str, path: str, config) -> int:
 def _fill(build: list[str], config) -> int:
     """The build, writing to the store, with a local cache of its own (a
     cache that already knows a TU's winner would search nothing)."""
-    import subprocess
-    import tempfile
 
     if build and build[0] == "--":
         build = build[1:]
@@ -324,8 +320,6 @@ def _fill(build: list[str], config) -> int:
         env = {**os.environ, "MIRECC_STORE": config.store, "MIRECC_STORE_WRITE": "1",
                "MIRECC_CACHE_DIR": tmp}
         proc = subprocess.run(build, env=env)
-        from mirecc.tu import stats
-        from mirecc.taskapi.config import load_config
 
         counts = stats.read(load_config(environ=env))
         # the run's counters join this user's

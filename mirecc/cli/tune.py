@@ -88,7 +88,10 @@ import sys
 import time
 from pathlib import Path
 
+from mirecc.ir.text import disassemble
 from mirecc.learn.keep import KEEP_THRESHOLD, beats
+from mirecc.taskapi.profile import FORMAT_LINE, format_entry, function_digests, kinds
+from mirecc.util.fsutil import atomic_write_bytes
 
 #: the saved state's format: a state of another format is started afresh
 STATE_FORMAT = 3
@@ -365,6 +368,7 @@ def order_candidates(sites: list[dict], threshold: float = KEEP_THRESHOLD
 def _loop_depths(ir: Path) -> dict:
     """Loop id -> nesting depth of the TU's IR ({} when its graph cannot be
     built: its sites still count, at depth 1)."""
+    # lazy: the graph builder and numpy (~150 ms), only where loop depth stands in for perf
     from mirecc.graph import GraphBuildError, build_graph_any
     from mirecc.graph.irinfo import graph_loops
 
@@ -385,9 +389,6 @@ def sites_of(records: list[dict], work: Path) -> list[dict]:
     record's ``front_end``: ``mirecc`` where it names none); the digests
     come from its captured IR, or, for a front end that captures none
     (``mirecc-nvcc``), from the decisions themselves."""
-    from mirecc.ir.text import disassemble
-    from mirecc.taskapi.profile import function_digests, kinds
-
     sites = []
     for rec in records:
         front_end = rec.get("front_end", "mirecc")
@@ -439,7 +440,6 @@ def _touch_changed(before: list[dict], after: list[dict]) -> list[str]:
 
 def _profile_text(kept: list[dict], where: Path) -> str:
     """The profile of ``kept`` to be written at ``where`` (sources relative to it)."""
-    from mirecc.taskapi.profile import FORMAT_LINE, format_entry
     return "\n".join([FORMAT_LINE] + [
         format_entry(k["task"], os.path.relpath(k["source"], where.parent),
                      k["target"],
@@ -485,9 +485,6 @@ def _time_profile(args, work: Path, say) -> dict[str, float] | None:
 
 
 def run(args) -> int:
-    from mirecc.util.fsutil import atomic_write_bytes
-    from mirecc.taskapi.profile import kinds
-
     if args.repeats < 2 or args.budget < 1:
         print("mire tune: --repeats must be at least 2 (a noise estimate) and --budget "
               "at least 1", file=sys.stderr)
@@ -632,6 +629,6 @@ def run(args) -> int:
           f"median; {state['spent']} of the budget of {args.budget} spent; wrote {profile} "
           f"(apply it with MIRECC_PROFILE={profile})")
     if args.seed_adapt:
-        from mirecc.runtime.store import seed_profile
+        from mirecc.runtime.store import seed_profile  # lazy: --seed-adapt only
         seed_profile(profile, say=lambda line: print(f"mire tune: {line}"))
     return 0

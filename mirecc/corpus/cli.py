@@ -15,8 +15,8 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / ".work" / "corpus"
 
 
 def _progress():
-    # lazy: mire's parser imports this module; keep its start-up
     try:
+        # lazy (and optional): mire's parser imports this module; keep its start-up
         from tqdm import tqdm
     except ImportError:
         return None
@@ -41,7 +41,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     # lazy, as every import below: mire's parser imports this module; keep its start-up
     from mirecc.corpus.evalfilter import EvalFilter
     from mirecc.corpus.report import build_report, format_table
-    from mirecc.corpus.store import Corpus
+    from mirecc.corpus.store import Corpus, State
 
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
     bad = [s for s in sources if s not in SOURCES]
@@ -53,7 +53,6 @@ def cmd_build(args: argparse.Namespace) -> int:
         [Path(d) for d in args.eval_dirs] if args.eval_dirs else None)
     corpus = Corpus(Path(args.out), ev)
     if args.redo:
-        from mirecc.corpus.store import State
         for source in sources:
             state = State(corpus.root, source)
             for key in args.redo.split(","):
@@ -64,22 +63,22 @@ def cmd_build(args: argparse.Namespace) -> int:
     for source in sources:
         t0 = time.monotonic()
         if source == "debian":
-            from mirecc.corpus.debian import DEFAULT_PACKAGES, build_packages
+            from mirecc.corpus.debian import DEFAULT_PACKAGES, build_packages  # lazy: as above
             pkgs = args.packages.split(",") if args.packages else DEFAULT_PACKAGES
             build_packages(corpus, pkgs, jobs=args.jobs, timeout=args.package_timeout,
                            flags=args.opt_level,
                            progress=progress)
         elif source == "csmith":
-            from mirecc.corpus.csmith import build_csmith
+            from mirecc.corpus.csmith import build_csmith  # lazy: as above
             build_csmith(corpus, args.csmith_count, seed=args.seed, jobs=args.jobs,
                          opt_level=args.opt_level,
                          progress=progress)
         elif source == "opencl":
-            from mirecc.corpus.opencl import DEFAULT_CL_PACKAGES, build_opencl
+            from mirecc.corpus.opencl import DEFAULT_CL_PACKAGES, build_opencl  # lazy: as above
             pkgs = args.cl_packages.split(",") if args.cl_packages else DEFAULT_CL_PACKAGES
             build_opencl(corpus, pkgs, jobs=args.jobs, progress=progress)
         elif source == "kernels":
-            from mirecc.corpus.kernels import build_kernels
+            from mirecc.corpus.kernels import build_kernels  # lazy: as above
             build_kernels(corpus, args.kernel_count, seed=args.seed, jobs=args.jobs,
                           progress=progress)
         timings[source] = round(time.monotonic() - t0, 1)

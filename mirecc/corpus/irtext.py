@@ -53,7 +53,8 @@ def stmt_hash(s: str) -> bytes:
 
 def _normaliser():
     """mirecc.ir's statement normaliser, when that package is there."""
-    try:   # lazy: optional by design (None without mirecc.ir's normaliser)
+    try:
+        # lazy: optional by design (None without mirecc.ir's normaliser)
         from mirecc.ir.normalise import normalise_statement
         return normalise_statement
     except ImportError:

@@ -368,7 +368,6 @@ def encode_corpus(index: CorpusIndex, tokenizer, shas: Sequence[str] | None = No
     builds; the others are left out. Re-running reads the cache."""
     # lazy: encoder.runtime imports this module when a compile embeds; keep that start-up
     from multiprocessing import get_context
-
     from tqdm import tqdm
 
     shas = list(index.records) if shas is None else list(shas)

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -73,6 +75,8 @@ class Encoder:
     """
 
     def __init__(self, model_dir: str | Path | None = None, cache=None, threads: int = 0):
+        # lazy: ONNX Runtime and the tokenizer (~200 ms): the modules that import this one
+        # for compile_to_ir alone (mire bench's suites) never pay them
         import onnxruntime as ort
         from mirecc.ir import tokenizer as tokmod
         self.info = load_model(model_dir or DEFAULT_MODEL_DIR)
@@ -101,6 +105,7 @@ class Encoder:
         self.tokenizer = tokmod.load(root / "tokenizer.json")
         self.cache = None
         if cache is not False:
+            # lazy: sqlite3, as ONNX Runtime above
             from mirecc.encoder.stmtcache import CacheError, StatementCache, default_path
             try:
                 self.cache = StatementCache(cache or default_path(), self.info.cache_version,
@@ -111,7 +116,6 @@ class Encoder:
     def _drop_cache(self, exc: Exception) -> None:
         """The statement cache is an optimisation: on any error, say so once
         and go on without it."""
-        import sys
         print(f"mire: warning: {exc}; embedding without the statement cache", file=sys.stderr)
         self.cache = None
 
@@ -120,7 +124,7 @@ class Encoder:
     def embed_statements(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """Embeddings (len(texts), C) of distinct statement texts, and how
         many of them came from the cache."""
-        from mirecc.encoder.stmtcache import CacheError
+        from mirecc.encoder.stmtcache import CacheError  # lazy: as in __init__
         out = np.empty((len(texts), self.dim_statement), dtype=np.float32)
         cached = {}
         if self.cache is not None:
@@ -156,6 +160,7 @@ class Encoder:
 
     def embed_graph(self, graph) -> Embeddings:
         """Embeddings of a :class:`mirecc.graph.ProgramGraph`."""
+        # lazy: the graph package and the corpus reader (tokenizers), as in __init__
         from mirecc.encoder.data import node_texts
         from mirecc.graph import schema
         t0 = time.perf_counter()
@@ -223,6 +228,7 @@ class Encoder:
         ``digests`` (name -> code digest, :func:`mirecc.ir.text.function_digests`)
         vectors are cached by digest: a rebuild, another TU with the same
         function, or a second decision on it pays nothing."""
+        # lazy: as in embed_graph
         from mirecc.encoder.data import node_texts
         from mirecc.encoder.stmtcache import CacheError
         from mirecc.graph import schema
@@ -299,7 +305,7 @@ class Encoder:
         ``flags``) with ``clang`` (default: the clang matching the native
         graph builder, else the newest on PATH), run in ``cwd`` (relative
         paths in ``flags`` are relative to it)."""
-        from mirecc.graph import GraphBuildError, build_graph
+        from mirecc.graph import GraphBuildError, build_graph  # lazy: as in embed_graph
         path = Path(path)
         if not path.is_file():
             raise EmbedError(f"{path}: no such file")
@@ -343,7 +349,7 @@ def segment_sums(x: np.ndarray, seg: np.ndarray, num: int) -> tuple[np.ndarray, 
 def default_clang() -> str:
     """The clang whose LLVM major has a native graph builder (its IR is what
     the encoder was pretrained on), else the newest clang on PATH."""
-    import shutil
+    # lazy: the graph package and the compiler finder, only to pick a clang
     from mirecc.frontend.compiler import newest_clang_on_path
     from mirecc.graph.native import BuilderNotFound, find_builders
     try:

@@ -11,16 +11,21 @@ processes that embed the same statement both succeed. Opening (the switch
 to WAL and the schema) holds an exclusive lock on a ``.lock`` file beside
 the database: SQLite answers "database is locked" at once, without its
 busy timeout, when several processes make that switch together. Any SQLite error is
-raised as :class:`CacheError`; callers treat the cache as optional.
+raised as :class:`CacheError`; callers treat the cache as optional.  The
+stored kind :data:`mirecc.store.kinds.EMBEDDINGS`: no size limit (a model
+of its own writes its own rows; removing the file loses only time).
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 from pathlib import Path
 
 import numpy as np
+
+from mirecc.store.kinds import EMBEDDINGS
+from mirecc.util.fsutil import FileLock
+from mirecc.util.paths import default_cache_dir
 
 #: SQLite's default limit on host parameters per statement is 32766 (>= 3.32);
 #: lookups go in chunks below it
@@ -38,12 +43,10 @@ _FUNCTION_SCHEMA = ("CREATE TABLE IF NOT EXISTS function_embedding ("
 class CacheError(Exception):
     """The cache file cannot be opened, read or written."""
 
-
 def default_path() -> Path:
     """``$MIRECC_CACHE_DIR``, else ``$XDG_CACHE_HOME/mirecc``, else ``~/.cache/mirecc``;
-    the file is ``embeddings.sqlite`` there."""
-    from mirecc.util.paths import default_cache_dir
-    return Path(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "embeddings.sqlite"
+    the file is ``embeddings.sqlite`` there (:data:`mirecc.store.kinds.EMBEDDINGS`)."""
+    return Path(EMBEDDINGS.file(os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()))
 
 
 class StatementCache:
@@ -52,9 +55,7 @@ class StatementCache:
     def __init__(self, path: str | Path, model_id: str, dim: int, timeout: float = 30.0):
         self.path, self.model_id, self.dim = Path(path), model_id, dim
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(f"{self.path}.lock", "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)          # released when the file closes
+            with FileLock(f"{self.path}.lock"):
                 self.db = sqlite3.connect(str(self.path), timeout=timeout,
                                           isolation_level=None)
                 self.db.execute("PRAGMA journal_mode=WAL")

@@ -49,13 +49,13 @@ def build_graph(path: str | os.PathLike, timeout: Optional[float] = None,
     if builder not in ("auto", "native", "llvmlite"):
         raise ValueError(f"builder must be 'auto', 'native' or 'llvmlite', not {builder!r}")
     if builder == "llvmlite":
-        from .fallback import build_graph_llvmlite
+        from .fallback import build_graph_llvmlite  # lazy: llvmlite (~100 ms), fallback only
         return build_graph_llvmlite(path)
     if builder == "auto" and not os.environ.get("MIRECC_GRAPH_BUILDER"):
         try:
             find_builder()
         except BuilderNotFound:
-            from .fallback import build_graph_llvmlite
+            from .fallback import build_graph_llvmlite  # lazy: as above
             return build_graph_llvmlite(path)
     return build_graph_native(path, timeout=timeout, in_process=in_process)
 

@@ -70,7 +70,11 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
+import llvmlite
+import llvmlite.binding as llvm
 import numpy as np
+from llvmlite.binding import ffi
+from llvmlite.binding.value import ValueRef
 
 from . import schema
 from .format import ProgramGraph
@@ -86,8 +90,6 @@ def _ffi():
     global _lib
     if _lib is not None:
         return _lib
-    import llvmlite.binding as llvm
-    from llvmlite.binding import ffi
     handle = ffi.lib._lib_handle
     if handle is None:
         llvm.llvm_version_info  # loads the library
@@ -260,7 +262,6 @@ def _llvm_name(prefix: str, raw: bytes) -> str:
 
 def _read_module(path: str):
     """Parse ``path`` with llvmlite; GraphBuildError naming the file otherwise."""
-    import llvmlite.binding as llvm
     if not os.path.exists(path):
         raise GraphBuildError(f"{path}: no such file")
     try:
@@ -528,7 +529,6 @@ class _Builder:
         return self.finish()
 
     def print_value(self, v: int) -> str:
-        from llvmlite.binding import ffi
         with ffi.OutputString() as out:
             ffi.lib.LLVMPY_PrintValueToString(ctypes.cast(v, ffi.LLVMValueRef), out)
             return str(out).lstrip(" \t\n")
@@ -537,8 +537,6 @@ class _Builder:
         """Whether ``call``'s function type is the callee's (getCalledFunction)."""
         info = self.fn_types.get(callee)
         if info is None:
-            from llvmlite.binding import ffi
-            from llvmlite.binding.value import ValueRef
             ref = ValueRef(ctypes.cast(callee, ffi.LLVMValueRef), "function", {})
             fty = ref.global_value_type
             params = [ctypes.cast(p._ptr, _VP).value for p in fty.get_function_parameters()]
@@ -677,7 +675,6 @@ class _Builder:
 
     def target_data(self):
         if self.td is None:
-            import llvmlite.binding as llvm
             self.td = llvm.create_target_data(self.module.data_layout)
         return self.td
 
@@ -970,8 +967,6 @@ def build_graph_llvmlite(path: str | os.PathLike) -> ProgramGraph:
 
 
 def _build(path: str, module, text: Optional[str]) -> ProgramGraph:
-    import llvmlite
-    import llvmlite.binding as llvm
     lib = _ffi()
     mod = ctypes.cast(module._ptr, _VP).value
     functions = _iterate(lib, lib.LLVMPY_ModuleFunctionsIter, lib.LLVMPY_FunctionsIterNext,

@@ -15,6 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from mirecc.graph import schema
+
 
 @dataclass(frozen=True)
 class Loop:
@@ -233,10 +237,6 @@ def summary_from_graph(g, request=None) -> ModuleInfo:
     """The functions (defined ones, in module order) and loops of graph ``g``.
     With debug info in the IR (``-g``), each loop's source line is read from
     the bitcode's text (one more read, for ``--explain`` only)."""
-    import numpy as np
-
-    from mirecc.graph import schema
-
     arrays = g.arrays
     is_inst = np.asarray(g.node_type) == schema.INSTRUCTION
     func = np.asarray(g.node_function)
@@ -279,7 +279,7 @@ def summary_from_graph(g, request=None) -> ModuleInfo:
 def _lines_from_bitcode(path: str) -> dict[str, list[int | None]]:
     """Per function, the source line of each block (see :func:`_block_lines`)."""
     try:
-        import llvmlite.binding as llvm
+        import llvmlite.binding as llvm  # lazy: llvmlite (~100 ms), --explain with -g only
 
         with open(path, "rb") as fh:
             return _block_lines(str(llvm.parse_bitcode(fh.read())))

@@ -24,12 +24,15 @@ process that must not die with LLVM (the compiler driver) runs the tool.
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import re
 import subprocess
 import tempfile
 from typing import List, Optional
+
+from mirecc.util.paths import default_cache_dir
 
 from .format import ProgramGraph, loads
 
@@ -46,7 +49,6 @@ class BuilderNotFound(GraphBuildError):
 
 
 def _cache_dir() -> str:
-    from mirecc.util.paths import default_cache_dir
     return default_cache_dir()
 
 
@@ -114,7 +116,6 @@ def _library_function(builder: str):
     if library not in _LIBRARIES:
         function = None
         if os.path.isfile(library):
-            import ctypes
             try:
                 function = ctypes.CDLL(library).mirecc_graph_build
                 function.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
@@ -128,8 +129,6 @@ def _library_function(builder: str):
 
 def run_library(function, path: str) -> ProgramGraph:
     """Build ``path``'s graph with the loaded library ``function``."""
-    import ctypes
-
     with tempfile.TemporaryDirectory(prefix="mirecc-graph-") as tmp:
         out = os.path.join(tmp, "graph.mgraph")
         message = ctypes.create_string_buffer(4096)

@@ -332,6 +332,7 @@ def module_text(path: str | Path) -> str:
         raise IRError(f"{path}: is a directory, not an IR file") from None
     except OSError as exc:
         raise IRError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    # lazy: llvmlite (~100 ms); the encoder's statement normaliser above needs none
     import llvmlite.binding as llvm
     if data[:4] == b"BC\xc0\xde" or data[:4] == b"\xde\xc0\x17\x0b":
         try:

@@ -31,7 +31,7 @@ def disassemble(bitcode: bytes, name: str = "<module>") -> str:
             return proc.stdout.decode("utf-8", "replace")
         err = proc.stderr.decode("utf-8", "replace").strip()[:300]
     try:
-        import llvmlite.binding as llvm
+        import llvmlite.binding as llvm  # lazy: llvmlite (~100 ms), only where no llvm-dis runs
         return str(llvm.parse_bitcode(bitcode))
     except Exception as exc:  # llvmlite raises RuntimeError on bad input
         raise IRTextError(f"{name}: cannot read bitcode: {err or exc}") from None

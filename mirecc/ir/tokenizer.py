@@ -48,6 +48,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                        processors, trainers)
+
+from .normalise import IRError, module_statements, normalise_statement
+
 __all__ = [
     "MAX_LENGTH", "SPECIAL_TOKENS", "DEFAULT_PATH", "IRTokenizer", "build_tokenizer",
     "train", "load", "corpus_statements",
@@ -65,7 +70,6 @@ _ALPHABET = [c for c in string.printable if not c.isspace()] + [SPACE]
 
 def build_tokenizer(vocab: dict[str, int] | None = None):
     """An (untrained when vocab is None) tokenizers.Tokenizer with mirecc's pipeline."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     model = models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=10_000) \
         if vocab is not None else models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=10_000)
     tok = Tokenizer(model)
@@ -89,7 +93,6 @@ def build_tokenizer(vocab: dict[str, int] | None = None):
 def train(statements: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
           min_frequency: int = 2) -> "IRTokenizer":
     """Train a WordPiece vocabulary on normalised statements (one per item)."""
-    from tokenizers import trainers
     tok = build_tokenizer()
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS,
@@ -108,7 +111,6 @@ class IRTokenizer:
     """A trained tokenizer: encode to fixed-length ids, decode back to text."""
 
     def __init__(self, tok) -> None:
-        from tokenizers import Tokenizer
         self.tok = tok                       # truncates and pads to MAX_LENGTH
         self._raw = Tokenizer.from_str(tok.to_str())   # neither: for lengths and pieces
         self._raw.no_padding()
@@ -116,7 +118,6 @@ class IRTokenizer:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "IRTokenizer":
-        from tokenizers import Tokenizer
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such tokenizer file")
@@ -184,7 +185,6 @@ def corpus_statements(inputs: Iterable[str | Path]) -> Iterator[str]:
     as normalised statements, one per line.  Directories are searched
     recursively for ``.ll``, ``.bc`` and ``.txt`` files.
     """
-    from .normalise import IRError, module_statements
     for item in inputs:
         p = Path(item)
         if p.is_dir():
@@ -235,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("statements", nargs="+")
     e.add_argument("--tokenizer", type=Path, default=None)
     args = ap.parse_args(argv)
-    from .normalise import IRError, normalise_statement
     try:
         if args.cmd == "train":
             statements = list(corpus_statements(args.corpus))

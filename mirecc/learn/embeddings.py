@@ -102,7 +102,7 @@ def encoder_model_dirs(kinds, cache_root: Path) -> dict[str, Path]:
     if "encoder" in kinds:
         out["encoder"] = SHIPPED_MODEL_DIR
     if "random-init" in kinds:
-        from mirecc.encoder.export import random_init_model_dir
+        from mirecc.encoder.export import random_init_model_dir  # lazy: torch, random-init only
         out["random-init"] = random_init_model_dir(SHIPPED_MODEL_DIR, cache_root / "models",
                                                    seed=0)
     return out

@@ -193,7 +193,6 @@ def markdown(gates: dict[str, dict], verified: dict[str, str]) -> str:
 def run(args) -> int:
     # lazy: mirecc --mirecc-help imports this module (installed_gates); only mire gates writes
     from pathlib import Path
-
     from mirecc.util.fsutil import atomic_write_bytes
 
     config = load_config()

@@ -26,6 +26,7 @@ import os
 import shutil
 from pathlib import Path
 
+from mirecc.frontend.compiler import clang_major as major_of
 from mirecc.util.fsutil import build_once
 from mirecc.util.paths import default_cache_dir
 
@@ -57,8 +58,6 @@ def cache_dir(base: str | os.PathLike | None = None) -> Path:
 def clang_major(compiler: str) -> int:
     """The LLVM major of ``compiler``: from its name or where it links to
     (``clang-19``, ``/usr/lib/llvm-19/bin/clang``), else ``--version``."""
-    from mirecc.frontend.compiler import clang_major as major_of
-
     major = major_of(compiler)
     if not major:
         raise PluginError(f"{compiler}: cannot tell its clang version (name, path or "

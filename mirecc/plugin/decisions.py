@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 
 from mirecc.plugin.build import PluginError, clang_major, ensure_plugin, plugin_args
+from mirecc.taskapi.registry import task
+from mirecc.util.fsutil import atomic_write_bytes
 
 DECISIONS_VERSION = 1
 
@@ -30,8 +32,6 @@ class InjectError(Exception):
 
 
 def write_decisions(document: dict, directory: str | os.PathLike) -> Path:
-    from mirecc.util.fsutil import atomic_write_bytes
-
     data = (json.dumps(document, sort_keys=True, indent=1) + "\n").encode()
     path = Path(directory) / "loop-decisions" / f"{hashlib.sha256(data).hexdigest()[:24]}.json"
     if not path.is_file():
@@ -60,8 +60,6 @@ def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
     decisions are there contributes (``Task.plugin_entry``:
     ``function(source, decisions) -> {key: value}`` for its keys of the
     entry: ``loops``, ``openmp``, ``record``)."""
-    from mirecc.taskapi.registry import task
-
     out: dict[str, dict] = {}
     for src, decisions in decisions_by_source.items():
         entry: dict = {}

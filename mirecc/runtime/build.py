@@ -14,6 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
+from mirecc.util.fsutil import build_once
 from mirecc.util.paths import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +32,6 @@ ENTRY = "__mirecc_adapt_begin"
 
 class RuntimeBuildError(RuntimeError):
     """The runtime cannot be built (the message says why)."""
-
 
 def runtime_dir(cache: str | os.PathLike | None = None) -> Path:
     return Path(cache or os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "runtime"
@@ -55,7 +55,6 @@ def ensure_runtime(compiler: str = "cc", cache: str | os.PathLike | None = None)
     ar = shutil.which("ar") or shutil.which("llvm-ar")
     if not ar:
         raise RuntimeBuildError("no ar on PATH to build the adaptive runtime's archive")
-    from mirecc.util.fsutil import build_once
 
     def steps(tmp):
         obj, lib = Path(tmp) / "mirecc_adapt.o", Path(tmp) / ARCHIVE
@@ -93,7 +92,6 @@ def ensure_interposer(compiler: str = "cc", cache: str | os.PathLike | None = No
         return target
     if not INTERPOSER_SOURCE.is_file():
         raise RuntimeBuildError(f"the OpenCL interposer's source {INTERPOSER_SOURCE} is missing")
-    from mirecc.util.fsutil import build_once
 
     def steps(tmp):
         return ([compiler, "-x", "c", "-O2", "-fPIC", "-shared", str(INTERPOSER_SOURCE),

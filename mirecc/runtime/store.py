@@ -27,6 +27,10 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hashlib
+
+from mirecc.store.kinds import TEAM_VERDICTS, VERDICTS
+from mirecc.util.fsutil import FileLock, atomic_write_bytes
 from mirecc.util.paths import default_cache_dir
 
 HEADER = "# mirecc-adapt 1"
@@ -35,7 +39,6 @@ PHASES = {0: "exploring", 1: "decided", 2: "too short"}
 
 class StoreError(ValueError):
     """A store file that is not the runtime's (the message names it)."""
-
 
 @dataclass
 class Arm:
@@ -83,7 +86,9 @@ class Cell:
 
 
 def store_dir(cache: str | os.PathLike | None = None) -> Path:
-    return Path(cache or os.environ.get("MIRECC_CACHE_DIR") or default_cache_dir()) / "adapt"
+    """This user's store files' folder (:data:`mirecc.store.kinds.VERDICTS`)."""
+    return Path(VERDICTS.directory(cache or os.environ.get("MIRECC_CACHE_DIR")
+                                   or default_cache_dir()))
 
 
 def _fnv(text: str) -> int:
@@ -168,13 +173,7 @@ def _merge(path: Path, machine: str, change) -> None:
     """Rewrite the store file at ``path`` as the runtime does (lock, merge,
     atomic rename): its lines after the header become ``change(lines)``;
     nothing is written when they stay the same."""
-    import fcntl
-
-    from mirecc.util.fsutil import atomic_write_bytes
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{path}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(f"{path}.lock"):
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
@@ -194,7 +193,7 @@ def seed_profile(profile, store=None, say=print) -> int:
     machine's cores (an entry the runtime has no name for is skipped with a
     line).  Returns how many were written; ProfileError for a malformed
     profile."""
-    from mirecc.taskapi.profile import read_profile
+    from mirecc.taskapi.profile import read_profile  # lazy: re; a decisions profile only
 
     entries = [e for e in read_profile(str(profile)) if e.kind.adapts]
     if store is None:
@@ -301,7 +300,6 @@ def table(cells: list[Cell]) -> str:
 # --------------------------------------------------------------- team store
 
 def _verdict_key(machine: str, key: str, bucket: str) -> str:
-    import hashlib
 
     return hashlib.sha256(f"{machine}\0{key}\0{bucket}".encode()).hexdigest()
 
@@ -319,8 +317,8 @@ def push_verdicts(team, files: list[Path]) -> int:
         machine = lines[0].partition("machine=")[2].strip() or path.stem
         for cell, line in zip(read_store(path), lines[1:]):
             if cell.phase == 1:
-                written += team.put("verdict", _verdict_key(machine, cell.key, str(cell.bucket)),
-                                    {"machine": machine}, {"line": line})
+                written += team.put_line(TEAM_VERDICTS.name, _verdict_key(
+                    machine, cell.key, str(cell.bucket)), machine, line)
     return written
 
 
@@ -329,23 +327,17 @@ def pull_verdicts(team, machine: str, path: Path) -> tuple[int, int]:
     store file at ``path`` (lock, merge, atomic rename, as the runtime):
     only for (site, bucket) pairs the file does not hold yet (its own
     verdicts and explorations win).  Returns (added, rejected)."""
-    lines_in = []
-    rejected = 0
-    for key, entry in team.entries("verdict"):
-        if entry["tools"].get("machine") != machine:
-            continue
-        line = entry["payload"].get("line")
+    def why_not(key: str, line: str) -> str | None:
         try:
-            if not isinstance(line, str) or "\n" in line:
-                raise ValueError("not one line")
             cell = parse_line(machine, line)
-            if cell.phase != 1 or _verdict_key(machine, cell.key, str(cell.bucket)) != key:
-                raise ValueError("not a decided verdict of its key")
         except ValueError as exc:
-            rejected += 1
-            team.reject(str(exc), "a run-time verdict")
-            continue
-        lines_in.append(line)
+            return str(exc)
+        if cell.phase != 1 or _verdict_key(machine, cell.key, str(cell.bucket)) != key:
+            return "not a decided verdict of its key"
+        return None
+
+    lines_in, rejected = team.machine_lines(TEAM_VERDICTS.name, machine, why_not,
+                                            "a run-time verdict")
     new: list[str] = []
 
     def add(lines: list[str]) -> list[str]:

@@ -48,14 +48,14 @@ class Rejected(Exception):
 
 
 def envelope(kind: str, key: str, tools: dict, payload: dict) -> bytes:
-    import getpass
+    import getpass  # lazy: who wrote it, a write only
     import socket
 
     try:
         by = f"{getpass.getuser()}@{socket.gethostname()}"
     except Exception:  # noqa: BLE001 (no user name: no matter)
         by = "?"
-    import json
+    import json  # lazy: json, a write only (reads use jsonread)
 
     return json.dumps({"mirecc-store": SCHEMA, "kind": kind, "key": key, "tools": tools,
                        "payload": payload, "by": by, "at": int(time.time())},
@@ -64,7 +64,7 @@ def envelope(kind: str, key: str, tools: dict, payload: dict) -> bytes:
 
 def open_envelope(data: bytes, kind: str, key: str, tools: dict | None) -> dict:
     """The entry's fields, or :class:`Rejected`; ``tools`` None: any tools."""
-    from mirecc.util.jsonread import loads
+    from mirecc.util.jsonread import loads  # lazy: a read only
 
     try:
         entry = loads(data)
@@ -106,7 +106,7 @@ class TeamStore:
             return False
 
     def _mark_down(self, why: str) -> None:
-        from mirecc.util.fsutil import atomic_write_bytes
+        from mirecc.util.fsutil import atomic_write_bytes  # lazy: a store found down only
 
         self._count("store.unavailable")
         print(f"mirecc: warning: team store unavailable ({why}); builds go on without it "
@@ -166,6 +166,30 @@ class TeamStore:
                 yield key, open_envelope(data, kind, key, None)
             except Rejected as exc:
                 self.reject(str(exc), f"a {kind} entry")
+
+    def machine_lines(self, kind: str, machine: str, why_not, what: str) -> tuple[list, int]:
+        """The lines of ``kind``'s entries made on ``machine`` (a run-time
+        verdict, a decisions profile entry: :meth:`put_line`) that
+        ``why_not(key, line)`` accepts (None); one it says why not is
+        rejected (counted).  Returns (lines, rejected); raises
+        :class:`Unavailable`."""
+        lines, rejected = [], 0
+        for key, entry in self.entries(kind):
+            if entry["tools"].get("machine") != machine:
+                continue
+            line = entry["payload"].get("line")
+            why = "not one line" if not isinstance(line, str) or "\n" in line \
+                else why_not(key, line)
+            if why is None:
+                lines.append(line)
+            else:
+                rejected += 1
+                self.reject(why, what)
+        return lines, rejected
+
+    def put_line(self, kind: str, key: str, machine: str, line: str) -> bool:
+        """Write one line that holds only on ``machine`` (:meth:`machine_lines`)."""
+        return self.put(kind, key, {"machine": machine}, {"line": line})
 
     def put(self, kind: str, key: str, tools: dict, payload: dict) -> bool:
         if not self.write or self._down():

@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 
 from mirecc.taskapi.api import HeadError, NoDecision
+from mirecc.taskapi.config import load_config
+from mirecc.taskapi.records import TURequest
 from mirecc.util.caches import process_cache
 
 # model directory -> (ModelInfo, Encoder or None): verified once per process
@@ -35,7 +37,7 @@ class TUEmbedding:
     are the graph builder's ids of the IR the encoder saw."""
 
     def __init__(self, module, functions: dict, loops: dict):
-        import numpy as np
+        import numpy as np  # lazy: numpy (~150 ms), only a head that embeds
 
         def vec(v):
             return np.asarray(v, dtype=np.float32).reshape(-1)
@@ -48,6 +50,7 @@ def encoder_model(config):
     """The encoder the heads' embeddings come from: ``model`` of the
     configuration, else the shipped one; verified against its manifest once
     per process."""
+    # lazy: the model's manifest (hashlib, json), only a head that embeds
     from mirecc.encoder import SHIPPED_MODEL_DIR
     from mirecc.util.modelfiles import ModelError, load_model
 
@@ -64,6 +67,7 @@ def encoder_model(config):
 def loaded_encoder(directory: str):
     """The encoder of a model directory with its ONNX sessions, loaded once
     per process (the server's pipeline and embedding requests share it)."""
+    # lazy: ONNX Runtime and the tokenizer; tests replace runtime.Encoder
     from mirecc.encoder.runtime import Encoder
     from mirecc.util.modelfiles import load_model
 
@@ -76,7 +80,7 @@ def loaded_encoder(directory: str):
 
 
 def _encoder(config):
-    from mirecc.util.modelfiles import ModelError
+    from mirecc.util.modelfiles import ModelError  # lazy: as in encoder_model
 
     info = encoder_model(config)
     try:
@@ -112,6 +116,7 @@ class TUContext:
         module without function definitions (a TU of data alone, e.g. a
         table) raises NoDecision: nothing to decide, nothing to warn about."""
         if self._graph is None:
+            # lazy: the graph builder and numpy (~150 ms), only a head that reads the graph
             from mirecc.graph import GraphBuildError, build_graph_any
 
             try:
@@ -131,7 +136,7 @@ class TUContext:
     def loops(self) -> list:
         """Every loop of the TU (:class:`mirecc.graph.irinfo.Loop`), in graph order."""
         if self._loops is None:
-            from mirecc.graph.irinfo import graph_loops
+            from mirecc.graph.irinfo import graph_loops  # lazy: as the graph
             self._loops = graph_loops(self.graph)
         return self._loops
 
@@ -139,7 +144,7 @@ class TUContext:
     def ir_text(self) -> str:
         """The TU's bitcode as IR text (disassembled once, for every head)."""
         if self._ir_text is None:
-            from mirecc.ir.text import IRTextError, disassemble
+            from mirecc.ir.text import IRTextError, disassemble  # lazy: re, llvmlite
 
             try:
                 with open(self.request.bitcode_path, "rb") as f:
@@ -155,6 +160,7 @@ class TUContext:
         ``<function>:<index>``) and each parallel region's statistics
         (:func:`mirecc.ir.region_stats.region_statistics`), found once."""
         if self._regions is None:
+            # lazy: the OpenMP region readers (re, dataclasses), OpenMP heads only
             from mirecc.ir.region_stats import region_statistics
             from mirecc.ir.regions import find_sites
 
@@ -166,7 +172,7 @@ class TUContext:
     def summary(self):
         """What ``--explain`` shows as seen (:class:`mirecc.graph.irinfo.ModuleInfo`)."""
         if self._summary is None:
-            from mirecc.graph.irinfo import ModuleInfo, summary_from_graph
+            from mirecc.graph.irinfo import ModuleInfo, summary_from_graph  # lazy: as the graph
             try:
                 self._summary = summary_from_graph(self.graph, self.request)
             except NoDecision:   # no function definitions
@@ -178,7 +184,7 @@ class TUContext:
     def embedding(self) -> tuple[TUEmbedding, str]:
         """The encoder's embeddings of the TU, and how they were made."""
         if self._embedding is None:
-            from mirecc.encoder.runtime import EmbedError
+            from mirecc.encoder.runtime import EmbedError  # lazy: ONNX Runtime, embeddings only
 
             graph, note = self._encoder_graph()
             try:
@@ -196,6 +202,7 @@ class TUContext:
         function's code digest (the profiles' :func:`mirecc.ir.text.function_digests`)
         when the encoder reads the TU's own IR: a rebuild, or a second decision
         on the same function, pays nothing."""
+        # lazy: ONNX Runtime and the IR reader, function embeddings only
         from mirecc.encoder.runtime import EmbedError
         from mirecc.ir.text import function_digests
 
@@ -210,8 +217,8 @@ class TUContext:
     def _encoder_graph(self):
         """The graph the encoder embeds: the TU's own, unless the build's
         clang is not the encoder's (then the TU is emitted again by it)."""
+        # lazy: tempfile, ONNX Runtime and the graph builder, embeddings only
         import tempfile
-
         from mirecc.encoder.runtime import EmbedError, compile_to_ir, default_clang
         from mirecc.graph import GraphBuildError, build_graph_any
 
@@ -238,10 +245,8 @@ def device_context(source: str, cmd, bitcode, config=None):
     """The TU context of a CUDA source's device IR (``cmd``: its
     :class:`mirecc.frontend.nvcc.NvccCommand`; ``bitcode``: a Path): one
     read of its text, one graph, one embedding, as for a C TU (``compiler`` left empty: the IR is already the encoder's clang's)."""
+    # lazy: hashlib (~10 ms): nvcc's driver imports this module, a CUDA TU's ML path calls this
     import hashlib
-
-    from mirecc.taskapi.config import load_config
-    from mirecc.taskapi.records import TURequest
 
     data = bitcode.read_bytes()
     # nvcc optimises device code whatever the host's -O (ptxas -O3)

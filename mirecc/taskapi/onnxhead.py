@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mirecc.taskapi.context import encoder_model
 from mirecc.taskapi.context import head_error as _head_error
+from mirecc.taskapi.registry import spec_language
 from mirecc.util.caches import process_cache
 
 # (path, size, mtime) -> onnxruntime.InferenceSession
@@ -24,6 +25,7 @@ _SESSIONS = process_cache("onnx sessions")
 def run_onnx(model: bytes | str | Path, X, input_name: str = "features"):
     """The first output of the ONNX graph ``model`` (a file, or its bytes)
     for rows ``X``; one session per file and process."""
+    # lazy: numpy and ONNX Runtime (~300 ms), only when a head runs its graph
     import numpy as np
     import onnxruntime as ort
 
@@ -125,7 +127,7 @@ class OnnxHead:
     def _tree_gains(self, rows):
         """Run a forest head (:mod:`mirecc.learn.forest`) on
         feature rows: every tree's gain per class, (N, trees, classes)."""
-        import numpy as np
+        import numpy as np  # lazy: as in run_onnx
 
         try:
             G = np.asarray(run_onnx(self.onnx_path, np.asarray(rows, dtype=np.float32)))
@@ -146,7 +148,6 @@ class OnnxHead:
     # ------------------------------------------------------------- pipeline
 
     def applies_to(self, request) -> bool:
-        from mirecc.taskapi.registry import spec_language
         return spec_language(request.language) in self.languages
 
     def why_not(self, request) -> str:
@@ -170,7 +171,7 @@ class OnnxHead:
 
     def _probabilities(self, rows):
         """Run the ONNX head on raw feature rows; (N, len(classes)) probabilities."""
-        import numpy as np
+        import numpy as np  # lazy: as in run_onnx
 
         X = np.asarray(rows, dtype=np.float32)
         try:

@@ -37,7 +37,9 @@ from __future__ import annotations
 import os
 import re
 
-from mirecc.ir.text import function_digests
+from mirecc.ir.text import disassemble, function_digests
+from mirecc.taskapi.records import Decision, TUResult
+from mirecc.taskapi.registry import tasks
 
 FORMAT_LINE = "# mirecc decisions profile 1"
 
@@ -140,8 +142,6 @@ def kinds() -> dict:
     entries (read from the registry once per process)."""
     global _KINDS
     if _KINDS is None:
-        from mirecc.taskapi.registry import tasks
-
         _KINDS = {name: t.profile_kind() for name, t in tasks().items()
                   if t.has("profile_kind")}
     return _KINDS
@@ -226,9 +226,6 @@ def apply_profile(result, request, path: str):
     """``result`` (a TUResult) with the profile's entries for ``request``'s
     source applied: a matching entry replaces the head's decision for its
     target, or adds one; stale entries are counted in a reason."""
-    from mirecc.ir.text import disassemble
-    from mirecc.taskapi.records import Decision, TUResult
-
     source = os.path.normpath(os.path.join(request.cwd or os.getcwd(), request.source))
     # entries of other front ends (mirecc-nvcc's) never match a source here
     entries = [e for e in read_profile(path)

@@ -170,7 +170,7 @@ class TUResult(Record):
             raise ValueError("cached result has another schema")
         summary = None
         if d.get("summary"):
-            from mirecc.graph.irinfo import ModuleInfo
+            from mirecc.graph.irinfo import ModuleInfo  # lazy: numpy, only with a summary
             summary = ModuleInfo.from_dict(d["summary"])
         decisions = [Decision(**{**x, "candidates": tuple(tuple(c) for c in x["candidates"])})
                      for x in d["decisions"]]

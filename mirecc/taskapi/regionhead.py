@@ -21,13 +21,14 @@ class RegionHead(OnnxHead):
     applies to TUs built with ``-fopenmp`` at ``-O1`` and up."""
 
     def applies_to(self, request) -> bool:
+        # lazy: the region reader (re, subprocess); mire stats imports this module for REASONS
         from mirecc.ir.regions import openmp_enabled
 
         return super().applies_to(request) and openmp_enabled(request.flags) \
             and request.opt_level not in ("0", "")
 
     def why_not(self, request) -> str:
-        from mirecc.ir.regions import openmp_enabled
+        from mirecc.ir.regions import openmp_enabled  # lazy: as in applies_to
 
         if not super().applies_to(request):
             return super().why_not(request)

@@ -24,7 +24,10 @@ compile run the ML side run.
 
 from __future__ import annotations
 
+import importlib
 import os
+
+from mirecc.taskapi.api import HeadError
 
 #: the task folders, one line each (their ``TASKS`` declarations)
 TASK_MODULES = (
@@ -44,8 +47,6 @@ def tasks() -> dict:
     """task name -> :class:`mirecc.taskapi.api.Task`, every registered task."""
     global _TASKS
     if _TASKS is None:
-        import importlib
-
         found = {}
         for module in TASK_MODULES:
             for task in importlib.import_module(module).TASKS:
@@ -190,11 +191,9 @@ def heads_for_languages(dirs: list[str], languages) -> list[HeadSpec]:
 
 
 def load_head(spec: HeadSpec, config=None):
+    # lazy: pathlib and PyYAML (~40 ms): only a run of the heads loads one, never a probe
     from pathlib import Path
-
     import yaml
-
-    from mirecc.taskapi.api import HeadError
 
     path = Path(spec.directory) / "spec.yaml"
     # libyaml's loader where PyYAML has it: ~20x faster on the code-size

@@ -53,7 +53,7 @@ def as_store(value: object) -> str:
 
 def as_prefix(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
-        import shlex
+        import shlex  # lazy: shlex loads re (~10 ms); only a launcher given as a string
 
         return tuple(shlex.split(value))
     if isinstance(value, list) and all(isinstance(v, str) and v for v in value):

@@ -1,17 +1,21 @@
 """Content-addressed cache of per-TU pipeline results.
 
 Key: sha256 of (bitcode hash, :func:`pipeline_key`, optimisation level).
-Value: the TUResult as JSON.  Entries are written with an atomic
-rename, so concurrent ``make -j`` processes computing the same entry both
-succeed and a reader never sees half a file.  A damaged entry is a miss.
+Value: the TUResult as JSON, an entry of the stored kind
+:data:`mirecc.store.kinds.RESULTS` (written with an atomic rename, so
+concurrent ``make -j`` processes computing the same entry both succeed and
+a reader never sees half a file; no size limit).  A damaged entry is a miss.
 """
 
 from __future__ import annotations
 
 import os
 
-from mirecc.util.fsutil import atomic_write_bytes, sha256
+from mirecc import __version__
+from mirecc.store.kinds import RESULTS
 from mirecc.taskapi.records import PIPELINE_SCHEMA, TUResult
+from mirecc.taskapi.registry import default_heads_dirs, heads_for_languages, tasks
+from mirecc.util.fsutil import atomic_write_bytes, sha256
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # mirecc/
 
@@ -31,7 +35,6 @@ def code_stamp(content: bool = False) -> str:
     """mirecc's version and code: the size and time of every module and of
     the shipped encoder's manifest (an edited checkout or an upgrade changes
     it); ``content``: their names and contents instead."""
-    from mirecc import __version__
 
     root = _PACKAGE if content else None
     h = sha256(__version__.encode())
@@ -61,7 +64,6 @@ def pipeline_key(config, languages, content: bool = False) -> str:
     installed by replacing their directory); every task's settings; whether
     the build records or reads a profile (which heads run).  ``content``:
     files by name and content (:func:`travelling_pipeline_key`)."""
-    from mirecc.taskapi.registry import default_heads_dirs, heads_for_languages, tasks
 
     h = sha256(f"schema{PIPELINE_SCHEMA}|{code_stamp(content)}".encode())
     if config.model:   # the shipped model is part of code_stamp
@@ -111,40 +113,36 @@ def travelling_pipeline_key(config, languages, local_key: str) -> str:
 class CacheError(Exception):
     """The cache directory cannot be used (the message names it)."""
 
-
 class ResultCache:
-    def __init__(self, root):
-        from pathlib import Path
+    """The pipeline results in ``<root>/results/v1``
+    (:data:`mirecc.store.kinds.RESULTS`: no size limit)."""
 
-        self.root = Path(root) / "results" / "v1"
+    def __init__(self, root):
+        self.folder = RESULTS.folder(root)
+        self.root = self.folder.root
 
     @staticmethod
     def key(bitcode_sha256: str, pipeline_version: str, opt_level: str) -> str:
         material = "\0".join((bitcode_sha256, pipeline_version, opt_level))
         return sha256(material.encode()).hexdigest()
 
-    def _path(self, key: str):
-        return self.root / key[:2] / f"{key}.json"
-
     def get(self, key: str) -> TUResult | None:
         import json   # here: a direct-mode hit never reads this cache
 
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            return TUResult.from_dict(data)
-        except FileNotFoundError:
-            return None
+            data = self.folder.read(key)
+            return None if data is None else TUResult.from_dict(json.loads(data))
         except Exception:  # noqa: BLE001
             # Damaged or foreign entry (not JSON, not a mapping, fields of the
             # wrong type, ...): a miss, recomputed and overwritten.
             return None
 
     def put(self, key: str, result: TUResult) -> None:
-        import json
+        import json  # lazy: json, a cache write only (a hit reads without it)
 
         data = json.dumps(result.to_dict(), sort_keys=True).encode()
         try:
-            atomic_write_bytes(self._path(key), data)
+            self.folder.write(key, data)
         except OSError as exc:
             raise CacheError(f"{self.root}: cache directory is not writable: "
                              f"{exc.strerror or exc}") from None

@@ -27,13 +27,16 @@ names the kept object (:mod:`mirecc.tu.objcache`), which a hit copies, and
 nothing is compiled.  A file
 modified while the front end ran (mtime less than 1 s older than its start)
 makes no manifest.  Damaged manifests are misses (so they are written
-without waiting for the disk).
+without waiting for the disk).  Manifests are the stored kind
+:data:`mirecc.store.kinds.MANIFESTS`, without a size limit.
 """
 from __future__ import annotations
 
 import os
 
-from mirecc.util.fsutil import file_identity, sha256
+from mirecc.store.kinds import MANIFESTS
+from mirecc.taskapi.records import PIPELINE_SCHEMA
+from mirecc.util.fsutil import file_identity, file_sha256, sha256
 
 SCHEMA = 1
 # A file whose mtime is this close to the front end's start may have changed
@@ -90,11 +93,6 @@ def dependency_files(text: str) -> list[str]:
     return files
 
 
-def _file_sha(path: str) -> str:
-    with open(path, "rb") as fh:
-        return sha256(fh.read()).hexdigest()
-
-
 class Entry:
     """A manifest whose files are unchanged: ``bitcode_sha256``,
     ``bitcode_bytes``, ``decided``, ``applied``, ``reason_codes`` and
@@ -113,22 +111,20 @@ class Entry:
 
 
 class Manifests:
-    """The manifests under ``<cache dir>/direct/v1``."""
+    """The manifests under ``<cache dir>/direct/v1``
+    (:data:`mirecc.store.kinds.MANIFESTS`: no size limit)."""
 
     MAGIC = f"mirecc direct manifest {SCHEMA}"
 
     def __init__(self, cache_dir: str):
-        self.root = os.path.join(cache_dir, "direct", f"v{SCHEMA}")
-
-    def _path(self, key: str) -> str:
-        return os.path.join(self.root, key[:2], key + ".txt")
+        self.folder = MANIFESTS.folder(cache_dir)
+        self.root = self.folder.root
 
     def lookup(self, key: str) -> Entry | None:
         """The manifest's :class:`Entry` when every file it lists has its
         recorded content; else None."""
         try:
-            with open(self._path(key), encoding="utf-8", errors="surrogateescape") as fh:
-                lines = fh.read().split("\n")
+            lines = self.folder.read(key).decode("utf-8", "surrogateescape").split("\n")
             if lines[0] != self.MAGIC:
                 return None
             fields = {}
@@ -136,7 +132,7 @@ class Manifests:
                 kind, _, rest = line.partition(" ")
                 if kind == "file":
                     digest, _, path = rest.partition(" ")
-                    if _file_sha(path) != digest:
+                    if file_sha256(path) != digest:
                         return None
                 elif kind == "result":
                     fields["result"] = rest
@@ -152,10 +148,9 @@ class Manifests:
         """Write the manifest of a TU whose front end started at
         ``started_ns`` and wrote ``dep_file``, with its ``result`` (a
         TUResult) and, for a TU whose object a build step chose, the kept
-        object's ``object_key`` and ``object_sha256``.  False (nothing written) when a file it read changed
-        while it ran, or cannot be read."""
-        from mirecc.util.fsutil import atomic_write_bytes
-
+        object's ``object_key`` and ``object_sha256``.  False (nothing
+        written) when a file it read changed while it ran, or cannot be
+        read."""
         try:
             with open(dep_file, encoding="utf-8", errors="surrogateescape") as fh:
                 names = dependency_files(fh.read())
@@ -172,7 +167,7 @@ class Manifests:
             try:
                 if os.stat(path).st_mtime_ns >= started_ns - TOO_NEW_NS:
                     return False        # changed while the front end read it
-                lines.append(f"file {_file_sha(path)} {path}")
+                lines.append(f"file {file_sha256(path)} {path}")
             except OSError:
                 return False
         lines += [f"bitcode {bitcode_sha256} {bitcode_bytes}",
@@ -183,9 +178,7 @@ class Manifests:
                   "result " + result_json(result), ""]
         try:
             # not durable: a damaged manifest is a miss (module docstring)
-            atomic_write_bytes(self._path(key),
-                               "\n".join(lines).encode("utf-8", "surrogateescape"),
-                               durable=False)
+            self.folder.write(key, "\n".join(lines).encode("utf-8", "surrogateescape"))
         except OSError:
             return False        # only the shortcut is lost
         return True
@@ -195,12 +188,11 @@ def result_json(result) -> str:
     """A TUResult's JSON (sorted keys) for a manifest's ``result`` line.
     An empty result (a TU the gates answered, no head with a use) is
     written without the json module, which costs ~6 ms of such a compile."""
-    from mirecc.taskapi.records import PIPELINE_SCHEMA
 
     if not (result.summary or result.decisions or result.no_decision_reasons
             or result.reason_codes):
         return ('{"decisions": [], "no_decision_reasons": [], "reason_codes": [], '
                 f'"schema": {PIPELINE_SCHEMA}, "summary": null}}')
-    import json
+    import json  # lazy: json, a manifest write only
 
     return json.dumps(result.to_dict(), sort_keys=True)

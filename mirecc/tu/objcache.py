@@ -36,26 +36,25 @@ the TU succeeded.  A command that writes a dependency file (``-MD``,
 compile wrote: its target and names come from the command and the working
 directory, both in the key), and a hit writes both; a TU the gates
 answered is kept only with ``-MD``, whose file lists every header its
-manifest must check (``-MMD`` leaves out the system headers).  Objects live in ``<cache dir>/objects/v1/<aa>/<key>.o``, written
-atomically (safe under ``make -j``); a hit refreshes the file's time, and
-the folder is kept under ``object_cache_mb`` (default 1024) as ccache keeps
-its own: each of the 256 subfolders under a 256th of it, by removing its
-least recently used objects after a write into it (a write scans one
-subfolder, not the whole cache).
+manifest must check (``-MMD`` leaves out the system headers).  Objects are
+the stored kind :data:`mirecc.store.kinds.OBJECTS`:
+``<cache dir>/objects/v1/<aa>/<key>.o``, written atomically (safe under
+``make -j``); a hit refreshes the file's time, and the folder is kept under
+``object_cache_mb`` (default 1024) as ccache keeps its own: each of the 256
+subfolders under a 256th of it, by removing its least recently used objects
+after a write into it (a write scans one subfolder, not the whole cache;
+:class:`mirecc.store.local.Folder`).
 """
 from __future__ import annotations
 
 import os
 
+from mirecc.store.kinds import OBJECTS
 from mirecc.util.fsutil import file_identity, sha256
 
 SCHEMA = 1
 #: the tools beside the compiler that build a task's candidates
 TOOLS = ("opt", "llc")
-#: once over the bound, objects are removed down to this share of it
-TRIM_TO = 0.9
-#: subfolders, by the key's first two hex digits; each holds a share of the bound
-FOLDERS = 256
 
 
 def object_key(manifest_key: str, bitcode_sha256: str, compiler: str) -> str:
@@ -68,30 +67,23 @@ def object_key(manifest_key: str, bitcode_sha256: str, compiler: str) -> str:
 
 
 class ObjectCache:
-    """The kept objects under ``<cache dir>/objects/v1``."""
+    """The kept objects under ``<cache dir>/objects/v1``
+    (:data:`mirecc.store.kinds.OBJECTS`), under ``max_mb``."""
 
     def __init__(self, cache_dir: str, max_mb: int = 1024):
-        self.root = os.path.join(cache_dir, "objects", f"v{SCHEMA}")
-        self.max_bytes = max_mb * 1024 * 1024
-
-    def _path(self, key: str) -> str:
-        return os.path.join(self.root, key[:2], key + ".o")
+        self.folder = OBJECTS.folder(cache_dir, max_mb * 1024 * 1024)
+        self.root, self.max_bytes = self.folder.root, self.folder.max_bytes
 
     def get(self, key: str, digest: str | None) -> bytes | None:
         """The object's bytes when they have the digest :meth:`put` gave,
         else None (none kept, removed meanwhile, damaged)."""
-        path = self._path(key)
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = self.folder.read(key)
         except OSError:
             return None
         if not data or digest is None or sha256(data).hexdigest() != digest.split(":")[0]:
             return None
-        try:
-            os.utime(path)          # recently used: trimmed last
-        except OSError:
-            pass
+        self.folder.touch(key)          # recently used: trimmed last
         return data
 
     def dependency_file(self, key: str, digest: str | None) -> bytes | None:
@@ -100,19 +92,18 @@ class ObjectCache:
         if not digest or ":" not in digest:
             return None
         try:
-            with open(self._path(key)[:-2] + ".d", "rb") as fh:
-                data = fh.read()
+            data = self.folder.read(key, ".d")
         except OSError:
             return None
-        return data if sha256(data).hexdigest() == digest.split(":")[1] else None
+        return data if data is not None and sha256(data).hexdigest() == digest.split(":")[1] \
+            else None
 
     def put(self, key: str, source_path: str, dep_path: str | None = None) -> str | None:
         """Keep the object at ``source_path`` (and the dependency file at
         ``dep_path``); their digest for :meth:`get` (the object's SHA-256,
         then ``:`` and the dependency file's), or None when they cannot be
-        kept."""
-        from mirecc.util.fsutil import atomic_write_bytes
-
+        kept.  Then the least recently used objects of its subfolder go
+        while it is over its share of the bound."""
         try:
             with open(source_path, "rb") as fh:
                 data = fh.read()
@@ -122,9 +113,9 @@ class ObjectCache:
             if dep_path is not None:
                 with open(dep_path, "rb") as fh:
                     dep = fh.read()
-                atomic_write_bytes(self._path(key)[:-2] + ".d", dep, durable=False)
+                self.folder.write(key, dep, suffix=".d")
                 digest += ":" + sha256(dep).hexdigest()
-            atomic_write_bytes(self._path(key), data, durable=False)
+            self.folder.write(key, data, trim=False)
         except OSError:
             return None
         self.trim(key[:2])
@@ -132,31 +123,6 @@ class ObjectCache:
 
     def trim(self, folder: str) -> int:
         """Remove the least recently used objects of the subfolder
-        ``folder`` while it is over its share of the bound (down to
-        :data:`TRIM_TO` of it); the bytes removed."""
-        bound = self.max_bytes / FOLDERS
-        entries, total = [], 0
-        try:
-            for f in os.scandir(os.path.join(self.root, folder)):
-                if f.name.endswith(".o"):
-                    st = f.stat()
-                    entries.append((st.st_mtime_ns, st.st_size, f.path))
-                    total += st.st_size
-        except OSError:
-            return 0
-        if total <= bound:
-            return 0
-        removed = 0
-        for _, size, path in sorted(entries):
-            if total - removed <= bound * TRIM_TO:
-                break
-            try:
-                os.unlink(path)
-                removed += size
-            except OSError:
-                pass            # another build removed it first
-            try:
-                os.unlink(path[:-2] + ".d")
-            except OSError:
-                pass            # none kept with it
-        return removed
+        ``folder`` while it is over its share of the bound; the bytes
+        removed (:meth:`mirecc.store.local.Folder.trim`)."""
+        return self.folder.trim(folder)

@@ -16,10 +16,12 @@ This module imports no task by name.
 from __future__ import annotations
 
 from mirecc.taskapi.api import HeadError, NoDecision
+from mirecc.taskapi.context import TUContext
 from mirecc.util.caches import process_cache
+from mirecc.util.modelfiles import load_model
 from mirecc.taskapi.records import Candidate, Decision, Ranking, TURequest, TUResult
 from mirecc.taskapi.registry import (applies_to_any, default_heads_dirs, find_head_specs,
-                                     has_use, load_head)
+                                     has_use, load_head, task)
 
 __all__ = ["Candidate", "Decision", "HeadError", "NoDecision", "Pipeline", "Ranking",
            "TURequest", "TUResult", "load_head"]
@@ -43,8 +45,6 @@ class Pipeline:
         only those that apply to one of them (see ``registry.spec_languages``),
         so that a head for another language, even a broken one or one of a
         task this mirecc does not know, costs and breaks nothing here."""
-        from mirecc.util.modelfiles import load_model
-
         dirs = default_heads_dirs(config)
         specs = find_head_specs(dirs)
         others = []
@@ -93,8 +93,6 @@ def _with_consent(decisions, config, refusal: str | None = None) -> list:
     whose ``applied_when`` setting is off is recorded, never applied,
     whatever its head says.  A head whose gate could not be calibrated
     (``refusal``, :mod:`mirecc.learn.gates`) applies nothing even then, and says why."""
-    from mirecc.taskapi.registry import task
-
     out = []
     for d in decisions:
         declared = task(d.task)
@@ -114,8 +112,6 @@ def run_in_process(request: TURequest, config, explain: bool, version: str,
                    where: str = "in process"):
     """The pipeline over one TU in this process (the server calls this too):
     heads loaded once per process, pipeline key and language."""
-    from mirecc.taskapi.context import TUContext
-
     key = (version, request.language)
     pipeline = _PIPELINES.get(key)
     if pipeline is None:

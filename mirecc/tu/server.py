@@ -30,12 +30,15 @@ mirecc's own code changed under it (an upgrade).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from hashlib import sha256
 from pathlib import Path
 
 PROTOCOL = 2
@@ -62,7 +65,6 @@ def socket_name() -> str:
     """``server-<tag>.sock``, the tag naming this installation of mirecc: two
     installations of one user (a checkout and a CI clone, two virtual
     environments) each get their own server, never one of the other's code."""
-    from hashlib import sha256
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # mirecc/
     return f"server-{sha256(here.encode()).hexdigest()[:12]}.sock"
 
@@ -77,7 +79,7 @@ def socket_path() -> Path:
 
 
 def _model_dir(model_dir) -> str:
-    from mirecc.encoder import SHIPPED_MODEL_DIR
+    from mirecc.encoder import SHIPPED_MODEL_DIR  # lazy: embedding requests only
     return str(Path(model_dir).resolve() if model_dir else SHIPPED_MODEL_DIR)
 
 
@@ -179,15 +181,13 @@ def embed(file: str, model_dir=None, clang: str | None = None, flags: list[str] 
 
 def _code_stamp() -> str:
     """mirecc's code as the server loaded it: an upgrade makes it exit."""
-    from mirecc.tu.cache import code_stamp
+    from mirecc.tu.cache import code_stamp  # lazy: server side; the client is stdlib only
     return code_stamp()
 
 
 def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
     """Serve until idle for ``idle_timeout`` seconds. Exit status 0; 1 if
     another server already answers on the socket."""
-    import fcntl
-    import signal
     path = path or socket_path()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
@@ -251,7 +251,7 @@ def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
                 path.unlink()
         except OSError:
             pass
-        import shutil
+        import shutil  # lazy: server side; the client is stdlib only
         shutil.rmtree(private_tmp, ignore_errors=True)
         lock.close()
     return 0
@@ -270,6 +270,7 @@ def release_memory() -> None:
     """Collect garbage and give freed heap pages back to the system
     (glibc's malloc_trim: numpy and onnxruntime free into malloc's arenas,
     which otherwise keep the pages)."""
+    # lazy: server side (ctypes); the client is stdlib only
     import ctypes
     import gc
 
@@ -283,7 +284,7 @@ def release_memory() -> None:
 def drop_caches() -> None:
     """Forget the loaded pipelines, encoders and head sessions (they load again
     on the next request that needs them)."""
-    from mirecc.util.caches import drop_all
+    from mirecc.util.caches import drop_all  # lazy: server side; the client is stdlib only
 
     drop_all()
 
@@ -322,6 +323,7 @@ def _answer(req: dict, stamp: str) -> dict:
 
 
 def _pipeline(req: dict) -> dict:
+    # lazy: server side: the pipeline, its heads and ONNX Runtime; the client is stdlib only
     from mirecc.taskapi.config import Config
     from mirecc.tu.pipeline import run_in_process
     from mirecc.util.modelfiles import ModelError
@@ -353,6 +355,7 @@ def _pipeline(req: dict) -> dict:
 
 
 def _embed(req: dict) -> dict:
+    # lazy: server side: the encoder and ONNX Runtime
     from mirecc.taskapi.context import loaded_encoder
     from mirecc.encoder.runtime import EmbedError
 
@@ -366,7 +369,7 @@ def _embed(req: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    import argparse  # lazy: only python -m mirecc.tu.server parses arguments here
     p = argparse.ArgumentParser(prog="mire serve", description=__doc__.split("\n\n")[0])
     add_arguments(p)
     return run(p.parse_args(argv))

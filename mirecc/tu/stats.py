@@ -37,7 +37,7 @@ Counters:
   where it came from a compile of the same code (a static and a shared
   copy of one source), ``verified.<task>.early`` those where a candidate
   was built in a free job slot while the user's own compile ran
-  (``Task.early``); ``verified.<task>.not-searched``: those where the
+  (``CompileStep.early``); ``verified.<task>.not-searched``: those where the
   step built nothing, and why: ``verified.<task>.<code>``, the codes the
   task declares (``Task.step_reasons``; code size: ``too-small``, an object
   too small to gain, or ``predicted-no-gain``, the object
@@ -58,11 +58,18 @@ Counters:
   (``ml-failed``, ``timeout``, ``ir-failed``, ``internal-error``,
   ``decided-failed``: the compile with the decisions' flags failed).
 
-Only ``os`` is imported at the top (it runs on every compile).
+``mire stats`` also lists every kind stored in the cache directory with
+its entries, bytes and limit (:data:`mirecc.store.kinds.LOCAL`).
+
+Only ``os``, ``fcntl`` and the registry (which the driver has loaded) are
+imported at the top: every call counts itself.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+
+from mirecc.taskapi import registry
 
 PASSTHROUGH = {
     "disabled": "mirecc is disabled (disable / MIRECC_DISABLE)",
@@ -101,12 +108,11 @@ def reason_table() -> dict:
     """Every reason code, by counter prefix: the one table ``mire stats`` and
     ``--explain`` speak from, each code declared once by its owner (a test
     checks each code the package raises is here)."""
-    from mirecc.taskapi.regionhead import REASONS as REGIONS
-    from mirecc.taskapi.registry import tasks
+    from mirecc.taskapi.regionhead import REASONS as REGIONS  # lazy: mire stats, --explain only
 
     skip = dict(SKIP)
     owners = [("mirecc.taskapi.regionhead", REGIONS)]
-    owners += [(f"task {t.name}", t.reasons) for t in tasks().values()]
+    owners += [(f"task {t.name}", t.reasons) for t in registry.tasks().values()]
     for owner, codes in owners:
         for code, words in codes.items():
             if code in skip:
@@ -124,8 +130,6 @@ def bump(config, counts: dict) -> None:
     lost, never an error (statistics must not fail a build)."""
     if not counts:
         return
-    import fcntl
-
     path = stats_path(config)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -164,8 +168,6 @@ def _load(fd: int) -> dict:
 
 
 def read(config) -> dict:
-    import fcntl
-
     try:
         fd = os.open(stats_path(config), os.O_RDONLY)
     except OSError:
@@ -215,7 +217,7 @@ def tu_counts(reports, split: bool) -> dict:
 
 def verified_counts(task: str, verified, report, early) -> dict:
     """The counters of one TU whose object ``task``'s build step chose
-    (``Task.verify`` returned ``verified``; ``early``: the work started in a
+    (``CompileStep.verify`` returned ``verified``; ``early``: the work started in a
     free job slot, if any)."""
     step = f"verified.{task}"
     return {step: 1,
@@ -233,9 +235,7 @@ def verified_counts(task: str, verified, report, early) -> dict:
 def _step_reasons(name: str) -> dict:
     """Why task ``name``'s build step built nothing (``Task.step_reasons``;
     {} for a task this mirecc does not know)."""
-    from mirecc.taskapi.registry import task
-
-    declared = task(name)
+    declared = registry.task(name)
     return declared.step_reasons if declared is not None else {}
 
 
@@ -298,7 +298,7 @@ def render(data: dict, path: str) -> str:
                   row("a smaller output kept", n(f"{name}.improved"), 6),
                   row("a candidate link failed", n(f"{name}.failed"), 6)]
     if any(k.startswith("store.") for k in data):
-        from mirecc.store.team import COUNTERS
+        from mirecc.store.team import COUNTERS  # lazy: mire stats only
 
         lines.append("  team store (store):")
         lines += [row(name[len("store."):], n(name), 4) + f"  {words}"
@@ -321,7 +321,7 @@ def render(data: dict, path: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    import argparse     # lazy: mire stats only
     p = argparse.ArgumentParser(prog="mire stats", description=__doc__.split("\n\n")[0])
     add_arguments(p)
     return run(p.parse_args(argv))
@@ -333,7 +333,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from mirecc.taskapi.config import ConfigError, load_config
+    from mirecc.taskapi.config import ConfigError, load_config  # lazy: mire stats only
     try:
         config = load_config()
     except ConfigError as exc:
@@ -344,8 +344,13 @@ def run(args) -> int:
         return 0
     data = read(config)
     if args.json:
-        import json
+        import json     # lazy: mire stats --json only
         print(json.dumps(data, indent=1, sort_keys=True))
     else:
+        # here: the driver imports this module, and the kinds' fsutil (fcntl, _sha256)
+        from mirecc.store.kinds import local_table
+
         print(render(data, stats_path(config)), end="")
+        print(f"  stored in {config.cache_root()} (entries, bytes, limit):")
+        print("\n".join(local_table(config.cache_root(), config)))
     return 0

@@ -28,10 +28,15 @@ from __future__ import annotations
 
 import os
 
-from mirecc.util.fsutil import sha256
+from mirecc.store.kinds import TRAVELLING
+from mirecc.tu.cache import travelling_pipeline_key
+from mirecc.tu.direct import CLANG_ENVIRONMENT, TOO_NEW_NS, dependency_files
+from mirecc.util.fsutil import file_sha256, sha256
 from mirecc.util.paths import Checkout
+from mirecc.util.toolid import tool_identity
 
-KIND = "manifest"
+#: the entries' kind in the team store (:data:`mirecc.store.kinds.TRAVELLING`)
+KIND = TRAVELLING.name
 SCHEMA = 2
 
 
@@ -39,7 +44,6 @@ def travelling_key(compiler_identity: str, args: list[str], version: str,
                    checkout: Checkout) -> str:
     """The entry's key: what the TU's object depends on besides the files
     the front end reads, the checkout's directories written relative."""
-    from mirecc.tu.direct import CLANG_ENVIRONMENT
 
     material = [f"plain{SCHEMA}", version, compiler_identity,
                 *(f"{v}={checkout.portable(os.environ.get(v, ''))}" for v in CLANG_ENVIRONMENT),
@@ -47,15 +51,10 @@ def travelling_key(compiler_identity: str, args: list[str], version: str,
     return sha256("\0".join(material).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _digest(path: str) -> str:
-    with open(path, "rb") as fh:
-        return sha256(fh.read()).hexdigest()
-
-
 def unchanged(files, checkout: Checkout) -> bool:
     """Does every listed ``[name, sha256]`` still have that content?"""
     try:
-        return bool(files) and all(_digest(checkout.here(name)) == digest
+        return bool(files) and all(file_sha256(checkout.here(name)) == digest
                                    for name, digest in files)
     except (OSError, TypeError, ValueError):
         return False
@@ -66,7 +65,6 @@ def listed_files(dep_file: str, source: str, started_ns: int,
     """``[name, sha256]`` of the source and every file the front end read,
     named as it named them (:meth:`Checkout.portable`); None when one
     changed while it ran or cannot be read."""
-    from mirecc.tu.direct import TOO_NEW_NS, dependency_files
 
     try:
         with open(dep_file, encoding="utf-8", errors="surrogateescape") as fh:
@@ -81,7 +79,7 @@ def listed_files(dep_file: str, source: str, started_ns: int,
         try:
             if os.stat(name).st_mtime_ns >= started_ns - TOO_NEW_NS:
                 return None
-            files.append([checkout.portable(name), _digest(name)])
+            files.append([checkout.portable(name), file_sha256(name)])
         except OSError:
             return None
     return files
@@ -92,8 +90,6 @@ class Plain:
 
     def __init__(self, team, compiler: str, args: list[str], source: str, config, languages,
                  version: str):
-        from mirecc.tu.cache import travelling_pipeline_key
-        from mirecc.util.toolid import tool_identity
 
         root = config.cache_root()
         self.team, self.checkout = team, Checkout(args, source)

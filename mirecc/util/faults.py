@@ -9,6 +9,7 @@ that step of the driver (the whole-driver guard's tests).
 from __future__ import annotations
 
 import os
+import time
 
 FAULT_ENV = "MIRECC_DEBUG_FAULT"
 
@@ -22,5 +23,4 @@ def inject_debug_fault(where: str) -> None:
     if fault == where or (where == "ml" and fault == "exception"):
         raise RuntimeError(f"fault injected by {FAULT_ENV}={fault}")
     if where == "ml" and fault == "hang":
-        import time
         time.sleep(3600)

@@ -1,4 +1,6 @@
-"""File writes that are safe under ``make -j``: never half-written, never lost."""
+"""File writes that are safe under ``make -j``: never half-written, never lost
+(:func:`atomic_write_bytes`, :class:`FileLock`, the one implementation of
+each that mirecc's stores use)."""
 
 from __future__ import annotations
 
@@ -62,6 +64,37 @@ def atomic_write_bytes(path, data: bytes, durable: bool = True) -> None:
         raise
 
 
+def file_sha256(path) -> str:
+    """The SHA-256 of the file at ``path`` (hex); OSError when it cannot be read."""
+    with open(path, "rb") as fh:
+        return sha256(fh.read()).hexdigest()
+
+
+class FileLock:
+    """An exclusive lock on the file ``path`` (made when missing), held inside
+    ``with``: one writer at a time across processes (``make -j``), released
+    when the block ends or the process dies.  The one lock of mirecc's
+    stores (:mod:`mirecc.store.local`) and builds (:func:`build_once`)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._fd = -1
+
+    def __enter__(self) -> "FileLock":
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.close(self._fd)          # also releases the lock
+        self._fd = -1
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -91,7 +124,7 @@ def append_line_locked(path: Path, line: str, fsync: bool = False) -> None:
 def replace_dir(target: Path, files: dict[str, bytes]) -> Path:
     """Replace ``target`` with a directory holding ``files``, never leaving a
     half-written one behind (a reader sees the old or the new one)."""
-    import shutil
+    import shutil  # lazy: building only; every compile imports fsutil
     import tempfile
     from pathlib import Path
 
@@ -120,13 +153,11 @@ def build_once(target, fresh, steps, product: str, failed):
     ``target`` atomically.  A command that fails raises ``failed(cmd,
     message)`` (message: its first line naming an error, else its exit
     status); OSError for the folder, the lock or the move."""
-    import subprocess
+    import subprocess  # lazy: building only; every compile imports fsutil
     import tempfile
     from pathlib import Path
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(target.parent / f".{target.name}.lock"):
         if fresh():
             return target
         with tempfile.TemporaryDirectory(prefix=f".build-{target.name}-",

@@ -37,7 +37,7 @@ def loads(data: str | bytes):
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
         body = text.strip(_WHITESPACE)
         if _scan is None:
-            from _json import make_scanner
+            from _json import make_scanner  # inside the guard: no C scanner, json's answer
             _scan = make_scanner(_Defaults())
         value, end = _scan(body, 0)
         if end == len(body):

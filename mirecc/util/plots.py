@@ -3,28 +3,27 @@ PNGs written whole (a reader, or a second run, never sees half of one)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+
+from mirecc.util.fsutil import atomic_write_bytes
 
 
 def pyplot():
     """``matplotlib.pyplot`` on the Agg backend, or None without matplotlib
     (an optional extra: a benchmark then writes its tables only)."""
     try:
-        import matplotlib
+        import matplotlib  # lazy: an optional extra, ~0.5 s with pyplot
     except ImportError:
         return None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after the backend is chosen
     return plt
 
 
 def save(fig, path: Path, dpi: int = 110) -> None:
     """``fig``, laid out tight, as a PNG at ``path`` (atomically); closed."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    from mirecc.util.fsutil import atomic_write_bytes
+    import matplotlib.pyplot as plt  # lazy: as in pyplot(), which the caller ran
 
     fig.tight_layout()
     buf = io.BytesIO()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 
 from mirecc.util.fsutil import atomic_write_bytes, file_identity, sha256
+from mirecc.util.paths import default_cache_dir
 
 #: the shared libraries beside a tool that are part of it
 _LIBRARY_PREFIXES = ("libLLVM", "libclang-cpp")
@@ -62,7 +63,7 @@ def _file_digest(path: str, cache_dir: str) -> str | None:
             return digest
     except OSError:
         pass
-    from mirecc.util.elf import build_id
+    from mirecc.util.elf import build_id  # lazy: struct; a memo hit reads no ELF
 
     found = build_id(path)
     if found is not None:
@@ -90,12 +91,10 @@ def tool_identity(path: str, cache_dir: str | None = None) -> str:
     path alone when a part cannot be read (then the key does not travel,
     and nothing is wrong)."""
     if os.sep not in path:
-        import shutil
+        import shutil  # lazy: shutil (~10 ms), only for a bare tool name
 
         path = shutil.which(path) or path
     if cache_dir is None:
-        from mirecc.util.paths import default_cache_dir
-
         cache_dir = default_cache_dir()
     parts = _parts(path)
     h = sha256()

@@ -203,7 +203,7 @@ def _writer(root: str, worker: int, rounds: int) -> int:
         cache.put(shared, TUResult(None, [], [reason], ["test"]))
         cache.put(own, TUResult(None, [], [reason], ["test"]))
         try:
-            raw = cache._path(shared).read_bytes()
+            raw = Path(cache.folder.path(shared)).read_bytes()
         except FileNotFoundError:
             continue
         try:

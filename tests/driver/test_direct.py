@@ -62,7 +62,7 @@ def test_manifest_misses_on_changed_or_damaged_files(tmp_path):
                                 "f" * 64, 9)
     assert manifests.lookup("j" * 64) is None
     # damaged: a miss, not an error
-    path = Path(manifests._path("k" * 64))
+    path = Path(manifests.folder.path("k" * 64))
     path.write_text("{not a manifest")
     assert manifests.lookup("k" * 64) is None
 

@@ -19,7 +19,8 @@ Offline: :mod:`.offline` (``mire size-search``, ``size-check``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.api import (BenchSuite, Command, CompileStep, LinkStep, Setting, Task,
+                                parse_bool)
 
 
 def _size_suite():
@@ -62,6 +63,55 @@ def _as_count(value):
 OPT_LEVELS = ("s", "z")
 DEFAULT_K = 10
 DEFAULT_BUDGET = 1.0
+
+class _SizeStep(CompileStep):
+    """The task's build step: after a split compile's object is made,
+    candidates built from the front end's bitcode and the smallest object
+    kept (:mod:`.verify`); before it, the object gate that lets the IR go
+    unread where no candidate can pay, and the first candidate built in a
+    free job slot meanwhile (:mod:`.early`).  Declared here, its modules
+    imported by the method that needs them: a compile pays for what it
+    calls."""
+
+    def verify(self, decision, report, split, extra, workdir, config):
+        # lazy: dataclasses, pathlib and the candidate builds: only a searched TU pays
+        from mirecc.tasks.code_size.verify import smallest_object
+
+        return smallest_object(decision, report, split, extra, workdir, config)
+
+    def gate(self, object_path, config, compiler):
+        from mirecc.tasks.code_size.early import worth_searching  # lazy: a gated compile
+
+        return worth_searching(object_path, config, compiler)
+
+    def early(self, split, config, workdir):
+        from mirecc.tasks.code_size.early import first_candidate  # lazy: as in gate
+
+        return first_candidate(split, config, workdir)
+
+
+_STEP = _SizeStep()
+
+
+class _OutlinedLink(LinkStep):
+    """The task's link step (:mod:`.link`: an ``-flto`` link at a size level
+    linked again with the machine outliner), declared here so that a call
+    that links pays nothing for it: it adds no arguments, and its module is
+    imported only for a link-only call at a size level."""
+
+    def wants(self, args, config):
+        from mirecc.tasks.code_size.link import LINK  # lazy: a link-only call at -Oz/-Os
+
+        return LINK.wants(args, config)
+
+    def link(self, command, output, config, own_link):
+        from mirecc.tasks.code_size.link import LINK  # lazy: as in wants
+
+        return LINK.link(command, output, config, own_link)
+
+
+_LINK = _OutlinedLink()
+
 
 class CodeSize(Task):
     name = "code-size"
@@ -162,14 +212,10 @@ class CodeSize(Task):
         return CodeSizeHead
 
     def compile_step(self):
-        from mirecc.tasks.code_size.step import STEP  # lazy: declarations are read on every compile
-
-        return STEP
+        return _STEP
 
     def link_step(self):
-        from mirecc.tasks.code_size.link import LINK  # lazy: declarations are read on every compile
-
-        return LINK
+        return _LINK
 
     def judged(self, kinds, out, models):
         from .offline import judge  # lazy: declarations are read on every compile

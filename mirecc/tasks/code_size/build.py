@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import struct
 
-from mirecc.util.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_PROGBITS,
-                             elf_sections)
+from mirecc.util.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_PROGBITS, ElfError,
+                             elf_sections, sizes_of)
 
 # a candidate step that runs longer is given up (the user's object stands)
 STEP_TIMEOUT_S = 600
@@ -115,8 +115,6 @@ def object_sizes(path: str, pic: bool = False) -> tuple[int, int]:
     loadable bytes (:func:`mirecc.util.elf.object_sizes`) plus what the link
     adds for it (:func:`link_bytes`; ``pic``: the object goes into a shared
     library); CandidateError when it is no ELF object."""
-    from mirecc.util.elf import ElfError, sizes_of
-
     with open(path, "rb") as fh:
         data = fh.read()
     try:
@@ -259,6 +257,7 @@ def object_features(data: bytes) -> list[float] | None:
 
 
 def _x86_64_features(data: bytes) -> list[float]:
+    # lazy: math, zlib: the gate's features only; an -Oz compile's start-up has neither
     import math
     import zlib
 
@@ -387,7 +386,7 @@ class _Counts(dict):
 
 def gate_chances(model: dict, features: list[float]) -> dict[str, float]:
     """candidate name -> the model's chance that it makes the object smaller."""
-    import math
+    import math  # lazy: as in _x86_64_features
 
     z = [(x - m) / s for x, m, s in zip(features, model["mean"], model["scale"])]
     out = {}

@@ -9,6 +9,7 @@ library, :mod:`.head`'s spec reader.
 """
 from __future__ import annotations
 
+from mirecc.frontend.compiler import clang_major
 from mirecc.tasks.code_size.build import MIN_TEXT_BYTES, candidate_steps, gate_keeps
 from mirecc.util.elf import object_sizes
 
@@ -57,7 +58,7 @@ def in_library_order(config, compiler: str) -> tuple[dict, str, list[str]]:
     budget builds in the library's order), for the gate and the early step,
     which run before the IR is read; no names when a ranker orders them
     after it."""
-    from mirecc.frontend.compiler import clang_major
+    # lazy: the head's module, only when the early step or the gate runs
     from mirecc.tasks.code_size.head import budget_names, installed
 
     spec = installed(config)

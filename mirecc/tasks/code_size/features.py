@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mirecc.graph import schema
+
 # LLVM's instruction opcodes (as ProGraML names instruction nodes)
 OPCODES = (
     "ret", "br", "switch", "indirectbr", "invoke", "resume", "unreachable", "fneg",
@@ -28,8 +30,6 @@ NAMES = ([f"log_{s}" for s in SHAPE] + [f"log_{op}" for op in OPCODES]
 
 def graph_counts(graph) -> np.ndarray:
     """The feature vector (float32, ``len(NAMES)``) of a program graph."""
-    from mirecc.graph import schema
-
     types = graph.node_type
     is_instruction = types == schema.INSTRUCTION
     strings = graph.strings()

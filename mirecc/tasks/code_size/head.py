@@ -23,12 +23,17 @@ object is smaller than the user's own.
 """
 from __future__ import annotations
 
+import marshal
 import os
 
+from mirecc.frontend.compiler import clang_major
 from mirecc.taskapi.api import HeadError, NoDecision
 
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
+from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, load_head, spec_task
 from mirecc.taskapi.registry import task as declared_task
+from mirecc.tasks.code_size.build import GATE_FEATURES, candidate_text, option_flags
+from mirecc.util.fsutil import atomic_write_bytes
 
 TASK = "code-size"
 
@@ -40,8 +45,6 @@ def parse_library(spec: dict, where) -> dict[int, list[tuple[str, str]]]:
     pipelines are kilobytes long; decisions and --explain name them); the
     candidate text joins the passes and the options
     (:func:`mirecc.tasks.code_size.build.candidate_text`)."""
-    from mirecc.tasks.code_size.build import candidate_text, option_flags
-
     library = spec.get("pipelines")
     out: dict[int, list[tuple[str, str]]] = {}
     if isinstance(library, dict):
@@ -123,16 +126,12 @@ def installed(config) -> dict:
     would import re, ~17 ms of a probe), keyed by the spec's path, size and
     time: reading the YAML spec costs ~100 ms (the parser's import and
     kilobytes-long pipelines) on every searched TU, the kept copy ~1 ms."""
-    import marshal
-
-    from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, spec_task
-
     for found in find_head_specs(default_heads_dirs(config)):
         if spec_task(found.spec_path) != TASK:
             continue
         kept = None
         if config is not None and config.cache:
-            from hashlib import sha256
+            from hashlib import sha256  # lazy: hashlib (~10 ms), only with the cache on
             st = os.stat(found.spec_path)
             stamp = f"v3|{os.path.abspath(found.spec_path)}|{st.st_size}|{st.st_mtime_ns}"
             kept = os.path.join(config.cache_root(), "code-size", "library-"
@@ -144,15 +143,12 @@ def installed(config) -> dict:
                     return spec
             except (OSError, ValueError, EOFError, TypeError):
                 pass        # missing or damaged: read the spec again
-        from mirecc.taskapi.registry import load_head
-
         head = load_head(found, config)
         spec = {"library": {str(m): dict(pairs) for m, pairs in head.library.items()},
                 "costs": {str(m): costs for m, costs in head.costs.items()},
                 "gate": {str(m): model for m, model in head.gate.items()},
                 "ranker": {str(head.ranker["llvm"]): True} if head.ranker else {}}
         if kept is not None:
-            from mirecc.util.fsutil import atomic_write_bytes
             try:
                 atomic_write_bytes(kept, marshal.dumps(spec))
             except (OSError, ValueError):
@@ -167,8 +163,6 @@ def parse_gate(spec: dict, library: dict, where) -> dict[int, dict]:
     size-gate``; features: :data:`~mirecc.tasks.code_size.build.GATE_FEATURES`
     of the user's own object).  A candidate whose chance is below the
     threshold is not built."""
-    from mirecc.tasks.code_size.build import GATE_FEATURES
-
     gate = spec.get("object_gate")
     if gate is None:
         return {}
@@ -237,8 +231,6 @@ class CodeSizeHead:
         return f"applies with -Oz or -Os, not -O{request.opt_level}"
 
     def rank(self, ctx) -> list[Ranking]:
-        from mirecc.frontend.compiler import clang_major
-
         major = clang_major(ctx.request.compiler) if ctx.request.compiler else 0
         pipelines = self.library.get(major)
         if not pipelines:
@@ -260,8 +252,8 @@ class CodeSizeHead:
     def _scores(self, ctx, n: int) -> list[float]:
         """The ranker's predicted .text reduction of each pipeline (the mean
         over its trees)."""
+        # lazy: numpy, ONNX Runtime and the encoder, only where a ranker scores
         import numpy as np
-
         from mirecc.taskapi.context import encoder_model
         from mirecc.taskapi.onnxhead import run_onnx
 
@@ -272,7 +264,7 @@ class CodeSizeHead:
                                 f"encoder {self.ranker['encoder']}, not {info.cache_version}")
             x = ctx.embedding()[0].module
         else:
-            from mirecc.tasks.code_size.features import graph_counts
+            from mirecc.tasks.code_size.features import graph_counts  # lazy: as above
             x = graph_counts(ctx.graph)
         path = self.directory / self.ranker["head"]
         try:
@@ -285,8 +277,6 @@ class CodeSizeHead:
         return gains[0].mean(axis=0).tolist()
 
     def decide(self, ctx, rankings: list[Ranking]) -> list[Decision]:
-        from mirecc.frontend.compiler import clang_major
-
         [ranking] = rankings
         if not self.k:
             raise NoDecision("size_search is 0: nothing to verify", code="size-search-off")

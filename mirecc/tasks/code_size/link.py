@@ -42,7 +42,7 @@ def lto_link(args: list[str]) -> bool:
 
 def link_flags(name: str) -> list[str]:
     """The link flags that give the option ``name`` to the LTO back end."""
-    from mirecc.tasks.code_size.build import CANDIDATE_OPTIONS
+    from mirecc.tasks.code_size.build import CANDIDATE_OPTIONS  # lazy: as in link()
 
     tool, flags = CANDIDATE_OPTIONS[name]
     if tool != "backend":
@@ -67,8 +67,8 @@ class OutlinedLink(LinkStep):
         (else ``size_jobs``), ``command`` again with each option into a
         hidden file beside ``output``; the smallest output is kept.
         (exit status, counters, a Verified for --explain or None)."""
+        # lazy: only a link the step wants (wants() runs on every link at -Oz/-Os)
         import subprocess
-
         from mirecc.util.jobserver import slots
 
         directory, name = os.path.split(output)
@@ -101,8 +101,8 @@ class OutlinedLink(LinkStep):
 def _keep_smallest(output: str, temps: list[str], procs: dict, start):
     """Wait for (or run) each candidate link; move the smallest over
     ``output`` when it has fewer loadable bytes.  (counters, Verified)."""
+    # lazy: as in OutlinedLink.link()
     import subprocess
-
     from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, check_outlined, object_sizes
     from mirecc.tasks.code_size.verify import Verified
 

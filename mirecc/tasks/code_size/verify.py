@@ -26,10 +26,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mirecc.frontend.compiler import clang_major
 from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.util.jobserver import slots
 
 from mirecc.tasks.code_size.build import (MIN_TEXT_BYTES, CandidateError, build_candidate,
-                                          builds_shared_code, object_sizes, opt_beside)
+                                          builds_shared_code, gate_keeps, object_sizes,
+                                          opt_beside, run_step, tool_beside)
 
 
 @dataclass
@@ -72,8 +75,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         return Verified({own: own_sizes[0]}, own, {}, own, built=0, text={own: own_sizes[1]},
                         note=f"not searched: the object has {own_sizes[1]} bytes of .text, "
                              f"under {MIN_TEXT_BYTES} (too small to gain)", reason="too-small")
-    from mirecc.frontend.compiler import clang_major
-    from mirecc.tasks.code_size.build import gate_keeps
+    # lazy: the head's spec and the winner cache, only for an object worth a search
     from mirecc.tasks.code_size.head import installed
     from mirecc.tasks.code_size.winners import (TEAM_KIND, WinnerCache, shared_key, tools,
                                                 travelling_flags, twin_key, winner_key)
@@ -123,7 +125,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             return verified
     team = shared = ids = None
     if config is not None and getattr(config, "store", None):
-        from mirecc.store.team import team_store
+        from mirecc.store.team import team_store  # lazy: only with a team store configured
 
         code = code if code is not None else _code_digest(split)
         team = team_store(config) if code is not None else None
@@ -152,13 +154,12 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
             return name, path, _shipped(path, split), None
         except CandidateError as exc:
             return name, None, None, str(exc)
-    from mirecc.util.jobserver import slots
 
     # at once: make's free jobserver slots, else size_jobs (each candidate's
     # files have their own names; the results go in library order)
     with slots(len(names), getattr(config, "size_jobs", 1) if config is not None else 1) as n:
         if n > 1:
-            from concurrent.futures import ThreadPoolExecutor
+            from concurrent.futures import ThreadPoolExecutor  # lazy: only with free slots
             with ThreadPoolExecutor(max_workers=n) as pool:
                 built = list(pool.map(build, enumerate(names)))
         else:
@@ -196,8 +197,7 @@ def _code_digest(split) -> str | None:
     """The module's code digest (:func:`.winners.code_digest`) from its
     bitcode's IR text; None when the IR cannot be read (then there is no
     twin and no team store entry)."""
-    from mirecc.tasks.code_size.build import run_step, tool_beside
-    from mirecc.tasks.code_size.winners import code_digest
+    from mirecc.tasks.code_size.winners import code_digest  # lazy: as in smallest_object
 
     try:
         text = run_step([tool_beside(split.compiler, "llvm-dis"), "-o", "-",

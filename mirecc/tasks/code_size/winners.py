@@ -6,8 +6,10 @@ bitcode (its SHA-256), the back-end command (compiler and the user's code
 generation flags, the other tasks' flags), the compiler's and opt's files
 (size and modification time: a reinstalled LLVM is a miss) and the
 candidate list.  It holds the winner and every candidate's loadable and
-``.text`` bytes, as ``<cache>/code-size/v2/<aa>/<key>.json``, written atomically (safe
-under ``make -j``).  A damaged record is a miss, and rebuilt.
+``.text`` bytes, as ``<cache>/code-size/v4/<aa>/<key>.json`` (the stored
+kind :data:`mirecc.store.kinds.WINNERS`: written atomically, safe under
+``make -j``; no size limit).  A damaged record is a miss, and rebuilt.
+The team store shares them by :func:`shared_key` (:data:`TEAM_KIND`).
 
 The same record is also kept under a looser key, the TU's *twin key*
 (:func:`twin_key`): the code of the module (:func:`code_digest`), the
@@ -23,15 +25,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-from pathlib import Path
 
-from mirecc.util.fsutil import atomic_write_bytes
+from mirecc.store.kinds import TEAM_WINNERS, WINNERS
+from mirecc.util.paths import Checkout
 from mirecc.util.toolid import tool_identity
 
 VERSION = "4"   # 2: sizes are loadable bytes, .text beside; 3: tools by content;
 #                 4: sizes are shipped bytes (loadable and what the link adds)
+#: the records' kind in the team store
+TEAM_KIND = TEAM_WINNERS.name
 
 
 def tools(compiler: str, opt: str, cache_dir: str | None = None) -> dict:
@@ -74,7 +77,6 @@ def travelling_flags(backend_command: list[str]) -> list[str]:
     warnings), and the checkout's directories written relative to the
     working directory (:class:`mirecc.util.paths.Checkout`: a prefix map
     names them)."""
-    from mirecc.util.paths import Checkout
 
     checkout = Checkout(backend_command, "")
     out, args, i = [], backend_command[1:], 0
@@ -120,26 +122,27 @@ def code_digest(ir_text: bytes) -> str:
 
 
 class WinnerCache:
-    def __init__(self, cache_dir: str):
-        self.root = os.path.join(cache_dir, "code-size", f"v{VERSION}")
+    """The records under ``<cache>/code-size/v4``
+    (:data:`mirecc.store.kinds.WINNERS`: no size limit)."""
 
-    def _path(self, key: str) -> str:
-        return os.path.join(self.root, key[:2], f"{key}.json")
+    def __init__(self, cache_dir: str):
+        self.folder = WINNERS.folder(cache_dir)
+        self.root = self.folder.root
 
     def get(self, key: str) -> dict | None:
         """``{"winner": name, "sizes": {name: loadable bytes}, "text": {name:
         .text bytes}, "skipped": {name: why}}``
         or None (no record, or a damaged one)."""
         try:
-            with open(self._path(key), encoding="utf-8") as fh:
-                record = json.load(fh)
-            if isinstance(record.get("winner"), str) and isinstance(record.get("sizes"), dict) \
-                    and record["winner"] in record["sizes"] \
-                    and all(isinstance(v, int) for v in record["sizes"].values()) \
-                    and isinstance(record.get("skipped", {}), dict):
-                return record
-        except (OSError, ValueError, AttributeError):
-            pass
+            data = self.folder.read(key)
+            record = json.loads(data) if data is not None else None
+        except (OSError, ValueError):
+            return None
+        if isinstance(record, dict) and isinstance(record.get("winner"), str) \
+                and isinstance(record.get("sizes"), dict) and record["winner"] in record["sizes"] \
+                and all(isinstance(v, int) for v in record["sizes"].values()) \
+                and isinstance(record.get("skipped", {}), dict):
+            return record
         return None
 
     def put(self, key: str, winner: str, sizes: dict, skipped: dict,
@@ -148,6 +151,6 @@ class WinnerCache:
                            "text": text or {}},
                           sort_keys=True).encode()
         try:
-            atomic_write_bytes(Path(self._path(key)), data)
+            self.folder.write(key, data)
         except OSError:
             pass        # only the reuse is lost; the object is right

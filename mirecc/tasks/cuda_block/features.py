@@ -173,6 +173,7 @@ def plan_features(plan, ir_text: str) -> tuple[dict[str, float], list[str]]:
     """The features of a source (:func:`source_features`) from its launch plan
     (:class:`mirecc.tasks.cuda_block.launches.SourcePlan`) and device IR; also
     the tunable kernels' names as written.  ValueError when none is tunable."""
+    # lazy: nvcc's front end, loaded where a launch plan exists (the head class loads this)
     from mirecc.frontend.nvcc import kernel_names, source_name
 
     tunable = [name for name, block in plan.blocks.items() if block.tunable]

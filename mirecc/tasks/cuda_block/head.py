@@ -20,8 +20,10 @@ and :data:`..features.SHAPE_FEATURES`, in that order.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
+from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, spec_task
 from mirecc.tasks.cuda_block import features as F
 
 TASK = "cuda-block"
@@ -68,8 +70,8 @@ class BlockHead:
              allowed) -> list[tuple[tuple[int, int], float]]:
         """The shapes ``allowed(shape)`` accepts, best first, with their
         predicted speedup over the source's (the trees' quantile)."""
+        # lazy: numpy and ONNX Runtime (~300 ms), only when the head ranks
         import numpy as np
-
         from mirecc.taskapi.onnxhead import run_onnx
 
         shapes = [s for s in self.shapes if allowed(s)]
@@ -90,9 +92,7 @@ class BlockHead:
 
 def installed_head(config) -> BlockHead | None:
     """The installed cuda-block head (the configured heads folders), or None."""
-    import yaml
-
-    from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, spec_task
+    import yaml  # lazy: PyYAML (~40 ms); nvcc's compile step imports this module
 
     for spec in find_head_specs(default_heads_dirs(config)):
         if spec_task(spec.spec_path) == TASK:
@@ -152,8 +152,6 @@ def source_block(plan, tunable: list[str]) -> tuple[int, int] | None:
 def program_key(source: str, kernels) -> str:
     """How the head's ``excluded`` names a program: its source's file name
     and its tunable kernels' names."""
-    import os
-
     return f"{os.path.basename(source)}:{','.join(sorted(kernels))}"
 
 

@@ -242,7 +242,7 @@ def plan_source(scan: Scan, cmd: NvccCommand, entries=(), digests: dict | None =
         plan.reasons.append(f"head {TASK}: no shape predicted to gain enough "
                             f"(best {head[0][0][0]}x{head[0][0][1]}, {head[0][1]:.2f}x)")
     elif head:
-        from mirecc.tasks.cuda_block.head import kernel_value
+        from mirecc.tasks.cuda_block.head import kernel_value  # lazy: only where a head ranked
         (x, y), gain, _ = head[0]
         for name, block in plan.blocks.items():
             value = kernel_value(block, (x, y))
@@ -389,6 +389,7 @@ def _knobs(scan: Scan, cmd: NvccCommand) -> dict:
 
 def head_name(config) -> str | None:
     """The installed block-shape head's name, or None."""
+    # lazy: the head's module; this module loads on every nvcc compile with a launch
     from mirecc.tasks.cuda_block.head import installed_head
 
     head = installed_head(config)
@@ -403,13 +404,13 @@ def plan_sources(cmd: NvccCommand, scans: list[Scan], profile: str | None,
     (its device IR text) and an installed head, the head ranks each source
     with a tunable launch (:func:`plan_source`'s ``rank``); its first shape
     is applied where ``config.apply_cuda_block`` says so."""
-    from mirecc.taskapi.profile import read_profile
+    from mirecc.taskapi.profile import read_profile  # lazy: a compile plans, nvcc -E/-M not
 
     entries = [e for e in read_profile(profile) if e.task == TASK] if profile else []
     rank, apply_head = None, bool(config is not None and config.apply_cuda_block)
     refusal = None
     if ir_of is not None and config is not None:
-        from mirecc.tasks.cuda_block.head import installed_head, rank_plan
+        from mirecc.tasks.cuda_block.head import installed_head, rank_plan  # lazy: as above
 
         head = installed_head(config)
 

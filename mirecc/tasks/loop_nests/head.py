@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import math
 
+from mirecc.taskapi.api import NoDecision
+from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import task as declared_task
 from mirecc.taskapi.onnxhead import OnnxHead
+from mirecc.tasks.loop_nests.schedules import SPACE, flags, user_schedule
 
 TASK = "loop-nests"
 
@@ -38,8 +41,8 @@ class LoopNestHead(OnnxHead):
     FEATURES = ["loop_nest_statistics"]
 
     def _validate(self) -> None:
+        # lazy: the statistics (numpy); the driver imports this module for inject() alone
         from mirecc.tasks.loop_nests.features import FEATURES
-        from mirecc.tasks.loop_nests.schedules import SPACE
 
         if self.spec.get("loop_nest_statistics") != list(FEATURES):
             raise self._error("'loop_nest_statistics' names other statistics than this "
@@ -54,14 +57,10 @@ class LoopNestHead(OnnxHead):
         return "|apply" if self.apply else "|record"
 
     def applies_to(self, request) -> bool:
-        from mirecc.tasks.loop_nests.schedules import user_schedule
-
         return (super().applies_to(request) and request.opt_level in declared_task(TASK).opt_levels
                 and user_schedule(request.flags) is None)
 
     def why_not(self, request) -> str:
-        from mirecc.tasks.loop_nests.schedules import user_schedule
-
         if not super().applies_to(request):
             return super().why_not(request)
         chosen = user_schedule(request.flags)
@@ -73,11 +72,8 @@ class LoopNestHead(OnnxHead):
         """Per function with a nest, every schedule by the trees' quantile of
         its predicted log speedup over LLVM's, best first (LLVM's own, ``{}``,
         scores 0)."""
+        # lazy: numpy and the statistics, as in _validate
         import numpy as np
-
-        from mirecc.taskapi.api import NoDecision
-
-        from mirecc.taskapi.records import Candidate, Ranking
         from mirecc.tasks.loop_nests import features as F
 
         text = ctx.ir_text
@@ -108,8 +104,6 @@ class LoopNestHead(OnnxHead):
         """One schedule for the TU: the one with the largest sum of quantile
         gains over the functions where it clears ``min_gain``; those
         functions get it, the others keep LLVM's."""
-        from mirecc.taskapi.records import Decision, candidates_of
-
         G = ctx.notes[self.name]
         score = {c: 0.0 for c in self.classes}
         for r in rankings:
@@ -164,8 +158,6 @@ def inject(decisions_by_source: dict, compiler: str, config) -> list[str]:
     ``Task.injection()``): Polly with the TU's schedule on its chosen functions.
     Sources of one command that want different schedules cannot be served
     by one set of flags: ValueError (the plain compile runs)."""
-    from mirecc.tasks.loop_nests.schedules import flags
-
     schedules, functions = set(), set()
     for decisions in decisions_by_source.values():
         for d in decisions:

@@ -16,6 +16,7 @@ loops' factors (it restructures all of them).
 from __future__ import annotations
 
 from mirecc.taskapi.profile import ProfileKind, key_values
+from mirecc.tasks.loop_nests.schedules import SPACE
 
 
 def functions_of(candidates) -> list[str] | None:
@@ -40,8 +41,6 @@ class NestKind(ProfileKind):
         return target
 
     def parse_value(self, text: str) -> dict:
-        from mirecc.tasks.loop_nests.schedules import SPACE
-
         value = key_values(text)
         if set(value) != {"schedule"} or value["schedule"] not in SPACE:
             raise ValueError(f"expected schedule={'|'.join(SPACE)}")

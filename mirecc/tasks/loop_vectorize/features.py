@@ -82,7 +82,7 @@ def loop_statistics(graph, loop_index: int, texts: list[str] | None = None) -> l
     """The :data:`NAMES` statistics of loop ``loop_index`` of ``graph``
     (a :class:`mirecc.graph.Graph`), over the instructions whose innermost
     loop it is.  ``texts``: ``graph.full_texts()``, when the caller has it."""
-    import numpy as np
+    import numpy as np  # lazy: numpy; the head imports this module for NAMES at every load
 
     texts = graph.full_texts() if texts is None else texts
     arrays = graph.arrays

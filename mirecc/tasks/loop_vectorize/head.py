@@ -32,8 +32,11 @@ from __future__ import annotations
 
 import math
 
+from mirecc.taskapi.api import NoDecision
+from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import task as declared_task
 from mirecc.taskapi.onnxhead import OnnxHead
+from mirecc.tasks.loop_vectorize.features import NAMES, statistics_by_loop
 
 TASK = "loop-vectorize"
 #: every input a head may take, in the order its feature rows are built
@@ -92,8 +95,6 @@ class LoopVectorizeHead(OnnxHead):
         return attribute_loop_decisions(decisions, split, extra)
 
     def _validate(self) -> None:
-        from mirecc.tasks.loop_vectorize.features import NAMES
-
         try:
             self.factors = [parse_class(c) for c in self.classes]
         except (TypeError, ValueError, AttributeError):
@@ -131,9 +132,7 @@ class LoopVectorizeHead(OnnxHead):
         """Per innermost loop, every class by the ``quantile`` of the trees'
         predicted log speedup over LLVM's choice, best first; LLVM's own
         choice (``{}``, score 0) is among them."""
-        from mirecc.taskapi.api import NoDecision
-        from mirecc.taskapi.records import Candidate, Ranking
-        from mirecc.tasks.loop_vectorize.features import statistics_by_loop
+        # lazy: subprocess (~15 ms); the driver imports this module for plugin_entry alone
         from mirecc.tasks.loop_vectorize.loops import match_loops
 
         request = ctx.request
@@ -167,7 +166,7 @@ class LoopVectorizeHead(OnnxHead):
                 parts["loop_embedding"] = emb.loops[matched[lp.id]]
                 parts["function_embedding"] = emb.functions[lp.function]
             rows.append([x for f in self.features for x in parts[f]])
-        import numpy as np
+        import numpy as np  # lazy: numpy, only when the head ranks
 
         G = self._tree_gains(rows)
         Q = np.quantile(G, self.quantile, axis=1)
@@ -186,8 +185,7 @@ class LoopVectorizeHead(OnnxHead):
         """Force the best class only where its quantile gain exceeds
         ``min_gain`` (:func:`choose`, as in training): where the trees
         disagree, LLVM's choice stays."""
-        from mirecc.learn.forest import choose
-        from mirecc.taskapi.records import Decision, candidates_of
+        from mirecc.learn.forest import choose  # lazy: numpy, as in rank
 
         G, how = ctx.notes[self.name]
         share = f"{1 - self.quantile:.0%}"
@@ -220,6 +218,7 @@ def explain_loop_decisions(result, ctx):
     reason) and LLVM's own factors (its ``default``), for ``--explain`` only:
     it costs one front-end run with line tables and one compile with the
     vectorizer's remarks (the driver caches the explained result)."""
+    # lazy: the graph's loop table (numpy) and subprocess, --explain only
     from mirecc.graph.irinfo import Loop
     from mirecc.tasks.loop_vectorize.loops import (emit_ir_text, llvm_default_factors,
                                                    loop_lines)
@@ -259,8 +258,8 @@ def attribute_loop_decisions(decisions, split, extra):
     applied.  Where the remarks cannot tell (several loops at one place; a
     loop the plugin did not find, as when -Rpass's line tables make clang
     outline an OpenMP region differently), it stays applied."""
+    # lazy: subprocess, only when several applied decisions went in through the flags
     import subprocess
-
     from mirecc.tasks.loop_vectorize.loops import (BOTH_REMARKS, VECTORIZER_REMARKS,
                                                    plugin_report, vectorizer_factors)
 

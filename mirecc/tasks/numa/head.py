@@ -31,6 +31,8 @@ from __future__ import annotations
 import json
 import math
 
+from mirecc.taskapi.api import NoDecision
+from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.regionhead import RegionHead
 
 TASK = "numa"
@@ -43,6 +45,8 @@ class NumaHead(RegionHead):
     FEATURES = ["region_statistics"]
 
     def _validate(self) -> None:
+        # lazy: dataclasses and the region reader; the driver imports this module for
+        # plugin_entry alone
         from mirecc.tasks.numa.configs import parse_config
         from mirecc.ir.region_stats import NAMES
 
@@ -76,7 +80,7 @@ class NumaHead(RegionHead):
     def machine_differences(self) -> str:
         """How this machine differs from the one the labels describe (its
         vendor, sockets, NUMA nodes, hardware threads); "" when it does not."""
-        from mirecc.tasks.numa.launch import probe
+        from mirecc.tasks.numa.launch import probe  # lazy: as in _validate
 
         here = probe()
         facts = {"vendor": here.vendor, "sockets": here.sockets,
@@ -91,11 +95,7 @@ class NumaHead(RegionHead):
         """Per parallel region, the default (``{}``, score 0) and, per input
         size, each configuration scored by the trees' mean predicted log
         speedup; the quantile the gate reads is kept for :meth:`decide`."""
-        import numpy as np
-
-        from mirecc.taskapi.api import NoDecision
-
-        from mirecc.taskapi.records import Candidate, Ranking
+        import numpy as np  # lazy: numpy, only when the head ranks
 
         differs = self.differs
         if differs and not self.any_machine:
@@ -120,8 +120,6 @@ class NumaHead(RegionHead):
         return rankings
 
     def decide(self, ctx, rankings):
-        from mirecc.taskapi.records import Decision, candidates_of
-
         mean, low, regions = ctx.notes[self.name]
         share = f"{1 - self.quantile:.0%}"
         decisions = []

@@ -59,6 +59,7 @@ class LaunchError(RunError):
 def read_records(binary: str | os.PathLike) -> list[dict]:
     """The TU lines of ``binary``'s :data:`SECTION` ([] for a binary
     without one, or a file that is not ELF, such as a script)."""
+    # lazy: pyelftools (~90 ms), mire run only; the head imports this module to probe
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
@@ -348,7 +349,7 @@ def restore_leftover(record: Path, say) -> None:
 def set_prefetchers(machine: Machine, mask: int, record: Path) -> dict[str, int]:
     """Set the low bits of MSR 0x1A4 to ``mask`` on every CPU; the old
     values (saved to ``record`` before any write)."""
-    from mirecc.util.fsutil import atomic_write_bytes
+    from mirecc.util.fsutil import atomic_write_bytes  # lazy: mire run only, as above
 
     saved = {str(p): read_msr(p) for p in machine.msr.values()}
     record.parent.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ kernel, a body or parameters it cannot find) are refused with the reason.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -43,7 +44,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mirecc.frontend.compiler import find_compiler
 from mirecc.frontend.source import blank, matching, pieces
+from mirecc.plugin.build import clang_major, ensure_plugin
+from mirecc.taskapi.config import load_config
+from mirecc.taskapi.registry import default_heads_dirs
 
 PLAN_HEADER = "# mirecc-opencl-plan 1"
 #: the factors tried where no head ranks them for the device, in this order
@@ -225,11 +230,6 @@ def learned_order(device_type: str) -> dict | None:
     """The factor order ``mire bench opencl --opencl-write-order`` learned
     from this kind of device's labels (the shipped heads'
     ``coarsening-runtime/orders.json``); None where there is none."""
-    import json
-
-    from mirecc.taskapi.config import load_config
-    from mirecc.taskapi.registry import default_heads_dirs
-
     for d in default_heads_dirs(load_config()):
         path = Path(d) / ORDERS
         if path.is_file():
@@ -311,10 +311,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     source, options, device, device_type, prefix = argv
     try:
-        from mirecc.frontend.compiler import find_compiler
-        from mirecc.plugin.build import clang_major, ensure_plugin
-        from mirecc.taskapi.config import load_config
-
         major = clang_major(find_compiler(load_config(), cxx=False))
         plan, coarse = make_plan(Path(source).read_text(errors="replace"), options, device,
                                  device_type, major, ensure_plugin(major))

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import math
 
+from mirecc.taskapi.api import NoDecision
 from mirecc.taskapi.onnxhead import OnnxHead
 from mirecc.taskapi.context import head_error as _head_error
+from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 
 DEVICE_MAPPING = "opencl-device-mapping"
 THREAD_COARSENING = "opencl-thread-coarsening"
@@ -38,7 +40,7 @@ THREAD_COARSENING = "opencl-thread-coarsening"
 
 def kernel_names(ir_text: str) -> list[str]:
     """Names of the OpenCL kernels (``spir_kernel`` functions) defined in the module."""
-    from mirecc.ir.text import functions
+    from mirecc.ir.text import functions  # lazy: the IR reader (re, subprocess), as the context's
 
     return [name for name, define, _ in functions(ir_text) if " spir_kernel " in define]
 
@@ -48,8 +50,6 @@ class OpenCLHead(OnnxHead):
 
     def _prepare(self, ctx):
         """Kernels, embedding and how it was made; checks the encoder first."""
-        from mirecc.taskapi.api import NoDecision
-
         kernels = kernel_names(ctx.ir_text)     # the context's one read of the IR
         if not kernels:
             raise NoDecision("no OpenCL kernel (spir_kernel function) in the module",
@@ -59,8 +59,6 @@ class OpenCLHead(OnnxHead):
 
     def _ranking(self, target: str, key: str, p, extra: dict | None = None):
         """The head's classes for ``target``, most probable first."""
-        from mirecc.taskapi.records import Candidate, Ranking
-
         order = sorted(range(len(self.classes)), key=lambda i: -float(p[i]))
         return Ranking(target, tuple(Candidate({key: self.classes[i], **(extra or {})},
                                                float(p[i])) for i in order))
@@ -109,8 +107,6 @@ class DeviceMappingHead(OpenCLHead):
         return [self._ranking(", ".join(kernels), "device", p, extra)]
 
     def decide(self, ctx, rankings):
-        from mirecc.taskapi.records import Decision, candidates_of
-
         transfer, transfer_from = self._setting("transfer")
         wgsize, wgsize_from = self._setting("wgsize")
         [ranking] = rankings
@@ -159,8 +155,6 @@ class ThreadCoarseningHead(OpenCLHead):
                 for gpu, p in zip(gpus, P)]
 
     def decide(self, ctx, rankings):
-        from mirecc.taskapi.records import Decision, candidates_of
-
         configured, _ = self._gpus()
         which = ("GPU configured: opencl_gpu" if configured else
                  "one decision per GPU of the head; set opencl_gpu to pick one")

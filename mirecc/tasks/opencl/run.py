@@ -106,6 +106,7 @@ def run_environment(args: argparse.Namespace) -> tuple[dict, list[str]]:
     if args.opencl_factor is not None and args.opencl_factor != "all" and not (
             args.opencl_factor.isdigit() and 1 <= int(args.opencl_factor) <= 1024):
         raise ValueError(f"--opencl-factor {args.opencl_factor}: a factor 1..1024 or 'all'")
+    # lazy: only with --opencl; every mire run loads each task's run part
     from mirecc.frontend.compiler import find_compiler
     from mirecc.runtime.build import RuntimeBuildError, ensure_interposer
     from mirecc.taskapi.config import load_config

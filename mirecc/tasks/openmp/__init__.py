@@ -26,7 +26,7 @@ launcher's business, not the compile's (``mire run``, :mod:`mirecc.launch`).
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.api import BenchSuite, Command, LinkStep, Setting, Task, parse_bool
 from mirecc.taskapi.settings import as_positive_int
 
 
@@ -42,6 +42,26 @@ def _tune_suite():
     from .offline import train, tune_bench  # lazy: declarations are read on every compile
 
     return tune_bench.run, train.add_bench_arguments
+
+
+class _AdaptiveRuntime(LinkStep):
+    """The task's part of a call that links: with ``adapt_openmp``, a link
+    with ``-fopenmp`` carries the adaptive runtime (a few kilobytes; it does
+    nothing until a site calls it, and the objects' references are weak, so
+    a program linked without it runs its own configuration).  Declared
+    here: a link without the setting pays nothing."""
+
+    def arguments(self, args, config, compiler):
+        if not getattr(config, "adapt_openmp", False) or not any(
+                a == "-fopenmp" or a.startswith("-fopenmp=") for a in args):
+            return []
+        # lazy: shutil and pathlib, for a link that carries the runtime only
+        from mirecc.runtime.build import link_arguments
+
+        return link_arguments(compiler, config.resolved_cache_dir())
+
+
+_ADAPTIVE_RUNTIME = _AdaptiveRuntime()
 
 
 class OpenMP(Task):
@@ -108,9 +128,7 @@ class OpenMP(Task):
                     or getattr(config, "adapt_openmp", False))
 
     def link_step(self):
-        from mirecc.tasks.openmp.link import ADAPT  # lazy: declarations are read on every compile
-
-        return ADAPT
+        return _ADAPTIVE_RUNTIME
 
     def head_class(self):
         # lazy: declarations are read on every compile

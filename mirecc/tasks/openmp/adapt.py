@@ -19,7 +19,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
+
+from mirecc.runtime import store
 
 
 def add_arguments(p) -> None:
@@ -35,12 +38,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from dataclasses import asdict
-
-    from mirecc.runtime import store
-
     if args.seed:
-        from mirecc.taskapi.profile import ProfileError
+        from mirecc.taskapi.profile import ProfileError  # lazy: --seed only
         try:
             store.seed_profile(args.seed, Path(args.store) / f"{store.machine_descriptor()}.txt"
                                if args.store else None)

@@ -35,6 +35,8 @@ from __future__ import annotations
 import math
 import os
 
+from mirecc.taskapi.api import HeadError, NoDecision
+from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.regionhead import RegionHead
 
 TASK = "openmp"
@@ -70,6 +72,8 @@ class OpenMPHead(RegionHead):
     FEATURES_MAY_BE_SUBSET = True
 
     def _validate(self) -> None:
+        # lazy: the region reader (re, subprocess, dataclasses); the driver imports this
+        # module for plugin_entry alone
         from mirecc.ir.region_stats import NAMES
 
         try:
@@ -99,7 +103,7 @@ class OpenMPHead(RegionHead):
         """A labelled configuration in the runtime's machine-relative form,
         e.g. ``one-static-default``, ``all-dynamic-64``: its team size as a
         share of the labels' machine's cores."""
-        from mirecc.runtime.store import share_name
+        from mirecc.runtime.store import share_name  # lazy: ~50 ms, adapt_openmp only
 
         return share_name(cfg["threads"], self.cores, cfg["schedule"], cfg.get("chunk"))
 
@@ -108,8 +112,6 @@ class OpenMPHead(RegionHead):
     def _sites(self, ctx):
         """The TU's OpenMP sites, from the front end's bitcode (the IR the
         plugin counts its call ids in), with explicit clauses marked."""
-        from mirecc.taskapi.api import NoDecision
-
         sites, stats = ctx.regions
         if not any(s.kind == "parallel" for s in sites):
             raise NoDecision("no parallel regions", code="no-parallel-regions")
@@ -119,11 +121,8 @@ class OpenMPHead(RegionHead):
         """Per parallel region, every configuration by the ``quantile`` of
         the trees' predicted log speedup over the runtime's default; the
         default (``{}``, score 0) is among them."""
+        # lazy: numpy and the region reader, only when the head ranks
         import numpy as np
-
-        from mirecc.taskapi.api import NoDecision
-
-        from mirecc.taskapi.records import Candidate, Ranking
         from mirecc.ir.region_stats import region_loops
 
         if not self.adapt and (os.cpu_count() or 0) != self.cores:
@@ -169,8 +168,7 @@ class OpenMPHead(RegionHead):
     def decide(self, ctx, rankings):
         """Force the best configuration only where its quantile gain exceeds
         ``min_gain``; elsewhere the runtime's default stays."""
-        from mirecc.taskapi.records import Decision, candidates_of
-        from mirecc.learn.forest import choose
+        from mirecc.learn.forest import choose  # lazy: numpy, as in rank
 
         G, how, regions = ctx.notes[self.name]
         if self.adapt:
@@ -208,8 +206,8 @@ class OpenMPHead(RegionHead):
         configurations in the head's order (machine-relative, the program's
         own configuration left out: the runtime always has it), keyed by the
         region's code digest for the runtime's store."""
+        # lazy: the IR reader and the profile kind, adapt_openmp only
         from mirecc.ir.text import function_digests
-        from mirecc.taskapi.records import Decision, candidates_of
         from mirecc.tasks.openmp.profile import region_digest
 
         digests = function_digests(ctx.ir_text)
@@ -250,7 +248,7 @@ def mark_schedule_clauses(sites, request):
     second front-end compile with line tables gives (only when some loop is
     still decidable). Without locations no loop is decided: a clause the
     user wrote must never be overridden."""
-    from mirecc.ir.regions import mark_source_clauses, site_locations
+    from mirecc.ir.regions import mark_source_clauses, site_locations  # lazy: as in _validate
 
     if not any(s.kind == "loop" and s.decidable for s in sites):
         return sites
@@ -298,8 +296,7 @@ def plugin_entry(source, decisions) -> dict:
 def explain_openmp_decisions(result, ctx):
     """``result`` with each region decision's source line (in its reason),
     for ``--explain`` only: it costs a front-end compile with line tables."""
-    from mirecc.taskapi.context import HeadError
-    from mirecc.ir.regions import site_locations
+    from mirecc.ir.regions import site_locations  # lazy: --explain only, as in _validate
 
     ours = [d for d in result.decisions if d.task == TASK]
     if not ours:

@@ -57,7 +57,7 @@ class RegionKind(ProfileKind):
     adapts = True
 
     def adapt_arm(self, value, cores):
-        from mirecc.runtime.store import share_name
+        from mirecc.runtime.store import share_name  # lazy: ~50 ms, an adapting arm only
         return share_name(value["threads"], cores, value["schedule"], value.get("chunk"))
 
     def parse_value(self, text):

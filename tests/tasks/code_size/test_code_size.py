@@ -169,7 +169,7 @@ def test_a_damaged_winner_record_is_a_miss(tmp_path):
     cache.put("ab" * 32, "default<Oz>", {"-Oz": 10, "default<Oz>": 8}, {})
     assert cache.get("ab" * 32)["winner"] == "default<Oz>"
     for damaged in (b"{not json", b'{"winner": "x", "sizes": {"-Oz": 1}}', b"[]"):
-        Path(cache._path("ab" * 32)).write_bytes(damaged)
+        Path(cache.folder.path("ab" * 32)).write_bytes(damaged)
         assert cache.get("ab" * 32) is None
 
 
@@ -599,7 +599,7 @@ def test_kept_objects_stay_under_their_bound_least_recently_used_first(tmp_path)
         src = tmp_path / f"{n}.o"
         src.write_bytes(bytes([n + 1]) * 1500)
         digests[key] = cache.put(key, str(src))
-        os.utime(cache._path(key), (time.time() - 100 + n, time.time() - 100 + n))
+        os.utime(cache.folder.path(key), (time.time() - 100 + n, time.time() - 100 + n))
         if n == 1:
             assert cache.get(keys[0], digests[keys[0]]) is not None   # used: now the newest
     # three objects of 1500 B over a subfolder's 4096: the least recently used went
@@ -623,7 +623,7 @@ def test_a_damaged_kept_object_is_a_miss(tmp_path):
     assert digest == sha256(src.read_bytes()).hexdigest()
     assert cache.get(key, digest) == src.read_bytes()
     assert cache.get(key, None) is None                 # a manifest without a digest
-    Path(cache._path(key)).write_bytes(b"\x7fELF" + bytes(100))   # a crash cut it short
+    Path(cache.folder.path(key)).write_bytes(b"\x7fELF" + bytes(100))   # a crash cut it short
     assert cache.get(key, digest) is None
 
 

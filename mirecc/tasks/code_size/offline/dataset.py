@@ -222,8 +222,8 @@ def label(modules: list[Module], pipelines: list[str], labels: Labels, compiler:
 
 def progress_bar(total: int, desc: str, unit: str = "build"):
     """A tqdm bar on stderr (off when not a terminal), or None without tqdm."""
-    try:   # lazy: optional by design (None without tqdm)
-        from tqdm import tqdm
+    try:
+        from tqdm import tqdm  # lazy: optional by design (None without tqdm)
     except ImportError:
         return None
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, mininterval=2,
