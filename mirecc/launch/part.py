@@ -12,7 +12,9 @@ Only the standard library is imported here.
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class RunError(Exception):
@@ -52,3 +54,24 @@ class RunPart:
         a signal; raises :class:`RunError` when it cannot set it.  ``say``
         prints one line."""
         return contextlib.nullcontext()
+
+
+def restore_leftover(record: Path, restore, what: str, say,
+                     record_name: str = "restore record") -> None:
+    """Put back what a launcher killed before it could left set: the values
+    its ``record`` (JSON) holds, through ``restore(saved) -> problems``;
+    ``what`` names them in the one line ``say`` prints.  A record that cannot
+    be read or restored is left as it is."""
+    if not record.exists():
+        return
+    try:
+        saved = json.loads(record.read_text())
+    except (OSError, ValueError) as exc:
+        say(f"mire run: {record}: unreadable {record_name} ({exc}); left as it is")
+        return
+    problems = restore(saved)
+    if problems:
+        say(f"mire run: could not restore the {what} of an earlier run: {'; '.join(problems)}")
+        return
+    record.unlink(missing_ok=True)
+    say(f"mire run: restored the {what} an earlier run left set ({record})")

@@ -36,6 +36,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mirecc.launch import part
 from mirecc.launch.part import RunError
 from mirecc.util.fsutil import atomic_write_bytes
 from mirecc.util.paths import default_cache_dir
@@ -160,19 +161,7 @@ def _restore(saved: list[dict]) -> list[str]:
 
 def restore_leftover(record: Path, say=print) -> None:
     """Put back the limits of a launcher that was killed before it could."""
-    if not record.exists():
-        return
-    try:
-        saved = json.loads(record.read_text())
-    except (OSError, ValueError) as exc:
-        say(f"mire run: {record}: unreadable restore record ({exc}); left as it is")
-        return
-    problems = _restore(saved)
-    if problems:
-        say(f"mire run: could not restore the power caps of an earlier run: {'; '.join(problems)}")
-        return
-    record.unlink(missing_ok=True)
-    say(f"mire run: restored the power caps an earlier run left set ({record})")
+    part.restore_leftover(record, _restore, "power caps", say)
 
 
 def run_capped(command: list[str], cap: str | None, root: Path = DEFAULT_ROOT,

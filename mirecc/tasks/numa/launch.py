@@ -42,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirecc.launch import part as launch_part
 from mirecc.launch.part import RunError
 from mirecc.tasks.numa.configs import FIELDS, Config, parse_config
 
@@ -330,20 +331,8 @@ def restore_msrs(saved: dict[str, int]) -> list[str]:
 
 def restore_leftover(record: Path, say) -> None:
     """Put back the MSR values of a launcher that was killed before it could."""
-    if not record.exists():
-        return
-    try:
-        saved = json.loads(record.read_text())
-    except (OSError, ValueError) as exc:
-        say(f"mire run: {record}: unreadable MSR restore record ({exc}); left as it is")
-        return
-    problems = restore_msrs(saved)
-    if problems:
-        say(f"mire run: could not restore the prefetcher MSRs of an earlier run: "
-            f"{'; '.join(problems)}")
-        return
-    record.unlink(missing_ok=True)
-    say(f"mire run: restored the prefetcher MSRs an earlier run left set ({record})")
+    launch_part.restore_leftover(record, restore_msrs, "prefetcher MSRs", say,
+                                 "MSR restore record")
 
 
 def set_prefetchers(machine: Machine, mask: int, record: Path) -> dict[str, int]:
