@@ -25,8 +25,8 @@ import os
 import sys
 
 from mirecc.frontend.cmdline import ResponseFileError
-from mirecc.frontend.compiler import CompilerNotFound
-from mirecc.frontend.compilers import compiler as registered
+from mirecc.frontend.clang import COMPILER as CLANG
+from mirecc.frontend.compiler import CompilerNotFound, exec_command, run_command, say
 from mirecc import __version__
 from mirecc.taskapi.config import CORE_SETTINGS, ENV_NEGATED, ConfigError, load_config
 from mirecc.taskapi.registry import (default_heads_dirs, find_head_specs, has_use,
@@ -34,7 +34,6 @@ from mirecc.taskapi.registry import (default_heads_dirs, find_head_specs, has_us
 from mirecc.tu import stats
 from mirecc.tu.context import CompileContext
 from mirecc.util.faults import inject_debug_fault
-from mirecc.util.proc import exec_command, run_command, say
 
 USAGE = """\
 usage: mirecc [clang arguments...]      (C; mirecc++ for C++)
@@ -154,13 +153,21 @@ def main(argv: list[str], cxx: bool, kind: str = "clang") -> int:
     """The whole driver for the compiler registered as ``kind``
     (:mod:`mirecc.frontend.compilers`), guarded: any internal error
     anywhere runs the user's command with the compiler, with one warning."""
-    ctx = CompileContext(argv, cxx, registered(kind))
+    ctx = CompileContext(argv, cxx, CLANG if kind == "clang" else _registered(kind))
     try:
         return _main(ctx)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - the build must survive any bug in mirecc
         return _fall_back(ctx, exc)
+
+
+def _registered(kind: str):
+    """Another compiler than clang, from the registry (clang, every
+    ``mirecc`` call's, is imported directly: one module less a call)."""
+    from mirecc.frontend.compilers import compiler  # lazy: a compiler other than clang only
+
+    return compiler(kind)
 
 
 def _fall_back(ctx: CompileContext, exc: BaseException) -> int:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 import sys
 
+from mirecc.frontend.compiler import exec_command, run_command, say
 from mirecc.tu import mlpath, stats
 from mirecc.tu.context import CompileContext, make_workdir, remove_workdir
 from mirecc.util.faults import inject_debug_fault
-from mirecc.util.proc import exec_command, run_command, say
 
 
 def compile_call(ctx: CompileContext) -> int:

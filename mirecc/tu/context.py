@@ -9,17 +9,16 @@ how the call ended, through every step:
     -> tasks' flags and build steps -> the compile (:mod:`.compile`)
     -> counters, records, ``--explain``.
 
-Each field has one owner, the step that sets it; the others read it.  Also
-here, the call's records: a TU's :class:`TUReport` and the direct-mode
-manifest written after the compile (:class:`PendingManifest`).
+Each field has one owner, the step that sets it; the others read it.  The
+records it holds (a TU's ``TUReport``, the direct-mode manifests written
+after the compile, ``PendingManifest``) are the ML path's
+(:mod:`mirecc.tu.mlpath`).
 
 Standard library only, and only ``os`` at that: every call makes one.
 """
 from __future__ import annotations
 
 import os
-
-from mirecc.taskapi.records import TUResult
 
 
 class CompileContext:
@@ -75,13 +74,13 @@ class CompileContext:
     def found(self) -> None:
         """What the ML path finds, empty: set at the start, and again when
         it gives up (nothing it found reaches the build then)."""
-        self.reports: list[TUReport] = []
+        self.reports: list = []              # mlpath.TUReport, one per TU read
         self.extra_args: list[str] = []      # injected into the final compile
         self.warnings: list[str] = []        # non-fatal problems
         self.split = None                    # a frontend.clang.Split whose front end ran
         self.own = None                      # the user's own compile, started beside it
         self.early = None                    # work started in a free job slot (EarlyFrontEnd)
-        self.pending: list[PendingManifest] = []   # manifests written after the compile
+        self.pending: list = []              # mlpath.PendingManifest: written after the compile
         self.verified: dict = {}             # task -> what its build step did (CompileStep.verify)
         self.kept_object: bytes | None = None      # a direct hit's kept object (tu.objcache)
         self.kept_dep_file: bytes | None = None    # and the dependency file kept with it
@@ -108,86 +107,12 @@ class CompileContext:
     def count(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
 
-    def pending_manifest(self, source: str, started: int, dep_file: str, output: str,
-                         user_dep: str | None, **result) -> "PendingManifest":
-        """A manifest of this call's TU to write after the compile."""
-        return PendingManifest(self.manifests, self.manifest_key, dep_file, source, started,
-                               self.compiler, output, user_dep, **result)
-
     def compiler_writes_stdout(self) -> bool:
         """Does clang print its result on stdout (-o -, -E, -M, --version,
         ...)?  Queries without -o do; link-only and compile calls write files."""
         inv = self.inv
         return inv is not None and (inv.output == "-" or (inv.kind == "query"
                                                           and inv.output is None))
-
-
-class TUReport:
-    """What the ML path saw and decided for one TU.  ``result`` is a
-    TUResult; a direct-mode hit gives a :class:`mirecc.tu.direct.Entry`
-    instead, whose JSON is parsed only when ``result`` is read (``decided``,
-    ``applied`` and ``reason_codes``, which every call counts, come
-    without it)."""
-
-    def __init__(self, source: str, language: str, opt_level: str, bitcode_sha256: str,
-                 bitcode_bytes: int, result, cache: str,
-                 captured: str | None = None, where: str = ""):
-        self.source = source
-        self.language = language
-        self.opt_level = opt_level
-        self.bitcode_sha256 = bitcode_sha256
-        self.bitcode_bytes = bitcode_bytes
-        self._result = result
-        self.cache = cache              # "hit", "miss", "off" or "unwritable"
-        self.captured = captured        # path of the stored IR in capture mode
-        self.where = where              # "server", "in process", "cache" or "direct"
-        self.object_key = None          # direct: the kept object's key (mirecc.tu.objcache)
-        self.object_sha256 = None       # and its digest
-
-    @property
-    def result(self) -> TUResult:
-        if not isinstance(self._result, TUResult):      # a direct-mode entry
-            from mirecc.util.jsonread import loads      # lazy: only a direct hit reads it
-            self._result = TUResult.from_dict(loads(self._result.result_json))
-        return self._result
-
-    @result.setter
-    def result(self, value: TUResult) -> None:
-        self._result = value
-
-    # a TUResult's or a direct-mode entry's, without parsing the entry
-    @property
-    def decided(self) -> bool:
-        return self._result.decided
-
-    @property
-    def applied(self) -> bool:
-        return self._result.applied
-
-    @property
-    def reason_codes(self) -> list[str]:
-        return list(self._result.reason_codes)
-
-
-class PendingManifest:
-    """A direct-mode manifest to write once the compile has ended
-    (:mod:`mirecc.tu.direct`): where (``manifests``, ``key``), the files the
-    front end read (``dep_file``), the ``source`` and when its front end
-    ``started``, the TU's ``report`` (None for a TU whose gates answered: its
-    object is the answer), the bitcode's ``sha`` and ``size``, the
-    ``compiler``, the ``output`` object and the user's own dependency file
-    (``user_dep``, kept with the object; None when the command writes none)."""
-
-    __slots__ = ("manifests", "key", "dep_file", "source", "started", "report", "sha",
-                 "size", "compiler", "output", "user_dep")
-
-    def __init__(self, manifests, key: str, dep_file: str, source: str, started: int,
-                 compiler: str, output: str, user_dep: str | None, report=None,
-                 sha: str | None = None, size: int | None = None):
-        self.manifests, self.key, self.dep_file = manifests, key, dep_file
-        self.source, self.started, self.compiler = source, started, compiler
-        self.output, self.user_dep = output, user_dep
-        self.report, self.sha, self.size = report, sha, size
 
 
 def make_workdir() -> str:

@@ -25,12 +25,87 @@ from mirecc.taskapi.registry import (default_heads_dirs, has_use, heads_for_lang
                                      spec_task, task)
 from mirecc.tu import objcache
 from mirecc.tu.cache import CacheError, ResultCache, pipeline_key
-from mirecc.tu.context import CompileContext, TUReport
+from mirecc.tu.context import CompileContext
 from mirecc.tu.direct import Manifests, manifest_key
 from mirecc.tu.travel import Plain, is_plain
 from mirecc.util.faults import inject_debug_fault
 from mirecc.util.fsutil import append_line_locked, sha256
 from mirecc.util.jobserver import spare_slot
+
+class TUReport:
+    """What the ML path saw and decided for one TU.  ``result`` is a
+    TUResult; a direct-mode hit gives a :class:`mirecc.tu.direct.Entry`
+    instead, whose JSON is parsed only when ``result`` is read (``decided``,
+    ``applied`` and ``reason_codes``, which every call counts, come
+    without it)."""
+
+    def __init__(self, source: str, language: str, opt_level: str, bitcode_sha256: str,
+                 bitcode_bytes: int, result, cache: str,
+                 captured: str | None = None, where: str = ""):
+        self.source = source
+        self.language = language
+        self.opt_level = opt_level
+        self.bitcode_sha256 = bitcode_sha256
+        self.bitcode_bytes = bitcode_bytes
+        self._result = result
+        self.cache = cache              # "hit", "miss", "off" or "unwritable"
+        self.captured = captured        # path of the stored IR in capture mode
+        self.where = where              # "server", "in process", "cache" or "direct"
+        self.object_key = None          # direct: the kept object's key (mirecc.tu.objcache)
+        self.object_sha256 = None       # and its digest
+
+    @property
+    def result(self) -> TUResult:
+        if not isinstance(self._result, TUResult):      # a direct-mode entry
+            from mirecc.util.jsonread import loads      # lazy: only a direct hit reads it
+            self._result = TUResult.from_dict(loads(self._result.result_json))
+        return self._result
+
+    @result.setter
+    def result(self, value: TUResult) -> None:
+        self._result = value
+
+    # a TUResult's or a direct-mode entry's, without parsing the entry
+    @property
+    def decided(self) -> bool:
+        return self._result.decided
+
+    @property
+    def applied(self) -> bool:
+        return self._result.applied
+
+    @property
+    def reason_codes(self) -> list[str]:
+        return list(self._result.reason_codes)
+
+
+class PendingManifest:
+    """A direct-mode manifest to write once the compile has ended
+    (:mod:`mirecc.tu.direct`): where (``manifests``, ``key``), the files the
+    front end read (``dep_file``), the ``source`` and when its front end
+    ``started``, the TU's ``report`` (None for a TU whose gates answered: its
+    object is the answer), the bitcode's ``sha`` and ``size``, the
+    ``compiler``, the ``output`` object and the user's own dependency file
+    (``user_dep``, kept with the object; None when the command writes none)."""
+
+    __slots__ = ("manifests", "key", "dep_file", "source", "started", "report", "sha",
+                 "size", "compiler", "output", "user_dep")
+
+    def __init__(self, manifests, key: str, dep_file: str, source: str, started: int,
+                 compiler: str, output: str, user_dep: str | None, report=None,
+                 sha: str | None = None, size: int | None = None):
+        self.manifests, self.key, self.dep_file = manifests, key, dep_file
+        self.source, self.started, self.compiler = source, started, compiler
+        self.output, self.user_dep = output, user_dep
+        self.report, self.sha, self.size = report, sha, size
+
+
+def _pending(ctx: CompileContext, source: str, started: int, dep_file: str, output: str,
+             user_dep: str | None, **result) -> PendingManifest:
+    """A manifest of the call's TU to write after the compile."""
+    return PendingManifest(ctx.manifests, ctx.manifest_key, dep_file, source, started,
+                           ctx.compiler, output, user_dep, **result)
+
 
 class MLFailure(Exception):
     """The ML path gave up; ``str()`` is the one-line reason for the warning.
@@ -291,8 +366,8 @@ def _run(ctx: CompileContext) -> None:
         # a build step chooses gets its object kept, and the user's
         # dependency file with it (mirecc.tu.objcache)
         if ctx.manifests is not None and dep_file and report.cache in ("hit", "miss"):
-            ctx.pending.append(ctx.pending_manifest(
-                source.path, started, dep_file, split.output,
+            ctx.pending.append(_pending(
+                ctx, source.path, started, dep_file, split.output,
                 split.user_dep_file() if split.writes_dep_file else None,
                 report=report, sha=report.bitcode_sha256, size=len(bitcode)))
         ctx.reports.append(report)
@@ -340,8 +415,8 @@ def _split_front_end(ctx: CompileContext, number: int, source: Source, bc_path: 
             early.close()
         ctx.counts.update(gated)
         if own_dep or user_dep:
-            ctx.gated_manifest = ctx.pending_manifest(source.path, started, own_dep or user_dep,
-                                               split.output, user_dep)
+            ctx.gated_manifest = _pending(ctx, source.path, started, own_dep or user_dep,
+                                          split.output, user_dep)
         return None
     ctx.split = split
     split.early = early
