@@ -27,10 +27,8 @@ from mirecc.tu import objcache
 from mirecc.tu.cache import CacheError, ResultCache, pipeline_key
 from mirecc.tu.context import CompileContext
 from mirecc.tu.direct import Manifests, manifest_key
-from mirecc.tu.travel import Plain, is_plain
 from mirecc.util.faults import inject_debug_fault
 from mirecc.util.fsutil import append_line_locked, sha256
-from mirecc.util.jobserver import spare_slot
 
 class TUReport:
     """What the ML path saw and decided for one TU.  ``result`` is a
@@ -246,6 +244,7 @@ def _start_early(split, workdir: str) -> EarlyFrontEnd | None:
     runs after the gates, if they want the IR)."""
     if "MAKEFLAGS" not in os.environ:
         return None         # no make (configure, ninja, a shell): no module to import
+    from mirecc.util.jobserver import spare_slot  # lazy: under make only
 
     slot = spare_slot()
     if slot is None:
@@ -585,6 +584,7 @@ def _known_plain(ctx: CompileContext, languages) -> bool:
     context (CI writes it after the compile) and counts the asks."""
     # here: only a build that names a team store loads it (~0.6 ms of any other)
     from mirecc.store.team import team_store
+    from mirecc.tu.travel import Plain
 
     try:
         plain = Plain(team_store(ctx.config), ctx.compiler, ctx.expanded,
@@ -645,7 +645,8 @@ def record_manifests(ctx: CompileContext) -> dict:
     config = ctx.config
     for pending in ctx.pending:
         report = pending.report
-        if ctx.plain is not None:
+        if ctx.plain is not None:     # a build that names a team store (_known_plain)
+            from mirecc.tu.travel import is_plain  # lazy: as in _known_plain
 
             if is_plain(report, ctx.verified):
                 counts.update(_publish_plain(ctx, pending.source, pending.dep_file,
