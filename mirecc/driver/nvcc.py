@@ -49,6 +49,7 @@ from mirecc.frontend.nvcc import (NvccCommand, device_arch, device_ir,
                                   toolkit_of)
 from mirecc.taskapi.context import device_context
 from mirecc.taskapi.registry import tasks
+from mirecc.tu.context import CompileContext
 
 # ------------------------------------------------------------------ the driver
 
@@ -88,10 +89,11 @@ def _launch_task():
     return found[0].compile_step() if found else None
 
 
-def explain_sources(cmd: NvccCommand, nvcc: str, fmt: str, plans: list, config) -> None:
+def explain_sources(ctx: CompileContext, plans: list) -> None:
     """Print each CUDA source's kernels and their block shapes (``--explain``)."""
     import json     # lazy: --explain=json only
 
+    cmd, nvcc, fmt, config = ctx.inv, ctx.compiler, ctx.explain, ctx.config
     clang = find_compiler(config, cxx=True)
     toolkit = toolkit_of(nvcc)
     launch = _launch_task()
@@ -174,7 +176,7 @@ def _count(counts: dict, config) -> None:
         pass
 
 
-def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of, config) -> None:
+def _record(ctx: CompileContext, plans: list, digests_of) -> None:
     """With ``record`` (``MIRECC_RECORD``): one line per CUDA source in the
     record file, as ``mirecc`` writes one per TU
     (:func:`mirecc.tu.mlpath.append_record`, ``front_end`` ``mirecc-nvcc``),
@@ -183,6 +185,7 @@ def _record(cmd: NvccCommand, nvcc: str, plans: list, digests_of, config) -> Non
     makes sites of.  A source with a tunable kernel costs a clang run for
     its device IR (``digests_of``), only here.  Any failure: no line for
     any source, one warning."""
+    cmd, nvcc, config = ctx.inv, ctx.compiler, ctx.config
     try:
         # inside the guard (a record that fails is one warning); mlpath only with a record
         from mirecc.taskapi.profile import kinds
@@ -232,9 +235,11 @@ def _config():
         return _Unreadable(exc)
 
 
-def _run_decided(nvcc: str, base: list[str], cmd: NvccCommand, plans: list) -> int:
+def _run_decided(ctx: CompileContext, plans: list) -> int:
     """nvcc with the plans' decisions; should that fail, one warning and
-    nvcc without them (``base``), whose messages are then the build's."""
+    nvcc without them (the call's own command), whose messages are then the
+    build's."""
+    nvcc, base, cmd = ctx.compiler, ctx.final[1:], ctx.inv
     with tempfile.TemporaryDirectory(prefix="mirecc-nvcc-") as tmp:
         try:
             decided, renamed = _launch_task().rewritten_args(base, cmd, plans, tmp)
@@ -259,7 +264,7 @@ def _run_decided(nvcc: str, base: list[str], cmd: NvccCommand, plans: list) -> i
                 d["applied"], d["advisory"] = False, f"withdrawn: {why}"
         for block in plan.blocks.values():
             block.shape, block.origin = list(block.default), "source default"
-    return subprocess.call([nvcc, *base])
+    return subprocess.call(ctx.final)
 
 
 def _rename_in(path: str, renamed: dict[str, str]) -> None:
@@ -283,33 +288,40 @@ def _rename_in(path: str, renamed: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """``mirecc-nvcc``: the call's :class:`~mirecc.tu.context.CompileContext`
+    made once (the compiler, nvcc, behind the interface every compiler has:
+    :data:`mirecc.frontend.nvcc.COMPILER`), the launches planned by the CUDA
+    task's compile step, nvcc run with the decisions (or as it is), then
+    counted, recorded and explained."""
+    ctx = CompileContext(sys.argv[1:] if argv is None else argv, True, NVCC)
     try:
-        args, explain = split_own(argv)
+        ctx.args, ctx.explain = split_own(ctx.argv)
     except ValueError as exc:
         _say("error", str(exc))
         return 2
     try:
-        nvcc, _ = NVCC.find(None)
+        ctx.compiler, ctx.chosen = NVCC.find(None)
     except CompilerNotFound as exc:
         _say("error", str(exc))
         return 127
-    cmd, plans, base, digests_of = None, [], list(args), None
-    config = _config()
+    ctx.config = config = _config()
+    ctx.final = NVCC.final_command((), ctx.compiler, ctx.args)
+    plans, digests_of = [], None
     try:
-        _, cmd = NVCC.parse(args)
+        ctx.expanded, ctx.inv = NVCC.parse(ctx.args)
+        cmd = ctx.inv
         launch = _launch_task()
         scans = [scan_source(source, cmd) for source in cmd.sources] if launch else []
         if any(scan.uses_header for scan in scans):     # -E and -M read it too
             # after the user's own include folders: a copy of theirs wins
-            base += ["-isystem", str(HEADER_DIR)]
+            ctx.final += ["-isystem", str(HEADER_DIR)]
             cmd.preprocessor += ["-isystem", str(HEADER_DIR)]
         if scans and cmd.compiles:
-            texts = device_texts(cmd, nvcc, config)
+            texts = device_texts(cmd, ctx.compiler, config)
             digests_of = device_digests(texts)    # the plan's and the record's
             # the head reads the device IR only where its shape is applied,
             # explained or recorded: else the compile is nvcc's alone
-            wanted = not config.disable and (config.apply_cuda_block or explain
+            wanted = not config.disable and (config.apply_cuda_block or ctx.explain
                                              or config.record)
             profile = None if config.disable else config.profile
             plans = launch.plan_sources(cmd, scans, profile, digests_of,
@@ -317,22 +329,23 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a decision never breaks a build
         _say("warning", f"launch decisions not applied: {exc}")
         plans = []
+    cmd = ctx.inv
     decided = any(plan.decided for plan in plans)
-    if decided:
-        status = _run_decided(nvcc, base, cmd, plans)
-    else:
-        status = subprocess.call([nvcc, *base])
+    status = _run_decided(ctx, plans) if decided else subprocess.call(ctx.final)
     if cmd is not None and cmd.sources and cmd.compiles:
         applied = any(d["applied"] for plan in plans for d in plan.decisions)
-        _count({"cuda.compiles": 1, **({"cuda.applied": 1} if applied else {}),
-                **({"fallback.decided-failed": 1} if decided and not applied else {})},
-               config)
+        ctx.count("cuda.compiles")
+        if applied:
+            ctx.count("cuda.applied")
+        elif decided:
+            ctx.count("fallback.decided-failed")
+        _count(ctx.counts, config)
         if status == 0 and plans:
-            _record(cmd, nvcc, plans, digests_of, config)
-    if explain and status == 0:
+            _record(ctx, plans, digests_of)
+    if ctx.explain and status == 0:
         try:
             if cmd and cmd.sources and cmd.compiles:
-                explain_sources(cmd, nvcc, explain, plans, config)
+                explain_sources(ctx, plans)
         except Exception as exc:  # noqa: BLE001 - never fail a build that nvcc made
             _say("warning", f"cannot explain: {type(exc).__name__}: {exc}")
     return status
