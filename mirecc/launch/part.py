@@ -75,3 +75,15 @@ def restore_leftover(record: Path, restore, what: str, say,
         return
     record.unlink(missing_ok=True)
     say(f"mire run: restored the {what} an earlier run left set ({record})")
+
+
+def put_back(saved, record: Path, restore, what: str, say) -> None:
+    """After the run: put back what a part set (``saved``, through
+    ``restore(saved) -> problems``) and drop its ``record``; where that
+    fails, one line saying so, the record kept for the next run."""
+    problems = restore(saved)
+    if problems:
+        say(f"mire run: could not restore the {what}: {'; '.join(problems)} "
+            f"(the old values are in {record})")
+    else:
+        record.unlink(missing_ok=True)

@@ -207,12 +207,7 @@ def run_capped(command: list[str], cap: str | None, root: Path = DEFAULT_ROOT,
         return run_forwarding_signals(command, env)
     finally:
         if saved:
-            problems = _restore(saved)
-            if problems:
-                say(f"mire run: could not restore the power caps: {'; '.join(problems)} "
-                    f"(the old values are in {record})")
-            else:
-                record.unlink(missing_ok=True)
+            part.put_back(saved, record, _restore, "power caps", say)
 
 
 def run_forwarding_signals(command: list[str], env: dict | None = None) -> int:

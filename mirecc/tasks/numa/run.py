@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from mirecc.launch.part import RunPart, Step
+from mirecc.launch.part import RunPart, Step, put_back
 from mirecc.tasks.numa.launch import (make_plan, probe, read_records, restore_leftover,
                                       restore_msrs, set_prefetchers)
 from mirecc.util.paths import default_cache_dir
@@ -74,9 +74,4 @@ class NumaPart(RunPart):
             yield
         finally:
             if saved:
-                problems = restore_msrs(saved)
-                if problems:
-                    say(f"mire run: could not restore the prefetcher MSRs: "
-                        f"{'; '.join(problems)} (the old values are in {record})")
-                else:
-                    record.unlink(missing_ok=True)
+                put_back(saved, record, restore_msrs, "prefetcher MSRs", say)
