@@ -104,6 +104,10 @@ from mirecc.taskapi.config import load_config; from mirecc.plugin.build import c
 ensure_plugin; ensure_plugin(clang_major(find_compiler(load_config(), cxx=False)))") \
         || echo "setup: could not build the loop-hints plugin; mirecc builds it on first use" >&2
 fi
+# The compiled client (client/): installed as mirecc, mirecc++ and mirecc-nvcc,
+# in front of the Python driver (moved to .venv/libexec/mirecc); built with
+# the clang this installation drives (libc only)
+client/build.sh .venv /usr/bin/clang-14
 # The adaptive OpenMP runtime (runtime/adapt) into the per-user cache, where a
 # link with adapt_openmp takes it (built on first use otherwise).
 (cd / && "$repo/.venv/bin/python" -c "from mirecc.frontend.compiler import find_compiler; \

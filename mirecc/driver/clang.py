@@ -242,6 +242,9 @@ def _main(ctx: CompileContext) -> int:
         print(identity(config, compiler, ctx.cxx))
         return 0
     ctx.config, ctx.compiler, ctx.chosen = config, compiler, chosen
+    if "MIRECC_CLIENT_RULES" in os.environ:     # the compiled client asks for its rules
+        from mirecc.driver.rules import write_asked  # lazy: once per settings
+        write_asked(config, ctx.cxx, compiler)
     ctx.final = ctx.front.final_command(config.prefix, compiler, ctx.args)
     if config.disable and not ctx.explain:
         _count(config, "disabled")
@@ -262,43 +265,61 @@ def _explain_passthrough(ctx: CompileContext, kind: str, reason: str) -> None:
 
 
 def _classify(ctx: CompileContext) -> int:
-    """What the call is, and the one step that takes it: the compiler as it
-    is (a query, a link, no C-family source, no optimisation, nothing that
-    would read the IR), a task's link step (:func:`mirecc.tu.compile.link_call`)
+    """What the call is (:func:`route`), and the one step that takes it: the
+    compiler as it is, a task's link step (:func:`mirecc.tu.compile.link_call`)
     or the per-TU path (:func:`mirecc.tu.compile.compile_call`), each called
     once with the call's context."""
     config, explain = ctx.config, ctx.explain
     inject_debug_fault("driver-classify")
+    where, detail = route(ctx)
+    if where == "link":
+        from mirecc.tu.compile import link_call  # lazy: the ML path's modules
+        return link_call(ctx, *detail)
+    if where == "compile":
+        from mirecc.tu.compile import compile_call  # lazy: only a compile that reads IR pays
+        return compile_call(ctx)
+    _count(config, where)
+    if explain and where != "no-use":
+        inv = ctx.inv
+        if where == "response-file":
+            _explain_passthrough(ctx, "unreadable", detail)
+        else:
+            _explain_passthrough(ctx, inv.kind, inv.reason if inv.kind != "compile" else (
+                "no C, C++ or OpenCL source" if where == "not-c" else
+                "compiled without optimisation (-O0 or no -O): mirecc leaves it alone"))
+    return exec_command(ctx.final)
+
+
+def route(ctx: CompileContext):
+    """Where a call goes, decided from its command line and the
+    configuration alone (the compiled client, ``client/``, decides the
+    same from the rules :mod:`mirecc.driver.rules` writes from this):
+    ``("link", (task, step))``, ``("compile", None)`` or, for a call passed
+    to the compiler as it is, (its ``passthrough.<code>``, detail).  Sets
+    the context's expanded arguments, invocation, skipped inputs, why the
+    compile cannot be split and the final command's link arguments."""
+    config, explain = ctx.config, ctx.explain
     try:
         ctx.expanded, ctx.inv = ctx.front.parse(ctx.args, ctx.cxx)
         inv = ctx.inv
     except ResponseFileError as exc:
         # clang reads the response file itself and will report the problem.
-        _count(config, "response-file")
-        if explain:
-            _explain_passthrough(ctx, "unreadable", str(exc))
-        return exec_command(ctx.final)
+        return "response-file", str(exc)
 
     if inv.kind in ("compile", "link") and not inv.emits_object_only:
         ctx.final += _link_arguments(ctx)
     if inv.kind == "link" and inv.optimised and inv.output != "-":
         step = _link_step(ctx)
         if step is not None:
-            from mirecc.tu.compile import link_call  # lazy: the ML path's modules
-            return link_call(ctx, *step)
+            return "link", step
 
     languages = ctx.front.languages
     tus = [s for s in inv.sources if s.language in languages]
     ctx.skipped = [f"{s.path}: {s.language} is not C, C++ or OpenCL" for s in inv.sources
                    if s.language not in languages]
     if inv.kind != "compile" or not tus or not inv.optimised:
-        _count(config, "not-compile" if inv.kind != "compile" else
-               "not-c" if not tus else "not-optimised")
-        if explain:
-            _explain_passthrough(ctx, inv.kind, inv.reason if inv.kind != "compile" else (
-                "no C, C++ or OpenCL source" if not tus else
-                "compiled without optimisation (-O0 or no -O): mirecc leaves it alone"))
-        return exec_command(ctx.final)
+        return ("not-compile" if inv.kind != "compile" else
+                "not-c" if not tus else "not-optimised"), None
 
     inject_debug_fault("driver-heads")
     ctx.split_blocked = ctx.front.split_blocked(inv, ctx.expanded, config)
@@ -306,11 +327,8 @@ def _classify(ctx: CompileContext) -> int:
             or _heads_installed(config, {s.language for s in tus}, inv.opt_level or "0",
                                 ctx.split_blocked is None)):
         # Nothing would read the IR: skip the side run, pay only start-up.
-        _count(config, "no-use")
-        return exec_command(ctx.final)
-
-    from mirecc.tu.compile import compile_call  # lazy: only a compile that reads IR pays
-    return compile_call(ctx)
+        return "no-use", None
+    return "compile", None
 
 
 def _link_arguments(ctx: CompileContext) -> list[str]:

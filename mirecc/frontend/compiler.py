@@ -40,13 +40,24 @@ def say(kind: str, message: str, who: str = "mirecc") -> None:
     sys.stderr.flush()
 
 
+#: False in the compile server's call (:mod:`mirecc.driver.serve`): the
+#: compiler runs as a child whose status the call answers, on the client's
+#: descriptors
+EXEC_REPLACES = True
+
+
 def exec_command(cmd: list[str]) -> int:
     """Replace this process with ``cmd``: exit code, signals, stdin, stdout
     and stderr are then exactly the compiler's.  Returns 127 (with one line
-    saying why) only when it cannot be run."""
+    saying why) only when it cannot be run.  In the compile server's call
+    (``EXEC_REPLACES`` false): ``cmd`` as a child with the same descriptors,
+    its exit status or minus the signal that killed it."""
     sys.stdout.flush()
     sys.stderr.flush()
     try:
+        if not EXEC_REPLACES:
+            pid = os.posix_spawnp(cmd[0], cmd, os.environ)
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         os.execvp(cmd[0], cmd)
     except OSError as exc:
         say("error", f"cannot run '{cmd[0]}': {exc.strerror}")
@@ -73,14 +84,21 @@ class CompilerNotFound(Exception):
     pass
 
 
+#: in the compiled client's binary (client/mirecc_client.c)
+CLIENT_MARKER = b"MIRECC-COMPILED-CLIENT"
+
+
 def _is_mirecc(path: str) -> bool:
-    """True for mirecc's own scripts, also behind symlinks."""
+    """True for mirecc's own scripts and its compiled client, also behind
+    symlinks or copied under another name."""
     try:
         resolved = os.path.realpath(path)
         if os.path.basename(resolved).startswith("mirecc"):
             return True
         with open(resolved, "rb") as fh:
             head = fh.read(512)
+            if head.startswith(b"\x7fELF") and os.fstat(fh.fileno()).st_size < (1 << 20):
+                return CLIENT_MARKER in head + fh.read()
         return b"mirecc.driver.clang" in head
     except OSError:
         return False

@@ -231,6 +231,15 @@ class LinkStep:
     """A task's part of a call that links (``Task.link_step()``); each
     default below is "none"."""
 
+    #: flag prefixes without one of which the step neither adds arguments
+    #: nor wants a link (empty: any call): the compiled client runs a link
+    #: with none of them itself (:mod:`mirecc.driver.rules`)
+    needs_flags: tuple = ()
+
+    def has(self, method: str) -> bool:
+        """Does this step override ``method``?"""
+        return getattr(type(self), method, None) is not getattr(LinkStep, method, None)
+
     def arguments(self, args: list, config, compiler: str) -> list:
         """Arguments a call that links (``args``: the user's) adds at its end
         when the task applies (a runtime archive the task's objects call

@@ -192,12 +192,16 @@ def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     # one server per socket: the lock is held for the server's life
-    lock = open(path.with_name(path.name + ".lock"), "w")
+    lock = open(path.with_name(path.name + ".lock"), "a+")   # its pid: truncated once held
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         print(f"mire serve: a server already runs for {path}", file=sys.stderr)
         return 1
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
     # what every request will need, loaded once
     import tempfile
 

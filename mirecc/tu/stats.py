@@ -162,8 +162,8 @@ def _load(fd: int) -> dict:
     data = {}
     for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
         name, _, value = line.partition(" ")
-        if name and value.isdigit():
-            data[name] = int(value)
+        if name and value.isdigit():    # a name twice: the compiled client appended it
+            data[name] = data.get(name, 0) + int(value)
     return data
 
 

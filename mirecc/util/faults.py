@@ -4,11 +4,14 @@ in normal use.  Standard library only: the driver asks on every call.
 
 Kinds: ``exception`` or ``hang`` in the ML path; ``driver-config``,
 ``driver-classify``, ``driver-heads``, ``driver-explain``: an exception at
-that step of the driver (the whole-driver guard's tests).
+that step of the driver (the whole-driver guard's tests); ``serve-kill``,
+``serve-hang``: the compile server's call killed (SIGKILL) or hanging once
+it has answered its process id (the compiled client's fault tests).
 """
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 FAULT_ENV = "MIRECC_DEBUG_FAULT"
@@ -23,4 +26,8 @@ def inject_debug_fault(where: str) -> None:
     if fault == where or (where == "ml" and fault == "exception"):
         raise RuntimeError(f"fault injected by {FAULT_ENV}={fault}")
     if where == "ml" and fault == "hang":
+        time.sleep(3600)
+    if where == "serve" and fault == "serve-kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if where == "serve" and fault == "serve-hang":
         time.sleep(3600)

@@ -99,6 +99,8 @@ class _OutlinedLink(LinkStep):
     that links pays nothing for it: it adds no arguments, and its module is
     imported only for a link-only call at a size level."""
 
+    needs_flags = ("-flto",)      # it takes LTO links only
+
     def wants(self, args, config):
         from mirecc.tasks.code_size.link import LINK  # lazy: a link-only call at -Oz/-Os
 

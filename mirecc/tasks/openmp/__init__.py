@@ -51,6 +51,8 @@ class _AdaptiveRuntime(LinkStep):
     a program linked without it runs its own configuration).  Declared
     here: a link without the setting pays nothing."""
 
+    needs_flags = ("-fopenmp",)   # it adds the runtime to OpenMP links only
+
     def arguments(self, args, config, compiler):
         if not getattr(config, "adapt_openmp", False) or not any(
                 a == "-fopenmp" or a.startswith("-fopenmp=") for a in args):
