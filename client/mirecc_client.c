@@ -68,8 +68,12 @@
 extern char **environ;
 
 /* how the Python driver tells a copy of this client from a compiler
- * (frontend/compiler.py: CLIENT_MARKER) */
-__attribute__((used)) static const char client_marker[] = "MIRECC-COMPILED-CLIENT";
+ * (frontend/compiler.py: CLIENT_MARKER): an ELF note, placed by the linker
+ * with the other notes in the file's first page */
+__attribute__((used, section(".note.mirecc"), aligned(4))) static const struct {
+    unsigned namesz, descsz, type;
+    char name[8], desc[24];
+} client_marker = {7, 24, 1, "mirecc", "MIRECC-COMPILED-CLIENT"};
 
 enum mode { MODE_C, MODE_CXX, MODE_NVCC };
 static enum mode mode;

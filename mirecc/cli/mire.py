@@ -71,7 +71,8 @@ LAZY_SUBCOMMANDS = [
      "Module, function and loop embeddings from the frozen encoder in ONNX Runtime, with "
      "an on-disk statement cache shared by concurrent runs."),
     ("serve", "mirecc.tu.server",
-     "run the per-user pipeline server (mirecc and mire embed --server start it)",
+     "run the per-user pipeline server (mirecc and mire embed --server start it; "
+     "--stop stops it and the compile server)",
      "Hold the encoder, the task heads and their ONNX sessions loaded and run the "
      "decision pipeline (graph, embedding, heads) for the driver, and embedding "
      "requests, on a Unix socket only this user can reach; exits when idle."),

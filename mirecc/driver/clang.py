@@ -275,19 +275,19 @@ def _classify(ctx: CompileContext) -> int:
     if where == "link":
         from mirecc.tu.compile import link_call  # lazy: the ML path's modules
         return link_call(ctx, *detail)
-    if where == "compile":
-        from mirecc.tu.compile import compile_call  # lazy: only a compile that reads IR pays
-        return compile_call(ctx)
-    _count(config, where)
-    if explain and where != "no-use":
-        inv = ctx.inv
-        if where == "response-file":
-            _explain_passthrough(ctx, "unreadable", detail)
-        else:
-            _explain_passthrough(ctx, inv.kind, inv.reason if inv.kind != "compile" else (
-                "no C, C++ or OpenCL source" if where == "not-c" else
-                "compiled without optimisation (-O0 or no -O): mirecc leaves it alone"))
-    return exec_command(ctx.final)
+    if where != "compile":
+        _count(config, where)
+        if explain and where != "no-use":
+            inv = ctx.inv
+            if where == "response-file":
+                _explain_passthrough(ctx, "unreadable", detail)
+            else:
+                _explain_passthrough(ctx, inv.kind, inv.reason if inv.kind != "compile" else (
+                    "no C, C++ or OpenCL source" if where == "not-c" else
+                    "compiled without optimisation (-O0 or no -O): mirecc leaves it alone"))
+        return exec_command(ctx.final)
+    from mirecc.tu.compile import compile_call  # lazy: only a compile that reads IR pays
+    return compile_call(ctx)
 
 
 def route(ctx: CompileContext):

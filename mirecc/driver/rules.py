@@ -175,8 +175,9 @@ def write_asked(config, cxx: bool, compiler: str | None) -> None:
         config_path = find_config_file()
         if os.path.basename(target) != rules_name(os.environ, config_path):
             return      # the client and the driver disagree on the settings: none
+        # lazy: once per settings, never on a call the client decides
         from mirecc.frontend.compiler import CompilerNotFound, choose_compiler
-        from mirecc.util.fsutil import atomic_write_bytes  # lazy: as above
+        from mirecc.util.fsutil import atomic_write_bytes
 
         compilers = {}
         for lang, is_cxx in (("c", False), ("c++", True)):

@@ -37,6 +37,7 @@ mirecc's code changed under it (checked at most every
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import signal
 import socket
@@ -70,14 +71,15 @@ PRELOAD = ("json", "subprocess", "shutil", "tempfile", "pathlib", "hashlib", "ya
 
 def socket_path() -> Path:
     """Beside the pipeline server's socket: ``front-<tag>.sock``."""
-    from mirecc.tu.server import socket_path as pipeline_socket  # one directory, one tag
+    # lazy: the pipeline server's client half (standard library); one directory, one tag
+    from mirecc.tu.server import socket_path as pipeline_socket
 
     path = pipeline_socket()
     return path.with_name("front-" + path.name.removeprefix("server-"))
 
 
 def _preload() -> None:
-    import importlib
+    import importlib  # lazy: the server's start only
 
     for name in PRELOAD:
         try:
@@ -91,7 +93,7 @@ def _preload() -> None:
 def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
     """Serve until idle for ``idle_timeout`` seconds: 0; 1 when another
     server answers on the socket."""
-    from mirecc.tu.cache import code_stamp
+    from mirecc.tu.cache import code_stamp  # lazy: the server, not a call's client half
 
     path = path or socket_path()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -125,6 +127,10 @@ def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
     sock.listen(128)
     sock.settimeout(1.0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)     # children reaped by the kernel
+    # what is loaded stays out of the collector's way: a child's collection
+    # would otherwise touch (and copy) every page of the parent's objects
+    gc.collect()
+    gc.freeze()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     last = time.monotonic()
     try:
@@ -268,6 +274,7 @@ def _receive(conn) -> tuple[bytes, list[int]]:
 def _child(conn) -> int:
     """One call, in the forked child: its exit status for the server (the
     client gets the call's own)."""
+    gc.disable()        # a short life: nothing to collect that exit does not
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                 signal.SIGPIPE, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
@@ -321,16 +328,16 @@ def run_call(mode: str, argv: list[str]) -> int:
     """The Python driver on ``argv`` in this process, the compiler run as
     its child (not exec'd): the exit status, or minus the signal that
     killed the compiler."""
-    from mirecc.frontend import compiler
+    from mirecc.frontend import compiler  # lazy: loaded by _preload; named where it is set
 
     compiler.EXEC_REPLACES = False
     sys.argv = [{"c": "mirecc", "c++": "mirecc++", "nvcc": "mirecc-nvcc"}[mode], *argv]
     try:
         if mode == "nvcc":
-            from mirecc.driver.nvcc import main
+            from mirecc.driver.nvcc import main  # lazy: preloaded; one driver per call
             code = main(argv)
         else:
-            from mirecc.driver.clang import main
+            from mirecc.driver.clang import main  # lazy: as above
             code = main(argv, cxx=mode == "c++")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

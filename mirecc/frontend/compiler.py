@@ -96,10 +96,9 @@ def _is_mirecc(path: str) -> bool:
         if os.path.basename(resolved).startswith("mirecc"):
             return True
         with open(resolved, "rb") as fh:
-            head = fh.read(512)
-            if head.startswith(b"\x7fELF") and os.fstat(fh.fileno()).st_size < (1 << 20):
-                return CLIENT_MARKER in head + fh.read()
-        return b"mirecc.driver.clang" in head
+            head = fh.read(4096)     # the client's marker is a note in its first page
+        return b"mirecc.driver.clang" in head[:512] or (head.startswith(b"\x7fELF")
+                                                      and CLIENT_MARKER in head)
     except OSError:
         return False
 

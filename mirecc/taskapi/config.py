@@ -98,8 +98,9 @@ CORE_SETTINGS = (
             "decisions profile (mire tune) whose measured decisions replace the heads' "
             "(see mirecc/taskapi/profile.py)", relative_path=True),
     Setting("server", "MIRECC_SERVER", as_bool, True,
-            "run the pipeline in the per-user server (started when none answers); "
-            "false: in process"),
+            "run the calls something reads in the per-user compile server and the "
+            "pipeline in the pipeline server (each started when none answers); false: "
+            "both in the calling process"),
     Setting("store", "MIRECC_STORE", as_store, None,
             "the team store of verified results: redis://host:port/db or a shared "
             "directory (see mirecc/store/team.py)"),

@@ -383,18 +383,37 @@ def add_arguments(p) -> None:
     p.add_argument("--socket", type=Path, help=f"socket path (default: {socket_path()})")
     p.add_argument("--idle-timeout", type=float, default=900.0,
                    help="exit after this many seconds without requests (default: %(default)s)")
-    p.add_argument("--stop", action="store_true", help="ask the running server to exit")
+    p.add_argument("--stop", action="store_true",
+                   help="ask the running servers (the pipeline's and the compile server) to exit")
 
 
 def run(args) -> int:
     if args.stop:
         reply = ping(args.socket)
-        if reply is None:
+        stopped = _stop_compile_server(args.socket or socket_path())
+        if reply is None and not stopped:
             print("mire serve: no server is running", file=sys.stderr)
             return 1
-        os.kill(int(reply["pid"]), 15)
+        if reply is not None:
+            os.kill(int(reply["pid"]), 15)
         return 0
     return serve(args.socket, args.idle_timeout)
+
+
+def _stop_compile_server(path: Path) -> bool:
+    """Stop the compile server beside the pipeline server's socket (the
+    compiled client's, :mod:`mirecc.driver.serve`: ``front-<tag>.sock``),
+    named by its lock file; True when one was running."""
+    lock = path.with_name("front-" + path.name.removeprefix("server-") + ".lock")
+    try:
+        pid = int(lock.read_text().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if b"mirecc.driver.serve" not in fh.read():
+                return False
+        os.kill(pid, 15)
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 if __name__ == "__main__":
