@@ -49,6 +49,8 @@ ASK = "MIRECC_CLIENT_RULES"
 #: the client's own variables (``MIRECC_CLIENT=0``: the Python driver only,
 #: ``MIRECC_CLIENT_CLASSIFY``, ...): never part of a key
 CLIENT_VARIABLES = "MIRECC_CLIENT"
+#: rules files kept per installation (the least recently written go)
+KEEP = 256
 #: the ``-O`` levels the rules list (any other digits: as "4", which no task names)
 LEVELS = ("1", "2", "3", "s", "z", "fast", "g", "4")
 #: modules the rules are derived from (relative to the package): an edited
@@ -192,8 +194,27 @@ def write_asked(config, cxx: bool, compiler: str | None) -> None:
         directory = os.path.dirname(target)
         os.makedirs(directory, mode=0o700, exist_ok=True)
         atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"), durable=False)
+        _trim(directory)
     except Exception:  # noqa: BLE001 - the rules are a shortcut: never a failed build
         return
+
+
+def _trim(directory: str, keep: int = KEEP) -> None:
+    """At most ``keep`` rules files (one per settings seen): the least
+    recently written go (a build whose settings change per job, CI with a
+    cache directory per run, would otherwise add one per job)."""
+    entries = []
+    with os.scandir(directory) as it:
+        for entry in it:
+            try:
+                entries.append((entry.stat().st_mtime_ns, entry.path))
+            except OSError:
+                pass
+    for _, path in sorted(entries)[:-keep]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 # ------------------------------------------------------------ the tables

@@ -125,3 +125,16 @@ def test_nvcc_calls_are_never_decided_alone(tmp_path):
         out = subprocess.run([str(BIN / "mirecc-nvcc"), *args], env=env, capture_output=True,
                              text=True).stdout
         assert out.startswith("handoff mirecc-nvcc"), (args, out)
+
+
+def test_rules_files_are_kept_to_a_bound(tmp_path):
+    """One rules file per settings seen, the least recently written going
+    past the bound (CI with a cache directory per job adds one per job)."""
+    from mirecc.driver.rules import _trim
+
+    for n in range(12):
+        path = tmp_path / f"{n:016x}"
+        path.write_text("mirecc-rules 1\n")
+        os.utime(path, ns=(n * 10**9, n * 10**9))
+    _trim(str(tmp_path), keep=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{n:016x}" for n in range(7, 12)]
