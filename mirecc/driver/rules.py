@@ -35,8 +35,8 @@ from hashlib import sha256
 from mirecc.frontend import clang as clang_front
 from mirecc.frontend import cmdline
 from mirecc.taskapi.config import find_config_file
-from mirecc.taskapi.registry import (default_heads_dirs, find_head_specs, has_use,
-                                     heads_for_languages, spec_task, tasks)
+from mirecc.taskapi.registry import (applies_to_any, default_heads_dirs, find_head_specs,
+                                     has_use, spec_task, tasks)
 
 #: the client's and the server's protocol, and the rules file's format; the
 #: client is built with it (``-DMIRECC_PROTOCOL``)
@@ -123,21 +123,24 @@ def render(config, config_path: str | None, compilers: dict) -> str:
     for task in tasks().values():
         if task.opt_levels is not None and not set(task.opt_levels) <= known:
             lines.append("reads-all")       # a level the client does not know
+    # each spec read once: its languages and its task
+    specs = [(s, tasks().get(spec_task(s.spec_path) or "")) for s in find_head_specs(dirs)]
     for lang in sorted(clang_front.COMPILER.languages):
+        heads = [(s, d) for s, d in specs if applies_to_any(s, {lang})]
         for level in LEVELS:
-            if _reads(config, lang, level, splittable=False):
+            if _reads(config, heads, level, splittable=False):
                 lines.append(f"reads {lang} {level} always")
-            elif _reads(config, lang, level, splittable=True):
+            elif _reads(config, heads, level, splittable=True):
                 lines.append(f"reads {lang} {level} split")
     return "\n".join(lines) + "\n"
 
 
-def _reads(config, language: str, level: str, splittable: bool) -> bool:
-    """:func:`mirecc.driver.clang._heads_installed` for one language."""
-    for spec in heads_for_languages(default_heads_dirs(config), {language}):
-        if not has_use(spec, config, level):
+def _reads(config, heads, level: str, splittable: bool) -> bool:
+    """:func:`mirecc.driver.clang._heads_installed` for the ``heads`` of one
+    language ((spec, its task) pairs)."""
+    for spec, declared in heads:
+        if not has_use(spec, config, level, declared):
             continue
-        declared = tasks().get(spec_task(spec.spec_path) or "")
         if splittable or config.record or declared is None \
                 or not declared.has("compile_step"):
             return True

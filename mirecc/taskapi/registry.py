@@ -170,13 +170,18 @@ def spec_task(path: str) -> str | None:
     return None
 
 
-def has_use(spec: HeadSpec, config, opt_level: str | None = None) -> bool:
+_UNREAD = object()
+
+
+def has_use(spec: HeadSpec, config, opt_level: str | None = None, declared=_UNREAD) -> bool:
     """Would running the head change or record anything in this build (at
     ``opt_level``, ``"0"`` for none; None: any)?  A head of a task whose
     decisions are off (or advisory) is only recorded; none decides at a
     level its task does not name; a head of an unknown task or an
-    unreadable spec reaches the pipeline, which reports it."""
-    declared = task(spec_task(spec.spec_path) or "")
+    unreadable spec reaches the pipeline, which reports it.  ``declared``:
+    the head's task when the caller has read its spec already."""
+    if declared is _UNREAD:
+        declared = task(spec_task(spec.spec_path) or "")
     if declared is None:
         return True
     if opt_level is not None and declared.opt_levels is not None \
