@@ -107,6 +107,8 @@ def render(config, config_path: str | None, compilers: dict) -> str:
     dirs = default_heads_dirs(config)
     deps += dirs
     deps += [os.path.join(s.directory, "spec.yaml") for s in find_head_specs(dirs)]
+    if any("\n" in str(v) for v in (*config.prefix, *compilers.values(), *deps)):
+        raise ValueError("a name with a line break cannot be written in a rules file")
     lines = [f"mirecc-rules {PROTOCOL}", f"tables {tables_digest()}"]
     lines += [d for d in map(_dep, filter(None, deps)) if d]
     from mirecc.tu.stats import stats_path  # lazy: as above

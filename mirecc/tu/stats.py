@@ -1,8 +1,10 @@
 """What mirecc did, counted per user (as ccache's statistics): ``mire stats``.
 
-The counters live in ``<cache_dir>/stats`` (one ``name value`` line each)
-and are updated under an exclusive lock (safe under ``make -j``); a damaged
-line is dropped.  Plain lines, not JSON: a call that passes through pays
+The counters live in ``<cache_dir>/stats`` (``name value`` lines) and are
+updated under an exclusive lock (safe under ``make -j``); a damaged line is
+dropped.  The compiled client (``client/``) appends its own calls' lines
+under the same lock, and a name written twice is summed when read (the next
+update writes one line per name again).  Plain lines, not JSON: a call that passes through pays
 for neither ``json`` nor ``pathlib`` (~15 ms of imports).  Every reason has a stable code: ``--explain`` prints it with the
 words, and the counters are named by it.
 
