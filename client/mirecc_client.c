@@ -153,17 +153,18 @@ struct rules {
     int nreads;
 };
 
-/* The directory of the sockets and rules: $XDG_RUNTIME_DIR/mirecc or
- * /tmp/mirecc-<uid>, made 0700 when missing; NULL (with why) when it is not
- * this user's own private directory. */
+/* The directory of the sockets and rules: $XDG_RUNTIME_DIR/mirecc (when
+ * that directory exists) or /tmp/mirecc-<uid>, made 0700 when missing;
+ * NULL (with why) when it is not this user's own private directory. */
 static const char *run_dir(const char **why) {
     static char dir[PATH_MAX];
     const char *base = getenv("XDG_RUNTIME_DIR");
-    if (base && *base)
+    struct stat st;
+    /* (a runtime directory named but gone, as under sudo: /tmp's) */
+    if (base && *base && stat(base, &st) == 0 && S_ISDIR(st.st_mode))
         snprintf(dir, sizeof dir, "%s/mirecc", base);
     else
         snprintf(dir, sizeof dir, "/tmp/mirecc-%u", (unsigned)getuid());
-    struct stat st;
     if (lstat(dir, &st) != 0) {
         if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
             *why = "cannot make the server's directory";

@@ -392,3 +392,14 @@ def test_the_server_runs_calls_of_its_own_user_only(home):
         server.wait(timeout=30)
         import shutil
         shutil.rmtree(open_dir, ignore_errors=True)
+
+
+def test_a_runtime_directory_named_but_gone(home, tmp_path):
+    """XDG_RUNTIME_DIR set to a directory that is not there (as under sudo):
+    the client uses /tmp/mirecc-<uid>, quietly."""
+    work, env = home
+    env = dict(env, XDG_RUNTIME_DIR=str(tmp_path / "gone"), MIRECC_SERVER="0")
+    first = call([CLIENT, "-O2", "-c", "a.c", "-o", "g.o"], work, env)
+    assert first.returncode == 0 and first.stderr == "", first.stderr
+    assert verdict(["-O2", "-c", "a.c"], work, env) == "plain no-use"
+    assert not (tmp_path / "gone").exists()
