@@ -87,6 +87,27 @@ def timed(cmd, cwd, env) -> float:
     return took
 
 
+def rotated(sides, r: int) -> list:
+    """The sides in round ``r``'s order: each starts a round in turn."""
+    order = list(sides)
+    return order[r % len(order):] + order[:r % len(order)]
+
+
+def progress(title: str, times: dict) -> dict:
+    """A row's medians on stderr; the row's times."""
+    print(title, " ".join(f"{s}={statistics.median(v):.2f}" for s, v in times.items()),
+          file=sys.stderr)
+    return times
+
+
+def header(what: str, command: str) -> list[str]:
+    """A results page's title and the machine that wrote it."""
+    machine = rp.machine_info(CLANG)
+    return [f"# The compiled client: {what}", "",
+            f"Written by `benchmarks/client.py {command}`.  Machine: {machine['cpu']}, "
+            f"{machine['cores']} cores, {machine['platform']}; {machine['clang']}.", ""]
+
+
 def fmt(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
@@ -154,18 +175,10 @@ def calls(rounds: int, md: Path | None) -> None:
         for s, cmd in sides.items():
             timed(cmd + args(s), work, env_for(s, "warm"))
         for r in range(rounds):
-            order = list(sides)
-            order = order[r % len(order):] + order[:r % len(order)]
-            for s in order:
+            for s in rotated(sides, r):
                 times[s].append(timed(sides[s] + args(s), work, env_for(s, r)))
-        results[title] = times
-        print(title, " ".join(f"{s}={statistics.median(v):.1f}" for s, v in times.items()),
-              file=sys.stderr)
-    machine = rp.machine_info(CLANG)
-    lines = ["# The compiled client: per call", "",
-             f"Written by `benchmarks/client.py calls --rounds {rounds}`.  Machine: "
-             f"{machine['cpu']}, {machine['cores']} cores, {machine['platform']}; "
-             f"{machine['clang']}.", "",
+        results[title] = progress(title, times)
+    lines = header("per call", f"calls --rounds {rounds}") + [
              "Wall milliseconds per call, median (min-max) of "
              f"{rounds} rounds, the sides' order rotating each round.  `mirecc`: the compiled "
              "client (its compile server warm); `python`: the Python driver alone (mirecc "
@@ -253,18 +266,10 @@ def builds(rounds: int, work_root: Path, md: Path | None) -> None:
     for title, fn, n in rows:
         times = {s: [] for s in SIDES}
         for r in range(n):
-            order = list(SIDES)
-            order = order[r % len(order):] + order[:r % len(order)]
-            for s in order:
+            for s in rotated(SIDES, r):
                 times[s].append(fn(s, envs[s]))
-        results[title] = times
-        print(title, " ".join(f"{s}={statistics.median(v):.2f}" for s, v in times.items()),
-              file=sys.stderr)
-    machine = rp.machine_info(CLANG)
-    lines = ["# The compiled client: whole builds", "",
-             f"Written by `benchmarks/client.py builds --rounds {rounds}`.  Machine: "
-             f"{machine['cpu']}, {machine['cores']} cores, {machine['platform']}; "
-             f"{machine['clang']}.", "",
+        results[title] = progress(title, times)
+    lines = header("whole builds", f"builds --rounds {rounds}") + [
              "Wall seconds per build, median (min-max); the sides' order rotating each round "
              "(the -Oz row: half the rounds, at least 2).  `mirecc`: the compiled client, its "
              "compile server warm; `python`: the Python driver alone (mirecc before the "
