@@ -220,18 +220,9 @@ def build_env(**extra: str) -> dict[str, str]:
 
 def run(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path) -> None:
     """Run ``cmd`` with its output appended to ``log``; RecordError if it fails."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as fh:
-        fh.write(f"\n$ cd {shlex.quote(str(cwd))} && {shlex.join(cmd)}\n")
-        fh.flush()
-        try:
-            rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, timeout=BUILD_TIMEOUT).returncode
-        except subprocess.TimeoutExpired:
-            rc = 124
-        except OSError as exc:
-            fh.write(f"cannot run: {exc}\n")
-            rc = 127
+    from mirecc.corpus.util import run_logged  # lazy: mirecc only once a build runs
+
+    rc = run_logged(cmd, cwd=cwd, env=env, log=log, timeout=BUILD_TIMEOUT)
     if rc != 0:
         lines = log.read_text(errors="replace").splitlines()[-15:]
         raise RecordError(f"{shlex.join(cmd)} failed (exit status {rc}); log: {log}\n"

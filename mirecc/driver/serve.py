@@ -86,8 +86,6 @@ def _preload() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a module that cannot load is loaded by its call
             pass
-    for declared in __import__("mirecc.taskapi.registry", fromlist=["tasks"]).tasks().values():
-        declared.has("head_class")
 
 
 def serve(path: Path | None = None, idle_timeout: float = 900.0) -> int:
