@@ -46,6 +46,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "tables.h"
 
@@ -151,6 +152,13 @@ struct rules {
     int nlink_step;
     const char *reads[MAX_LINES][3];  /* language, level, always|split */
     int nreads;
+    /* direct mode (mirecc/tu/direct.py), when the ML path would try it */
+    const char *direct_root, *direct_schema, *direct_env;
+    const char *identity[2];           /* c, c++: the compiler's file identity */
+    const char *pipeline[8][2];        /* language, pipeline key */
+    int npipeline;
+    const char **stamp;                /* "mtime size path" of what those came from */
+    int nstamp;
 };
 
 /* The directory of the sockets and rules: $XDG_RUNTIME_DIR/mirecc (when
@@ -255,6 +263,20 @@ static void rules_path(const char *dir, char *out, size_t size) {
     snprintf(out, size, "%s/rules-%s/%016llx", dir, MIRECC_TAG, (unsigned long long)h);
 }
 
+/* A rules file's "<mtime_ns> <size> <path>": 1 when the file still has
+ * them, 0 when not, -1 when the line is damaged. */
+static int unchanged(const char *line) {
+    const char *size_s = strchr(line, ' ');
+    const char *file = size_s ? strchr(size_s + 1, ' ') : NULL;
+    if (!file)
+        return -1;
+    struct stat st;
+    long long mtime = strtoll(line, NULL, 10), size = strtoll(size_s + 1, NULL, 10);
+    return stat(file + 1, &st) == 0 &&
+           (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == mtime &&
+           (long long)st.st_size == size;
+}
+
 /* Load and check the rules file: 0, or -1 with why (missing, stale, ...). */
 static int load_rules(const char *path, struct rules *r, const char **why) {
     memset(r, 0, sizeof *r);
@@ -284,18 +306,12 @@ static int load_rules(const char *path, struct rules *r, const char **why) {
                 return -2;
             }
         } else if (!strcmp(line, "dep")) {
-            /* dep <mtime_ns> <size> <path> */
-            char *size_s = strchr(rest, ' ');
-            char *file = size_s ? strchr(size_s + 1, ' ') : NULL;
-            if (!file) {
+            int same = unchanged(rest);
+            if (same < 0) {
                 *why = "a damaged rules file";
                 return -2;
             }
-            struct stat st;
-            long long mtime = strtoll(rest, NULL, 10), size = strtoll(size_s + 1, NULL, 10);
-            if (stat(file + 1, &st) != 0 ||
-                (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != mtime ||
-                (long long)st.st_size != size) {
+            if (!same) {
                 *why = "the settings or heads changed since the rules were written";
                 return -1;
             }
@@ -326,6 +342,36 @@ static int load_rules(const char *path, struct rules *r, const char **why) {
             *flags++ = 0;
             r->link_step[r->nlink_step][0] = rest;
             r->link_step[r->nlink_step++][1] = flags;
+        } else if (!strcmp(line, "direct")) {
+            char *root = strchr(rest, ' ');
+            if (!root)
+                continue;
+            *root++ = 0;
+            r->direct_schema = rest;
+            r->direct_root = root;
+        } else if (!strcmp(line, "direct-env")) {
+            r->direct_env = rest;
+        } else if (!strcmp(line, "identity")) {
+            char *id = strchr(rest, ' ');
+            if (id) {
+                *id++ = 0;
+                r->identity[!strcmp(rest, "c++")] = id;
+            }
+        } else if (!strcmp(line, "pipeline")) {
+            char *key = strchr(rest, ' ');
+            if (!key || r->npipeline >= 8)
+                continue;
+            *key++ = 0;
+            r->pipeline[r->npipeline][0] = rest;
+            r->pipeline[r->npipeline++][1] = key;
+        } else if (!strcmp(line, "stamp")) {
+            if (!(r->nstamp & 255)) {
+                const char **more = realloc(r->stamp, (size_t)(r->nstamp + 256) * sizeof *more);
+                if (!more)
+                    continue;
+                r->stamp = more;
+            }
+            r->stamp[r->nstamp++] = rest;
         } else if (!strcmp(line, "reads-all")) {
             r->reads_all = 1;
         } else if (!strcmp(line, "reads")) {
@@ -583,9 +629,11 @@ static const char *level_key(const char *opt) {
 
 /* Where the call goes: NULL to hand it over (with *why), else the
  * passthrough code it is counted under. */
-static const char *route(int argc, char **argv, const struct rules *r, const char **why) {
+static const char *route(int argc, char **argv, const struct rules *r, const char **why,
+                         struct invocation *out, int *split_read) {
     struct invocation inv;
     classify(argc, argv, &inv);
+    *split_read = 0;
     if (inv.nsources > MAX_SOURCES) {
         *why = "more sources than the client lists";
         return NULL;
@@ -623,12 +671,14 @@ static const char *route(int argc, char **argv, const struct rules *r, const cha
         for (int k = 0; k < r->nreads; k++) {
             if (strcmp(r->reads[k][0], inv.language[s]) || strcmp(r->reads[k][1], level))
                 continue;
+            if (split < 0)
+                split = splittable(argc, argv, &inv);
+            *out = inv;
+            *split_read = split;
             if (!strcmp(r->reads[k][2], "always")) {
                 *why = "a head reads this compile";
                 return NULL;
             }
-            if (split < 0)
-                split = splittable(argc, argv, &inv);
             if (split) {
                 *why = "a task's build step reads this compile";
                 return NULL;
@@ -640,7 +690,9 @@ static const char *route(int argc, char **argv, const struct rules *r, const cha
 
 /* ------------------------------------------------------------ run */
 
-static void count(const struct rules *r, const char *code) {
+/* Add counter lines ("name n\n"...) to `mire stats` (the driver sums a
+ * name written twice). */
+static void add_counts(const struct rules *r, const char *lines, size_t n) {
     if (!r->stats)
         return;
     int fd = open(r->stats, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
@@ -656,11 +708,16 @@ static void count(const struct rules *r, const char *code) {
     }
     if (fd < 0)
         return;
+    if (flock(fd, LOCK_EX) == 0)
+        (void)!write(fd, lines, n);
+    close(fd);
+}
+
+static void count(const struct rules *r, const char *code) {
     char line[128];
     int n = snprintf(line, sizeof line, "calls 1\npassthrough.%s 1\n", code);
-    if (flock(fd, LOCK_EX) == 0 && n > 0)
-        (void)!write(fd, line, (size_t)n);
-    close(fd);
+    if (n > 0 && (size_t)n < sizeof line)
+        add_counts(r, line, (size_t)n);
 }
 
 /* The compiler with the user's arguments (after the launcher), in place of
@@ -701,6 +758,357 @@ static int exec_python(int argc, char **argv, const char *rules_file, const char
     execvp(cc, cmd);
     say("error", "cannot run '%s': %s", cc, strerror(errno));
     return 127;
+}
+
+/* ------------------------------------------------------------ direct mode */
+/* SHA-256 (FIPS 180-4), for the manifests' keys and the files they list. */
+
+struct sha256 {
+    uint32_t h[8];
+    uint64_t bytes;
+    unsigned char block[64];
+    size_t used;
+};
+
+static const uint32_t sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2};
+
+#define ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(struct sha256 *c, const unsigned char *p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROTR(w[i - 15], 7) ^ ROTR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROTR(w[i - 2], 17) ^ ROTR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = c->h[0], b = c->h[1], cc = c->h[2], d = c->h[3], e = c->h[4], f = c->h[5],
+             g = c->h[6], h = c->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ROTR(e, 6) ^ ROTR(e, 11) ^ ROTR(e, 25)) + ((e & f) ^ (~e & g)) +
+                      sha256_k[i] + w[i];
+        uint32_t t2 = (ROTR(a, 2) ^ ROTR(a, 13) ^ ROTR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
+        h = g, g = f, f = e, e = d + t1, d = cc, cc = b, b = a, a = t1 + t2;
+    }
+    c->h[0] += a, c->h[1] += b, c->h[2] += cc, c->h[3] += d;
+    c->h[4] += e, c->h[5] += f, c->h[6] += g, c->h[7] += h;
+}
+
+static void sha256_init(struct sha256 *c) {
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, h0, sizeof h0);
+    c->bytes = 0;
+    c->used = 0;
+}
+
+static void sha256_add(struct sha256 *c, const void *data, size_t n) {
+    const unsigned char *p = data;
+    c->bytes += n;
+    if (c->used) {
+        size_t take = 64 - c->used < n ? 64 - c->used : n;
+        memcpy(c->block + c->used, p, take);
+        c->used += take, p += take, n -= take;
+        if (c->used < 64)
+            return;
+        sha256_block(c, c->block);
+        c->used = 0;
+    }
+    for (; n >= 64; p += 64, n -= 64)
+        sha256_block(c, p);
+    memcpy(c->block, p, n);
+    c->used = n;
+}
+
+static void sha256_hex(struct sha256 *c, char hex[65]) {
+    uint64_t bits = c->bytes * 8;
+    unsigned char pad[72] = {0x80};
+    size_t n = (c->used < 56 ? 56 : 120) - c->used;
+    for (int i = 0; i < 8; i++)
+        pad[n + (size_t)i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha256_add(c, pad, n + 8);
+    for (int i = 0; i < 8; i++)
+        snprintf(hex + 8 * i, 9, "%08x", c->h[i]);
+}
+
+/* A whole file (at most `limit` bytes): its bytes and length, or NULL. */
+static unsigned char *slurp(const char *path, size_t limit, size_t *len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    unsigned char *buf = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size <= limit &&
+        (buf = malloc((size_t)st.st_size + 1))) {
+        size_t got = 0;
+        ssize_t n;
+        while (got <= (size_t)st.st_size &&
+               (n = read(fd, buf + got, (size_t)st.st_size + 1 - got)) > 0)
+            got += (size_t)n;
+        if (got != (size_t)st.st_size) { /* changed while read */
+            free(buf);
+            buf = NULL;
+        }
+        *len = got;
+    }
+    close(fd);
+    return buf;
+}
+
+static int file_sha256(const char *path, char hex[65]) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct sha256 c;
+    sha256_init(&c);
+    unsigned char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        sha256_add(&c, buf, (size_t)n);
+    close(fd);
+    if (n < 0)
+        return -1;
+    sha256_hex(&c, hex);
+    return 0;
+}
+
+static void bytes_sha256(const void *data, size_t n, char hex[65]) {
+    struct sha256 c;
+    sha256_init(&c);
+    sha256_add(&c, data, n);
+    sha256_hex(&c, hex);
+}
+
+/* Python's os.path.splitext(path)[0]'s length: the last dot of the base
+ * name, leading dots not counted. */
+static size_t stem_length(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *p = base;
+    while (*p == '.')
+        p++;
+    const char *dot = strrchr(p, '.');
+    return dot ? (size_t)(dot - path) : strlen(path);
+}
+
+/* Write `data` to `path` through a temporary file beside it, renamed over
+ * it (readers see the old file or the new one); `durable`: flushed to the
+ * disk first.  0, or -1 with nothing left behind. */
+static int write_atomically(const char *path, const unsigned char *data, size_t n,
+                            int durable) {
+    char tmp[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    int dirlen = slash ? (int)(slash - path + 1) : 0;
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+        unsigned rnd = (unsigned)getpid() * 2654435761u ^ (unsigned)clock() ^ (unsigned)tries;
+        if (snprintf(tmp, sizeof tmp, "%.*s.%s.%d-%08x.tmp", dirlen, path, path + dirlen,
+                     (int)getpid(), rnd) >= (int)sizeof tmp)
+            return -1;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            return -1;
+    }
+    if (fd < 0)
+        return -1;
+    size_t done = 0;
+    ssize_t w = 0;
+    while (done < n && (w = write(fd, data + done, n - done)) > 0)
+        done += (size_t)w;
+    int ok = done == n && (!durable || fsync(fd) == 0);
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* A direct-mode hit served here, as the ML path serves it
+ * (mirecc/tu/mlpath.py: run, _direct_hit, _kept_object; tu/compile.py):
+ * the manifest under the key of this command (tu/direct.py: manifest_key)
+ * lists every file the front end read with its SHA-256; when each still
+ * has it, either the manifest names a kept object, which is copied (with
+ * its dependency file) and nothing runs, or nothing was applied to the
+ * TU, and the user's command runs as it is.  Counted as the driver counts
+ * a hit (the manifest's "hit" line).  The exit status; -1 for a miss (the
+ * call goes on to the driver), with *stale set when the rules' pipeline
+ * keys may be out of date. */
+static int direct_hit(int argc, char **argv, const struct rules *r, const char *compiler,
+                      const struct invocation *inv, int *stale) {
+    const char *version = NULL, *identity = r->identity[mode == MODE_CXX];
+    for (int i = 0; i < r->npipeline; i++)
+        if (!strcmp(r->pipeline[i][0], inv->language[0]))
+            version = r->pipeline[i][1];
+    if (!version || !identity || !r->direct_env)
+        return -1;
+    for (int i = 0; i < r->nstamp; i++)
+        if (unchanged(r->stamp[i]) != 1) {
+            *stale = 1;
+            return -1;
+        }
+    /* the key: tu/direct.py manifest_key, NUL-separated */
+    char cwd[PATH_MAX], env[4096], hex[65];
+    if (!getcwd(cwd, sizeof cwd))
+        return -1;
+    struct sha256 c;
+    sha256_init(&c);
+    char head[64];
+    int n = snprintf(head, sizeof head, "direct%s", r->direct_schema);
+    sha256_add(&c, head, (size_t)n + 1);
+    sha256_add(&c, version, strlen(version) + 1);
+    sha256_add(&c, identity, strlen(identity) + 1);
+    sha256_add(&c, cwd, strlen(cwd) + 1);
+    snprintf(env, sizeof env, "%s", r->direct_env);
+    char *save = NULL;
+    for (char *name = strtok_r(env, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        const char *value = getenv(name);
+        sha256_add(&c, name, strlen(name));
+        sha256_add(&c, "=", 1);
+        sha256_add(&c, value ? value : "", (value ? strlen(value) : 0) + 1);
+    }
+    sha256_add(&c, "args", 4);
+    for (int i = 0; i < argc; i++) {
+        sha256_add(&c, "", 1);
+        sha256_add(&c, argv[i], strlen(argv[i]));
+    }
+    char key[65];
+    sha256_hex(&c, key);
+    /* the manifest: every file it lists unchanged */
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/direct/v1/%.2s/%s.txt", r->direct_root, key, key) >=
+        (int)sizeof path)
+        return -1;
+    size_t len;
+    char *text = (char *)slurp(path, 1 << 24, &len);
+    if (!text)
+        return -1;
+    text[len] = 0;
+    char magic[64];
+    snprintf(magic, sizeof magic, "mirecc direct manifest %s", r->direct_schema);
+    char *line_save = NULL, *line = strtok_r(text, "\n", &line_save);
+    const char *object = NULL, *hit = NULL;
+    int applied = -1;
+    int ok = line && !strcmp(line, magic);
+    while (ok && (line = strtok_r(NULL, "\n", &line_save))) {
+        if (starts(line, "file ")) {
+            char *name = strchr(line + 5, ' ');
+            ok = name && name - (line + 5) == 64 && file_sha256(name + 1, hex) == 0 &&
+                 !memcmp(hex, line + 5, 64);
+        } else if (starts(line, "object ")) {
+            object = line + 7;
+        } else if (starts(line, "applied ")) {
+            applied = atoi(line + 8);
+        } else if (starts(line, "hit ")) {
+            hit = line + 4;
+        } else if (starts(line, "result ")) {
+            break;
+        }
+    }
+    /* what the hit adds to `mire stats`: tu/compile.py _finish */
+    char counts[2048];
+    size_t used = 0;
+    if (ok && hit) {
+        used = (size_t)snprintf(counts, sizeof counts, "calls 1\n%s", object ? "tus.object 1\n" : "");
+        char pairs[1024];
+        snprintf(pairs, sizeof pairs, "%s", hit);
+        char *pair_save = NULL;
+        for (char *pair = strtok_r(pairs, " ", &pair_save); pair && used < sizeof counts;
+             pair = strtok_r(NULL, " ", &pair_save)) {
+            char *eq = strchr(pair, '=');
+            if (eq)
+                *eq = ' ';
+            used += (size_t)snprintf(counts + used, sizeof counts - used, "%s\n", pair);
+        }
+        ok = used < sizeof counts;
+    }
+    if (!ok || !hit || applied < 0) {
+        free(text);
+        return -1;
+    }
+    if (!object) {
+        free(text);
+        if (applied) /* its decisions' flags: the driver's */
+            return -1;
+        add_counts(r, counts, used);
+        return exec_final(r, compiler, argc, argv);
+    }
+    /* the kept object (tu/objcache.py): "<key> <object sha>[:<dependency file sha>]" */
+    char okey[65], digest[160];
+    if (sscanf(object, "%64s %159s", okey, digest) != 2 || strlen(okey) != 64) {
+        free(text);
+        return -1;
+    }
+    free(text);
+    char *dep_digest = strchr(digest, ':');
+    if (dep_digest)
+        *dep_digest++ = 0;
+    int writes_dep = 0;
+    const char *dep_named = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-MD") || !strcmp(argv[i], "-MMD"))
+            writes_dep = 1;
+        else if (!strcmp(argv[i], "-MF") && i + 1 < argc)
+            dep_named = argv[i + 1];
+        else if (starts(argv[i], "-MF") && argv[i][3])
+            dep_named = argv[i] + 3;
+    }
+    if (writes_dep && !dep_digest)
+        return -1;
+    char opath[PATH_MAX], dpath[PATH_MAX], output[PATH_MAX], dep_file[PATH_MAX];
+    snprintf(opath, sizeof opath, "%s/objects/v1/%.2s/%s.o", r->direct_root, okey, okey);
+    snprintf(dpath, sizeof dpath, "%s/objects/v1/%.2s/%s.d", r->direct_root, okey, okey);
+    size_t olen = 0, dlen = 0;
+    unsigned char *obj = slurp(opath, (size_t)1 << 31, &olen), *dep = NULL;
+    if (!obj || !olen)
+        goto miss;
+    bytes_sha256(obj, olen, hex);
+    if (strcmp(hex, digest))
+        goto miss;
+    /* the output: -o, else the source's stem with .o (frontend/clang.py object_path) */
+    if (inv->output) {
+        snprintf(output, sizeof output, "%s", inv->output);
+    } else {
+        const char *base = strrchr(inv->source[0], '/');
+        base = base ? base + 1 : inv->source[0];
+        snprintf(output, sizeof output, "%.*s.o", (int)stem_length(base), base);
+    }
+    if (writes_dep) {
+        if (!(dep = slurp(dpath, 1 << 26, &dlen)))
+            goto miss;
+        bytes_sha256(dep, dlen, hex);
+        if (strcmp(hex, dep_digest))
+            goto miss;
+        if (dep_named)
+            snprintf(dep_file, sizeof dep_file, "%s", dep_named);
+        else
+            snprintf(dep_file, sizeof dep_file, "%.*s.d", (int)stem_length(output), output);
+        if (write_atomically(dep_file, dep, dlen, 0) != 0)
+            goto miss;
+    }
+    if (write_atomically(output, obj, olen, 1) != 0)
+        goto miss;
+    utime(opath, NULL); /* recently used: trimmed last */
+    free(obj);
+    free(dep);
+    add_counts(r, counts, used);
+    return 0;
+miss:
+    free(obj);
+    free(dep);
+    return -1;
 }
 
 /* ------------------------------------------------------------ the server */
@@ -1070,7 +1478,18 @@ int main(int argc, char **argv) {
     const char *compiler = r.compiler[mode == MODE_CXX];
     if (!compiler)
         HAND_OVER(&r, NULL, "no compiler found for these settings");
-    const char *code = r.disable ? "disabled" : route(argc, argv, &r, &why);
+    struct invocation inv;
+    int split_read = 0;
+    const char *code = r.disable ? "disabled" : route(argc, argv, &r, &why, &inv, &split_read);
+    if (!code && split_read && r.direct_root && !classify_only) {
+        /* the ML path would try direct mode first: a hit needs no Python */
+        int stale = 0;
+        int rc = direct_hit(argc, argv, &r, compiler, &inv, &stale);
+        if (rc >= 0)
+            return rc;
+        if (stale) /* the driver writes the rules again */
+            HAND_OVER(&r, rules_file, "the rules' pipeline keys are stale");
+    }
     if (!code)
         HAND_OVER(&r, NULL, why);
     if (classify_only) {

@@ -86,12 +86,12 @@ def rules_name(environ, config_path: str | None) -> str:
     return f"{fnv1a64(key_material(environ, config_path)):016x}"
 
 
-def _dep(path: str) -> str | None:
+def _dep(path: str, kind: str = "dep") -> str | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return f"dep {st.st_mtime_ns} {st.st_size} {path}"
+    return f"{kind} {st.st_mtime_ns} {st.st_size} {path}"
 
 
 def render(config, config_path: str | None, compilers: dict) -> str:
@@ -134,7 +134,42 @@ def render(config, config_path: str | None, compilers: dict) -> str:
                 lines.append(f"reads {lang} {level} always")
             elif _reads(config, heads, level, splittable=True):
                 lines.append(f"reads {lang} {level} split")
+    lines += _direct_rules(config, compilers)
     return "\n".join(lines) + "\n"
+
+
+def _direct_rules(config, compilers: dict) -> list[str]:
+    """What the client needs to serve a direct-mode hit itself
+    (:mod:`mirecc.tu.direct`: a kept object, or a TU nothing was applied
+    to) where the ML path would try one first: the manifests' schema and
+    folder, the environment their key reads, each compiler's identity,
+    each language's pipeline key, and (``stamp``) every file those were
+    made from, which the client checks before it uses them.  None when
+    the ML path would not try direct mode (no cache, capture, a decisions
+    profile read or recorded, a missing pass plugin)."""
+    if not config.cache or config.capture_dir or config.profile or config.record \
+            or (config.plugin and not os.path.isfile(config.plugin)):
+        return []
+    # lazy: once per settings
+    from mirecc.tu import direct
+    from mirecc.tu.cache import pipeline_inputs, pipeline_key
+    from mirecc.util.fsutil import file_identity
+
+    languages = sorted(clang_front.COMPILER.languages)
+    lines = [f"direct {direct.SCHEMA} {config.cache_root()}",
+             "direct-env " + " ".join(direct.CLANG_ENVIRONMENT)]
+    stamped = [config.plugin] if config.plugin else []
+    for lang, path in compilers.items():
+        if path:
+            lines.append(f"identity {lang} {file_identity(path)}")
+            stamped.append(os.path.realpath(path))
+    for lang in languages:
+        lines.append(f"pipeline {lang} {pipeline_key(config, {lang})}")
+        stamped += pipeline_inputs(config, {lang})
+    if any("\n" in p for p in (*stamped, config.cache_root())):
+        return []
+    lines += [d for d in map(lambda p: _dep(p, "stamp"), dict.fromkeys(stamped)) if d]
+    return lines
 
 
 def _reads(config, heads, level: str, splittable: bool) -> bool:

@@ -18,6 +18,7 @@ from mirecc.taskapi.registry import default_heads_dirs, heads_for_languages, tas
 from mirecc.util.fsutil import atomic_write_bytes, sha256
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # mirecc/
+_ENCODER_MANIFEST = os.path.join(_PACKAGE, "data", "encoder", "manifest.json")
 
 
 def _stamp(path: str, st, content_root: str | None) -> str:
@@ -31,6 +32,22 @@ def _stamp(path: str, st, content_root: str | None) -> str:
     return f"{os.path.relpath(path, content_root)}|{digest}\n"
 
 
+def _code_walk() -> tuple[list[str], list]:
+    """(the package's folders, then ``(path, stat)`` of each module) in the
+    order :func:`code_stamp` reads them."""
+    folders, modules, stack = [], [], [_PACKAGE]
+    while stack:
+        directory = stack.pop()
+        folders.append(directory)
+        with os.scandir(directory) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir() and entry.name not in ("__pycache__", "data"):
+                    stack.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    modules.append((entry.path, entry.stat()))
+    return folders, modules
+
+
 def code_stamp(content: bool = False) -> str:
     """mirecc's version and code: the size and time of every module and of
     the shipped encoder's manifest (an edited checkout or an upgrade changes
@@ -38,21 +55,29 @@ def code_stamp(content: bool = False) -> str:
 
     root = _PACKAGE if content else None
     h = sha256(__version__.encode())
-    stack = [_PACKAGE]
-    while stack:
-        directory = stack.pop()
-        with os.scandir(directory) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if entry.is_dir() and entry.name not in ("__pycache__", "data"):
-                    stack.append(entry.path)
-                elif entry.name.endswith(".py"):
-                    h.update(_stamp(entry.path, entry.stat(), root).encode())
-    manifest = os.path.join(_PACKAGE, "data", "encoder", "manifest.json")
+    for path, st in _code_walk()[1]:
+        h.update(_stamp(path, st, root).encode())
     try:
-        h.update(b"model|" + _stamp(manifest, os.stat(manifest), root).encode())
+        h.update(b"model|" + _stamp(_ENCODER_MANIFEST, os.stat(_ENCODER_MANIFEST), root).encode())
     except OSError:
         h.update(b"no model")
     return h.hexdigest()
+
+
+def pipeline_inputs(config, languages) -> list[str]:
+    """The files and folders :func:`pipeline_key` reads (by size and time,
+    or content), and the folders that would show one added: a key kept
+    elsewhere (the compiled client's rules) is stale when any of them
+    changed."""
+    folders, modules = _code_walk()
+    paths = folders + [path for path, _ in modules] + [_ENCODER_MANIFEST]
+    if config.model:
+        paths.append(os.path.join(config.model, "manifest.json"))
+    for spec in heads_for_languages(default_heads_dirs(config), languages):
+        paths.append(spec.directory)
+        with os.scandir(spec.directory) as entries:
+            paths += sorted(e.path for e in entries if e.is_file())
+    return paths
 
 
 def pipeline_key(config, languages, content: bool = False) -> str:

@@ -16,6 +16,8 @@ run, as without mirecc.
 A manifest is lines of text (``json`` and what it imports would cost ~10 ms
 on every hit): the files, the bitcode's hash and size, what ``mire stats``
 and the injection need to know (decided? applied? the reason codes), and
+the counters a hit adds (``hit``: what :func:`mirecc.tu.stats.report_counts`
+gives, so that neither a hit nor the compiled client parses the result), and
 the result's JSON, parsed only when it is read (a decision to apply, a
 record file).
 
@@ -38,7 +40,7 @@ from mirecc.store.kinds import MANIFESTS
 from mirecc.taskapi.records import PIPELINE_SCHEMA
 from mirecc.util.fsutil import file_identity, file_sha256, sha256
 
-SCHEMA = 1
+SCHEMA = 2
 # A file whose mtime is this close to the front end's start may have changed
 # while it was read (file times come from a coarse clock): no manifest (ccache
 # leaves 1 s too)
@@ -96,7 +98,8 @@ def dependency_files(text: str) -> list[str]:
 class Entry:
     """A manifest whose files are unchanged: ``bitcode_sha256``,
     ``bitcode_bytes``, ``decided``, ``applied``, ``reason_codes`` and
-    ``result_json`` (the TUResult's JSON, unparsed); ``object_key`` and
+    ``result_json`` (the TUResult's JSON, unparsed), ``hit_counts`` (the
+    counters a hit adds); ``object_key`` and
     ``object_sha256``: the kept object's key and digest
     (:mod:`mirecc.tu.objcache`), or None."""
 
@@ -107,6 +110,8 @@ class Entry:
         self.applied = fields["applied"] == ["1"]
         self.reason_codes = fields["reasons"]
         self.result_json = fields["result"]
+        self.hit_counts = {name: int(n) for name, _, n in
+                           (pair.partition("=") for pair in fields["hit"])}
         self.object_key, self.object_sha256 = (fields.get("object") or [None, None])[:2]
 
 
@@ -143,11 +148,11 @@ class Manifests:
             return None
 
     def record(self, key: str, dep_file: str, source: str, started_ns: int, result,
-               bitcode_sha256: str, bitcode_bytes: int, object_key: str | None = None,
-               object_sha256: str | None = None) -> bool:
+               bitcode_sha256: str, bitcode_bytes: int, hit_counts: dict,
+               object_key: str | None = None, object_sha256: str | None = None) -> bool:
         """Write the manifest of a TU whose front end started at
         ``started_ns`` and wrote ``dep_file``, with its ``result`` (a
-        TUResult) and, for a TU whose object a build step chose, the kept
+        TUResult), the counters a hit adds and, for a TU whose object a build step chose, the kept
         object's ``object_key`` and ``object_sha256``.  False (nothing
         written) when a file it read changed while it ran, or cannot be
         read."""
@@ -174,6 +179,7 @@ class Manifests:
                   f"decided {int(result.decided)}",
                   f"applied {int(result.applied)}",
                   "reasons " + " ".join(result.reason_codes),
+                  "hit " + " ".join(f"{k}={n}" for k, n in sorted(hit_counts.items())),
                   *([f"object {object_key} {object_sha256}"] if object_key else []),
                   "result " + result_json(result), ""]
         try:

@@ -23,7 +23,7 @@ from mirecc.taskapi.api import HeadError
 from mirecc.taskapi.records import TURequest, TUResult
 from mirecc.taskapi.registry import (default_heads_dirs, has_use, heads_for_languages,
                                      spec_task, task)
-from mirecc.tu import objcache
+from mirecc.tu import objcache, stats
 from mirecc.tu.cache import CacheError, ResultCache, pipeline_key
 from mirecc.tu.context import CompileContext
 from mirecc.tu.direct import Manifests, manifest_key
@@ -51,6 +51,7 @@ class TUReport:
         self.where = where              # "server", "in process", "cache" or "direct"
         self.object_key = None          # direct: the kept object's key (mirecc.tu.objcache)
         self.object_sha256 = None       # and its digest
+        self.hit_counts = None          # direct: the counters its manifest lists
 
     @property
     def result(self) -> TUResult:
@@ -570,6 +571,7 @@ def _direct_hit(ctx: CompileContext) -> TUReport | None:
                       entry.bitcode_sha256, entry.bitcode_bytes, entry, "hit",
                       where="direct")
     report.object_key, report.object_sha256 = entry.object_key, entry.object_sha256
+    report.hit_counts = entry.hit_counts
     if report.applied or ctx.config.record:   # the result is read now: damaged is a miss
         try:
             report.result
@@ -664,6 +666,7 @@ def record_manifests(ctx: CompileContext) -> dict:
                 continue
         pending.manifests.record(pending.key, pending.dep_file, pending.source,
                                  pending.started, report.result, pending.sha, pending.size,
+                                 stats.report_counts(report, where="direct"),
                                  object_key=object_key, object_sha256=object_sha256)
     return counts
 
@@ -689,8 +692,11 @@ def record_gated(ctx: CompileContext) -> dict:
     digest = objcache.ObjectCache(config.cache_root(), config.object_cache_mb).put(
         kept, pending.output, pending.user_dep)
     if digest is not None:
+        result = TUResult(None)
+        hit = stats.report_counts(TUReport(pending.source, "", "", sha, len(data), result,
+                                           "hit"), where="direct")
         pending.manifests.record(pending.key, pending.dep_file, pending.source,
-                                 pending.started, TUResult(None), sha, len(data),
+                                 pending.started, result, sha, len(data), hit,
                                  object_key=kept, object_sha256=digest)
     return counts
 

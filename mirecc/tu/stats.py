@@ -189,31 +189,45 @@ def zero(config) -> None:
 
 
 def tu_counts(reports, split: bool) -> dict:
-    """The counters of one call's translation units."""
+    """The counters of one call's translation units: each report's
+    (:func:`report_counts`; a direct-mode hit's as its manifest lists them),
+    and ``tus.split`` for a split compile."""
+    counts: dict[str, int] = {}
+    for report in reports:
+        hit = getattr(report, "hit_counts", None)
+        for name, n in (hit if hit is not None else report_counts(report)).items():
+            counts[name] = counts.get(name, 0) + n
+        if split:
+            counts["tus.split"] = counts.get("tus.split", 0) + 1
+    return counts
+
+
+def report_counts(report, where: str | None = None) -> dict:
+    """The counters of one TU's report (``where``: as if found there; a
+    direct-mode manifest keeps those of a hit, which the compiled client
+    adds without reading the result)."""
     counts: dict[str, int] = {}
 
     def add(name):
         counts[name] = counts.get(name, 0) + 1
 
-    for report in reports:
-        add("tus.seen")
-        add({"cache": "tus.cached", "direct": "tus.cached", "server": "tus.server"}.get(
-            report.where, "tus.in-process"))
-        if report.where == "direct":
-            add("tus.direct")
-        if report.decided:
-            add("tus.decided")
-            for d in report.result.decisions:
-                if d.applied:
-                    add("decisions.applied")
-                elif d.same_as_compiler:
-                    add("decisions.same")
-        if report.applied:
-            add("tus.applied")
-        for code in report.reason_codes:
-            add(f"skip.{code}")
-        if split:
-            add("tus.split")
+    where = where or report.where
+    add("tus.seen")
+    add({"cache": "tus.cached", "direct": "tus.cached", "server": "tus.server"}.get(
+        where, "tus.in-process"))
+    if where == "direct":
+        add("tus.direct")
+    if report.decided:
+        add("tus.decided")
+        for d in report.result.decisions:
+            if d.applied:
+                add("decisions.applied")
+            elif d.same_as_compiler:
+                add("decisions.same")
+    if report.applied:
+        add("tus.applied")
+    for code in report.reason_codes:
+        add(f"skip.{code}")
     return counts
 
 

@@ -405,3 +405,102 @@ def test_a_runtime_directory_named_but_gone(home, tmp_path):
     assert first.returncode == 0 and first.stderr == "", first.stderr
     assert verdict(["-O2", "-c", "a.c"], work, env) == "plain no-use"
     assert not (tmp_path / "gone").exists()
+
+
+def _counters(env) -> dict:
+    from mirecc.taskapi.config import Config
+    from mirecc.tu import stats as stats_mod
+    return stats_mod.read(Config(cache_dir=str(Path(env["XDG_CACHE_HOME"]) / "mirecc")))
+
+
+def _delta(before: dict, after: dict) -> dict:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in set(before) | set(after)
+            if after.get(k, 0) != before.get(k, 0)}
+
+
+def _stop_servers(env) -> None:
+    for pid in _servers(Path(env["XDG_RUNTIME_DIR"])):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.time() + 10
+    while any(_alive(p) for p in _servers(Path(env["XDG_RUNTIME_DIR"]))) \
+            and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_direct_hit_is_served_without_python(home):
+    """A rebuild of an unchanged TU whose object mirecc kept: the client
+    reads the manifest, checks the files, copies the object and its
+    dependency file, and counts it as the driver would; no server starts.
+    A changed header is a miss; rules whose pipeline keys are stale are
+    written again."""
+    work, env = home
+    (work / "a.h").write_text("#define K 3\n")
+    (work / "a.c").write_text('#include "a.h"\n' + SOURCE.replace("square(3) - 9", "square(K) - 9"))
+    for name in ("a.h", "a.c"):     # not written just now (tu/direct.py: TOO_NEW_NS)
+        os.utime(work / name, (time.time() - 60, time.time() - 60))
+    args = ["-Oz", "-MD", "-c", "a.c", "-o", "a.o"]
+    first = call([CLIENT, *args], work, env)        # through the server: kept
+    assert first.returncode == 0, first.stderr
+    kept, kept_dep = (work / "a.o").read_bytes(), (work / "a.d").read_text()
+    _stop_servers(env)
+    run = Path(env["XDG_RUNTIME_DIR"])
+    (work / "a.o").unlink()
+    (work / "a.d").unlink()
+    before = _counters(env)
+    hit = call([CLIENT, *args], work, env)
+    assert hit.returncode == 0 and hit.stderr == "", hit.stderr
+    assert not any(_alive(p) for p in _servers(run, "front")), "the call went to a server"
+    assert (work / "a.o").read_bytes() == kept
+    assert (work / "a.d").read_text() == kept_dep
+    client_counts = _delta(before, _counters(env))
+    assert client_counts["tus.object"] == 1 and client_counts["tus.direct"] == 1, client_counts
+    # the same hit through the Python driver counts the same
+    before = _counters(env)
+    python = call([CLIENT, *args], work, dict(env, MIRECC_CLIENT="0"))
+    assert python.returncode == 0, python.stderr
+    assert _delta(before, _counters(env)) == client_counts
+    assert (work / "a.o").read_bytes() == kept
+    # a header changed: a miss, which the server compiles (and keeps again)
+    (work / "a.h").write_text("#define K 4\n")
+    os.utime(work / "a.h", (time.time() - 30, time.time() - 30))
+    miss = call([CLIENT, *args], work, env)
+    assert miss.returncode == 0, miss.stderr
+    assert (work / "a.o").read_bytes() == clang_object(work, ["-Oz", "-c", "a.c"], "c.o")
+    assert any(_alive(p) for p in _servers(run, "front"))
+    _stop_servers(env)
+    # rules whose pipeline keys may be stale (a stamp that no longer matches):
+    # handed over, and the driver writes them again
+    rules = next(p for p in (run / "mirecc").glob("rules-*/*") if "stamp " in p.read_text())
+    text = rules.read_text()
+    rules.write_text(text.replace("stamp ", "stamp 1", 1))
+    again = call([CLIENT, *args], work, env)
+    assert again.returncode == 0, again.stderr
+    assert any(_alive(p) for p in _servers(run, "front"))
+    assert rules.read_text() == text
+
+
+def test_a_direct_hit_with_nothing_applied_is_the_users_compile(home):
+    """A TU a head read and decided nothing for (loop vectorization at -O3,
+    no loop): on a rebuild the client finds its manifest and runs the
+    user's command as it is, counted as the driver counts the hit."""
+    work, env = home
+    env = dict(env, MIRECC_APPLY_LOOPS="1")
+    os.utime(work / "a.c", (time.time() - 60, time.time() - 60))
+    args = ["-O3", "-c", "a.c", "-o", "n.o"]
+    first = call([CLIENT, *args], work, env)
+    assert first.returncode == 0, first.stderr
+    assert verdict(args, work, env) == "handoff a head reads this compile"
+    _stop_servers(env)
+    before = _counters(env)
+    hit = call([CLIENT, *args], work, env)
+    assert hit.returncode == 0 and hit.stderr == "", hit.stderr
+    assert not any(_alive(p) for p in _servers(Path(env["XDG_RUNTIME_DIR"]), "front"))
+    assert (work / "n.o").read_bytes() == clang_object(work, ["-O3", "-c", "a.c"], "c.o")
+    counted = _delta(before, _counters(env))
+    assert counted["tus.direct"] == 1 and "tus.object" not in counted, counted
+    before = _counters(env)
+    assert call([CLIENT, *args], work, dict(env, MIRECC_CLIENT="0")).returncode == 0
+    assert _delta(before, _counters(env)) == counted

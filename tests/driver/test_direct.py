@@ -50,16 +50,18 @@ def test_manifest_misses_on_changed_or_damaged_files(tmp_path):
         os.utime(path, (past, past))
     manifests = Manifests(str(tmp_path / "cache"))
     result = TUResult(None, [], ["no loops"], ["no-loops"])
-    assert manifests.record("k" * 64, str(dep), str(source), time.time_ns(), result, "f" * 64, 9)
+    hit = {"skip.no-loops": 1, "tus.cached": 1, "tus.direct": 1, "tus.seen": 1}
+    assert manifests.record("k" * 64, str(dep), str(source), time.time_ns(), result, "f" * 64, 9,
+                            hit)
     entry = manifests.lookup("k" * 64)
-    assert (entry.bitcode_bytes, entry.decided, entry.applied, entry.reason_codes) == \
-        (9, False, False, ["no-loops"])
+    assert (entry.bitcode_bytes, entry.decided, entry.applied, entry.reason_codes,
+            entry.hit_counts) == (9, False, False, ["no-loops"], hit)
     assert TUResult.from_dict(json.loads(entry.result_json)).to_dict() == result.to_dict()
     header.write_text("int y;\n")
     assert manifests.lookup("k" * 64) is None
     # a file modified while the front end ran: no manifest
     assert not manifests.record("j" * 64, str(dep), str(source), time.time_ns(), result,
-                                "f" * 64, 9)
+                                "f" * 64, 9, hit)
     assert manifests.lookup("j" * 64) is None
     # damaged: a miss, not an error
     path = Path(manifests.folder.path("k" * 64))
