@@ -153,7 +153,7 @@ struct rules {
     const char *reads[MAX_LINES][3];  /* language, level, always|split */
     int nreads;
     /* direct mode (mirecc/tu/direct.py), when the ML path would try it */
-    const char *direct_root, *direct_schema, *direct_env;
+    const char *direct_schema, *manifests, *objects, *direct_env;
     const char *identity[2];           /* c, c++: the compiler's file identity */
     const char *pipeline[8][2];        /* language, pipeline key */
     int npipeline;
@@ -343,12 +343,11 @@ static int load_rules(const char *path, struct rules *r, const char **why) {
             r->link_step[r->nlink_step][0] = rest;
             r->link_step[r->nlink_step++][1] = flags;
         } else if (!strcmp(line, "direct")) {
-            char *root = strchr(rest, ' ');
-            if (!root)
-                continue;
-            *root++ = 0;
             r->direct_schema = rest;
-            r->direct_root = root;
+        } else if (!strcmp(line, "direct-manifests")) {
+            r->manifests = rest;
+        } else if (!strcmp(line, "direct-objects")) {
+            r->objects = rest;
         } else if (!strcmp(line, "direct-env")) {
             r->direct_env = rest;
         } else if (!strcmp(line, "identity")) {
@@ -952,7 +951,7 @@ static int direct_hit(int argc, char **argv, const struct rules *r, const char *
     for (int i = 0; i < r->npipeline; i++)
         if (!strcmp(r->pipeline[i][0], inv->language[0]))
             version = r->pipeline[i][1];
-    if (!version || !identity || !r->direct_env)
+    if (!version || !identity || !r->direct_env || !r->manifests || !r->objects)
         return -1;
     for (int i = 0; i < r->nstamp; i++)
         if (unchanged(r->stamp[i]) != 1) {
@@ -988,7 +987,7 @@ static int direct_hit(int argc, char **argv, const struct rules *r, const char *
     sha256_hex(&c, key);
     /* the manifest: every file it lists unchanged */
     char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/direct/v1/%.2s/%s.txt", r->direct_root, key, key) >=
+    if (snprintf(path, sizeof path, "%s/%.2s/%s.txt", r->manifests, key, key) >=
         (int)sizeof path)
         return -1;
     size_t len;
@@ -1068,8 +1067,8 @@ static int direct_hit(int argc, char **argv, const struct rules *r, const char *
     if (writes_dep && !dep_digest)
         return -1;
     char opath[PATH_MAX], dpath[PATH_MAX], output[PATH_MAX], dep_file[PATH_MAX];
-    snprintf(opath, sizeof opath, "%s/objects/v1/%.2s/%s.o", r->direct_root, okey, okey);
-    snprintf(dpath, sizeof dpath, "%s/objects/v1/%.2s/%s.d", r->direct_root, okey, okey);
+    snprintf(opath, sizeof opath, "%s/%.2s/%s.o", r->objects, okey, okey);
+    snprintf(dpath, sizeof dpath, "%s/%.2s/%s.d", r->objects, okey, okey);
     size_t olen = 0, dlen = 0;
     unsigned char *obj = slurp(opath, (size_t)1 << 31, &olen), *dep = NULL;
     if (!obj || !olen)
@@ -1481,7 +1480,7 @@ int main(int argc, char **argv) {
     struct invocation inv;
     int split_read = 0;
     const char *code = r.disable ? "disabled" : route(argc, argv, &r, &why, &inv, &split_read);
-    if (!code && split_read && r.direct_root && !classify_only) {
+    if (!code && split_read && r.direct_schema && !classify_only) {
         /* the ML path would try direct mode first: a hit needs no Python */
         int stale = 0;
         int rc = direct_hit(argc, argv, &r, compiler, &inv, &stale);

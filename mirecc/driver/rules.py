@@ -151,13 +151,15 @@ def _direct_rules(config, compilers: dict) -> list[str]:
             or (config.plugin and not os.path.isfile(config.plugin)):
         return []
     # lazy: once per settings
+    from mirecc.store.kinds import MANIFESTS, OBJECTS
     from mirecc.tu import direct
     from mirecc.tu.cache import pipeline_inputs, pipeline_key
     from mirecc.util.fsutil import file_identity
 
     languages = sorted(clang_front.COMPILER.languages)
-    lines = [f"direct {direct.SCHEMA} {config.cache_root()}",
-             "direct-env " + " ".join(direct.CLANG_ENVIRONMENT)]
+    manifests, objects = (k.folder(config.cache_root()).root for k in (MANIFESTS, OBJECTS))
+    lines = [f"direct {direct.SCHEMA}", f"direct-manifests {manifests}",
+             f"direct-objects {objects}", "direct-env " + " ".join(direct.CLANG_ENVIRONMENT)]
     stamped = [config.plugin] if config.plugin else []
     for lang, path in compilers.items():
         if path:
@@ -166,7 +168,7 @@ def _direct_rules(config, compilers: dict) -> list[str]:
     for lang in languages:
         lines.append(f"pipeline {lang} {pipeline_key(config, {lang})}")
         stamped += pipeline_inputs(config, {lang})
-    if any("\n" in p for p in (*stamped, config.cache_root())):
+    if any("\n" in p for p in (*stamped, manifests, objects)):
         return []
     lines += [d for d in map(lambda p: _dep(p, "stamp"), dict.fromkeys(stamped)) if d]
     return lines

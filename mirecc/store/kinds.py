@@ -11,7 +11,7 @@ kind            layout                            limit
 ``results``     ``results/v1/<aa>/<key>.json``    none
 ``objects``     ``objects/v1/<aa>/<key>.o``       ``object_cache_mb``,
                 (and ``<key>.d``)                 least recently used first
-``manifests``   ``direct/v1/<aa>/<key>.txt``      none
+``manifests``   ``direct/v2/<aa>/<key>.txt``      none
 ``winners``     ``code-size/v4/<aa>/<key>.json``  none
 ``verdicts``    ``adapt/<machine>.txt``           none (a line per site)
 ``embeddings``  ``embeddings.sqlite``             none
@@ -159,7 +159,7 @@ class TeamKind(Kind):
 RESULTS = FolderKind("results", "pipeline results of TUs", "results/v1", ".json")
 OBJECTS = FolderKind("objects", "objects kept for rebuilds", "objects/v1", ".o",
                      companions=(".d",), durable=False, limit="object_cache_mb")
-MANIFESTS = FolderKind("manifests", "direct-mode manifests", "direct/v1", ".txt",
+MANIFESTS = FolderKind("manifests", "direct-mode manifests", "direct/v2", ".txt",
                        durable=False)
 WINNERS = FolderKind("winners", "code-size search winners", "code-size/v4", ".json")
 VERDICTS = FilesKind("verdicts", "run-time verdicts, per machine", "adapt", ".txt")

@@ -116,7 +116,7 @@ class Entry:
 
 
 class Manifests:
-    """The manifests under ``<cache dir>/direct/v1``
+    """The manifests under ``<cache dir>/direct/v2``
     (:data:`mirecc.store.kinds.MANIFESTS`: no size limit)."""
 
     MAGIC = f"mirecc direct manifest {SCHEMA}"
