@@ -1134,8 +1134,14 @@ static int connect_to(const char *path) {
     return s;
 }
 
+/* seconds a server that could not start is left alone */
+#define START_BACKOFF_S 60
+
 /* Start the server (one client at a time: a lock beside the socket) and
- * connect; -1 with why when it does not come up. */
+ * connect; -1 with why when it does not come up (then, for
+ * START_BACKOFF_S, calls go to the Python driver without trying again:
+ * <sock>.failed, removed by a server that starts or `mire serve --stop`). */
+
 static int start_and_connect(const char *dir, const char *sock, const char **why) {
     char lock_path[PATH_MAX];
     snprintf(lock_path, sizeof lock_path, "%s.start", sock);
@@ -1147,6 +1153,18 @@ static int start_and_connect(const char *dir, const char *sock, const char **why
         if (lock >= 0)
             close(lock);
         return s;
+    }
+    /* a server that could not start a moment ago is not tried again on
+     * every call of the build: each would pay a Python start for nothing */
+    char failed[PATH_MAX];
+    snprintf(failed, sizeof failed, "%s.failed", sock);
+    struct stat fst;
+    if (stat(failed, &fst) == 0 && time(NULL) - fst.st_mtime < START_BACKOFF_S &&
+        time(NULL) >= fst.st_mtime) {
+        *why = "the compile server failed to start less than a minute ago";
+        if (lock >= 0)
+            close(lock);
+        return -1;
     }
     pid_t pid = fork();
     if (pid == 0) {
@@ -1194,6 +1212,13 @@ static int start_and_connect(const char *dir, const char *sock, const char **why
             break;
         }
         nanosleep(&nap, NULL);
+    }
+    if (s < 0) { /* remembered for START_BACKOFF_S */
+        int fd = open(failed, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
+    } else {
+        unlink(failed);
     }
     if (lock >= 0)
         close(lock);

@@ -351,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                    default=None)
     p.add_argument("--idle-timeout", type=float, default=900.0)
     args = p.parse_args(argv)
+    inject_debug_fault("serve-start")
     return serve(args.socket, args.idle_timeout)
 
 

@@ -403,8 +403,14 @@ def run(args) -> int:
 def _stop_compile_server(path: Path) -> bool:
     """Stop the compile server beside the pipeline server's socket (the
     compiled client's, :mod:`mirecc.driver.serve`: ``front-<tag>.sock``),
-    named by its lock file; True when one was running."""
-    lock = path.with_name("front-" + path.name.removeprefix("server-") + ".lock")
+    named by its lock file; True when one was running.  A failed start's
+    mark (the client's back-off) goes too: the next call tries again."""
+    sock = path.with_name("front-" + path.name.removeprefix("server-"))
+    lock = sock.with_name(sock.name + ".lock")
+    try:
+        sock.with_name(sock.name + ".failed").unlink()
+    except OSError:
+        pass
     try:
         pid = int(lock.read_text().split()[0])
         with open(f"/proc/{pid}/cmdline", "rb") as fh:

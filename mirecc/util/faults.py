@@ -6,7 +6,8 @@ Kinds: ``exception`` or ``hang`` in the ML path; ``driver-config``,
 ``driver-classify``, ``driver-heads``, ``driver-explain``: an exception at
 that step of the driver (the whole-driver guard's tests); ``serve-kill``,
 ``serve-hang``: the compile server's call killed (SIGKILL) or hanging once
-it has answered its process id (the compiled client's fault tests).
+it has answered its process id, ``serve-start``: the compile server exiting
+as it starts (the compiled client's fault tests).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def inject_debug_fault(where: str) -> None:
         raise RuntimeError(f"fault injected by {FAULT_ENV}={fault}")
     if where == "ml" and fault == "hang":
         time.sleep(3600)
+    if where == "serve-start" and fault == "serve-start":
+        raise SystemExit(f"fault injected by {FAULT_ENV}={fault}")
     if where == "serve" and fault == "serve-kill":
         os.kill(os.getpid(), 9)     # SIGKILL (the signal module imports enum: every call pays)
     if where == "serve" and fault == "serve-hang":

@@ -504,3 +504,22 @@ def test_a_direct_hit_with_nothing_applied_is_the_users_compile(home):
     before = _counters(env)
     assert call([CLIENT, *args], work, dict(env, MIRECC_CLIENT="0")).returncode == 0
     assert _delta(before, _counters(env)) == counted
+
+
+def test_a_server_that_cannot_start_is_left_alone_for_a_while(home):
+    """A server that exits as it starts: the call compiles through the
+    Python driver with one warning; the next calls do not try to start
+    it again (no Python start paid twice per call) until `mire serve
+    --stop` or a minute has passed."""
+    work, env = home
+    bad = dict(env, MIRECC_DEBUG_FAULT="serve-start")
+    first = call([CLIENT, "-Oz", "-c", "a.c", "-o", "b1.o"], work, bad)
+    one_warning(first, "exited as it started")
+    second = call([CLIENT, "-Oz", "-c", "a.c", "-o", "b2.o"], work, bad)
+    one_warning(second, "failed to start less than a minute ago")
+    expect = clang_object(work, ["-Oz", "-c", "a.c"], "c.o")
+    assert (work / "b1.o").read_bytes() == (work / "b2.o").read_bytes() == expect
+    call([BIN / "mire", "serve", "--stop"], work, env)     # (none is running: 1)
+    third = call([CLIENT, "-Oz", "-c", "a.c", "-o", "b3.o"], work, env)
+    assert third.returncode == 0 and third.stderr == "", third.stderr
+    assert any(_alive(p) for p in _servers(Path(env["XDG_RUNTIME_DIR"]), "front"))
