@@ -35,6 +35,7 @@ median (min-max) of the rounds.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -129,27 +130,31 @@ start=$(date +%s%N)
 "{real}" "$@"
 rc=$?
 end=$(date +%s%N)
-kind=other; c=0
+kind=other; c=0; out=-; prev=
 for a in "$@"; do
   case "$a" in
     -c) c=1;;
     -E|-M|-MM) kind=preprocess;;
     *.c|*.cc|*.cpp|*.cxx|*.C) [ "$kind" = other ] && kind=source;;
   esac
+  [ "$prev" = -o ] && out="$a"
+  prev="$a"
 done
 if [ "$kind" = source ]; then if [ $c = 1 ]; then kind=compile; else kind=compile+link; fi; fi
-echo "$(( (end - start) / 1000 )) $kind" >> "{log}"
+echo "$(( (end - start) / 1000 )) $kind $PWD/$out" >> "{log}"
 exit $rc
 """
-CALL_KINDS = ("compile", "compile+link", "preprocess", "other")
+CALL_CLASSES = ("winner", "clang's object", "probe", "compile+link", "preprocess", "other")
 
 
 def timed_calls(project: str, source: Path, work: Path, side: rp.Side, env: dict, logs: Path,
                 tag: str) -> dict:
     """One more build at checkout path B with every compiler call timed (a
-    wrapper around the side's compiler logs each call's wall time and kind:
-    a compile, a compile and link (configure's probes), a preprocessing, or
-    anything else: links, version queries): ``{kind: [microseconds]}``."""
+    wrapper around the side's compiler logs each call's wall time, kind and
+    output: a compile, a compile and link (configure's probes), a
+    preprocessing, or anything else: links, version queries):
+    ``{"calls": [[microseconds, kind, output in the tree]], "objects":
+    {output: SHA-256}}`` (the objects the build left)."""
     where = work / "calls" / project / tag
     if where.exists():
         shutil.rmtree(where)
@@ -161,12 +166,46 @@ def timed_calls(project: str, source: Path, work: Path, side: rp.Side, env: dict
     timed = rp.Side(side.name, str(where / "cc"), str(where / "cxx"))
     build_once(project, source, work / "checkout-B" / project, timed, env, logs,
                where, "tree")
-    shutil.rmtree(where / "tree", ignore_errors=True)
-    calls: dict = {k: [] for k in CALL_KINDS}
+    tree = where / "tree"
+    objects = {str(p.relative_to(tree)): hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in tree.rglob("*.o") if p.is_file()}
+    shutil.rmtree(tree, ignore_errors=True)
+    calls = []
+    at = str(work / "checkout-B" / project) + "/"
     for line in log.read_text().splitlines():
-        micro, _, kind = line.partition(" ")
-        calls.setdefault(kind, []).append(int(micro))
-    return calls
+        micro, kind, out = line.split(" ", 2)
+        out = os.path.normpath(out[len(at):]) if out.startswith(at) else ""
+        calls.append([int(micro), kind, out])
+    return {"calls": calls, "objects": objects}
+
+
+def call_classes(clang: dict, store: dict) -> dict:
+    """The ``store`` side's calls (:func:`timed_calls`) by what they made:
+    ``winner`` (a compile whose object is not clang's: a search's winner
+    built), ``clang's object`` (a compile that left clang's object),
+    ``probe`` (configure's compiles, whose objects do not stay) and the
+    other kinds; ``{class: ([clang µs], [store µs])}``, matched call by call
+    on (kind, output)."""
+    pending: dict = {}
+    for micro, kind, out in clang["calls"]:
+        pending.setdefault((kind, out), []).append(micro)
+    classes: dict = {}
+    for micro, kind, out in store["calls"]:
+        mine = pending.get((kind, out))
+        if not mine:
+            continue
+        theirs = mine.pop(0)
+        if kind == "compile":
+            if out not in store["objects"]:
+                kind = "probe"
+            elif store["objects"][out] != clang["objects"].get(out):
+                kind = "winner"
+            else:
+                kind = "clang's object"
+        a, b = classes.setdefault(kind, ([], []))
+        a.append(theirs)
+        b.append(micro)
+    return classes
 
 
 def counters(cache: Path) -> dict:
@@ -438,22 +477,27 @@ def render(results: dict, machine: str, rounds: int, compiler: str) -> str:
         lines += ["", "## Where the rest goes: every compiler call timed", "",
                   "One more `clang` and `store` build of each project at checkout path B, "
                   "each compiler call timed by a wrapper (a bash script around the side's "
-                  "compiler, the same on both sides): its wall time and its kind (`compile`: "
-                  "`-c` with a source; `compile+link`: a source without `-c`, configure's "
-                  "probes; `preprocess`: `-E`, `-M`; `other`: links, version and option "
-                  "queries). Means per call in milliseconds; added: the `store` side's sum "
-                  "less clang's, in seconds of calls (under `make -j2` two run at a time).", "",
-                  "| project | kind of call | calls (clang / store) | clang, ms per call | "
-                  "store, ms per call | added per call, ms | added in all, s |",
+                  "compiler, the same on both sides) and matched across the sides by its kind "
+                  "and output: `winner`: a compile whose object is not clang's (a search's "
+                  "winner, built again from the store's verdict or a twin's); `clang's "
+                  "object`: a compile whose object is clang's (a plain entry from the store, "
+                  "or a TU the gates answered); `probe`: configure's `-c` compiles, whose "
+                  "objects are removed; `compile+link`: a source without `-c`; `preprocess`: "
+                  "`-E`, `-M`; `other`: links, version and option queries. Means per call in "
+                  "milliseconds; added: the `store` side's sum less clang's, in seconds of "
+                  "calls (under `make -j2` two run at a time, so a call's wall time includes "
+                  "waiting for the core the other holds).", "",
+                  "| project | calls | number | clang, ms per call | store, ms per call | "
+                  "added per call, ms | added in all, s |",
                   "|---|---|---|---|---|---|---|"]
         for project, c in timed.items():
-            for kind in CALL_KINDS:
-                a, b = c["clang"].get(kind, []), c["store"].get(kind, [])
-                if not a and not b:
+            classes = call_classes(c["clang"], c["store"])
+            for kind in CALL_CLASSES:
+                if kind not in classes:
                     continue
-                ma = sum(a) / len(a) / 1e3 if a else float("nan")
-                mb = sum(b) / len(b) / 1e3 if b else float("nan")
-                lines.append(f"| {project} | {kind} | {len(a)} / {len(b)} | {ma:.0f} | {mb:.0f} "
+                a, b = classes[kind]
+                ma, mb = sum(a) / len(a) / 1e3, sum(b) / len(b) / 1e3
+                lines.append(f"| {project} | {kind} | {len(a)} | {ma:.0f} | {mb:.0f} "
                              f"| {mb - ma:+.0f} | {(sum(b) - sum(a)) / 1e6:+.1f} |")
     for project, r in results.items():
         if not r.get("compositions"):
