@@ -14,9 +14,9 @@ parts, each against plain clang on the same machine:
    (recorded, ``MIRECC_RECORD``) and applied, and whether the objects are
    clang's byte for byte (checked for every mirecc compile); for a program
    with an OpenMP pragma, also its parallel regions
-   adapted at run time (``-fopenmp``, ``MIRECC_ADAPT_OPENMP=1`` and, since a
-   bundled program runs its region once per process,
-   ``MIRECC_ADAPT_ACROSS_RUNS=1``): the first run from an empty verdict
+   adapted at run time (``-fopenmp``, ``MIRECC_ADAPT_OPENMP=1``; a bundled
+   program runs its region once per process, which the runtime explores
+   over successive runs): the first run from an empty verdict
    store, the steady state and the slowest run against clang's.
 3. **One short** ``mire tune`` on one program: what it kept, and the tuned
    build re-measured against the untuned one apart from the tune's own runs.
@@ -51,9 +51,9 @@ import mirecc
 from mirecc.util.machine import cpu_model
 
 #: what the adapted part sets, for a program with an OpenMP pragma: adaptive
-#: sites, and (a bundled program runs its region once per process) the
-#: candidates explored over successive runs
-OPENMP_ADAPTED = {"MIRECC_ADAPT_OPENMP": "1", "MIRECC_ADAPT_ACROSS_RUNS": "1"}
+#: sites (a bundled program runs its region once per process: the runtime
+#: explores its candidates over successive runs, as by default)
+OPENMP_ADAPTED = {"MIRECC_ADAPT_OPENMP": "1"}
 #: runs of the adapted program (each beside one of clang's): the first
 #: explores from an empty store, the second half is the steady state
 ADAPTED_RUNS = 24

@@ -8,7 +8,7 @@ cap>``.  After a header line ``# mirecc-adapt 1 machine=<machine>``, one
 tab-separated line per (site, trip-count bucket)::
 
     key bucket name phase best invocations decided_at runs decided_runs
-    total lost across current next_default arms
+    total lost across current next_default arms worst batch
 
 ``key``: the region's code digest (its function's and outlined function's,
 as decisions profiles key regions), or for an OpenCL kernel
@@ -18,7 +18,10 @@ the launch's work-items in powers of 4); ``phase``: 0 exploring, 1 decided
 (``best`` is the verdict), 2 too short to matter; ``arms``: ``;``-separated
 ``name:samples:dropped:kept:at:t,t,...`` (``at``: the site's invocation
 at which the candidate was kept or dropped; the last samples, seconds),
-the program's own configuration first as ``default``.
+the program's own configuration first as ``default``; ``worst``: the
+largest share of one run's time at the site that exploring lost; ``batch``:
+the invocations one sample of a region too short to time alone sums (1:
+timed alone).  Lines of earlier runtimes lack the last two.
 """
 from __future__ import annotations
 
@@ -35,6 +38,8 @@ from mirecc.util.paths import default_cache_dir
 
 HEADER = "# mirecc-adapt 1"
 PHASES = {0: "exploring", 1: "decided", 2: "too short"}
+#: invocations per run below which a site is explored across runs (the engine's rule)
+FEW_PER_RUN = 16
 
 
 class StoreError(ValueError):
@@ -70,6 +75,23 @@ class Cell:
     lost: float
     across: bool
     arms: list[Arm] = field(default_factory=list)
+    worst: float = 0.0
+    batch: int = 1
+
+    @property
+    def state(self) -> str:
+        """What the site is doing, in words: deciding within a run, waiting
+        for the next run (explored across runs, a candidate per run),
+        decided, or skipped and why."""
+        if self.phase == 1:
+            return "decided"
+        if self.phase == 2:
+            return "skipped: too short to time"
+        if self.across:
+            return "waiting for the next run"
+        if self.runs > 1 and self.invocations / (self.runs - 1) < FEW_PER_RUN:
+            return "skipped: too few invocations per run (across runs off)"
+        return "deciding within a run"
 
     @property
     def tried(self) -> int:
@@ -242,11 +264,12 @@ def read_store(path: str | os.PathLike) -> list[Cell]:
 def parse_line(machine: str, line: str) -> Cell:
     """One store line as a :class:`Cell`; ValueError saying what is wrong."""
     f = line.split("\t")
-    if len(f) != 15:
-        raise ValueError(f"{len(f)} fields, expected 15")
+    if len(f) not in (15, 17):
+        raise ValueError(f"{len(f)} fields, expected 17")
     return Cell(machine, f[0], int(f[1]), f[2], int(f[3]), f[4], int(f[5]), int(f[6]),
                 int(f[7]), int(f[8]), float(f[9]), float(f[10]), f[11] == "1",
-                [_arm(a) for a in f[14].split(";") if a])
+                [_arm(a) for a in f[14].split(";") if a],
+                *((float(f[15]), int(f[16])) if len(f) == 17 else ()))
 
 
 def store_files(directory: str | os.PathLike | None = None) -> list[Path]:
@@ -282,16 +305,17 @@ def read_all(paths: list[Path]) -> tuple[list[Cell], list[str]]:
 
 def table(cells: list[Cell]) -> str:
     """A plain-text listing: per site and bucket, what was tried and kept."""
-    head = ("site", "machine", "trip", "state", "kept", "tried", "speedup", "to verdict")
+    head = ("site", "machine", "trip", "state", "kept", "tried", "speedup", "to verdict",
+            "worst run lost")
     rows = []
     for c in sorted(cells, key=lambda c: (c.name, c.machine, c.bucket)):
         speed = c.speedup
         trip = "-" if c.bucket < 0 else f"~4^{c.bucket}"
         verdict = (f"{c.decided_at} inv., {c.decided_runs} run{'s' if c.decided_runs != 1 else ''}"
                    if c.phase == 1 else "-")
-        rows.append((c.name, c.machine, trip, PHASES.get(c.phase, str(c.phase)),
+        rows.append((c.name, c.machine, trip, c.state + (f" (x{c.batch})" if c.batch > 1 else ""),
                      c.best if c.phase == 1 else "-", f"{c.tried}/{max(len(c.arms) - 1, 0)}",
-                     "-" if speed is None else f"{speed:.2f}x", verdict))
+                     "-" if speed is None else f"{speed:.2f}x", verdict, f"{c.worst:.0%}"))
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()
                      for r in [head, *rows]) + "\n"

@@ -74,6 +74,7 @@ static void initialise(void) {
     disabled = 1;
     return;
   }
+  batch_short = 1;
   /* for experiments: head (default), fixed (by name: no model), random:SEED */
   v = getenv("MIRECC_ADAPT_ORDER");
   if (v && !strcmp(v, "fixed")) order_mode = 1;
@@ -81,7 +82,11 @@ static void initialise(void) {
     order_mode = 2;
     rng = (unsigned)strtoul(v + 7, NULL, 10) * 2654435761u + 1u;
   }
-  engine_configure(max_threads);
+  /* the machine, not what the program set before its first region: the
+     cores this process may run on */
+  cpu_set_t cpus;
+  int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+  engine_configure(cores > 0 ? cores : max_threads);
 }
 
 /* ------------------------------------------------------------- arms */
@@ -214,12 +219,11 @@ int32_t __mirecc_adapt_begin(struct site *site, ident_t *loc) {
   int arm = 0, quiet = 0;
   if (s->last >= 0) {
     struct cell *c = &s->cell[s->last];
-    /* decided (one invocation in 16 still timed, for the re-checks) or too
-       short: not timed */
-    quiet = c->phase == SHORT ||
-            (c->phase == EXPLOIT && c->invocations < c->next_check &&
-             (c->invocations & 15) != 15);
+    /* decided (one invocation in 16 still timed, or a batch at each
+       re-check) or too short: not timed */
+    int due = c->phase == EXPLOIT && c->invocations >= c->next_check;
     arm = choose(s, c);
+    quiet = !timed(c, due);
   }
   struct arm *a = &s->cell[s->last >= 0 ? s->last : 0].arm[arm];
   /* the program set its own team size (omp_set_num_threads, in a TU the
@@ -250,6 +254,7 @@ void __mirecc_adapt_end(struct site *site, int32_t token) {
   }
   int64_t trip = __atomic_load_n(&site->trip, __ATOMIC_RELAXED);
   int bucket = trip < 0 ? -1 : bucket_of(trip);
+  if (bucket >= 0) s->seen[bucket]++;
   struct cell *c = s->running_cell >= 0 ? &s->cell[s->running_cell] : NULL;
   if (c && c->bucket == -1 && bucket >= 0 && c->invocations == 0) {
     c->bucket = bucket;  /* the first invocation names the first cell's bucket */

@@ -31,6 +31,8 @@ enum { EXPLORE = 0, EXPLOIT = 1, SHORT = 2 };
 #define MAX_CELLS 4
 #define SAMPLES 8
 #define NAME_LEN 32
+#define MAX_BATCH 16384   /* invocations one sample of a short region may sum */
+#define MAX_BUCKETS 33    /* bucket_of's range */
 
 struct arm {
   char name[NAME_LEN];   /* "half-dynamic-64", "f4"; arm 0: "default" */
@@ -53,6 +55,12 @@ struct cell {            /* one trip-count bucket of a site */
   int64_t invocations, decided_at, next_check;
   int32_t runs, decided_runs, dirty, this_run;
   double total, lost;
+  /* a region too short to time alone: one sample is the mean of `batch`
+     invocations of one arm (batch_left of them still to run) */
+  int32_t batch, batch_left, batch_arm;
+  double batch_sum;
+  /* this run's share lost to exploring, and the worst run's */
+  double run_total, run_lost, worst;
   struct arm arm[MAX_ARMS];
 };
 
@@ -63,6 +71,7 @@ struct state {
   int32_t narm, ncell, last, busy, running, running_cell;
   struct timespec t0;
   struct cell cell[MAX_CELLS];
+  int64_t seen[MAX_BUCKETS];   /* this run's invocations per bucket (the weights) */
   struct state *next;
 };
 
@@ -73,7 +82,10 @@ static int initialised, disabled, warned, across_runs;
 /* the first sample of each arm in a run is not taken (OpenCL: a platform
    compiles a kernel for its work-group size at its first launch) */
 static int warm_each_arm;
-static double budget = 0.03, min_seconds = 50e-6;
+/* a runtime whose short invocations are timed in batches (OpenMP: a region
+   is invoked many times in a row; not OpenCL's queued launches) */
+static int batch_short;
+static double budget = 0.03, min_seconds = 50e-6, run_budget = 0.10;
 static int pairs = 4;
 static const double THRESHOLD = 0.02;  /* mirecc.learn.keep.KEEP_THRESHOLD */
 static char store_path[4096], machine[128];
@@ -211,20 +223,38 @@ static int expected(const struct cell *c, int a) {
    here, at the launch, so that launches queued before any has been timed
    still alternate; a candidate gets no more launches in flight than its
    verdict needs. */
+static int start_batch(struct cell *c, int arm) {
+  if (c->batch > 1) {
+    c->batch_arm = arm;
+    c->batch_left = c->batch;
+    c->batch_sum = 0;
+  }
+  return arm;
+}
+
 static int choose(struct state *s, struct cell *c) {
   if (c->phase == SHORT) return 0;
+  if (c->batch_left > 0) return c->batch_arm;   /* a batch runs one arm */
   if (c->phase == EXPLOIT) {
     if (c->invocations >= c->next_check) {
       c->next_check *= 2;   /* past it, even where the default is the verdict */
-      if (c->best) return 0;   /* a rare re-check of the default */
+      if (c->best) return start_batch(c, 0);   /* a rare re-check of the default */
     }
     return c->best;
   }
-  if (count(&c->arm[0]) >= 3 && median(&c->arm[0]) < min_seconds) {
-    c->phase = SHORT;
-    c->best = 0;
+  if (c->batch <= 1 && count(&c->arm[0]) >= 3 && median(&c->arm[0]) < min_seconds) {
+    /* too short to time alone: timed in batches (the fork and join
+       included), else left alone */
+    double m = median(&c->arm[0]);
+    int b = 2;
+    while (b < MAX_BATCH && m * b < min_seconds) b *= 2;
     c->dirty = 1;
-    return 0;
+    if (!batch_short || m <= 0 || m * b < min_seconds) {
+      c->phase = SHORT;
+      c->best = 0;
+      return 0;
+    }
+    c->batch = b;
   }
   while (c->cur < s->narm &&
          (c->cur == 0 || c->arm[c->cur].dropped || c->arm[c->cur].kept))
@@ -234,8 +264,11 @@ static int choose(struct state *s, struct cell *c) {
     c->dirty = 1;
     return c->best;
   }
-  /* across runs: this run's one arm, every invocation */
-  if (c->across) return (c->next_default || c->run_done) ? c->best : c->cur;
+  /* across runs: this run's one arm, every invocation, while the run's
+     share lost to it stays under run_budget */
+  if (c->across)
+    return start_batch(c, (c->next_default || c->run_done ||
+                           c->run_lost > run_budget * c->run_total) ? c->best : c->cur);
   int arm = c->best;
   if (expected(c, 0) < 3) {
     arm = 0;
@@ -256,11 +289,13 @@ static int choose(struct state *s, struct cell *c) {
     arm = c->cur;
   }
   c->next_default = arm == c->cur;
-  return arm;
+  return start_batch(c, arm);
 }
 
 static void record(struct cell *c, int arm, double t) {
-  c->total += t;
+  double w = c->batch > 1 ? c->batch : 1;   /* a batch's sample is its mean */
+  c->total += t * w;
+  c->run_total += t * w;
   c->dirty = 1;
   struct arm *a = &c->arm[arm];
   if (c->phase == EXPLOIT) {
@@ -276,7 +311,10 @@ static void record(struct cell *c, int arm, double t) {
   struct arm *ref = &c->arm[c->best];
   if (count(ref) == 0) return;  /* across runs: no reference yet to compare */
   double d = median(ref);
-  if (t > d) c->lost += t - d;
+  if (t > d) {
+    c->lost += (t - d) * w;
+    c->run_lost += (t - d) * w;
+  }
   /* clearly slower: dropped at once */
   if (t > d * 1.5 || (count(a) >= 2 && lowest(a) > highest(ref) * 1.1)) {
     a->dropped = 1;
@@ -302,7 +340,22 @@ static void sample(struct cell *c, int arm, double t) {
     c->warmed |= 1u << arm;
     return;
   }
+  if (c->batch > 1) {
+    if (c->batch_left <= 0 || arm != c->batch_arm) return;
+    c->batch_sum += t;
+    if (--c->batch_left) return;
+    t = c->batch_sum / c->batch;
+  }
   record(c, arm, t);
+}
+
+/* Is this invocation of cell `c` timed (after choose())?  `due`: a re-check
+   was due before choose() (a decided cell times one invocation in 16 and
+   the re-checks; a batched one only its re-check batches). */
+static inline int timed(const struct cell *c, int due) {
+  if (c->phase == SHORT) return 0;
+  if (c->phase != EXPLOIT || due) return 1;
+  return c->batch > 1 ? c->batch_left > 0 : (c->invocations & 15) == 15;
 }
 
 /* Powers of 4: 1 -> 0, 2..7 -> 1, 8..31 -> 2, ... */
@@ -310,11 +363,45 @@ static int bucket_of(int64_t trip) {
   return trip < 1 ? 0 : (64 - __builtin_clzll((unsigned long long)trip)) / 2;
 }
 
+/* A bucket's weight in this run: its invocations times its trip count's
+   order (4^bucket): the share of the site's time it holds, roughly. */
+static double weight(const struct state *s, int bucket) {
+  if (bucket < 0 || bucket >= MAX_BUCKETS) return 0;
+  double w = (double)s->seen[bucket];
+  for (int i = 0; i < bucket; i++) w *= 4;
+  return w;
+}
+
+/* The cell of `bucket`, made when there is room.  With every cell taken,
+   a bucket that has held more than twice the time of the lightest tracked
+   one in this run takes that cell (started afresh; its store line stays as
+   it was): the heavy input sizes are tracked first. */
 static struct cell *cell_for(struct state *s, int bucket) {
   for (int i = 0; i < s->ncell; i++)
     if (s->cell[i].bucket == bucket) return &s->cell[i];
-  if (s->ncell == MAX_CELLS) return NULL;
-  struct cell *c = &s->cell[s->ncell++];
+  struct cell *c;
+  if (s->ncell < MAX_CELLS) {
+    c = &s->cell[s->ncell++];
+  } else {
+    if (bucket < 0) return NULL;
+    int light = -1;
+    for (int i = 0; i < s->ncell; i++)
+      if (s->cell[i].bucket >= 0 && i != s->running_cell && !s->cell[i].batch_left &&
+          (light < 0 || weight(s, s->cell[i].bucket) < weight(s, s->cell[light].bucket)))
+        light = i;
+    if (light < 0 || s->seen[bucket] < 4 ||
+        weight(s, bucket) <= 2 * weight(s, s->cell[light].bucket))
+      return NULL;
+    c = &s->cell[light];
+    struct arm arms[MAX_ARMS];
+    for (int i = 0; i < s->narm; i++) {
+      arms[i] = c->arm[i];
+      arms[i].n = arms[i].dropped = arms[i].kept = 0;
+      arms[i].at = 0;
+    }
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < s->narm; i++) c->arm[i] = arms[i];
+  }
   c->bucket = bucket;
   c->runs = 1;
   return c;
@@ -324,12 +411,15 @@ static struct cell *cell_for(struct state *s, int bucket) {
 
 /* One line per (site, bucket), tab-separated:
  *   key bucket name phase best invocations decided_at runs decided_runs total lost
- *   across cur next_default arms
- * arms: ';'-separated "name:n:dropped:kept:at:t,t,..." (seconds). */
+ *   across cur next_default arms worst batch
+ * arms: ';'-separated "name:n:dropped:kept:at:t,t,..." (seconds); worst: the
+ * largest share of a run's time at the site lost to exploring; batch: the
+ * invocations one sample sums (1: timed alone).  (Lines without the last
+ * two, of earlier runtimes, are read with 0 and 1.) */
 static void apply_line(struct state *s, char *line) {
-  char *f[15];
+  char *f[17];
   int n = 0;
-  for (char *p = line; n < 15; n++) {
+  for (char *p = line; n < 17; n++) {
     f[n] = p;
     p = strchr(p, '\t');
     if (!p) {
@@ -338,7 +428,7 @@ static void apply_line(struct state *s, char *line) {
     }
     *p++ = 0;
   }
-  if (n != 15) return;
+  if (n != 15 && n != 17) return;
   struct cell *c = cell_for(s, atoi(f[1]));
   if (!c) return;
   c->phase = atoi(f[3]);
@@ -350,6 +440,11 @@ static void apply_line(struct state *s, char *line) {
   c->lost = atof(f[10]);
   c->across = across_runs && atoi(f[11]);
   c->next_default = atoi(f[13]);
+  if (n == 17) {
+    c->worst = atof(f[15]);
+    c->batch = atoi(f[16]);
+    if (c->batch < 1 || c->batch > MAX_BATCH) c->batch = 1;
+  }
   char stored_best[NAME_LEN] = "", stored_cur[NAME_LEN] = "";
   snprintf(stored_best, sizeof stored_best, "%s", f[4]);
   snprintf(stored_cur, sizeof stored_cur, "%s", f[12]);
@@ -428,23 +523,43 @@ static void load_store(void) {
   }
 }
 
-/* The store's line for this site's key and a bucket, copied. */
+/* The store's lines for this site's key, copied: the heaviest buckets
+   first (invocations ever, times the trip count's order), as many as there
+   are cells. */
 static void restore(struct state *s) {
   if (!stored) return;
   size_t klen = strlen(s->key);
+  struct { char *p; size_t len; double w; } found[64];
+  int nfound = 0;
   for (char *p = stored; *p;) {
     char *end = strchr(p, '\n');
     size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len > klen && !strncmp(p, s->key, klen) && p[klen] == '\t') {
-      char *copy = malloc(len + 1);
-      if (copy) {
-        memcpy(copy, p, len);
-        copy[len] = 0;
-        apply_line(s, copy);
-        free(copy);
+    if (len > klen && !strncmp(p, s->key, klen) && p[klen] == '\t' && nfound < 64) {
+      /* key bucket name phase best invocations ...: the weight's fields */
+      int bucket = atoi(p + klen + 1);
+      const char *q = p + klen + 1;
+      for (int field = 1; field < 5 && q; field++) {
+        q = memchr(q, '\t', len - (size_t)(q - p));
+        if (q) q++;
       }
+      double w = q ? atof(q) : 0;
+      for (int i = 0; i < bucket && i < MAX_BUCKETS; i++) w *= 4;
+      int at = nfound++;
+      while (at > 0 && found[at - 1].w < w) {
+        found[at] = found[at - 1];
+        at--;
+      }
+      found[at].p = p, found[at].len = len, found[at].w = w;
     }
     p += len + (end ? 1 : 0);
+  }
+  for (int i = 0; i < nfound; i++) {
+    char *copy = malloc(found[i].len + 1);
+    if (!copy) continue;
+    memcpy(copy, found[i].p, found[i].len);
+    copy[found[i].len] = 0;
+    apply_line(s, copy);
+    free(copy);
   }
 }
 
@@ -462,7 +577,7 @@ static int write_cell(FILE *f, struct state *s, struct cell *c) {
     int n = count(a);
     for (int j = 0; j < n; j++) fprintf(f, "%s%.9g", j ? "," : "", a->t[(a->n - n + j) % SAMPLES]);
   }
-  return fputc('\n', f) == EOF ? -1 : 0;
+  return fprintf(f, "\t%.4g\t%d\n", c->worst, c->batch > 1 ? c->batch : 1) < 0 ? -1 : 0;
 }
 
 static int ours(const char *line, size_t len) {
@@ -496,6 +611,8 @@ static void save_store(void) {
       struct cell *c = &s->cell[i];
       /* a run that explored across runs used one arm: the next run takes the other */
       if (c->dirty && c->across && c->phase == EXPLORE) c->next_default = !c->next_default;
+      if (c->dirty && c->run_total > 0 && c->run_lost / c->run_total > c->worst)
+        c->worst = c->run_lost / c->run_total;
       any |= c->dirty;
     }
   if (!any || disabled) {
@@ -556,8 +673,11 @@ static void engine_configure(int threads) {
   budget = env_double("MIRECC_ADAPT_BUDGET", budget, 0.0, 1.0);
   min_seconds = env_double("MIRECC_ADAPT_MIN_US", min_seconds * 1e6, 0.0, 1e9) * 1e-6;
   pairs = (int)env_double("MIRECC_ADAPT_PAIRS", pairs, 2, SAMPLES);
+  run_budget = env_double("MIRECC_ADAPT_RUN_BUDGET", run_budget, 0.0, 1.0);
+  /* on unless turned off: a region run a few times per process is explored
+     over the next runs, one candidate per run */
   const char *v = getenv("MIRECC_ADAPT_ACROSS_RUNS");
-  across_runs = v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
+  across_runs = !(v && (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")));
   char model[256];
   cpu_model(model, sizeof model);
   const char *cap = getenv("MIRECC_POWER_CAP");

@@ -104,7 +104,7 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     # same binary is 1.000x and not timed; the OpenMP program also adapted
     assert data["defaults"].startswith("On by default at -O3: none.")
     levels = {(r["program"], r["setting"]): r for r in data["levels"]}
-    adapted_key = ("tri", "MIRECC_ADAPT_OPENMP=1 MIRECC_ADAPT_ACROSS_RUNS=1")
+    adapted_key = ("tri", "MIRECC_ADAPT_OPENMP=1")
     assert set(levels) == {("tiny", "defaults"), ("tri", "defaults"), adapted_key}
     for key in [("tiny", "defaults"), ("tri", "defaults")]:
         row = levels[key]
@@ -130,7 +130,7 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     for words in ["## 1. Code size at -Oz", "| tiny |", "| **total** |",
                   "## 2. -O3 with the defaults", "On by default at -O3: none.",
                   "2 of 2 objects are clang's byte for byte",
-                  "| tri | MIRECC_ADAPT_OPENMP=1 MIRECC_ADAPT_ACROSS_RUNS=1 |",
+                  "| tri | MIRECC_ADAPT_OPENMP=1 |",
                   "Adapted (MIRECC_ADAPT_OPENMP=1", "## 3. mire tune on tiny",
                   "Nothing kept: the budget left no room for a candidate"]:
         assert words in md, words

@@ -263,34 +263,128 @@ FEW = PROGRAM.replace('argc > 1 ? atoi(argv[1]) : 60', 'argc > 1 ? atoi(argv[1])
 
 
 def test_across_runs_one_arm_per_run(llvm_plugin, runtime, tmp_path):
-    """With MIRECC_ADAPT_ACROSS_RUNS=1 a region too rare to explore in one
-    run is explored over successive runs, one arm per run, until every
-    candidate has its verdict; without it, it keeps the program's own."""
+    """A region too rare to explore in one run is explored over successive
+    runs by default, one arm per run, until every candidate has its
+    verdict (``mire adapt``: waiting for the next run); with
+    MIRECC_ADAPT_ACROSS_RUNS=0 it keeps the program's own (skipped: too
+    few invocations per run)."""
     clang, _major, plugin = llvm_plugin(14)
     exe, _ = build(clang, plugin, tmp_path, FEW, "few", runtime)
     expected = plain(clang, tmp_path, FEW, "few_plain")
     off = tmp_path / "off.txt"
     for _ in range(4):
-        assert run(exe, off).stdout == expected
+        assert run(exe, off, MIRECC_ADAPT_ACROSS_RUNS="0").stdout == expected
     (cell,) = read_store(off)
     assert cell.phase == 0 and cell.tried == 0 and not cell.across, table([cell])
+    assert cell.state.startswith("skipped: too few invocations per run"), cell.state
     store = tmp_path / "across.txt"
-    arms_per_run = []
+    arms_per_run, states = [], set()
     for n in range(40):
         before = {a.name: a.samples for a in read_store(store)[0].arms} if n else {}
-        assert run(exe, store, MIRECC_ADAPT_ACROSS_RUNS="1").stdout == expected
+        assert run(exe, store).stdout == expected
         (cell,) = read_store(store)
+        states.add(cell.state)
         grew = [a.name for a in cell.arms if a.samples > before.get(a.name, 0)]
         arms_per_run.append(grew)
         if cell.phase == 1:
             break
     assert cell.phase == 1 and cell.tried == len(CANDIDATES), table([cell])
+    assert "waiting for the next run" in states, states
     assert cell.decided_runs == len(arms_per_run)
     # each run tried one candidate at most (after a candidate's verdict the
     # run's other invocations take the reference: the default, or the
     # candidate kept last)
     assert all(len(g) <= 2 for g in arms_per_run), arms_per_run
     assert sum(1 for g in arms_per_run if g != ["default"]) >= len(CANDIDATES)
+    assert 0 <= cell.worst <= 1
+
+
+# 200,000 invocations of a region of 64 iterations: each far shorter than a
+# sample can be alone (the fork and join are most of it).
+TINY = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static long v[64];
+int main(int argc, char **argv) {
+  int steps = argc > 1 ? atoi(argv[1]) : 200000;
+  long total = 0;
+  for (int t = 0; t < steps; t++) {
+    #pragma omp parallel for
+    for (int i = 0; i < 64; i++) v[i] = (long)i * t + 1;
+    total += v[t & 63];
+  }
+  printf("%ld\n", total);
+  return 0;
+}
+"""
+
+
+def test_a_tiny_region_is_timed_in_batches(llvm_plugin, runtime, tmp_path):
+    """A region too short to time alone is timed over many invocations
+    (the fork and join included) and decided like any other, where it used
+    to be left alone; the output is the plain build's."""
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _ = build(clang, plugin, tmp_path, TINY, "tiny", runtime)
+    store = tmp_path / "store.txt"
+    assert run(exe, store, "60000").stdout == plain(clang, tmp_path, TINY, "tiny_plain",
+                                                   "60000")
+    (cell,) = read_store(store)
+    assert cell.batch > 1 and cell.phase != 2, table([cell])
+    assert cell.phase == 1 and cell.tried >= 1, table([cell])
+
+
+# One region, six input sizes: five light ones first (more buckets than a
+# site tracks), then the heavy one that holds most of the time.
+SIZES = r"""
+#include <stdio.h>
+static long v[200000];
+int main(void) {
+  static const int light[5] = {2, 8, 32, 128, 512};
+  long total = 0;
+  for (int t = 0; t < 700; t++) {
+    int n = t < 500 ? light[t % 5] : 200000;
+    #pragma omp parallel for
+    for (int i = 0; i < n; i++) v[i] = (long)i * t + 1;
+    total += v[n - 1];
+  }
+  printf("%ld\n", total);
+  return 0;
+}
+"""
+
+
+def test_the_heaviest_input_size_is_tracked(llvm_plugin, runtime, tmp_path):
+    """With every bucket taken by light sizes met first, the size that
+    holds most of the site's time takes the lightest one's place."""
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _ = build(clang, plugin, tmp_path, SIZES, "sizes", runtime)
+    store = tmp_path / "store.txt"
+    assert run(exe, store).stdout == plain(clang, tmp_path, SIZES, "sizes_plain")
+    cells = read_store(store)
+    heavy = max(c.bucket for c in cells)
+    assert heavy >= 8, table(cells)     # 200,000 iterations: 4^8 and more
+    (cell,) = [c for c in cells if c.bucket == heavy]
+    assert cell.invocations >= 100, table(cells)
+
+
+# A program that sets its own team size before its first region.
+EIGHT = PROGRAM.replace("  long total = 0;\n", "  long total = 0;\n  omp_set_num_threads(8);\n") \
+    .replace("#include <stdio.h>\n", "#include <stdio.h>\n#include <omp.h>\n")
+
+
+def test_the_machine_key_is_the_machines(llvm_plugin, runtime, tmp_path):
+    """A program that sets 8 threads on this machine files its verdicts
+    under the cores the process may use, as ``mire adapt`` names the
+    machine, not under 8."""
+    from mirecc.runtime.store import machine_descriptor
+
+    assert "omp_set_num_threads(8)" in EIGHT
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _ = build(clang, plugin, tmp_path, EIGHT, "eight", runtime)
+    store = tmp_path / "store.txt"
+    assert run(exe, store, "40").stdout == plain(clang, tmp_path, EIGHT, "eight_plain", "40")
+    (cell,) = read_store(store)
+    assert cell.machine == machine_descriptor(), (cell.machine, machine_descriptor())
 
 
 def test_a_seeded_verdict_is_run_from_the_first_invocation(llvm_plugin, runtime, tmp_path):
