@@ -37,6 +37,7 @@
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Transforms/Utils/BasicBlockUtils.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Support/JSON.h"
 
@@ -669,7 +670,14 @@ void storeTrips(Function &fn, GlobalVariable *site, StructType *type) {
     Value *hi = isUnsigned ? b.CreateZExt(ub, i64) : b.CreateSExt(ub, i64);
     Value *trip = b.CreateAdd(b.CreateSub(hi, lo), b.getInt64(1));
     Value *field = b.CreateStructGEP(type, site, kSiteTrip);
-    StoreInst *st = b.CreateAlignedStore(trip, field, Align(8));
+    // stored only when it changed: every thread of the team runs this, and
+    // a store of the same value would still take the descriptor's cache
+    // line from the other cores on every invocation
+    LoadInst *old = b.CreateAlignedLoad(i64, field, Align(8));
+    old->setAtomic(AtomicOrdering::Monotonic);
+    Instruction *then = SplitBlockAndInsertIfThen(b.CreateICmpNE(old, trip), init, false);
+    IRBuilder<> t(then);
+    StoreInst *st = t.CreateAlignedStore(trip, field, Align(8));
     st->setAtomic(AtomicOrdering::Monotonic);
   }
 }

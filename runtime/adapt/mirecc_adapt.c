@@ -233,11 +233,14 @@ int32_t __mirecc_adapt_begin(struct site *site, ident_t *loc) {
     return 0;
   }
   if (a->threads) __kmpc_push_num_threads(loc, __kmpc_global_thread_num(loc), a->threads);
-  site->sched = a->sched;
-  site->chunk = a->chunk;
+  /* the descriptor is read by every thread of the team: written only when
+     it changes, so that its cache line stays shared (as the region's trip
+     count, which the region stores only when it changed: the last
+     worksharing loop's, this invocation's or an earlier one's) */
+  if (site->sched != a->sched) site->sched = a->sched;
+  if (site->chunk != a->chunk) site->chunk = a->chunk;
   s->running = arm;
   s->running_cell = s->last;
-  __atomic_store_n(&site->trip, -1, __ATOMIC_RELAXED);
   if (quiet) return (arm + 1) | (a->sched ? TOKEN_COPY : 0) | TOKEN_QUIET;
   clock_gettime(CLOCK_MONOTONIC, &s->t0);
   return (arm + 1) | (a->sched ? TOKEN_COPY : 0);

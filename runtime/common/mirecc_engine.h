@@ -479,6 +479,11 @@ static void apply_line(struct state *s, char *line) {
     if (!strcmp(c->arm[i].name, stored_best)) c->best = i, known = 1;
     if (!strcmp(c->arm[i].name, stored_cur)) c->cur = i;
   }
+  if (c->phase == SHORT && batch_short) {
+    /* left alone by a runtime that did not time in batches: this one does */
+    c->phase = EXPLORE;
+    c->cur = 1;
+  }
   if (c->phase == EXPLOIT && !known) {
     /* a verdict for a candidate this build does not carry (a seed from
        outside the head's top candidates, another head): explore afresh */
