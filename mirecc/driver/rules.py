@@ -170,7 +170,7 @@ def _direct_rules(config, compilers: dict) -> list[str]:
         stamped += pipeline_inputs(config, {lang})
     if any("\n" in p for p in (*stamped, manifests, objects)):
         return []
-    lines += [d for d in map(lambda p: _dep(p, "stamp"), dict.fromkeys(stamped)) if d]
+    lines += [d for d in (_dep(p, "stamp") for p in dict.fromkeys(stamped)) if d]
     return lines
 
 

@@ -37,8 +37,8 @@ from mirecc.util.fsutil import FileLock, atomic_write_bytes
 from mirecc.util.paths import default_cache_dir
 
 HEADER = "# mirecc-adapt 1"
-PHASES = {0: "exploring", 1: "decided", 2: "too short"}
-#: invocations per run below which a site is explored across runs (the engine's rule)
+#: invocations per run below which a site is explored across runs (the
+#: engine's FEW_PER_RUN)
 FEW_PER_RUN = 16
 
 

@@ -27,8 +27,6 @@ def inject_debug_fault(where: str) -> None:
         raise RuntimeError(f"fault injected by {FAULT_ENV}={fault}")
     if where == "ml" and fault == "hang":
         time.sleep(3600)
-    if where == "serve-start" and fault == "serve-start":
-        raise SystemExit(f"fault injected by {FAULT_ENV}={fault}")
     if where == "serve" and fault == "serve-kill":
         os.kill(os.getpid(), 9)     # SIGKILL (the signal module imports enum: every call pays)
     if where == "serve" and fault == "serve-hang":

@@ -33,6 +33,7 @@ enum { EXPLORE = 0, EXPLOIT = 1, SHORT = 2 };
 #define NAME_LEN 32
 #define MAX_BATCH 16384   /* invocations one sample of a short region may sum */
 #define MAX_BUCKETS 33    /* bucket_of's range */
+#define FEW_PER_RUN 16    /* fewer invocations per run: explored across runs */
 
 struct arm {
   char name[NAME_LEN];   /* "half-dynamic-64", "f4"; arm 0: "default" */
@@ -493,7 +494,7 @@ static void apply_line(struct state *s, char *line) {
   if (c->phase == EXPLOIT) {
     c->next_check = 64;
     while (c->next_check <= c->invocations) c->next_check *= 2;
-  } else if (c->phase == EXPLORE && c->runs > 1 && c->invocations / (c->runs - 1) < 16) {
+  } else if (c->phase == EXPLORE && c->runs > 1 && c->invocations / (c->runs - 1) < FEW_PER_RUN) {
     /* too few invocations per run to explore in one: one arm per run with
        MIRECC_ADAPT_ACROSS_RUNS, else the program's own configuration */
     if (across_runs) c->across = 1;
