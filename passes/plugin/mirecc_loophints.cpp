@@ -14,6 +14,12 @@
 //    recurrence without reassoc, or a memory dependence with a bounded safe
 //    distance) or the user already wrote a loop pragma.
 //
+//  * mirecc-versions (module, pipeline start, before mirecc-loop-mark): a
+//    function with "versions" is compiled in a few versions, <fn>.mirecc.v0
+//    (LLVM's own) and <fn>.mirecc.v1.. (each with its loops' factors, set
+//    by the two passes above under the clone's name), and its body becomes
+//    a dispatch that asks the adaptive runtime (runtime/adapt) which to run.
+//
 // The file is named by -mllvm -mirecc-loop-decisions=<path> (or
 // $MIRECC_LOOP_DECISIONS); its format is in FORMAT.md. A missing or bad file
 // gives one warning line and changes nothing. The same file's "openmp"
@@ -34,7 +40,9 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/Function.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/Metadata.h"
 #include "llvm/IR/Module.h"
@@ -50,6 +58,7 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 
 #include "mirecc_plugin.h"
 #include <cstdlib>
@@ -79,9 +88,19 @@ struct Factors {
 // header block index -> factors, per function name.
 using FunctionLoops = StringMap<std::map<int64_t, Factors>>;
 
+// A function's versions (FORMAT.md, "Function versions"): version i + 1's
+// loop factors are the loop decisions of "<function>.mirecc.v<i + 1>".
+struct VersionSet {
+  std::string key, name;
+  std::vector<std::string> names;  // versions 1.., for the runtime's store
+};
+constexpr const char *kVersionSuffix = ".mirecc.v";
+constexpr int kMaxVersions = 8;   // the runtime's arms, LLVM's own among them
+
 struct Decisions {
   bool ok = false;
   std::map<std::string, FunctionLoops> modules;  // source_filename or "*"
+  std::map<std::string, StringMap<VersionSet>> versions;
 
   const std::map<int64_t, Factors> *forFunction(StringRef module,
                                                  StringRef fn) const {
@@ -109,6 +128,82 @@ struct Decisions {
     return nullptr;
   }
 };
+
+// One loop's factors ("" or the problem).
+std::string parseFactors(const json::Value &value, const std::string &where,
+                         Factors &f) {
+  const json::Object *entry = value.getAsObject();
+  if (!entry) return where + ": expected an object";
+  for (const auto &fkv : *entry) {
+    StringRef key = fkv.first;
+    int64_t *slot = key == "vectorize.width"    ? &f.width
+                    : key == "interleave.count" ? &f.interleave
+                                                : nullptr;
+    if (!slot) return where + ": unknown key \"" + key.str() + "\"";
+    auto v = fkv.second.getAsInteger();
+    int64_t max = slot == &f.width ? kMaxWidth : kMaxInterleave;
+    if (!v || *v < 1 || *v > max || !isPowerOf2_64(*v))
+      return where + ": " + key.str() + " must be a power of two in 1.." +
+             std::to_string(max);
+    *slot = *v;
+  }
+  return "";
+}
+
+// A string of 1..512 bytes with no tab, newline or (when `word`) space
+// (the runtime's store keeps one per line, tab-separated).
+bool storeText(const json::Value *v, bool word) {
+  if (!v) return false;
+  auto s = v->getAsString();
+  return s && !s->empty() && s->size() <= 512 &&
+         s->find_first_of(word ? " \t\n" : "\t\n") == StringRef::npos;
+}
+
+// A module entry's "versions" ("" or the problem).
+std::string parseVersions(const std::string &mname, const json::Object &versions,
+                          const std::string &mwhere, Decisions &d) {
+  for (const auto &fkv : versions) {
+    std::string fn = StringRef(fkv.first).str();
+    std::string where = mwhere + ".versions[\"" + fn + "\"]";
+    const json::Object *entry = fkv.second.getAsObject();
+    if (!entry) return where + ": expected an object";
+    if (!storeText(entry->get("key"), true))
+      return where + ": \"key\" must be a string without spaces, tabs or newlines";
+    if (!storeText(entry->get("name"), false))
+      return where + ": \"name\" must be a one-line string";
+    const json::Array *list = entry->getArray("versions");
+    if (!list || list->empty() || list->size() > kMaxVersions - 1)
+      return where + ": \"versions\" must be an array of 1.." +
+             std::to_string(kMaxVersions - 1) + " objects";
+    VersionSet set{entry->getString("key")->str(), entry->getString("name")->str(), {}};
+    for (size_t i = 0; i < list->size(); ++i) {
+      std::string vwhere = where + ".versions[" + std::to_string(i) + "]";
+      const json::Object *v = (*list)[i].getAsObject();
+      const json::Object *loops = v ? v->getObject("loops") : nullptr;
+      if (!v || !loops) return vwhere + ": expected {\"name\": ..., \"loops\": {...}}";
+      auto name = v->getString("name");
+      if (!name || name->empty() || name->size() > 31 ||
+          name->find_first_of(": \t\n;,") != StringRef::npos)
+        return vwhere + ": \"name\" must be 1..31 characters without spaces, ':', ';' or ','";
+      for (const std::string &other : set.names)
+        if (other == *name) return vwhere + ": two versions named " + other;
+      set.names.push_back(name->str());
+      std::string clone = fn + kVersionSuffix + std::to_string(i + 1);
+      for (const auto &lkv : *loops) {
+        int64_t header;
+        std::string lwhere = vwhere + ".loops[\"" + StringRef(lkv.first).str() + "\"]";
+        if (StringRef(lkv.first).getAsInteger(10, header) || header < 0)
+          return lwhere + ": a loop is its header block's index in the function";
+        Factors f;
+        std::string problem = parseFactors(lkv.second, lwhere, f);
+        if (!problem.empty()) return problem;
+        d.modules[mname][clone][header] = f;
+      }
+    }
+    d.versions[mname][fn] = std::move(set);
+  }
+  return "";
+}
 
 // Returns "" or the problem with the file.
 std::string parseDecisions(StringRef text, Decisions &d) {
@@ -143,9 +238,16 @@ std::string parseDecisions(StringRef text, Decisions &d) {
           mirecc::parseRecords(mname, *record->getAsObject(), mwhere);
       if (!problem.empty()) return problem;
     }
+    const json::Value *versions = mod ? mod->get("versions") : nullptr;
+    if (versions) {
+      if (!versions->getAsObject())
+        return mwhere + ": \"versions\" must be an object";
+      std::string problem = parseVersions(mname, *versions->getAsObject(), mwhere, d);
+      if (!problem.empty()) return problem;
+    }
     if (mod && mod->get("loops") && !loops)
       return mwhere + ": \"loops\" must be an object";
-    if (!loops && (openmp || record)) continue;  // no loop decisions
+    if (!loops && (openmp || record || versions)) continue;  // no loop decisions
     if (!loops) return mwhere + ": missing object \"loops\"";
     FunctionLoops &fl = d.modules[mname];
     for (const auto &lkv : *loops) {
@@ -155,22 +257,9 @@ std::string parseDecisions(StringRef text, Decisions &d) {
       int64_t header;
       if (fn.empty() || index.getAsInteger(10, header) || header < 0)
         return where + ": a loop id is <function>:<header block index>";
-      const json::Object *entry = lkv.second.getAsObject();
-      if (!entry) return where + ": expected an object";
       Factors f;
-      for (const auto &fkv : *entry) {
-        StringRef key = fkv.first;
-        int64_t *slot = key == "vectorize.width"    ? &f.width
-                        : key == "interleave.count" ? &f.interleave
-                                                    : nullptr;
-        if (!slot) return where + ": unknown key \"" + key.str() + "\"";
-        auto v = fkv.second.getAsInteger();
-        int64_t max = slot == &f.width ? kMaxWidth : kMaxInterleave;
-        if (!v || *v < 1 || *v > max || !isPowerOf2_64(*v))
-          return where + ": " + key.str() + " must be a power of two in 1.." +
-                 std::to_string(max);
-        *slot = *v;
-      }
+      std::string problem = parseFactors(lkv.second, where, f);
+      if (!problem.empty()) return problem;
       fl[fn][header] = f;
     }
   }
@@ -195,6 +284,7 @@ const Decisions &decisions() {
     problem = parseDecisions((*buf)->getBuffer(), d);
   if (!problem.empty()) {
     d.modules.clear();
+    d.versions.clear();
     mirecc::clearOpenMPDecisions();
     mirecc::clearRecords();
     errs() << "mirecc-loophints: warning: " << path << ": " << problem
@@ -421,6 +511,186 @@ struct LoopHintsPass : PassInfoMixin<LoopHintsPass> {
   }
 };
 
+
+// ---------------------------------------------------------------------------
+// Function versions (FORMAT.md, "Function versions")
+
+constexpr int kSiteVersion = 1;   // runtime/adapt/mirecc_adapt.c SITE_VERSION
+constexpr int kSiteVersions = 4;  // its FLAG_VERSIONS
+constexpr unsigned kSiteTrip = 7;
+constexpr int kVersionShift = 24;  // its TOKEN_VERSION_SHIFT
+
+// Why `f` cannot become a dispatch over clones of itself, or "".
+std::string cannotVersion(Function &f) {
+  if (f.isDeclaration() || f.hasAvailableExternallyLinkage())
+    return "no definition in this module";
+  if (f.isVarArg()) return "a variadic function";
+  if (f.hasFnAttribute(Attribute::Naked)) return "a naked function";
+  // an exception would leave the runtime's site busy: nothing timed again
+  if (!f.doesNotThrow()) return "it may throw";
+  for (Argument &a : f.args())
+    if (a.hasInAllocaAttr() || a.hasPreallocatedAttr() || a.hasSwiftErrorAttr() ||
+        a.hasAttribute(Attribute::SwiftSelf) || a.hasAttribute(Attribute::SwiftAsync))
+      return "an argument passed in a way a call cannot forward";
+  for (BasicBlock &bb : f) {
+    if (bb.hasAddressTaken()) return "a block whose address is taken";
+    for (Instruction &i : bb) {
+      if (auto *call = dyn_cast<CallInst>(&i))
+        if (call->isMustTailCall()) return "a musttail call";
+      if (Function *callee = mirecc::calleeOf(i))
+        if (callee->getName() == "__kmpc_fork_call")
+          return "it holds an OpenMP parallel region (adapt_openmp decides those)";
+    }
+  }
+  return "";
+}
+
+// `f`'s body becomes
+//   if (size != site.trip) site.trip = size   ; its largest integer argument
+//   tok = __mirecc_version_begin(&site)        ; 0: the runtime is not linked
+//   r = <f>.mirecc.v<tok >> 24>(args...)       ; v0: LLVM's own, unchanged
+//   __mirecc_adapt_end(&site, tok)
+//   return r
+// with the versions clones of the body as it was.
+void makeVersions(Module &m, Function &f, const VersionSet &set) {
+  LLVMContext &ctx = m.getContext();
+  std::vector<Function *> clones;
+  for (size_t i = 0; i <= set.names.size(); ++i) {
+    ValueToValueMapTy vmap;
+    Function *c = CloneFunction(&f, vmap);
+    c->setName(f.getName() + kVersionSuffix + std::to_string(i));
+    c->setLinkage(GlobalValue::InternalLinkage);
+    c->setVisibility(GlobalValue::DefaultVisibility);
+    c->setDLLStorageClass(GlobalValue::DefaultStorageClass);
+    c->setComdat(nullptr);
+    c->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
+    clones.push_back(c);
+  }
+  // the dispatch keeps the function's name, linkage, attributes and
+  // subprogram; its body goes
+  for (BasicBlock &bb : f) bb.dropAllReferences();
+  while (!f.empty()) f.begin()->eraseFromParent();
+
+  Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx);
+  std::string cands;
+  for (const std::string &n : set.names) cands += (cands.empty() ? "" : " ") + n;
+  Constant *keyStr = mirecc::cString(m, set.key);
+  Type *charPtr = keyStr->getType();
+  StructType *type = mirecc::siteType(ctx, charPtr);
+  auto *site = new GlobalVariable(
+      m, type, /*isConstant=*/false, GlobalValue::PrivateLinkage,
+      ConstantStruct::get(
+          type, {ConstantInt::get(i32, kSiteVersion), ConstantInt::get(i32, kSiteVersions),
+                 keyStr, mirecc::cString(m, set.name), mirecc::cString(m, cands),
+                 ConstantInt::get(i32, 0), ConstantInt::get(i32, 0),
+                 ConstantInt::get(i64, -1),
+                 ConstantPointerNull::get(cast<PointerType>(charPtr))}),
+      ".mirecc.version.site");
+  site->setAlignment(Align(8));
+  Function *begin = mirecc::weakCaller(m, "__mirecc_version_begin",
+                                       FunctionType::get(i32, {charPtr}, false));
+  Function *end = mirecc::weakCaller(
+      m, "__mirecc_adapt_end", FunctionType::get(Type::getVoidTy(ctx), {charPtr, i32}, false));
+
+  auto *entry = BasicBlock::Create(ctx, "entry", &f);
+  IRBuilder<> b(entry);
+  if (DISubprogram *sp = f.getSubprogram())
+    b.SetCurrentDebugLocation(DILocation::get(ctx, sp->getLine(), 0, sp));
+  Value *sitePtr = b.CreatePointerCast(site, charPtr);
+  // the call's size: its largest integer argument (the runtime's buckets)
+  Value *size = nullptr;
+  for (Argument &a : f.args()) {
+    auto *t = dyn_cast<IntegerType>(a.getType());
+    if (!t || t->getBitWidth() < 8 || t->getBitWidth() > 64) continue;
+    Value *v = a.hasZExtAttr() ? b.CreateZExt(&a, i64) : b.CreateSExt(&a, i64);
+    size = size ? b.CreateSelect(b.CreateICmpSGT(v, size), v, size) : v;
+  }
+  auto *call = BasicBlock::Create(ctx, "call", &f);
+  if (size) {
+    // stored only when it changed: a function called from many threads
+    // would otherwise pass the descriptor's cache line between cores
+    auto *store = BasicBlock::Create(ctx, "size", &f, call);
+    Value *field = b.CreateStructGEP(type, site, kSiteTrip);
+    LoadInst *old = b.CreateAlignedLoad(i64, field, Align(8));
+    old->setAtomic(AtomicOrdering::Monotonic);
+    b.CreateCondBr(b.CreateICmpNE(old, size), store, call);
+    b.SetInsertPoint(store);
+    b.CreateAlignedStore(size, field, Align(8))->setAtomic(AtomicOrdering::Monotonic);
+  }
+  b.CreateBr(call);
+  b.SetInsertPoint(call);
+  Value *token = b.CreateCall(begin, {sitePtr}, "mirecc.version");
+  Value *which = b.CreateAnd(b.CreateLShr(token, kVersionShift), 0x7f);
+  SmallVector<Value *, 8> args;
+  for (Argument &a : f.args()) args.push_back(&a);
+  auto *done = BasicBlock::Create(ctx, "done", &f);
+  auto *first = BasicBlock::Create(ctx, "v0", &f, done);
+  SwitchInst *sw = b.CreateSwitch(which, first, clones.size() - 1);
+  PHINode *result = nullptr;
+  if (!f.getReturnType()->isVoidTy()) {
+    IRBuilder<> d(done);
+    result = d.CreatePHI(f.getReturnType(), clones.size(), "r");
+  }
+  for (size_t i = 0; i < clones.size(); ++i) {
+    BasicBlock *bb = i ? BasicBlock::Create(ctx, "v" + std::to_string(i), &f, done) : first;
+    if (i) sw->addCase(ConstantInt::get(cast<IntegerType>(which->getType()), i), bb);
+    IRBuilder<> v(bb);
+    v.SetCurrentDebugLocation(b.getCurrentDebugLocation());
+    CallInst *r = v.CreateCall(clones[i], args);
+    r->setCallingConv(f.getCallingConv());
+    r->setAttributes(f.getAttributes());
+    v.CreateBr(done);
+    if (result) result->addIncoming(r, bb);
+  }
+  b.SetInsertPoint(done);
+  b.CreateCall(end, {sitePtr, token});
+  if (result) b.CreateRet(result);
+  else b.CreateRetVoid();
+}
+
+struct VersionsPass : PassInfoMixin<VersionsPass> {
+  PreservedAnalyses run(Module &m, ModuleAnalysisManager &mam) {
+    const Decisions &d = decisions();
+    if (!d.ok || d.versions.empty()) return PreservedAnalyses::all();
+    auto &fam =
+        mam.getResult<FunctionAnalysisManagerModuleProxy>(m).getManager();
+    bool changed = false;
+    for (const std::string &key : {m.getSourceFileName(), std::string("*")}) {
+      auto mv = d.versions.find(key);
+      if (mv == d.versions.end()) continue;
+      for (const auto &kv : mv->second) {
+        Function *f = m.getFunction(kv.first());
+        if (!f || f->isDeclaration()) continue;
+        std::string why = cannotVersion(*f);
+        if (why.empty() && m.getFunction(f->getName().str() + kVersionSuffix + "0"))
+          why = "its versions exist already";
+        auto &ore = fam.getResult<OptimizationRemarkEmitterAnalysis>(*f);
+        DiagnosticLocation where(f->getSubprogram());
+        if (!why.empty()) {
+          ore.emit([&] {
+            return OptimizationRemarkMissed(kPassName, "NotVersioned", where,
+                                            &f->getEntryBlock())
+                   << "function " << f->getName() << ": not versioned: " << why;
+          });
+          continue;
+        }
+        const VersionSet &set = kv.second;
+        std::string names;
+        for (const std::string &n : set.names) names += (names.empty() ? "" : ", ") + n;
+        ore.emit([&] {
+          return OptimizationRemark(kPassName, "Versioned", where, &f->getEntryBlock())
+                 << "function " << f->getName() << ": " << std::to_string(set.names.size() + 1)
+                 << " versions (LLVM's, " << names << "), chosen at run time";
+        });
+        fam.clear(*f, f->getName());
+        makeVersions(m, *f, set);
+        changed = true;
+      }
+    }
+    return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+  }
+};
+
 }  // namespace
 
 bool mirecc::decisionsLoaded() { return decisions().ok; }
@@ -430,7 +700,9 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
           [](PassBuilder &pb) {
             pb.registerPipelineStartEPCallback(
                 [](ModulePassManager &mpm, OptimizationLevel level) {
-                  if (level != OptimizationLevel::O0) mpm.addPass(LoopMarkPass());
+                  if (level == OptimizationLevel::O0) return;
+                  mpm.addPass(VersionsPass());  // its clones' loops marked next
+                  mpm.addPass(LoopMarkPass());
                 });
             pb.registerVectorizerStartEPCallback(
                 [](FunctionPassManager &fpm, OptimizationLevel) {
@@ -439,6 +711,10 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
             pb.registerPipelineParsingCallback(
                 [](StringRef name, ModulePassManager &mpm,
                    ArrayRef<PassBuilder::PipelineElement>) {
+                  if (name == "mirecc-versions") {
+                    mpm.addPass(VersionsPass());
+                    return true;
+                  }
                   if (name != "mirecc-loop-mark") return false;
                   mpm.addPass(LoopMarkPass());
                   return true;

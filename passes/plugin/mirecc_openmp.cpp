@@ -111,6 +111,10 @@ bool hasPrefix(StringRef s, StringRef prefix) {
 }
 
 using mirecc::calleeOf;
+using mirecc::cString;
+using mirecc::newHelper;
+using mirecc::siteType;
+using mirecc::weakCaller;
 
 StringRef calleeName(const Instruction &i) {
   Function *f = calleeOf(i);
@@ -167,22 +171,6 @@ FunctionDecisions decisionsFor(StringRef module, StringRef fn) {
 // ---------------------------------------------------------------------------
 // Helpers defined in the module
 
-// A char* to a private NUL-terminated copy of `text`.
-Constant *cString(Module &m, StringRef text) {
-  LLVMContext &ctx = m.getContext();
-  Constant *data = ConstantDataArray::getString(ctx, text, /*AddNull=*/true);
-  auto *gv = new GlobalVariable(m, data->getType(), /*isConstant=*/true,
-                                GlobalValue::PrivateLinkage, data,
-                                ".mirecc.env." + text);
-  gv->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
-  gv->setAlignment(Align(1));
-  Type *i64 = Type::getInt64Ty(ctx);
-  Constant *zero = ConstantInt::get(i64, 0);
-  Constant *idx[] = {zero, zero};
-  // i8* on typed-pointer LLVM, ptr on opaque-pointer LLVM.
-  return ConstantExpr::getInBoundsGetElementPtr(data->getType(), gv, idx);
-}
-
 // `getenv(name) != NULL`, built at `b`.
 Value *envIsSet(Module &m, IRBuilder<> &b, StringRef name) {
   Constant *str = cString(m, name);
@@ -193,13 +181,6 @@ Value *envIsSet(Module &m, IRBuilder<> &b, StringRef name) {
   if (v->getType() != charPtr) v = b.CreateBitCast(v, charPtr);
   return b.CreateICmpNE(v,
                         ConstantPointerNull::get(cast<PointerType>(charPtr)));
-}
-
-Function *newHelper(Module &m, StringRef name, FunctionType *type) {
-  Function *f =
-      Function::Create(type, GlobalValue::InternalLinkage, name, &m);
-  f->addFnAttr(Attribute::NoUnwind);
-  return f;
 }
 
 // The runtime entry `name` with `type`; a new declaration is nounwind, as
@@ -593,48 +574,10 @@ void rewriteLoop(
 // ---------------------------------------------------------------------------
 // Adaptive sites (FORMAT.md, "Adaptive sites"; the runtime: runtime/adapt)
 
-// The site descriptor's type, as runtime/adapt/mirecc_adapt.c declares it:
-// {i32 version, i32 flags, char *key, char *name, char *cands, i32 sched,
-//  i32 chunk, i64 trip, char *state}.
-StructType *siteType(LLVMContext &ctx, Type *charPtr) {
-  Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx);
-  return StructType::get(ctx, {i32, i32, charPtr, charPtr, charPtr, i32, i32,
-                               i64, charPtr});
-}
 constexpr unsigned kSiteSched = 5, kSiteChunk = 6, kSiteTrip = 7;
 constexpr int kSiteVersion = 1;
 constexpr int kSiteRewritten = 1, kSiteTeamFixed = 2;
 constexpr int kTokenCopy = 0x10000;
-
-// A call of the weak runtime entry `name` through a module-local helper that
-// returns 0 when the runtime is not linked in (fail-open: the program's own
-// configuration).
-Function *weakCaller(Module &m, StringRef name, FunctionType *type) {
-  std::string helperName = ("__mirecc_weak" + name).str();
-  if (Function *f = m.getFunction(helperName)) return f;
-  LLVMContext &ctx = m.getContext();
-  Function *callee = m.getFunction(name);
-  if (!callee) {
-    callee = Function::Create(type, GlobalValue::ExternalWeakLinkage, name, &m);
-    callee->addFnAttr(Attribute::NoUnwind);
-  }
-  Function *f = newHelper(m, helperName, type);
-  auto *entry = BasicBlock::Create(ctx, "entry", f);
-  auto *call = BasicBlock::Create(ctx, "call", f);
-  auto *none = BasicBlock::Create(ctx, "none", f);
-  IRBuilder<> b(entry);
-  b.CreateCondBr(b.CreateIsNotNull(callee), call, none);
-  b.SetInsertPoint(call);
-  SmallVector<Value *, 2> args;
-  for (Argument &a : f->args()) args.push_back(&a);
-  Value *r = b.CreateCall(FunctionCallee(type, callee), args);
-  if (type->getReturnType()->isVoidTy()) b.CreateRetVoid();
-  else b.CreateRet(r);
-  b.SetInsertPoint(none);
-  if (type->getReturnType()->isVoidTy()) b.CreateRetVoid();
-  else b.CreateRet(Constant::getNullValue(type->getReturnType()));
-  return f;
-}
 
 // Before each of `fn`'s worksharing inits: the loop's trip count into the
 // site's `trip` (ub - lb + 1: a static init's bounds as clang stores them
@@ -1086,5 +1029,74 @@ void registerOpenMPPasses(PassBuilder &pb) {
         return true;
       });
 }
+
+// ---------------------------------------------------------------------------
+// Helpers defined in a module, shared with mirecc_loophints.cpp (function
+// versions): declared in mirecc_plugin.h
+
+// A char* to a private NUL-terminated copy of `text`.
+Constant *cString(Module &m, StringRef text) {
+  LLVMContext &ctx = m.getContext();
+  Constant *data = ConstantDataArray::getString(ctx, text, /*AddNull=*/true);
+  auto *gv = new GlobalVariable(m, data->getType(), /*isConstant=*/true,
+                                GlobalValue::PrivateLinkage, data,
+                                ".mirecc.env." + text);
+  gv->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
+  gv->setAlignment(Align(1));
+  Type *i64 = Type::getInt64Ty(ctx);
+  Constant *zero = ConstantInt::get(i64, 0);
+  Constant *idx[] = {zero, zero};
+  // i8* on typed-pointer LLVM, ptr on opaque-pointer LLVM.
+  return ConstantExpr::getInBoundsGetElementPtr(data->getType(), gv, idx);
+}
+
+
+Function *newHelper(Module &m, StringRef name, FunctionType *type) {
+  Function *f =
+      Function::Create(type, GlobalValue::InternalLinkage, name, &m);
+  f->addFnAttr(Attribute::NoUnwind);
+  return f;
+}
+
+
+// The site descriptor's type, as runtime/adapt/mirecc_adapt.c declares it:
+// {i32 version, i32 flags, char *key, char *name, char *cands, i32 sched,
+//  i32 chunk, i64 trip, char *state}.
+StructType *siteType(LLVMContext &ctx, Type *charPtr) {
+  Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx);
+  return StructType::get(ctx, {i32, i32, charPtr, charPtr, charPtr, i32, i32,
+                               i64, charPtr});
+}
+
+// A call of the weak runtime entry `name` through a module-local helper that
+// returns 0 when the runtime is not linked in (fail-open: the program's own
+// configuration).
+Function *weakCaller(Module &m, StringRef name, FunctionType *type) {
+  std::string helperName = ("__mirecc_weak" + name).str();
+  if (Function *f = m.getFunction(helperName)) return f;
+  LLVMContext &ctx = m.getContext();
+  Function *callee = m.getFunction(name);
+  if (!callee) {
+    callee = Function::Create(type, GlobalValue::ExternalWeakLinkage, name, &m);
+    callee->addFnAttr(Attribute::NoUnwind);
+  }
+  Function *f = newHelper(m, helperName, type);
+  auto *entry = BasicBlock::Create(ctx, "entry", f);
+  auto *call = BasicBlock::Create(ctx, "call", f);
+  auto *none = BasicBlock::Create(ctx, "none", f);
+  IRBuilder<> b(entry);
+  b.CreateCondBr(b.CreateIsNotNull(callee), call, none);
+  b.SetInsertPoint(call);
+  SmallVector<Value *, 2> args;
+  for (Argument &a : f->args()) args.push_back(&a);
+  Value *r = b.CreateCall(FunctionCallee(type, callee), args);
+  if (type->getReturnType()->isVoidTy()) b.CreateRetVoid();
+  else b.CreateRet(r);
+  b.SetInsertPoint(none);
+  if (type->getReturnType()->isVoidTy()) b.CreateRetVoid();
+  else b.CreateRet(Constant::getNullValue(type->getReturnType()));
+  return f;
+}
+
 
 }  // namespace mirecc

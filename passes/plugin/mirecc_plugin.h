@@ -5,7 +5,10 @@
 #define MIRECC_PLUGIN_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/DerivedTypes.h"
 #include "llvm/IR/Function.h"
+#include "llvm/IR/Module.h"
 #include "llvm/IR/InstrTypes.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/JSON.h"
@@ -24,6 +27,16 @@ inline llvm::Function *calleeOf(const llvm::Instruction &i) {
 
 // mirecc_loophints.cpp: the decisions file is read and valid
 bool decisionsLoaded();
+
+// mirecc_openmp.cpp: helpers defined in the module: a char* to a private
+// copy of `text`; an internal nounwind function; the adaptive runtime's site
+// descriptor type (runtime/adapt/mirecc_adapt.c, `struct site`); a call of
+// the weak runtime entry `name` through a module-local helper that returns 0
+// when the runtime is not linked in
+llvm::Constant *cString(llvm::Module &m, llvm::StringRef text);
+llvm::Function *newHelper(llvm::Module &m, llvm::StringRef name, llvm::FunctionType *type);
+llvm::StructType *siteType(llvm::LLVMContext &ctx, llvm::Type *charPtr);
+llvm::Function *weakCaller(llvm::Module &m, llvm::StringRef name, llvm::FunctionType *type);
 
 // mirecc_openmp.cpp: a module entry's "openmp" decisions ("" or an error)
 std::string parseOpenMPDecisions(llvm::StringRef module, const llvm::json::Object &openmp,

@@ -1,4 +1,5 @@
-/* mirecc-adapt: the adaptive OpenMP runtime (README.md beside this file).
+/* mirecc-adapt: the adaptive runtime (README.md beside this file): OpenMP
+ * regions (adapt_openmp) and functions compiled in versions (adapt_loops).
  *
  * The pass plugin turns each parallel region of a TU compiled with
  * adapt_openmp into a site: a private `struct site` in the object, a call to
@@ -22,8 +23,13 @@
  * Verdicts and samples persist per user and machine in a text store (read
  * once at the first site, merged back at exit under a lock, atomically).
  *
- * Depends on libc and on the OpenMP runtime it wraps (libomp: the program
- * links it already).  Fails open: anything unexpected leaves the program's
+ * A function in versions (the plugin's "versions") calls
+ * __mirecc_version_begin at its entry, runs the version it names (arm 0:
+ * LLVM's own compile of the function) and calls __mirecc_adapt_end after:
+ * the same policy and store, one arm per version.
+ *
+ * Depends on libc and on the OpenMP runtime it wraps (libomp, weakly: a
+ * program with OpenMP sites links it already).  Fails open: anything unexpected leaves the program's
  * own configuration, with one line on stderr at most per process.
  */
 #define _GNU_SOURCE
@@ -31,15 +37,20 @@
 #include <stdint.h>
 
 typedef struct ident ident_t;
-extern int32_t __kmpc_global_thread_num(ident_t *loc);
-extern void __kmpc_push_num_threads(ident_t *loc, int32_t gtid, int32_t n);
-extern int omp_get_max_threads(void);
+/* weak: a program whose only sites are function versions (adapt_loops)
+   need not link an OpenMP runtime; an OpenMP site's program has one */
+extern int32_t __kmpc_global_thread_num(ident_t *loc) __attribute__((weak));
+extern void __kmpc_push_num_threads(ident_t *loc, int32_t gtid, int32_t n)
+    __attribute__((weak));
+extern int omp_get_max_threads(void) __attribute__((weak));
 
 #define SITE_VERSION 1
 #define FLAG_REWRITTEN 1    /* the site has a copy whose loops read sched/chunk */
 #define FLAG_TEAM_FIXED 2   /* the source fixes the team size */
+#define FLAG_VERSIONS 4     /* a function's versions: each candidate a version */
 #define TOKEN_COPY 0x10000  /* begin(): run the rewritten copy */
 #define TOKEN_QUIET 0x20000 /* begin(): nothing to learn from timing this one */
+#define TOKEN_VERSION_SHIFT 24  /* __mirecc_version_begin(): the version to run */
 
 /* Emitted by the plugin (passes/plugin/FORMAT.md, "Adaptive sites"). */
 struct site {
@@ -59,21 +70,21 @@ enum { SCH_STATIC_CHUNKED = 33, SCH_DYNAMIC = 35, SCH_GUIDED = 36 };
 #include "../common/mirecc_engine.h"
 
 static int max_threads, order_mode;
+static int omp_user;   /* OMP_NUM_THREADS / OMP_SCHEDULE set: OpenMP sites left alone */
 static unsigned rng = 12345u;
 
 /* Under `lock`. */
 static void initialise(void) {
   initialised = 1;
   const char *v = getenv("MIRECC_ADAPT");
-  if ((v && !strcmp(v, "0")) || getenv("OMP_NUM_THREADS") || getenv("OMP_SCHEDULE")) {
-    disabled = 1;   /* the user's own configuration wins */
-    return;
-  }
-  max_threads = omp_get_max_threads();
-  if (max_threads < 1) {
+  if (v && !strcmp(v, "0")) {
     disabled = 1;
     return;
   }
+  /* the user's own OpenMP configuration wins (over OpenMP sites only) */
+  omp_user = getenv("OMP_NUM_THREADS") || getenv("OMP_SCHEDULE");
+  max_threads = omp_get_max_threads ? omp_get_max_threads() : 1;
+  if (max_threads < 1) max_threads = 1;
   batch_short = 1;
   /* for experiments: head (default), fixed (by name: no model), random:SEED */
   v = getenv("MIRECC_ADAPT_ORDER");
@@ -91,7 +102,14 @@ static void initialise(void) {
 
 /* ------------------------------------------------------------- arms */
 
-static int parse_arm(const char *text, struct arm *a, int flags) {
+static int parse_arm(const char *text, struct arm *a, int flags, int index) {
+  if (flags & FLAG_VERSIONS) {
+    /* a version: named by the plugin, told apart by its index */
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", text);
+    a->factor = index;
+    return strcspn(text, ": \t;,") == strlen(text);
+  }
   char share[16], sched[16], chunk[16];
   if (sscanf(text, "%15[a-z]-%15[a-z]-%15[a-z0-9]", share, sched, chunk) != 3) return 0;
   memset(a, 0, sizeof *a);
@@ -131,7 +149,7 @@ static int make_arms(struct state *s) {
   struct arm arms[MAX_ARMS];
   memset(&arms[0], 0, sizeof arms[0]);
   snprintf(arms[0].name, NAME_LEN, "default");
-  int n = 1;
+  int n = 1, index = 0;
   const char *p = ((struct site *)s->owner)->cands;
   while (p && *p && n < MAX_ARMS) {
     while (*p == ' ') p++;
@@ -142,11 +160,11 @@ static int make_arms(struct state *s) {
       memcpy(token, p, len);
       token[len] = 0;
       struct arm a;
-      if (parse_arm(token, &a, ((struct site *)s->owner)->flags)) {
+      if (parse_arm(token, &a, ((struct site *)s->owner)->flags, ++index)) {
         int same = 0;
         for (int i = 0; i < n; i++)
           same |= arms[i].threads == a.threads && arms[i].sched == a.sched &&
-                  arms[i].chunk == a.chunk;
+                  arms[i].chunk == a.chunk && arms[i].factor == a.factor;
         if (!same) arms[n++] = a;
       }
     }
@@ -184,7 +202,8 @@ static struct state *state_of(struct site *site) {
   if (!initialised) initialise();
   s = site->state;
   if (!s) {
-    if (disabled || site->version != SITE_VERSION || !site->key || !site->cands) {
+    if (disabled || site->version != SITE_VERSION || !site->key || !site->cands ||
+        (omp_user && !(site->flags & FLAG_VERSIONS))) {
       s = (struct state *)&disabled;   /* any non-NULL that is not a state */
     } else {
       s = calloc(1, sizeof *s);
@@ -228,11 +247,12 @@ int32_t __mirecc_adapt_begin(struct site *site, ident_t *loc) {
   struct arm *a = &s->cell[s->last >= 0 ? s->last : 0].arm[arm];
   /* the program set its own team size (omp_set_num_threads, in a TU the
      compile could not see): its choice stands, nothing is timed */
-  if (a->threads && omp_get_max_threads() != max_threads) {
+  if (a->threads && (!omp_get_max_threads || omp_get_max_threads() != max_threads)) {
     __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
     return 0;
   }
-  if (a->threads) __kmpc_push_num_threads(loc, __kmpc_global_thread_num(loc), a->threads);
+  if (a->threads && __kmpc_push_num_threads && __kmpc_global_thread_num)
+    __kmpc_push_num_threads(loc, __kmpc_global_thread_num(loc), a->threads);
   /* the descriptor is read by every thread of the team: written only when
      it changes, so that its cache line stays shared (as the region's trip
      count, which the region stores only when it changed: the last
@@ -275,4 +295,16 @@ void __mirecc_adapt_end(struct site *site, int32_t token) {
     if (other) s->last = (int)(other - s->cell);
   }
   __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* A function's versions (the plugin's "versions" entries, adapt_loops): the
+ * function's entry calls this and runs the version in the token's bits
+ * 24..30 (0: LLVM's own), then passes the token to __mirecc_adapt_end.  The
+ * site's `trip` holds the call's size (its largest integer argument). */
+int32_t __mirecc_version_begin(struct site *site) {
+  int32_t token = __mirecc_adapt_begin(site, NULL);
+  if (!token) return 0;
+  struct state *s = site->state;
+  const struct arm *a = &s->cell[s->running_cell >= 0 ? s->running_cell : 0].arm[s->running];
+  return token | (a->factor & 0x7f) << TOKEN_VERSION_SHIFT;
 }

@@ -5,12 +5,18 @@ loop table), :mod:`.features` (static loop statistics), :mod:`.forest`
 (the head's ONNX forest), :mod:`.inject` and :mod:`.plugin` (the decisions
 reach the compiler through mirecc's LLVM pass plugin (``mirecc-plugin``),
 ``passes/plugin``, decisions file format in its FORMAT.md).
+With ``adapt_loops`` each function holding loops the head expects to gain
+is compiled in a few versions (LLVM's own and the head's best factors) and
+the adaptive runtime linked into the program (``runtime/adapt``) chooses
+among them in its runs, keeping what measures faster (``mire adapt``).
 Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
 ``mire bench vectorize``).  Shipped head: ``heads/loop-vectorize``.
 
 This module is the task's declaration: standard library only.
 """
+from mirecc.runtime.link import AdaptiveRuntime
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
+from mirecc.taskapi.settings import as_positive_int
 
 
 def _vectorize_suite():
@@ -30,6 +36,17 @@ def _tune_suite():
 # the -O levels the head decides at (without "-O"): LLVM's vectorizer runs there
 OPT_LEVELS = ("2", "3", "fast")
 
+def _versions(text: str) -> int:
+    n = as_positive_int(text)
+    if not 2 <= n <= 8:
+        raise ValueError("must be 2..8 (LLVM's own version among them)")
+    return n
+
+
+# with adapt_loops, a call that links carries the adaptive runtime
+_ADAPTIVE_RUNTIME = AdaptiveRuntime("adapt_loops")
+
+
 class LoopVectorize(Task):
     name = "loop-vectorize"
     summary = "a (VF, IF) per innermost loop, through the loop-hints pass plugin"
@@ -39,7 +56,15 @@ class LoopVectorize(Task):
     applied_when = "apply_loop_decisions"
     settings = (Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
                         "apply the loop-vectorize head's factors (default: record them "
-                        "only)"),)
+                        "only)"),
+                Setting("adapt_loops", "MIRECC_ADAPT_LOOPS", parse_bool, False,
+                        "compile each function whose loops the head expects to gain in a few "
+                        "versions (LLVM's and the head's best factors); the runtime linked into "
+                        "the program tries them in its runs and keeps what measures faster "
+                        "(wins over apply_loop_decisions)"),
+                Setting("adapt_versions", "MIRECC_ADAPT_VERSIONS", _versions, 3,
+                        "versions per function with adapt_loops, LLVM's own among them "
+                        "(each one a copy of the function's code)"))
     opt_levels = OPT_LEVELS
     # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
     measured = ("leave one family out on its labels (mire vectorize-train, "
@@ -71,7 +96,16 @@ class LoopVectorize(Task):
         "no-loops": "no loops",
         "loops-unmatched": "the encoder's IR has other loops than the build's",
         "target-flags": "built for another target than the labels' (-march, -mcpu, ...)",
+        "no-expected-gain": "no function's loops expected to gain from other factors "
+                            "(adapt_loops)",
     }
+
+    def applies(self, config) -> bool:
+        return bool(getattr(config, "apply_loop_decisions", False)
+                    or getattr(config, "adapt_loops", False))
+
+    def link_step(self):
+        return _ADAPTIVE_RUNTIME
 
     def head_class(self):
         # lazy: declarations are read on every compile

@@ -22,6 +22,12 @@ own choice (:mod:`mirecc.learn.forest`).  A loop gets the class whose
 the low quantile keeps LLVM's choice.  The decision's confidence is the
 share of trees that predict more than ``min_gain`` for the chosen class.
 
+With ``adapt_loops`` a function holding ranked loops is compiled instead
+in ``adapt_versions`` versions (:meth:`LoopVectorizeHead._versions`): LLVM's
+own and, in version ``i``, each loop's ``i``-th best class, where the
+trees' median expects a gain for some loop; the adaptive runtime linked
+into the program chooses among them in its runs (``runtime/adapt``).
+
 The decisions are applied by the pass plugin (:mod:`mirecc.plugin.decisions`).
 With ``--explain`` each loop also gets its source line and what LLVM
 chooses on its own.
@@ -30,7 +36,9 @@ Only the standard library is imported at the top (see mirecc.taskapi.records).
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 
 from mirecc.taskapi.api import NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
@@ -44,6 +52,8 @@ ALL_FEATURES = ["loop_embedding", "function_embedding", "loop_statistics", "reas
 EMBEDDING_FEATURES = ("loop_embedding", "function_embedding")
 # flags that choose the target's instruction set: the labels were measured
 # for one target, so a TU built for another gets no decisions
+#: functions clang outlines from OpenMP regions: adapt_openmp decides those
+OPENMP_OUTLINED = (".omp_outlined", "__omp_offloading")
 TARGET_FLAG_PREFIXES = ("-march=", "-mcpu=", "-mtune=", "-mavx", "-msse", "-mno-avx",
                         "-mno-sse", "-mfma", "-mprefer-vector-width=", "--target=", "-target")
 
@@ -108,8 +118,12 @@ class LoopVectorizeHead(OnnxHead):
         self.min_gain = self._number("min_gain", 0.0, 10.0)
         # off by default: the decisions are then recorded, not applied
         self.apply = bool(getattr(self.config, "apply_loop_decisions", False))
+        self.adapt = bool(getattr(self.config, "adapt_loops", False))
+        self.versions = getattr(self.config, "adapt_versions", 3)
 
     def _settings(self) -> str:
+        if self.adapt:
+            return f"|adapt={self.versions}"
         # both states named: results cached before applying became a setting
         # (when every confident decision was applied) must not be reused
         return "|apply" if self.apply else "|record"
@@ -188,6 +202,8 @@ class LoopVectorizeHead(OnnxHead):
         from mirecc.learn.forest import choose  # lazy: numpy, as in rank
 
         G, how = ctx.notes[self.name]
+        if self.adapt:
+            return self._versions(ctx, rankings, G, how)
         share = f"{1 - self.quantile:.0%}"
         decisions = []
         for ranking, (best, gain, agree) in zip(rankings, choose(G, self.quantile,
@@ -213,6 +229,71 @@ class LoopVectorizeHead(OnnxHead):
         return decisions
 
 
+    def _versions(self, ctx, rankings, G, how):
+        """Per function holding ranked loops, one decision: its versions
+        beside LLVM's own (``adapt_versions`` in all), version ``i`` forcing
+        each of its loops to that loop's ``i``-th best class in the head's
+        order.  A function is versioned only where the trees' median
+        expects some gain for one of its loops (versions are code: the
+        binary grows by the function's size per version); its key in the
+        runtime's store is its code digest and its versions."""
+        import hashlib  # lazy: adapt_loops only
+
+        import numpy as np  # lazy: numpy, only when the head ranks
+        from mirecc.ir.text import function_digests  # lazy: adapt_loops only
+
+        digests = function_digests(ctx.ir_text)
+        source = os.path.basename(ctx.request.source)
+        median = np.median(G, axis=1)          # (loops, classes)
+        by_function: dict[str, list] = {}
+        for ranking, gains in zip(rankings, median):
+            fn, _, header = ranking.target.rpartition(":")
+            by_function.setdefault(fn, []).append((int(header), ranking, float(gains.max())))
+        decisions = []
+        for fn, loops in by_function.items():
+            if fn.startswith(OPENMP_OUTLINED) or fn not in digests:
+                continue
+            expected = max(g for _, _, g in loops)
+            if expected <= 0:
+                continue
+            versions = []
+            for i in range(1, self.versions):
+                factors = {}
+                for header, ranking, _ in loops:
+                    ours = [c.value for c in ranking.candidates if c.value]
+                    if i <= len(ours):
+                        factors[str(header)] = ours[i - 1]
+                if not factors:
+                    break
+                name = "+".join(f"{f['vectorize.width']}x{f['interleave.count']}"
+                                for f in factors.values())
+                if len(name) > 31:
+                    name = f"v{i}-{name[:26]}"
+                versions.append({"name": name, "loops": factors})
+            if not versions:
+                continue
+            key = hashlib.sha256(json.dumps([digests[fn], versions], sort_keys=True)
+                                 .encode()).hexdigest()[:16]
+            value = {"key": key, "name": f"{source} {fn}", "versions": versions}
+            why = (f"function {fn} in {len(versions) + 1} versions (LLVM's, "
+                   f"{', '.join(v['name'] for v in versions)}; the head's order, its median "
+                   f"expecting up to {math.exp(expected):.3f}x for a loop): the runtime "
+                   f"tries them in the program's runs and keeps what measures faster")
+            decisions.append(Decision(
+                task=TASK, target=fn, value=value, default=None, confidence=1.0,
+                reason=f"{why}; ranked from {how}", applied=True, advisory=False,
+                candidates=()))
+        if not decisions:
+            raise NoDecision("no function's loops are expected to gain from other factors",
+                             code="no-expected-gain")
+        return decisions
+
+
+def is_versions(decision) -> bool:
+    """A function's versions (``adapt_loops``), not one loop's factors."""
+    return isinstance(decision.value, dict) and "versions" in decision.value
+
+
 def explain_loop_decisions(result, ctx):
     """``result`` with each loop-vectorize decision's source line (in its
     reason) and LLVM's own factors (its ``default``), for ``--explain`` only:
@@ -223,7 +304,7 @@ def explain_loop_decisions(result, ctx):
     from mirecc.tasks.loop_vectorize.loops import (emit_ir_text, llvm_default_factors,
                                                    loop_lines)
 
-    ours = [d for d in result.decisions if d.task == TASK]
+    ours = [d for d in result.decisions if d.task == TASK and not is_versions(d)]
     if not ours:
         return result
     loops = []
@@ -263,7 +344,7 @@ def attribute_loop_decisions(decisions, split, extra):
     from mirecc.tasks.loop_vectorize.loops import (BOTH_REMARKS, VECTORIZER_REMARKS,
                                                    plugin_report, vectorizer_factors)
 
-    if not any(d.task == TASK and d.applied for d in decisions):
+    if not any(d.task == TASK and d.applied and not is_versions(d) for d in decisions):
         return decisions
     plain = ["-fno-color-diagnostics"]
 
@@ -281,7 +362,7 @@ def attribute_loop_decisions(decisions, split, extra):
     with_, without = vectorizer_factors(decided, column=True), vectorizer_factors(own, column=True)
     out = []
     for d in decisions:
-        if d.task == TASK and d.applied:
+        if d.task == TASK and d.applied and not is_versions(d):
             where = placed.get(d.target, [])
             why = left.get(d.target)
             if why and why.startswith("no loop has"):
@@ -298,5 +379,7 @@ def attribute_loop_decisions(decisions, split, extra):
 
 
 def plugin_entry(source, decisions) -> dict:
-    """Applied loop decisions of one source -> its ``loops`` entry."""
-    return {"loops": {d.target: d.value for d in decisions}}
+    """Applied loop decisions of one source -> its ``loops`` entry (one
+    loop's factors) and ``versions`` entry (a function's versions)."""
+    return {"loops": {d.target: d.value for d in decisions if not is_versions(d)},
+            "versions": {d.target: d.value for d in decisions if is_versions(d)}}

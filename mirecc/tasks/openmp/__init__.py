@@ -26,7 +26,8 @@ launcher's business, not the compile's (``mire run``, :mod:`mirecc.launch`).
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.taskapi.api import BenchSuite, Command, LinkStep, Setting, Task, parse_bool
+from mirecc.runtime.link import AdaptiveRuntime
+from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 from mirecc.taskapi.settings import as_positive_int
 
 
@@ -44,26 +45,8 @@ def _tune_suite():
     return tune_bench.run, train.add_bench_arguments
 
 
-class _AdaptiveRuntime(LinkStep):
-    """The task's part of a call that links: with ``adapt_openmp``, a link
-    with ``-fopenmp`` carries the adaptive runtime (a few kilobytes; it does
-    nothing until a site calls it, and the objects' references are weak, so
-    a program linked without it runs its own configuration).  Declared
-    here: a link without the setting pays nothing."""
-
-    needs_flags = ("-fopenmp",)   # it adds the runtime to OpenMP links only
-
-    def arguments(self, args, config, compiler):
-        if not getattr(config, "adapt_openmp", False) or not any(
-                a == "-fopenmp" or a.startswith("-fopenmp=") for a in args):
-            return []
-        # lazy: shutil and pathlib, for a link that carries the runtime only
-        from mirecc.runtime.build import link_arguments
-
-        return link_arguments(compiler, config.resolved_cache_dir())
-
-
-_ADAPTIVE_RUNTIME = _AdaptiveRuntime()
+# with adapt_openmp, a link with -fopenmp carries the adaptive runtime
+_ADAPTIVE_RUNTIME = AdaptiveRuntime("adapt_openmp", needs_flags=("-fopenmp",))
 
 
 class OpenMP(Task):

@@ -1,0 +1,229 @@
+"""Functions compiled in versions (adapt_loops): the plugin's "versions"
+entries (passes/plugin/FORMAT.md, "Function versions") and the adaptive
+runtime choosing among them (runtime/adapt), on real clangs: programs built,
+run and timed for real.
+
+What is checked: the function becomes a dispatch over its clones, each
+clone's loop with its version's factors; the runtime tries the versions in
+the program's runs, drops a clearly slower one, writes its store, and every
+run prints clang's output; linked without the runtime the program runs
+LLVM's version and writes nothing; what cannot be versioned is left with a
+remark; a bad entry changes nothing; the driver does it only with the
+setting and links the runtime then.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mirecc.runtime import build as rb
+from mirecc.runtime.store import read_store
+from tests.plugin.test_openmp_plugin import RPASS, compile_
+
+# saxpy without a reduction: every (VF, IF) computes the same floats.  Its
+# loop's header is block 1 of the function as clang emits it (block 0, the
+# entry, branches to it).
+PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) void saxpy(int n, float a, float *restrict x, float *restrict y) {
+  for (int i = 0; i < n; i++) y[i] = a * x[i] + y[i];
+}
+int main(int argc, char **argv) {
+  int n = 4096, reps = argc > 1 ? atoi(argv[1]) : 4000;
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  for (int i = 0; i < n; i++) x[i] = i % 7, y[i] = i % 3;
+  for (int r = 0; r < reps; r++) saxpy(n, 1.0001f, x, y);
+  double s = 0;
+  for (int i = 0; i < n; i++) s += y[i];
+  printf("%.9g\n", s);
+  return 0;
+}
+"""
+
+# What cannot become a dispatch: a variadic function.
+VARIADIC = r"""
+#include <stdarg.h>
+int total(int n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  int s = 0;
+  for (int i = 0; i < n; i++) s += va_arg(ap, int);
+  va_end(ap);
+  return s;
+}
+"""
+
+VERSIONS = [{"name": "1x1", "loops": {"1": {"vectorize.width": 1, "interleave.count": 1}}},
+            {"name": "8x4", "loops": {"1": {"vectorize.width": 8, "interleave.count": 4}}}]
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory):
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    return rb.ensure_runtime("clang-14", tmp_path_factory.mktemp("runtime-cache"))
+
+
+def decisions(path: Path, function: str, versions=VERSIONS, key="v000000000000001") -> Path:
+    path.write_text(json.dumps({"version": 1, "modules": {"*": {"versions": {
+        function: {"key": key, "name": f"k.c {function}", "versions": versions}}}}}))
+    return path
+
+
+def plugin_flags(plugin: Path, dec: Path) -> list[str]:
+    return ["-Xclang", "-load", "-Xclang", str(plugin), f"-fpass-plugin={plugin}",
+            "-mllvm", f"-mirecc-loop-decisions={dec}", *RPASS]
+
+
+def build(clang, plugin, tmp: Path, runtime: Path | None, versions=VERSIONS, name="k"):
+    src = tmp / f"{name}.c"
+    src.write_text(PROGRAM)
+    dec = decisions(tmp / f"{name}.json", "saxpy", versions)
+    _err, remarks = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec))
+    exe = tmp / name
+    cmd = [clang, str(src.with_suffix(".o")), "-o", str(exe)]
+    if runtime:
+        cmd += rb.link_arguments(clang, runtime.parent.parent)
+    subprocess.run(cmd, check=True, capture_output=True)
+    return exe, remarks
+
+
+def run(exe: Path, store: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_ADAPT")}
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, check=True,
+                          env={**clean, "MIRECC_ADAPT_STORE": str(store), **env})
+
+
+def plain(clang, tmp: Path) -> str:
+    src = tmp / "plain.c"
+    src.write_text(PROGRAM)
+    subprocess.run([clang, "-O3", str(src), "-o", str(tmp / "plain")], check=True)
+    return subprocess.run([str(tmp / "plain")], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize("major", [14, 19])
+def test_the_function_becomes_a_dispatch_over_its_versions(llvm_plugin, tmp_path, major):
+    clang, _major, plugin = llvm_plugin(major)
+    src = tmp_path / "k.c"
+    src.write_text(PROGRAM)
+    dec = decisions(tmp_path / "k.json", "saxpy")
+    _err, remarks = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec),
+                             out=tmp_path / "k.ll", what="-S -emit-llvm")
+    assert any("function saxpy: 3 versions (LLVM's, 1x1, 8x4)" in r for r in remarks), remarks
+    ir = (tmp_path / "k.ll").read_text()
+    for i in range(3):
+        assert re.search(rf"define internal .*@saxpy\.mirecc\.v{i}\(", ir), i
+    body = ir[ir.index("@saxpy(") :]
+    body = body[: body.index("\n}\n")]
+    assert "__mirecc_weak__mirecc_version_begin" in body or "__mirecc_version_begin" in body
+    assert "switch" in body or body.count("call") >= 3
+    # each version's loop vectorized as its factors say, LLVM's as LLVM does
+    _err, vect = compile_(clang, src, ["-O3"], [*plugin_flags(plugin, dec)[:-2],
+                                               "-Rpass=loop-vectorize"])
+    assert any("width: 8, interleaved count: 4" in r for r in vect), vect
+
+
+def test_the_runtime_chooses_among_the_versions(llvm_plugin, runtime, tmp_path):
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _remarks = build(clang, plugin, tmp_path, runtime)
+    want = plain(clang, tmp_path)
+    store = tmp_path / "store.txt"
+    for _ in range(3):
+        assert run(exe, store).stdout == want
+    (cell,) = read_store(store)
+    assert cell.name == "k.c saxpy"
+    assert [a.name for a in cell.arms] == ["default", "1x1", "8x4"]
+    # the call's size is its largest integer argument: 4096 -> 4^6
+    assert cell.bucket == 6
+    # scalar code is several times slower than LLVM's vector loop: dropped
+    scalar = cell.arms[1]
+    assert scalar.dropped and not scalar.kept
+    assert cell.arms[0].samples > 0
+
+
+def test_without_the_runtime_llvms_version_runs(llvm_plugin, tmp_path):
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _remarks = build(clang, plugin, tmp_path, None)
+    nm = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+    assert " w __mirecc_version_begin" in nm
+    store = tmp_path / "store.txt"
+    assert run(exe, store).stdout == plain(clang, tmp_path)
+    assert not store.exists()
+
+
+def test_what_cannot_be_versioned_is_left_with_a_remark(llvm_plugin, tmp_path):
+    clang, _major, plugin = llvm_plugin(14)
+    src = tmp_path / "v.c"
+    src.write_text(VARIADIC)
+    dec = decisions(tmp_path / "v.json", "total")
+    _err, remarks = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec),
+                             out=tmp_path / "v.ll", what="-S -emit-llvm")
+    assert "function total: not versioned: a variadic function" in remarks
+    assert ".mirecc.v" not in (tmp_path / "v.ll").read_text()
+
+
+@pytest.mark.parametrize("versions, problem", [
+    ([], '"versions" must be an array of 1..7 objects'),
+    ([{"name": "a b", "loops": {}}], "1..31 characters without spaces"),
+    ([{"name": "x", "loops": {"h": {}}}], "a loop is its header block's index"),
+    ([{"name": "x", "loops": {"1": {"vectorize.width": 3}}}], "must be a power of two"),
+    ([{"name": "x", "loops": {}}, {"name": "x", "loops": {}}], "two versions named x"),
+])
+def test_a_bad_entry_changes_nothing(llvm_plugin, tmp_path, versions, problem):
+    clang, _major, plugin = llvm_plugin(14)
+    src = tmp_path / "k.c"
+    src.write_text(PROGRAM)
+    dec = decisions(tmp_path / "k.json", "saxpy", versions)
+    err, _ = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec), out=tmp_path / "a.o")
+    assert problem in err and "loops left to LLVM" in err, err
+    subprocess.run([clang, "-O3", "-c", str(src), "-o", str(tmp_path / "b.o")], check=True)
+    assert (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes()
+
+
+def test_the_driver_versions_only_with_the_setting(tmp_path):
+    """mirecc -O3 with adapt_loops: versions in the object (the shipped head
+    expects a gain for saxpy's loop) and the runtime in the program; without
+    it the object is clang's byte for byte and the link takes nothing."""
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
+    src = tmp_path / "k.c"
+    src.write_text(PROGRAM)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    env.update(MIRECC_CACHE_DIR=str(tmp_path / "cache"),
+               MIRECC_ADAPT_STORE=str(tmp_path / "store.txt"))
+    subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "a.o")],
+                   check=True, env=env)
+    subprocess.run(["clang-14", "-O3", "-c", str(src), "-o", str(tmp_path / "b.o")], check=True)
+    assert (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes()
+    subprocess.run([mirecc, str(tmp_path / "a.o"), "-o", str(tmp_path / "p0")],
+                   check=True, env=env)
+    nm = subprocess.run(["nm", str(tmp_path / "p0")], capture_output=True, text=True).stdout
+    assert "__mirecc" not in nm
+
+    on = {**env, "MIRECC_ADAPT_LOOPS": "1"}
+    subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "c.o")],
+                   check=True, env=on)
+    nm = subprocess.run(["nm", str(tmp_path / "c.o")], capture_output=True, text=True).stdout
+    assert "saxpy.mirecc.v1" in nm and " w __mirecc_version_begin" in nm
+    subprocess.run([mirecc, str(tmp_path / "c.o"), "-o", str(tmp_path / "prog")],
+                   check=True, env=on)
+    nm = subprocess.run(["nm", str(tmp_path / "prog")], capture_output=True, text=True).stdout
+    assert " T __mirecc_version_begin" in nm
+    out = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True,
+                         env=on, check=True)
+    assert out.stdout == plain("clang-14", tmp_path) and out.stderr == ""
+    assert "k.c saxpy" in {c.name for c in read_store(tmp_path / "store.txt")}
+    bad = subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "d.o")],
+                         env={**on, "MIRECC_ADAPT_VERSIONS": "1"}, capture_output=True,
+                         text=True)
+    assert bad.returncode == 2
+    assert "MIRECC_ADAPT_VERSIONS: bad value: must be 2..8" in bad.stderr
