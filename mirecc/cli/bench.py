@@ -17,7 +17,9 @@ parts, each against plain clang on the same machine:
    adapted at run time (``-fopenmp``, ``MIRECC_ADAPT_OPENMP=1``; a bundled
    program runs its region once per process, which the runtime explores
    over successive runs): the first run from an empty verdict
-   store, the steady state and the slowest run against clang's.
+   store, the steady state and the slowest run against clang's; for every
+   other program, its functions with loops compiled in versions and chosen
+   at run time (``MIRECC_ADAPT_LOOPS=1``), measured the same way.
 3. **One short** ``mire tune`` on one program: what it kept, and the tuned
    build re-measured against the untuned one apart from the tune's own runs.
 
@@ -54,6 +56,9 @@ from mirecc.util.machine import cpu_model
 #: sites (a bundled program runs its region once per process: the runtime
 #: explores its candidates over successive runs, as by default)
 OPENMP_ADAPTED = {"MIRECC_ADAPT_OPENMP": "1"}
+#: what it sets for the other programs: functions in versions (a bundled
+#: program calls its kernel many times per run: decided within a run)
+LOOPS_ADAPTED = {"MIRECC_ADAPT_LOOPS": "1"}
 #: runs of the adapted program (each beside one of clang's): the first
 #: explores from an empty store, the second half is the steady state
 ADAPTED_RUNS = 24
@@ -508,7 +513,8 @@ class Bench:
                    env=self.env(MIRECC_RECORD=str(record)))
             same_object = same_object and recorded.read_bytes() == objs["clang"].read_bytes()
         decisions = read_decisions(record)
-        if forced and forced.get("MIRECC_ADAPT_OPENMP") == "1":
+        if forced and "1" in (forced.get("MIRECC_ADAPT_OPENMP"),
+                              forced.get("MIRECC_ADAPT_LOOPS")):
             return self.adapted(source, flags, objs, times, same_object, decisions, forced)
         row = LevelRow(source.stem, " ".join(f"{k}={v}" for k, v in forced.items())
                        if forced else "defaults", times["clang"], times["mirecc"],
@@ -700,7 +706,8 @@ def library_table(row: LibraryRow | None, size_flags: list[str], best_k: int | N
 def level_table(rows: list[LevelRow], flags: list[str], defaults_sentence: str,
                 compile_repeats: int, run_repeats: int, has_openmp: bool) -> list[str]:
     lines = [
-        f"## 2. {' '.join(flags)} with the defaults, and OpenMP adapted at run time",
+        f"## 2. {' '.join(flags)} with the defaults, and OpenMP regions and loops adapted "
+        f"at run time",
         "",
         defaults_sentence,
         "",
@@ -736,12 +743,18 @@ def level_table(rows: list[LevelRow], flags: list[str], defaults_sentence: str,
                      if identical == len(defaults) and not applied else ".")]
     for r in forced:
         if r.adapted:
+            what = ("its functions whose loops the loop-vectorize head expects to gain are "
+                    "compiled in versions (LLVM's and the head's best factors); the program "
+                    "linked by mirecc carries the runtime, which tries the versions against "
+                    "LLVM's and keeps what measures faster (a function called once per "
+                    "process: one version per run)" if "ADAPT_LOOPS" in r.setting else
+                    "its parallel regions are adaptive sites; the program linked by mirecc "
+                    "carries the runtime, which tries the OpenMP head's candidates against "
+                    "the program's own configuration and keeps what measures faster (a region"
+                    " that runs once per process: one candidate per run)")
             lines.append(
-                f"Adapted ({r.setting}) on {r.program}: its parallel regions are adaptive "
-                f"sites; the program linked by mirecc carries the runtime, which tries the "
-                f"OpenMP head's candidates against the program's own configuration and keeps"
-                f" what measures faster (a region that runs once per process: one "
-                f"candidate per run). {len(r.run_mirecc_s)} runs from an empty store, each "
+                f"Adapted ({r.setting}) on {r.program}: {what}. "
+                f"{len(r.run_mirecc_s)} runs from an empty store, each "
                 f"beside one of clang's, alternating: first run {r.first:.3f}x, steady state"
                 f" (median of the second half) {r.speedup:.3f}x, slowest run {r.worst:.3f}x "
                 f"clang's median; outputs {'the same' if r.same_output else 'DIFFERENT'}. "
@@ -927,7 +940,9 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
     openmp_sources = [s for s in sources if uses_openmp(s)]
     steps = len(sources) * 2 + len(openmp_sources) + (tune_source is not None)
     steps += (len(sources) * 2 + len(openmp_sources)) * compile_repeats
-    steps += len(openmp_sources) * (ADAPTED_RUNS // 4)
+    # loops adapted at the levels the loop-vectorize head decides at
+    adapt_loops = any(f in ("-O2", "-O3", "-Ofast") for f in flags)
+    steps += (len(sources) if adapt_loops else len(openmp_sources)) * (ADAPTED_RUNS // 4)
     library_tree, why_not = None, "--size-project none"
     if library != "none":
         library_tree = Path(library) if library else fetched_library()
@@ -964,6 +979,8 @@ def run_bench(programs: Path, out: Path, flags: list[str], compile_repeats: int,
             levels.append(bench.level(source, flags, None))
             if source in openmp_sources:
                 levels.append(bench.level(source, flags, OPENMP_ADAPTED))
+            elif adapt_loops:
+                levels.append(bench.level(source, flags, LOOPS_ADAPTED))
         if tune_source is not None:
             bar.set_postfix_str(f"tune {tune_source.stem}")
             tuned = bench.tune(tune_source, flags, tune_budget)

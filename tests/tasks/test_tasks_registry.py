@@ -249,7 +249,9 @@ def test_a_task_has_the_hooks_it_overrides_and_only_those():
     found = tasks()
     size, loops = found["code-size"], found["loop-vectorize"]
     assert all(size.has(h) for h in ("compile_step", "link_step", "head_class"))
-    assert not any(loops.has(h) for h in ("compile_step", "link_step"))
+    # loop-vectorize links the adaptive runtime (adapt_loops); loop-nests has no step
+    assert loops.has("link_step") and not loops.has("compile_step")
+    assert not any(found["loop-nests"].has(h) for h in ("compile_step", "link_step"))
     assert loops.has("injection") and loops.has("explain") and not size.has("injection")
     assert all(size.compile_step().has(m) for m in ("verify", "gate", "early"))
     # a task's steps answer only what they override: the CUDA planner is no build step
