@@ -1,7 +1,7 @@
 """``mire``: mirecc's tool for everything that is not compiling.
 
 Subcommands: mirecc's own (``bench``, ``corpus``, ``pretrain``, ``export``,
-``embed``, ``serve``, ``stats``, ``store``, ``tune``, ``gates``, ``run``: the
+``embed``, ``serve``, ``stats``, ``store``, ``tune``, ``adapt``, ``gates``, ``run``: the
 launcher, :mod:`mirecc.launch`), then those the tasks declare
 (``Task.commands``: their datasets and training); ``mire bench``'s suites
 are ``programs`` and those the tasks declare (``Task.bench``), with the
@@ -94,6 +94,12 @@ LAZY_SUBCOMMANDS = [
      "only when the output is the same and the run is faster beyond the noise; writes "
      "mirecc.profile for MIRECC_PROFILE. mire tune --build 'make -B CC=mirecc' --run "
      "'./bench'"),
+    ("adapt", "mirecc.cli.adapt",
+     "list the adaptive runtime's verdicts: per site, what was tried and kept",
+     "Read the adaptive runtime's stores (per user and machine, written by programs "
+     "built with adapt_openmp or adapt_loops): per OpenMP region or function in versions "
+     "and input-size bucket, the candidates tried, the one kept, its measured speedup "
+     "over the program's own, and the invocations and runs it took; --forget drops them."),
     ("gates", "mirecc.learn.gates",
      "tabulate the installed heads' apply gates, calibrated leave one application out",
      "Read each installed head's calibrated gate (metrics.json, written by its training "

@@ -87,12 +87,6 @@ class OpenMP(Task):
                   "mirecc's encoder), each judged on applications it never saw: speedup, share "
                   "of the oracle, slowdowns; --write-head fits one on every region and writes "
                   "heads/openmp."),
-          Command("adapt", "mirecc.tasks.openmp.adapt",
-                  "list the adaptive runtime's verdicts: per site, what was tried and kept",
-                  "Read the adaptive OpenMP runtime's stores (per user and machine, written "
-                  "by programs built with adapt_openmp): per site and input-size bucket, the "
-                  "candidates tried, the configuration kept, its measured speedup over the "
-                  "program's own, and the invocations and runs it took; --forget drops them."),
       )
     bench = (
           BenchSuite("openmp", _openmp_suite,

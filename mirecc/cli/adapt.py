@@ -1,12 +1,14 @@
-"""``mire adapt``: what the adaptive OpenMP runtime tried and kept.
+"""``mire adapt``: what the adaptive runtime tried and kept (OpenMP regions,
+functions in versions).
 
     mire adapt                 # every site of every machine's store
     mire adapt --json          # the same, one JSON object per site and bucket
     mire adapt --forget        # drop the stores (the next runs explore again)
     mire adapt --seed mirecc.profile   # start from what mire tune kept
 
-Programs built with ``adapt_openmp`` (``MIRECC_ADAPT_OPENMP=1``) carry the
-runtime; it writes its verdicts per user and machine under
+Programs built with ``adapt_openmp`` (``MIRECC_ADAPT_OPENMP=1``) or
+``adapt_loops`` (``MIRECC_ADAPT_LOOPS=1``) carry the runtime; it writes its
+verdicts per user and machine under
 ``<cache>/adapt/`` (:mod:`mirecc.runtime.store`).  ``--seed`` (and ``mire
 tune --seed-adapt``) writes the regions a decisions profile keeps as decided
 verdicts for this machine, keyed by the region's digest as the adaptive
@@ -67,7 +69,8 @@ def run(args) -> int:
         return 0
     if not cells:
         print(f"no adaptive sites have run yet (store: {where}); build with "
-              f"MIRECC_ADAPT_OPENMP=1 and -fopenmp, then run the program")
+              f"MIRECC_ADAPT_OPENMP=1 and -fopenmp, or MIRECC_ADAPT_LOOPS=1, then run the "
+              f"program")
         return 0
     sys.stdout.write(store.table(cells))
     return 0
