@@ -82,7 +82,7 @@ def polybench(tree: Path) -> list[dict]:
     utilities = tree / "utilities"
     out = []
     for src in sorted(tree.glob("*/**/*.c")):
-        if src.parent.name == "utilities":
+        if src.parent.name == "utilities" or src.name.endswith(".orig.c"):
             continue
         out.append({"name": src.stem, "suite": "polybench", "source": src, "args": [],
                     "flags": [*POLYBENCH_FLAGS, f"-I{utilities}", f"-I{src.parent}"],
@@ -187,7 +187,31 @@ def one_program(prog: dict, args, work: Path, cpu: int) -> dict:
         oracle[index] = statistics.median(base2) / statistics.median(ts)
     rec["oracle_by_version"] = oracle
     rec["oracle"] = max(oracle.values()) if oracle else 1.0
+    if reps is not None:
+        rec["reps"] = reps
+        rec["trials"] = trials(prog, work, cpu, reps)
     return rec
+
+
+ORDERS = ("head", "fixed", "random:1", "random:2")
+
+
+def trials(prog: dict, work: Path, cpu: int, reps: int) -> dict:
+    """Per order of the versions (``MIRECC_ADAPT_ORDER``: the head's, by name,
+    shuffled), one run of the adapted build from an empty store: per site
+    decided in that run, the calls until the version finally kept."""
+    adapt = work / f"{prog['name']}.adapt"
+    out = {}
+    for order in ORDERS:
+        store = work / f"{prog['name']}.order-{order.replace(':', '-')}.txt"
+        store.unlink(missing_ok=True)
+        run_binary(adapt, prog["args"], cpu, {"MIRECC_REPS": reps, "MIRECC_ADAPT_STORE": store,
+                                              "MIRECC_ADAPT_ORDER": order})
+        cells = read_store(store) if store.exists() else []
+        # the kept version's own "at" (when it was kept), else when the site decided
+        out[order] = {c.name: max([a.at for a in c.arms if a.kept] or [c.decided_at])
+                      for c in cells if c.phase == 1}
+    return out
 
 
 PAIRS = r"""
@@ -213,9 +237,73 @@ int main(int argc, char **argv) {
 """
 
 
+# a function of a few nanoseconds, called 20 million times: what its dispatch
+# adds per call, once decided (the fast path), against clang's build
+CALLS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+__attribute__((noinline)) int f(int n, const int *a) {
+  int s = 0;
+  for (int i = 0; i < n; i++) s += a[i];
+  return s;
+}
+int main(int argc, char **argv) {
+  long calls = argc > 1 ? atol(argv[1]) : 20000000;
+  static int a[4] = {1, 2, 3, 4};
+  long s = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = 0; i < calls; i++) {
+    int n = 2;
+    __asm__ volatile("" : "+r"(n));   /* not hoisted out of the loop */
+    s += f(n, a);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  fprintf(stderr, "%ld\n", s);
+  printf("%.3f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / calls);
+  return 0;
+}
+"""
+
+
+def call_cost(work: Path, runs: int) -> dict:
+    """ns per call of a tiny function: clang's build, and compiled in
+    versions (through the plugin) with the runtime, decided for LLVM's
+    version after the first run."""
+    from mirecc.plugin.build import ensure_plugin, plugin_args
+
+    src = work / "calls.c"
+    src.write_text(CALLS)
+    plain, versioned = work / "calls.clang", work / "calls.versions"
+    subprocess.run([CLANG, "-O3", str(src), "-o", str(plain)], check=True)
+    dec = work / "calls.json"
+    dec.write_text(json.dumps({"version": 1, "modules": {"*": {"versions": {"f": {
+        "key": "calls00000000001", "name": "calls.c f", "versions": [
+            {"name": "1x1", "loops": {"1": {"vectorize.width": 1, "interleave.count": 1}}},
+            {"name": "8x4", "loops": {"1": {"vectorize.width": 8, "interleave.count": 4}}}]}}}}}))
+    subprocess.run([CLANG, "-O3", *plugin_args(14, ensure_plugin(14), dec), str(src), "-o",
+                    str(versioned), *link_arguments(CLANG)], check=True)
+    store = work / "calls-store.txt"
+    store.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_ADAPT")}
+    env["MIRECC_ADAPT_STORE"] = str(store)
+    subprocess.run([str(versioned)], check=True, capture_output=True, env=env)  # decides
+    out = {"clang": [], "versions": []}
+    for r in range(runs):
+        for side in (("clang", "versions") if r % 2 == 0 else ("versions", "clang")):
+            proc = subprocess.run([str(plain if side == "clang" else versioned)], check=True,
+                                  capture_output=True, text=True, env=env)
+            out[side].append(float(proc.stdout))
+    (cell,) = read_store(store)
+    out["verdict"] = cell.best if cell.phase == 1 else cell.state
+    return out
+
+
 def pair_cost(work: Path, runs: int) -> dict:
-    """ns per call of a decided function's dispatch (LLVM's version kept, no
-    re-check due) and with the runtime off."""
+    """ns per call of the runtime's own entries for a decided function (LLVM's
+    version kept, no re-check due: what a call pays when the dispatch's fast
+    path is closed) and with the runtime off."""
     src = work / "vpairs.c"
     src.write_text(PAIRS)
     exe = work / "vpairs"
@@ -298,14 +386,45 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
                   f" and build time {geomean(r['build_s']['adapt'] / r['build_s']['clang'] for r in rs):.2f}x"
                   f" clang's (geomean); programs with a versioned function "
                   f"{sum(bool(r['versioned']) for r in rs)}."]
+    with_trials = [r for r in ok if r.get("trials")]
+    if with_trials:
+        lines += ["", "## Trials: calls until the version kept, by order", "",
+                  "One run of the adapted build per order, each from an empty store "
+                  "(`MIRECC_ADAPT_ORDER`): `head`, the loop-vectorize head's order; `fixed`, "
+                  "by name (no model); `random:N`, shuffled. Summed over the sites decided in "
+                  "that run under every order (the same sites in each column).", "",
+                  "| suite | programs | sites | " + " | ".join(ORDERS) + " |",
+                  "|---|---|---|" + "---|" * len(ORDERS)]
+        for suite in sorted({r["suite"] for r in with_trials}):
+            rs = [r for r in with_trials if r["suite"] == suite]
+            sums, sites = {o: 0 for o in ORDERS}, 0
+            for r in rs:
+                common = [k for k in r["trials"][ORDERS[0]]
+                          if all(k in r["trials"][o] for o in ORDERS)]
+                sites += len(common)
+                for o in ORDERS:
+                    sums[o] += sum(r["trials"][o][k] for k in common)
+            lines.append(f"| {suite} | {len(rs)} | {sites} | "
+                         + " | ".join(str(sums[o]) for o in ORDERS) + " |")
     if pairs:
         d, off = pairs["decided"], pairs["off"]
-        lines += ["", "## Cost of a decided function", "",
-                  f"`__mirecc_version_begin` and `__mirecc_adapt_end` of a function decided "
-                  f"for LLVM's version (no re-check due), 10 million calls in a loop: "
-                  f"{statistics.median(d):.1f} ns per call (min {min(d):.1f}, max {max(d):.1f},"
-                  f" {len(d)} runs); with the runtime off (`MIRECC_ADAPT=0`) "
-                  f"{statistics.median(off):.1f} ns."]
+        lines += ["", "## Cost of a decided function", ""]
+        calls = pairs.get("calls")
+        if calls:
+            c, v = calls["clang"], calls["versions"]
+            lines += [f"A function summing two ints (noinline), called 20 million times in a "
+                      f"loop, {len(c)} runs per side alternating: clang's build "
+                      f"{statistics.median(c):.2f} ns per call (min {min(c):.2f}, max "
+                      f"{max(c):.2f}); in 3 versions with the runtime, decided for "
+                      f"{calls['verdict']} after one run (the dispatch's fast path): "
+                      f"{statistics.median(v):.2f} ns (min {min(v):.2f}, max {max(v):.2f}): "
+                      f"{statistics.median(v) - statistics.median(c):+.2f} ns per call.", ""]
+        lines += [f"The runtime's own entries (`__mirecc_version_begin` and "
+                  f"`__mirecc_adapt_end`, what a call pays while the fast path is closed: "
+                  f"exploring, a re-check due, a new input size), 10 million calls in a loop"
+                  f" for a decided function: {statistics.median(d):.1f} ns per call (min "
+                  f"{min(d):.1f}, max {max(d):.1f}, {len(d)} runs); with the runtime off "
+                  f"(`MIRECC_ADAPT=0`) {statistics.median(off):.1f} ns."]
     return "\n".join(lines) + "\n"
 
 
@@ -350,7 +469,14 @@ def main(argv=None) -> int:
     results = []
     for i, prog in enumerate(progs):
         if prog["name"] in done:
-            results.append(done[prog["name"]])
+            rec = done[prog["name"]]
+            if prog["suite"] != "polybench" and "trials" not in rec and \
+                    (work / f"{prog['name']}.adapt").exists():
+                reps = rec.get("reps") or max(1, int(2e7 / max(run_binary(
+                    work / f"{prog['name']}.clang", prog["args"], cpu,
+                    {"MIRECC_TARGET_NS": 2e6})["time_ns"], 1.0)))
+                rec.update(reps=reps, trials=trials(prog, work, cpu, reps))
+            results.append(rec)
             continue
         try:
             rec = one_program(prog, args, work, cpu)
@@ -368,6 +494,7 @@ def main(argv=None) -> int:
                                    "protocol": {k: vars(args)[k] for k in PROTOCOL}},
                                   indent=1))
     pairs = pair_cost(work, 15)
+    pairs["calls"] = call_cost(work, 15)
     raw.write_text(json.dumps({"programs": results, "pairs": pairs, "started": started,
                                "cpu": cpu, "protocol": {k: vars(args)[k] for k in PROTOCOL}},
                               indent=1))

@@ -517,7 +517,9 @@ struct LoopHintsPass : PassInfoMixin<LoopHintsPass> {
 
 constexpr int kSiteVersion = 1;   // runtime/adapt/mirecc_adapt.c SITE_VERSION
 constexpr int kSiteVersions = 4;  // its FLAG_VERSIONS
-constexpr unsigned kSiteTrip = 7;
+// the descriptor's fields a dispatch reads: sched holds the version the
+// runtime handed to the fast path + 1 (0: none), chunk the calls left on it
+constexpr unsigned kSiteFast = 5, kSiteLeft = 6, kSiteTrip = 7;
 constexpr int kVersionShift = 24;  // its TOKEN_VERSION_SHIFT
 
 // Why `f` cannot become a dispatch over clones of itself, or "".
@@ -546,32 +548,70 @@ std::string cannotVersion(Function &f) {
 }
 
 // `f`'s body becomes
-//   if (size != site.trip) site.trip = size   ; its largest integer argument
-//   tok = __mirecc_version_begin(&site)        ; 0: the runtime is not linked
-//   r = <f>.mirecc.v<tok >> 24>(args...)       ; v0: LLVM's own, unchanged
-//   __mirecc_adapt_end(&site, tok)
-//   return r
-// with the versions clones of the body as it was.
+//   if (size != site.trip) site.trip = size, site.sched = 0
+//                                     ; size: its largest integer argument
+//   if (site.sched && site.chunk > 0) ; the fast path the runtime opened for
+//     site.chunk--;                   ; a decided version: no call into it
+//     return <f>.mirecc.v<site.sched - 1>(args...)     ; tail calls
+//   return <f>.mirecc.ask(args...)
+// with the versions clones of the body as it was (v0: LLVM's own) and
+//   <f>.mirecc.ask:                   ; noinline, cold
+//     tok = __mirecc_version_begin(&site)   ; 0: the runtime is not linked
+//     r = <f>.mirecc.v<tok >> 24 & 0x7f>(args...)
+//     if (tok) __mirecc_adapt_end(&site, tok)
+//     return r
+// so that the fast path saves no register and adds no frame.
+Function *cloneOf(Function &f, const Twine &name) {
+  ValueToValueMapTy vmap;
+  Function *c = CloneFunction(&f, vmap);
+  c->setName(name);
+  c->setLinkage(GlobalValue::InternalLinkage);
+  c->setVisibility(GlobalValue::DefaultVisibility);
+  c->setDLLStorageClass(GlobalValue::DefaultStorageClass);
+  c->setComdat(nullptr);
+  c->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
+  return c;
+}
+
+void dropBody(Function &f) {
+  for (BasicBlock &bb : f) bb.dropAllReferences();
+  while (!f.empty()) f.begin()->eraseFromParent();
+}
+
+// A call of `callee` with `g`'s arguments, as `g` is called; its result
+// returned (`tail`: a tail call) or handed to `done`'s phi.
+CallInst *forward(IRBuilder<> &b, Function &g, Function *callee, bool tail) {
+  SmallVector<Value *, 8> args;
+  for (Argument &a : g.args()) args.push_back(&a);
+  CallInst *r = b.CreateCall(callee, args);
+  r->setCallingConv(callee->getCallingConv());
+  r->setAttributes(callee->getAttributes());
+  if (tail) {
+    r->setTailCall();
+    if (g.getReturnType()->isVoidTy()) b.CreateRetVoid();
+    else b.CreateRet(r);
+  }
+  return r;
+}
+
 void makeVersions(Module &m, Function &f, const VersionSet &set) {
   LLVMContext &ctx = m.getContext();
   std::vector<Function *> clones;
-  for (size_t i = 0; i <= set.names.size(); ++i) {
-    ValueToValueMapTy vmap;
-    Function *c = CloneFunction(&f, vmap);
-    c->setName(f.getName() + kVersionSuffix + std::to_string(i));
-    c->setLinkage(GlobalValue::InternalLinkage);
-    c->setVisibility(GlobalValue::DefaultVisibility);
-    c->setDLLStorageClass(GlobalValue::DefaultStorageClass);
-    c->setComdat(nullptr);
-    c->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
-    clones.push_back(c);
-  }
+  for (size_t i = 0; i <= set.names.size(); ++i)
+    clones.push_back(cloneOf(f, f.getName() + kVersionSuffix + std::to_string(i)));
+  // the slow path: a clone for its signature, attributes and subprogram
+  Function *ask = cloneOf(f, f.getName() + ".mirecc.ask");
+  dropBody(*ask);
+  ask->removeFnAttr(Attribute::AlwaysInline);
+  ask->removeFnAttr(Attribute::InlineHint);
+  ask->addFnAttr(Attribute::NoInline);
+  ask->addFnAttr(Attribute::Cold);
   // the dispatch keeps the function's name, linkage, attributes and
   // subprogram; its body goes
-  for (BasicBlock &bb : f) bb.dropAllReferences();
-  while (!f.empty()) f.begin()->eraseFromParent();
+  dropBody(f);
 
   Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx);
+  auto *i32t = cast<IntegerType>(i32);
   std::string cands;
   for (const std::string &n : set.names) cands += (cands.empty() ? "" : " ") + n;
   Constant *keyStr = mirecc::cString(m, set.key);
@@ -587,16 +627,75 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
                  ConstantPointerNull::get(cast<PointerType>(charPtr))}),
       ".mirecc.version.site");
   site->setAlignment(Align(8));
-  Function *begin = mirecc::weakCaller(m, "__mirecc_version_begin",
-                                       FunctionType::get(i32, {charPtr}, false));
-  Function *end = mirecc::weakCaller(
-      m, "__mirecc_adapt_end", FunctionType::get(Type::getVoidTy(ctx), {charPtr, i32}, false));
+  auto field = [&](IRBuilder<> &at, unsigned index) {
+    return at.CreateStructGEP(type, site, index);
+  };
+  // a builder's calls located at `g`'s line (a call of an inlinable function
+  // with debug information needs a location)
+  auto locate = [&](Function &g, IRBuilder<> &at) {
+    if (DISubprogram *sp = g.getSubprogram())
+      at.SetCurrentDebugLocation(DILocation::get(ctx, sp->getLine(), 0, sp));
+  };
+  // one block per version, calling it; `tail`: returning what it returns
+  auto versions = [&](Function &g, IRBuilder<> &b, Value *which, BasicBlock *otherwise,
+                      bool tail, BasicBlock *done, PHINode *result) {
+    SwitchInst *sw = b.CreateSwitch(which, otherwise, clones.size());
+    for (size_t i = 0; i < clones.size(); ++i) {
+      auto *bb = BasicBlock::Create(ctx, "v" + std::to_string(i), &g, done);
+      sw->addCase(ConstantInt::get(i32t, i), bb);
+      IRBuilder<> v(bb);
+      locate(g, v);
+      CallInst *r = forward(v, g, clones[i], tail);
+      if (!tail) {
+        v.CreateBr(done);
+        if (result) result->addIncoming(r, bb);
+      }
+    }
+  };
 
-  auto *entry = BasicBlock::Create(ctx, "entry", &f);
-  IRBuilder<> b(entry);
-  if (DISubprogram *sp = f.getSubprogram())
-    b.SetCurrentDebugLocation(DILocation::get(ctx, sp->getLine(), 0, sp));
-  Value *sitePtr = b.CreatePointerCast(site, charPtr);
+  // the slow path: ask the runtime, run its version, tell it the end
+  {
+    Function *begin = mirecc::weakCaller(m, "__mirecc_version_begin",
+                                         FunctionType::get(i32, {charPtr}, false));
+    Function *end = mirecc::weakCaller(
+        m, "__mirecc_adapt_end",
+        FunctionType::get(Type::getVoidTy(ctx), {charPtr, i32}, false));
+    IRBuilder<> b(BasicBlock::Create(ctx, "entry", ask));
+    locate(*ask, b);
+    Value *sitePtr = b.CreatePointerCast(site, charPtr);
+    Value *token = b.CreateCall(begin, {sitePtr}, "mirecc.version");
+    Value *which = b.CreateAnd(b.CreateLShr(token, kVersionShift), 0x7f);
+    auto *done = BasicBlock::Create(ctx, "done", ask);
+    PHINode *result = nullptr;
+    if (!ask->getReturnType()->isVoidTy()) {
+      IRBuilder<> d(done);
+      result = d.CreatePHI(ask->getReturnType(), clones.size(), "r");
+    }
+    // a token naming no version cannot come: LLVM's own
+    auto *other = BasicBlock::Create(ctx, "other", ask, done);
+    {
+      IRBuilder<> o(other);
+      locate(*ask, o);
+      CallInst *r = forward(o, *ask, clones[0], false);
+      o.CreateBr(done);
+      if (result) result->addIncoming(r, other);
+    }
+    versions(*ask, b, which, other, false, done, result);
+    b.SetInsertPoint(done);
+    auto *finish = BasicBlock::Create(ctx, "end", ask);
+    auto *out = BasicBlock::Create(ctx, "ret", ask);
+    b.CreateCondBr(b.CreateICmpNE(token, ConstantInt::get(i32, 0)), finish, out);
+    b.SetInsertPoint(finish);
+    b.CreateCall(end, {sitePtr, token});
+    b.CreateBr(out);
+    b.SetInsertPoint(out);
+    if (result) b.CreateRet(result);
+    else b.CreateRetVoid();
+  }
+
+  // the dispatch
+  IRBuilder<> b(BasicBlock::Create(ctx, "entry", &f));
+  locate(f, b);
   // the call's size: its largest integer argument (the runtime's buckets)
   Value *size = nullptr;
   for (Argument &a : f.args()) {
@@ -607,45 +706,38 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
   }
   auto *call = BasicBlock::Create(ctx, "call", &f);
   if (size) {
-    // stored only when it changed: a function called from many threads
-    // would otherwise pass the descriptor's cache line between cores
+    // stored only when it changed (a function called from many threads
+    // would otherwise pass the descriptor's cache line between cores); a
+    // new size closes the fast path: the runtime decides for it
     auto *store = BasicBlock::Create(ctx, "size", &f, call);
-    Value *field = b.CreateStructGEP(type, site, kSiteTrip);
-    LoadInst *old = b.CreateAlignedLoad(i64, field, Align(8));
+    LoadInst *old = b.CreateAlignedLoad(i64, field(b, kSiteTrip), Align(8));
     old->setAtomic(AtomicOrdering::Monotonic);
     b.CreateCondBr(b.CreateICmpNE(old, size), store, call);
     b.SetInsertPoint(store);
-    b.CreateAlignedStore(size, field, Align(8))->setAtomic(AtomicOrdering::Monotonic);
+    b.CreateAlignedStore(size, field(b, kSiteTrip), Align(8))
+        ->setAtomic(AtomicOrdering::Monotonic);
+    b.CreateAlignedStore(ConstantInt::get(i32, 0), field(b, kSiteFast), Align(4))
+        ->setAtomic(AtomicOrdering::Monotonic);
   }
   b.CreateBr(call);
   b.SetInsertPoint(call);
-  Value *token = b.CreateCall(begin, {sitePtr}, "mirecc.version");
-  Value *which = b.CreateAnd(b.CreateLShr(token, kVersionShift), 0x7f);
-  SmallVector<Value *, 8> args;
-  for (Argument &a : f.args()) args.push_back(&a);
-  auto *done = BasicBlock::Create(ctx, "done", &f);
-  auto *first = BasicBlock::Create(ctx, "v0", &f, done);
-  SwitchInst *sw = b.CreateSwitch(which, first, clones.size() - 1);
-  PHINode *result = nullptr;
-  if (!f.getReturnType()->isVoidTy()) {
-    IRBuilder<> d(done);
-    result = d.CreatePHI(f.getReturnType(), clones.size(), "r");
-  }
-  for (size_t i = 0; i < clones.size(); ++i) {
-    BasicBlock *bb = i ? BasicBlock::Create(ctx, "v" + std::to_string(i), &f, done) : first;
-    if (i) sw->addCase(ConstantInt::get(cast<IntegerType>(which->getType()), i), bb);
-    IRBuilder<> v(bb);
-    v.SetCurrentDebugLocation(b.getCurrentDebugLocation());
-    CallInst *r = v.CreateCall(clones[i], args);
-    r->setCallingConv(f.getCallingConv());
-    r->setAttributes(f.getAttributes());
-    v.CreateBr(done);
-    if (result) result->addIncoming(r, bb);
-  }
-  b.SetInsertPoint(done);
-  b.CreateCall(end, {sitePtr, token});
-  if (result) b.CreateRet(result);
-  else b.CreateRetVoid();
+  auto *check = BasicBlock::Create(ctx, "fast.left", &f);
+  auto *take = BasicBlock::Create(ctx, "fast", &f);
+  auto *slow = BasicBlock::Create(ctx, "ask", &f);
+  LoadInst *fast = b.CreateAlignedLoad(i32, field(b, kSiteFast), Align(4), "fast");
+  fast->setAtomic(AtomicOrdering::Acquire);
+  b.CreateCondBr(b.CreateICmpNE(fast, ConstantInt::get(i32, 0)), check, slow);
+  b.SetInsertPoint(check);
+  LoadInst *left = b.CreateAlignedLoad(i32, field(b, kSiteLeft), Align(4), "left");
+  left->setAtomic(AtomicOrdering::Monotonic);
+  b.CreateCondBr(b.CreateICmpSGT(left, ConstantInt::get(i32, 0)), take, slow);
+  b.SetInsertPoint(take);
+  b.CreateAlignedStore(b.CreateSub(left, ConstantInt::get(i32, 1)), field(b, kSiteLeft),
+                       Align(4))->setAtomic(AtomicOrdering::Monotonic);
+  versions(f, b, b.CreateSub(fast, ConstantInt::get(i32, 1)), slow, true, nullptr, nullptr);
+  IRBuilder<> a(slow);
+  locate(f, a);
+  forward(a, f, ask, true);
 }
 
 struct VersionsPass : PassInfoMixin<VersionsPass> {

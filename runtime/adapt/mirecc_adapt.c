@@ -74,8 +74,11 @@ static int omp_user;   /* OMP_NUM_THREADS / OMP_SCHEDULE set: OpenMP sites left 
 static unsigned rng = 12345u;
 
 /* Under `lock`. */
+static void settle(struct state *s);
+
 static void initialise(void) {
   initialised = 1;
+  settle_hook = settle;
   const char *v = getenv("MIRECC_ADAPT");
   if (v && !strcmp(v, "0")) {
     disabled = 1;
@@ -227,10 +230,48 @@ static struct state *state_of(struct site *site) {
   return s;
 }
 
-int32_t __mirecc_adapt_begin(struct site *site, ident_t *loc) {
+/* A function's versions: the calls its dispatch ran on the fast path since
+   the last grant, counted; the fast path closed. */
+static void settle(struct state *s) {
+  if (!s->granted) return;
+  struct site *site = s->owner;
+  __atomic_store_n(&site->sched, 0, __ATOMIC_RELAXED);
+  int32_t left = __atomic_load_n(&site->chunk, __ATOMIC_RELAXED);
+  int64_t used = s->granted - (left > 0 ? left : 0);
+  struct cell *c = &s->cell[s->granted_cell];
+  if (used > 0) {
+    c->invocations += used;
+    c->this_run += (int32_t)used;
+    c->dirty = 1;
+    if (c->bucket >= 0 && c->bucket < MAX_BUCKETS) s->seen[c->bucket] += used;
+  }
+  s->granted = 0;
+}
+
+/* A function's versions, decided for this input size with no re-check due:
+   the next calls, up to the one before the re-check, run the kept version
+   from the dispatch's fast path (the descriptor's sched: the version + 1;
+   chunk: the calls left), without calling the runtime. */
+static void grant(struct state *s, struct site *site, const struct arm *a) {
+  if (s->last < 0) return;
+  struct cell *c = &s->cell[s->last];
+  int64_t trip = __atomic_load_n(&site->trip, __ATOMIC_RELAXED);
+  if (c->phase != EXPLOIT || c->batch_left > 0 || c->bucket != (trip < 0 ? -1 : bucket_of(trip)))
+    return;
+  int64_t n = c->next_check - c->invocations - 2;   /* this call is counted at its end */
+  if (n < 16) return;
+  if (n > 1 << 30) n = 1 << 30;
+  s->granted = n;
+  s->granted_cell = s->last;
+  __atomic_store_n(&site->chunk, (int32_t)n, __ATOMIC_RELAXED);
+  __atomic_store_n(&site->sched, (a->factor & 0x7f) + 1, __ATOMIC_RELEASE);
+}
+
+static int32_t begin(struct site *site, ident_t *loc, int versions) {
   struct state *s = state_of(site);
   if (s == (struct state *)&disabled || s->narm < 2) return 0;
   if (__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE)) return 0;  /* nested or concurrent */
+  if (versions) settle(s);
   if (s->last < 0) {
     struct cell *c = cell_for(s, -1);  /* bucket unknown until the first invocation */
     s->last = c ? (int)(c - s->cell) : -1;
@@ -261,10 +302,13 @@ int32_t __mirecc_adapt_begin(struct site *site, ident_t *loc) {
   if (site->chunk != a->chunk) site->chunk = a->chunk;
   s->running = arm;
   s->running_cell = s->last;
+  if (versions && quiet) grant(s, site, a);
   if (quiet) return (arm + 1) | (a->sched ? TOKEN_COPY : 0) | TOKEN_QUIET;
   clock_gettime(CLOCK_MONOTONIC, &s->t0);
   return (arm + 1) | (a->sched ? TOKEN_COPY : 0);
 }
+
+int32_t __mirecc_adapt_begin(struct site *site, ident_t *loc) { return begin(site, loc, 0); }
 
 void __mirecc_adapt_end(struct site *site, int32_t token) {
   if (!token) return;
@@ -300,9 +344,12 @@ void __mirecc_adapt_end(struct site *site, int32_t token) {
 /* A function's versions (the plugin's "versions" entries, adapt_loops): the
  * function's entry calls this and runs the version in the token's bits
  * 24..30 (0: LLVM's own), then passes the token to __mirecc_adapt_end.  The
- * site's `trip` holds the call's size (its largest integer argument). */
+ * site's `trip` holds the call's size (its largest integer argument).  Once
+ * the function is decided for that size, the runtime hands the dispatch the
+ * calls up to the next re-check (sched: the version + 1, chunk: the calls
+ * left), which it runs without calling in; a new size closes that path. */
 int32_t __mirecc_version_begin(struct site *site) {
-  int32_t token = __mirecc_adapt_begin(site, NULL);
+  int32_t token = begin(site, NULL, 1);
   if (!token) return 0;
   struct state *s = site->state;
   const struct arm *a = &s->cell[s->running_cell >= 0 ? s->running_cell : 0].arm[s->running];

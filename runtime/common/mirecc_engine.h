@@ -73,8 +73,17 @@ struct state {
   struct timespec t0;
   struct cell cell[MAX_CELLS];
   int64_t seen[MAX_BUCKETS];   /* this run's invocations per bucket (the weights) */
+  /* invocations handed to the caller's own fast path (a function's
+     versions: the dispatch runs a decided version without calling the
+     runtime), not yet counted in cell `granted_cell` */
+  int64_t granted;
+  int32_t granted_cell;
   struct state *next;
 };
+
+/* Set by a runtime with a fast path: counts what it handed out (under `lock`
+   at exit, before the store is written). */
+static void (*settle_hook)(struct state *);
 
 /* ------------------------------------------------------------- settings */
 
@@ -612,7 +621,8 @@ static int mkdirs(char *path) {
 static void save_store(void) {
   pthread_mutex_lock(&lock);
   int any = 0;
-  for (struct state *s = states; s; s = s->next)
+  for (struct state *s = states; s; s = s->next) {
+    if (settle_hook) settle_hook(s);
     for (int i = 0; i < s->ncell; i++) {
       struct cell *c = &s->cell[i];
       /* a run that explored across runs used one arm: the next run takes the other */
@@ -621,6 +631,7 @@ static void save_store(void) {
         c->worst = c->run_lost / c->run_total;
       any |= c->dirty;
     }
+  }
   if (!any || disabled) {
     pthread_mutex_unlock(&lock);
     return;

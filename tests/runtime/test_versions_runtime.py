@@ -121,10 +121,17 @@ def test_the_function_becomes_a_dispatch_over_its_versions(llvm_plugin, tmp_path
     ir = (tmp_path / "k.ll").read_text()
     for i in range(3):
         assert re.search(rf"define internal .*@saxpy\.mirecc\.v{i}\(", ir), i
-    body = ir[ir.index("@saxpy(") :]
-    body = body[: body.index("\n}\n")]
-    assert "__mirecc_weak__mirecc_version_begin" in body or "__mirecc_version_begin" in body
-    assert "switch" in body or body.count("call") >= 3
+    def body(name):
+        text = ir[re.search(rf"define [^\n]*@{re.escape(name)}\(", ir).start() :]
+        return text[: text.index("\n}\n")]
+
+    # the dispatch: the fast path (the version the runtime handed out) in
+    # tail calls, else the slow path, which asks the runtime
+    dispatch = body("saxpy")
+    assert "load atomic i32" in dispatch and "@saxpy.mirecc.ask(" in dispatch
+    assert "__mirecc_version_begin" not in dispatch
+    assert "version_begin" in body("saxpy.mirecc.ask")
+    assert re.search(r"define internal .*@saxpy\.mirecc\.ask\(.*#", ir)
     # each version's loop vectorized as its factors say, LLVM's as LLVM does
     _err, vect = compile_(clang, src, ["-O3"], [*plugin_flags(plugin, dec)[:-2],
                                                "-Rpass=loop-vectorize"])
@@ -147,6 +154,9 @@ def test_the_runtime_chooses_among_the_versions(llvm_plugin, runtime, tmp_path):
     scalar = cell.arms[1]
     assert scalar.dropped and not scalar.kept
     assert cell.arms[0].samples > 0
+    # every call counted, those the dispatch ran on its fast path (once
+    # decided) included
+    assert cell.invocations == 3 * 4000
 
 
 def test_without_the_runtime_llvms_version_runs(llvm_plugin, tmp_path):
