@@ -151,7 +151,8 @@ def one_program(prog: dict, args, work: Path, cpu: int) -> dict:
     store = work / f"{prog['name']}.store.txt"
     store.unlink(missing_ok=True)
     times, checks = {"clang": [], "adapt": []}, {"clang": set(), "adapt": set()}
-    for r in range(args.rounds):
+    rounds = args.polybench_rounds if prog["suite"] == "polybench" else args.rounds
+    for r in range(rounds):
         for side in (("clang", "adapt") if r % 2 == 0 else ("adapt", "clang")):
             out = run_once(prog, plain if side == "clang" else adapt,
                            store if side == "adapt" else None, reps, cpu)
@@ -344,7 +345,9 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
         f"-O3; mirecc -O3 with `MIRECC_ADAPT_LOOPS=1` (3 versions per function: LLVM's and "
         f"the shipped loop-vectorize head's two best (VF, IF) per loop) and no result cache.",
         "",
-        f"Protocol: {args.rounds} rounds of clang's build and the adapted build, their order "
+        f"Protocol: {args.rounds} rounds ({args.polybench_rounds} for PolyBench, whose "
+        f"kernel runs once per process: its versions are explored across runs, one per "
+        f"run) of clang's build and the adapted build, their order "
         f"alternating, runs pinned to CPU {cpu}; the adapted build starts from an empty "
         f"verdict store. Kernels: the time per call the program measures over a ~20 ms loop "
         f"of calls; PolyBench: its printed kernel time. first = clang's median over the "
@@ -428,7 +431,7 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
     return "\n".join(lines) + "\n"
 
 
-PROTOCOL = ("rounds", "oracle_rounds")
+PROTOCOL = ("rounds", "polybench_rounds", "oracle_rounds")
 
 
 def main(argv=None) -> int:
@@ -436,6 +439,8 @@ def main(argv=None) -> int:
         del os.environ[name]   # the runs set their own
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--polybench-rounds", type=int, default=16,
+                   help="rounds for PolyBench, whose versions are explored across runs")
     p.add_argument("--oracle-rounds", type=int, default=3)
     p.add_argument("--polybench", type=Path, help="a PolyBench/C 4.2.1 checkout")
     p.add_argument("--no-kernels", action="store_true")
@@ -449,7 +454,7 @@ def main(argv=None) -> int:
     cpu = timing_cpu()
     if args.render:
         data = json.loads(raw.read_text())
-        vars(args).update(data["protocol"])
+        vars(args).update({"polybench_rounds": args.rounds, **data["protocol"]})
         args.out.write_text(page(data["programs"], data.get("pairs"), args, data["started"],
                                  data.get("cpu", cpu)))
         print(args.out.read_text())

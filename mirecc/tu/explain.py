@@ -51,9 +51,15 @@ def _plural(n: int, word: str) -> str:
 
 def _value(value) -> str:
     """A decision's value for people: {'vectorize.width': 8, ...} reads
-    'vectorize.width 8, ...'; an empty one (the compiler's own choice) '-'."""
+    'vectorize.width 8, ...'; a list of named entries (a function's
+    versions) their names; an empty one (the compiler's own choice) '-'."""
+    def short(v):
+        if isinstance(v, list) and v and all(isinstance(x, dict) and "name" in x for x in v):
+            return ", ".join(str(x["name"]) for x in v)
+        return v
+
     if isinstance(value, dict):
-        return ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+        return ", ".join(f"{k} {short(v)}" for k, v in value.items()) or "-"
     return str(value)
 
 

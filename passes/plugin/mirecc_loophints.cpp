@@ -547,20 +547,23 @@ std::string cannotVersion(Function &f) {
   return "";
 }
 
-// `f`'s body becomes
+// `f`'s body becomes a dispatch over the versions, clones of the body as it
+// was (<f>.mirecc.v0: LLVM's own, unchanged):
 //   if (size != site.trip) site.trip = size, site.sched = 0
 //                                     ; size: its largest integer argument
 //   if (site.sched && site.chunk > 0) ; the fast path the runtime opened for
-//     site.chunk--;                   ; a decided version: no call into it
-//     return <f>.mirecc.v<site.sched - 1>(args...)     ; tail calls
-//   return <f>.mirecc.ask(args...)
-// with the versions clones of the body as it was (v0: LLVM's own) and
-//   <f>.mirecc.ask:                   ; noinline, cold
-//     tok = __mirecc_version_begin(&site)   ; 0: the runtime is not linked
-//     r = <f>.mirecc.v<tok >> 24 & 0x7f>(args...)
-//     if (tok) __mirecc_adapt_end(&site, tok)
-//     return r
-// so that the fast path saves no register and adds no frame.
+//     site.chunk--, v = site.sched - 1, tok = 0   ; a decided version
+//   else tok = __mirecc_version_begin(&site), v = tok >> 24 & 0x7f
+//                                     ; 0: the runtime is not linked
+//   r = <f>.mirecc.v<v>(args...)
+//   if (tok) __mirecc_adapt_end(&site, tok)
+//   return r
+// A noinline `f` (called as clang would call it) has its slow path (the
+// `else` on) in <f>.mirecc.ask (noinline, cold) and tail-calls the version
+// on the fast path: no register saved, no frame.  Another calls each
+// version from one place, so that the inliner folds the versions into the
+// dispatch and the dispatch into its callers, with their constants, as it
+// would have folded `f`.
 Function *cloneOf(Function &f, const Twine &name) {
   ValueToValueMapTy vmap;
   Function *c = CloneFunction(&f, vmap);
@@ -599,13 +602,19 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
   std::vector<Function *> clones;
   for (size_t i = 0; i <= set.names.size(); ++i)
     clones.push_back(cloneOf(f, f.getName() + kVersionSuffix + std::to_string(i)));
-  // the slow path: a clone for its signature, attributes and subprogram
-  Function *ask = cloneOf(f, f.getName() + ".mirecc.ask");
-  dropBody(*ask);
-  ask->removeFnAttr(Attribute::AlwaysInline);
-  ask->removeFnAttr(Attribute::InlineHint);
-  ask->addFnAttr(Attribute::NoInline);
-  ask->addFnAttr(Attribute::Cold);
+  // A noinline function (called, not inlined, as clang would): its slow
+  // path in a clone of its own, so that the fast path is a tail call.
+  // Another: each version called from one place in the dispatch, so that
+  // the inliner folds them into it and the dispatch into its callers, with
+  // their constants, as it would have folded the function.
+  bool outOfLine = f.hasFnAttribute(Attribute::NoInline);
+  Function *ask = nullptr;
+  if (outOfLine) {
+    // for its signature, attributes and subprogram
+    ask = cloneOf(f, f.getName() + ".mirecc.ask");
+    dropBody(*ask);
+    ask->addFnAttr(Attribute::Cold);
+  }
   // the dispatch keeps the function's name, linkage, attributes and
   // subprogram; its body goes
   dropBody(f);
@@ -636,13 +645,17 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
     if (DISubprogram *sp = g.getSubprogram())
       at.SetCurrentDebugLocation(DILocation::get(ctx, sp->getLine(), 0, sp));
   };
-  // one block per version, calling it; `tail`: returning what it returns
+  // one block per version, calling it; `tail`: returning what it returns;
+  // no `otherwise`: any other value runs version 0
   auto versions = [&](Function &g, IRBuilder<> &b, Value *which, BasicBlock *otherwise,
                       bool tail, BasicBlock *done, PHINode *result) {
-    SwitchInst *sw = b.CreateSwitch(which, otherwise, clones.size());
+    std::vector<BasicBlock *> blocks;
+    for (size_t i = 0; i < clones.size(); ++i)
+      blocks.push_back(BasicBlock::Create(ctx, "v" + std::to_string(i), &g, done));
+    SwitchInst *sw = b.CreateSwitch(which, otherwise ? otherwise : blocks[0], clones.size());
     for (size_t i = 0; i < clones.size(); ++i) {
-      auto *bb = BasicBlock::Create(ctx, "v" + std::to_string(i), &g, done);
-      sw->addCase(ConstantInt::get(i32t, i), bb);
+      BasicBlock *bb = blocks[i];
+      if (otherwise || i) sw->addCase(ConstantInt::get(i32t, i), bb);
       IRBuilder<> v(bb);
       locate(g, v);
       CallInst *r = forward(v, g, clones[i], tail);
@@ -653,13 +666,26 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
     }
   };
 
-  // the slow path: ask the runtime, run its version, tell it the end
-  {
-    Function *begin = mirecc::weakCaller(m, "__mirecc_version_begin",
-                                         FunctionType::get(i32, {charPtr}, false));
-    Function *end = mirecc::weakCaller(
-        m, "__mirecc_adapt_end",
-        FunctionType::get(Type::getVoidTy(ctx), {charPtr, i32}, false));
+  Function *begin = mirecc::weakCaller(m, "__mirecc_version_begin",
+                                       FunctionType::get(i32, {charPtr}, false));
+  Function *end = mirecc::weakCaller(
+      m, "__mirecc_adapt_end", FunctionType::get(Type::getVoidTy(ctx), {charPtr, i32}, false));
+  // after the version: the runtime's end, for a call it started
+  auto finishAt = [&](Function &g, IRBuilder<> &b, Value *sitePtr, Value *token,
+                      PHINode *result) {
+    auto *finish = BasicBlock::Create(ctx, "end", &g);
+    auto *out = BasicBlock::Create(ctx, "ret", &g);
+    b.CreateCondBr(b.CreateICmpNE(token, ConstantInt::get(i32, 0)), finish, out);
+    b.SetInsertPoint(finish);
+    b.CreateCall(end, {sitePtr, token});
+    b.CreateBr(out);
+    b.SetInsertPoint(out);
+    if (result) b.CreateRet(result);
+    else b.CreateRetVoid();
+  };
+  // the slow path of a noinline function: ask the runtime, run its
+  // version, tell it the end
+  if (ask) {
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", ask));
     locate(*ask, b);
     Value *sitePtr = b.CreatePointerCast(site, charPtr);
@@ -682,15 +708,7 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
     }
     versions(*ask, b, which, other, false, done, result);
     b.SetInsertPoint(done);
-    auto *finish = BasicBlock::Create(ctx, "end", ask);
-    auto *out = BasicBlock::Create(ctx, "ret", ask);
-    b.CreateCondBr(b.CreateICmpNE(token, ConstantInt::get(i32, 0)), finish, out);
-    b.SetInsertPoint(finish);
-    b.CreateCall(end, {sitePtr, token});
-    b.CreateBr(out);
-    b.SetInsertPoint(out);
-    if (result) b.CreateRet(result);
-    else b.CreateRetVoid();
+    finishAt(*ask, b, sitePtr, token, result);
   }
 
   // the dispatch
@@ -734,10 +752,38 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
   b.SetInsertPoint(take);
   b.CreateAlignedStore(b.CreateSub(left, ConstantInt::get(i32, 1)), field(b, kSiteLeft),
                        Align(4))->setAtomic(AtomicOrdering::Monotonic);
-  versions(f, b, b.CreateSub(fast, ConstantInt::get(i32, 1)), slow, true, nullptr, nullptr);
+  Value *fastWhich = b.CreateSub(fast, ConstantInt::get(i32, 1));
+  if (ask) {
+    versions(f, b, fastWhich, slow, true, nullptr, nullptr);
+    IRBuilder<> a(slow);
+    locate(f, a);
+    forward(a, f, ask, true);
+    return;
+  }
+  auto *dispatch = BasicBlock::Create(ctx, "dispatch", &f);
+  b.CreateBr(dispatch);
   IRBuilder<> a(slow);
   locate(f, a);
-  forward(a, f, ask, true);
+  Value *sitePtr = a.CreatePointerCast(site, charPtr);
+  Value *asked = a.CreateCall(begin, {sitePtr}, "mirecc.version");
+  Value *askedWhich = a.CreateAnd(a.CreateLShr(asked, kVersionShift), 0x7f);
+  a.CreateBr(dispatch);
+  b.SetInsertPoint(dispatch);
+  PHINode *token = b.CreatePHI(i32, 2, "token");
+  token->addIncoming(ConstantInt::get(i32, 0), take);
+  token->addIncoming(asked, slow);
+  PHINode *which = b.CreatePHI(i32, 2, "which");
+  which->addIncoming(fastWhich, take);
+  which->addIncoming(askedWhich, slow);
+  auto *done = BasicBlock::Create(ctx, "done", &f);
+  PHINode *result = nullptr;
+  if (!f.getReturnType()->isVoidTy()) {
+    IRBuilder<> d(done);
+    result = d.CreatePHI(f.getReturnType(), clones.size(), "r");
+  }
+  versions(f, b, which, nullptr, false, done, result);
+  b.SetInsertPoint(done);
+  finishAt(f, b, sitePtr, token, result);
 }
 
 struct VersionsPass : PassInfoMixin<VersionsPass> {

@@ -237,3 +237,31 @@ def test_the_driver_versions_only_with_the_setting(tmp_path):
                          text=True)
     assert bad.returncode == 2
     assert "MIRECC_ADAPT_VERSIONS: bad value: must be 2..8" in bad.stderr
+
+
+def test_an_inlinable_function_is_folded_into_its_caller(llvm_plugin, runtime, tmp_path):
+    """A static function clang inlines: each version called from one place,
+    so the versions and the dispatch are folded into main as the function
+    was; the runtime still chooses, and the output is clang's."""
+    clang, _major, plugin = llvm_plugin(14)
+    src = tmp_path / "k.c"
+    src.write_text(PROGRAM.replace("__attribute__((noinline)) void saxpy",
+                                   "static void saxpy"))
+    dec = decisions(tmp_path / "k.json", "saxpy")
+    _err, remarks = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec),
+                             out=tmp_path / "k.ll", what="-S -emit-llvm")
+    assert any("function saxpy: 3 versions" in r for r in remarks), remarks
+    ir = (tmp_path / "k.ll").read_text()
+    assert "define" not in "".join(line for line in ir.splitlines() if "saxpy" in line)
+    assert "mirecc.version.site" in ir and ".mirecc.ask" not in ir
+    _err, _ = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec))
+    exe = tmp_path / "k"
+    subprocess.run([clang, str(src.with_suffix(".o")), "-o", str(exe),
+                    *rb.link_arguments(clang, runtime.parent.parent)], check=True)
+    subprocess.run([clang, "-O3", str(src), "-o", str(tmp_path / "plain")], check=True)
+    want = subprocess.run([str(tmp_path / "plain")], capture_output=True, text=True).stdout
+    store = tmp_path / "store.txt"
+    for _ in range(2):
+        assert run(exe, store).stdout == want
+    (cell,) = read_store(store)
+    assert cell.name == "k.c saxpy" and cell.arms[1].dropped
