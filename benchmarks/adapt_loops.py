@@ -11,7 +11,7 @@ Programs:
   a function called ``reps`` times per run and timed by the program itself
   (``reps`` calibrated once on clang's build to about 20 ms), so that the
   versions are explored within a run;
-* with ``--polybench``, PolyBench/C 4.2.1 (a checkout; ``MEDIUM_DATASET``,
+* with ``--polybench``, PolyBench/C 4.2.1 (a checkout; ``--dataset``, MEDIUM,
   ``-DPOLYBENCH_TIME``, the arrays dumped and hashed as its check): each run
   calls its kernel once, so the versions are explored across runs, one per
   run.
@@ -56,7 +56,7 @@ from mirecc.tasks.loop_vectorize.offline.dataset import (COMMITTED, kernel_sourc
 from mirecc.util.machine import cpu_model  # noqa: E402
 
 CLANG = "clang-14"
-POLYBENCH_FLAGS = ["-DMEDIUM_DATASET", "-DPOLYBENCH_TIME", "-DPOLYBENCH_DUMP_ARRAYS"]
+POLYBENCH_FLAGS = ["-DPOLYBENCH_TIME", "-DPOLYBENCH_DUMP_ARRAYS"]
 
 
 def geomean(values) -> float:
@@ -78,14 +78,15 @@ def kernels() -> list[dict]:
              "args": r["args"], "flags": [], "extra": []} for r in rows]
 
 
-def polybench(tree: Path) -> list[dict]:
+def polybench(tree: Path, dataset: str) -> list[dict]:
     utilities = tree / "utilities"
     out = []
     for src in sorted(tree.glob("*/**/*.c")):
         if src.parent.name == "utilities" or src.name.endswith(".orig.c"):
             continue
         out.append({"name": src.stem, "suite": "polybench", "source": src, "args": [],
-                    "flags": [*POLYBENCH_FLAGS, f"-I{utilities}", f"-I{src.parent}"],
+                    "flags": [f"-D{dataset}_DATASET", *POLYBENCH_FLAGS, f"-I{utilities}",
+                              f"-I{src.parent}"],
                     "extra": [str(utilities / "polybench.c")]})
     return out
 
@@ -350,7 +351,7 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
         f"run) of clang's build and the adapted build, their order "
         f"alternating, runs pinned to CPU {cpu}; the adapted build starts from an empty "
         f"verdict store. Kernels: the time per call the program measures over a ~20 ms loop "
-        f"of calls; PolyBench: its printed kernel time. first = clang's median over the "
+        f"of calls; PolyBench ({args.dataset}_DATASET): its printed kernel time. first = clang's median over the "
         f"adapted build's first run; steady = clang's median over the median of the second "
         f"half; worst = over the slowest adapted run; oracle = every site forced to each "
         f"version in turn, {args.oracle_rounds} rounds against clang each, the best. Outputs "
@@ -374,8 +375,12 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
             f"{(r['text']['adapt'] - rt - r['text']['clang']) / r['text']['clang']:+.0%} | "
             f"{r['build_s']['adapt'] / r['build_s']['clang']:.2f}x | "
             f"{', '.join(r['versioned']) or 'none'} | {verdicts or '-'} |")
-    for suite in sorted({r["suite"] for r in ok} | {"all"}):
-        rs = [r for r in ok if suite == "all" or r["suite"] == suite]
+    kernels_only = [r for r in ok if r["suite"] != "polybench"]
+    groups = ["all"] + (["held-out kernels"] if kernels_only else []) + sorted(
+        {r["suite"] for r in ok})
+    for suite in groups:
+        rs = (ok if suite == "all" else kernels_only if suite == "held-out kernels"
+              else [r for r in ok if r["suite"] == suite])
         if not rs:
             continue
         o = geomean(r["oracle"] for r in rs)
@@ -431,7 +436,7 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
     return "\n".join(lines) + "\n"
 
 
-PROTOCOL = ("rounds", "polybench_rounds", "oracle_rounds")
+PROTOCOL = ("rounds", "polybench_rounds", "oracle_rounds", "dataset")
 
 
 def main(argv=None) -> int:
@@ -443,6 +448,8 @@ def main(argv=None) -> int:
                    help="rounds for PolyBench, whose versions are explored across runs")
     p.add_argument("--oracle-rounds", type=int, default=3)
     p.add_argument("--polybench", type=Path, help="a PolyBench/C 4.2.1 checkout")
+    p.add_argument("--dataset", default="MEDIUM", choices=["SMALL", "MEDIUM", "LARGE"],
+                   help="PolyBench's dataset (default: %(default)s)")
     p.add_argument("--no-kernels", action="store_true")
     p.add_argument("--only", nargs="*")
     p.add_argument("--work", type=Path)
@@ -454,7 +461,8 @@ def main(argv=None) -> int:
     cpu = timing_cpu()
     if args.render:
         data = json.loads(raw.read_text())
-        vars(args).update({"polybench_rounds": args.rounds, **data["protocol"]})
+        vars(args).update({"polybench_rounds": args.rounds, "dataset": "MEDIUM",
+                           **data["protocol"]})
         args.out.write_text(page(data["programs"], data.get("pairs"), args, data["started"],
                                  data.get("cpu", cpu)))
         print(args.out.read_text())
@@ -464,7 +472,7 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     progs = [] if args.no_kernels else kernels()
     if args.polybench:
-        progs += polybench(args.polybench)
+        progs += polybench(args.polybench, args.dataset)
     if args.only:
         progs = [q for q in progs if q["name"] in args.only]
     done = {}
