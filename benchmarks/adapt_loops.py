@@ -391,6 +391,8 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
                   f"gain: {share:.0%}); slowest steady {min(r['steady'] for r in rs):.3f}x, "
                   f"slowest run {min(r['worst'] for r in rs):.3f}x; changed outputs "
                   f"{sum(r['changed'] for r in rs)}; text bytes {geomean(r['text']['adapt'] / r['text']['clang'] for r in rs):.2f}x"
+                  f" (the versions alone, beyond the runtime: median "
+                  f"{statistics.median((r['text']['adapt'] - rt - r['text']['clang']) / r['text']['clang'] for r in rs):+.0%})"
                   f" and build time {geomean(r['build_s']['adapt'] / r['build_s']['clang'] for r in rs):.2f}x"
                   f" clang's (geomean); programs with a versioned function "
                   f"{sum(bool(r['versioned']) for r in rs)}."]
