@@ -29,8 +29,9 @@
  * the same policy and store, one arm per version.
  *
  * Depends on libc and on the OpenMP runtime it wraps (libomp, weakly: a
- * program with OpenMP sites links it already).  Fails open: anything unexpected leaves the program's
- * own configuration, with one line on stderr at most per process.
+ * program with OpenMP sites links it already).  Fails open: anything
+ * unexpected leaves the program's own configuration, with one line on
+ * stderr at most per process.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -73,9 +74,9 @@ static int max_threads, order_mode;
 static int omp_user;   /* OMP_NUM_THREADS / OMP_SCHEDULE set: OpenMP sites left alone */
 static unsigned rng = 12345u;
 
-/* Under `lock`. */
 static void settle(struct state *s);
 
+/* Under `lock`. */
 static void initialise(void) {
   initialised = 1;
   settle_hook = settle;
