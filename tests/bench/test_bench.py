@@ -105,7 +105,8 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     assert data["defaults"].startswith("On by default at -O3: none.")
     levels = {(r["program"], r["setting"]): r for r in data["levels"]}
     adapted_key = ("tri", "MIRECC_ADAPT_OPENMP=1")
-    assert set(levels) == {("tiny", "defaults"), ("tri", "defaults"), adapted_key}
+    loops_key = ("tiny", "MIRECC_ADAPT_LOOPS=1")
+    assert set(levels) == {("tiny", "defaults"), ("tri", "defaults"), adapted_key, loops_key}
     for key in [("tiny", "defaults"), ("tri", "defaults")]:
         row = levels[key]
         assert row["same_object"] and row["same_output"] and row["applied"] == 0, row
@@ -119,6 +120,12 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
     assert len(adapted["run_clang_s"]) == len(adapted["run_mirecc_s"]) == ADAPTED_RUNS
     assert adapted["verdicts"] and adapted["verdicts"][0].startswith("tri.c main:0: ")
     assert adapted["first"] > 0 and adapted["worst"] <= adapted["first"]
+    # the other program's loops adapted: its functions in versions, chosen
+    # in its runs, every output the same
+    loops = levels[loops_key]
+    assert loops["same_output"] and loops["adapted"] and not loops["same_object"]
+    assert len(loops["run_clang_s"]) == len(loops["run_mirecc_s"]) == ADAPTED_RUNS
+    assert any(v.startswith(("tiny.c saxpy: ", "tiny.c scale: ")) for v in loops["verdicts"])
 
     # 3. the tune: a budget of 4 leaves room for the baseline only
     tune = data["tune"]
@@ -131,7 +138,8 @@ def test_mire_bench_shows_size_defaults_openmp_and_a_tune(tmp_path):
                   "## 2. -O3 with the defaults", "On by default at -O3: none.",
                   "2 of 2 objects are clang's byte for byte",
                   "| tri | MIRECC_ADAPT_OPENMP=1 |",
-                  "Adapted (MIRECC_ADAPT_OPENMP=1", "## 3. mire tune on tiny",
+                  "Adapted (MIRECC_ADAPT_OPENMP=1", "Adapted (MIRECC_ADAPT_LOOPS=1) on tiny",
+                  "## 3. mire tune on tiny",
                   "Nothing kept: the budget left no room for a candidate"]:
         assert words in md, words
     assert md in proc.stdout
