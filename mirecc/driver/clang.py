@@ -339,7 +339,7 @@ def _link_arguments(ctx: CompileContext) -> list[str]:
     config = ctx.config
     extra = []
     for task in tasks().values():
-        if task.has("link_step") and task.applies(config):
+        if task.has("link_step") and task.applies(config) and task.link_step().active(config):
             try:
                 extra += task.link_step().arguments(ctx.expanded, config, ctx.compiler)
             except Exception as exc:  # noqa: BLE001 - the link must survive it
@@ -356,7 +356,7 @@ def _link_step(ctx: CompileContext):
         if task.has("link_step") and task.applies(config) and (
                 task.opt_levels is None or ctx.inv.opt_level in task.opt_levels):
             step = task.link_step()
-            if step.wants(ctx.expanded, config):
+            if step.active(config) and step.wants(ctx.expanded, config):
                 return task.name, step
     return None
 

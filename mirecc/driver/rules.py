@@ -197,6 +197,8 @@ def _link_rules(config) -> list[str]:
         if not (task.has("link_step") and task.applies(config)):
             continue
         step = task.link_step()
+        if not step.active(config):
+            continue
         needs = list(step.needs_flags) or ["*"]
         if step.has("arguments"):
             args += needs

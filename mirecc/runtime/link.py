@@ -21,8 +21,11 @@ class AdaptiveRuntime(LinkStep):
         self.setting = setting
         self.needs_flags = needs_flags
 
+    def active(self, config) -> bool:
+        return bool(getattr(config, self.setting, False))
+
     def arguments(self, args, config, compiler):
-        if not getattr(config, self.setting, False):
+        if not self.active(config):
             return []
         if self.needs_flags and not any(a == f or a.startswith(f + "=")
                                         for a in args for f in self.needs_flags):

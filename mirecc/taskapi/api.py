@@ -240,6 +240,12 @@ class LinkStep:
         """Does this step override ``method``?"""
         return getattr(type(self), method, None) is not getattr(LinkStep, method, None)
 
+    def active(self, config) -> bool:
+        """Does the step act under ``config`` at all (asked after the task
+        applies: a task may apply for its compiles while its link step
+        waits for a setting of its own)?"""
+        return True
+
     def arguments(self, args: list, config, compiler: str) -> list:
         """Arguments a call that links (``args``: the user's) adds at its end
         when the task applies (a runtime archive the task's objects call
