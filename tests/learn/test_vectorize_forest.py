@@ -97,3 +97,28 @@ def test_choose_takes_the_best_quantile_and_keeps_llvm_where_trees_disagree():
     assert c is None and gc == pytest.approx(0.015)
     assert choose(np.stack([split]), 0.5, 0.02)[0][0] is None
     assert choose(np.stack([split]), 0.7, 0.02)[0][0] == 1
+
+
+@pytest.mark.parametrize("clang", ["/usr/bin/clang-14", "/usr/bin/clang-19"])
+def test_the_functions_each_loop_calls(clang, tmp_path):
+    """What adapt_loops reads to leave out a loop no factor can vectorize: a
+    loop calling printf (a function defined elsewhere) names it; fmuladd is
+    an intrinsic; a loop calling nothing names nothing."""
+    if not os.access(clang, os.X_OK):
+        pytest.skip(f"needs {clang}")
+    from mirecc.graph import build_graph_any
+    from mirecc.tasks.loop_vectorize.features import callees_by_loop
+
+    (tmp_path / "k.c").write_text(SOURCE + """\
+int printf(const char *, ...);
+void dump(const float *a, int n) {
+  for (int i = 0; i < n; i++) printf("%f\\n", a[i]);
+}
+""")
+    bc = tmp_path / "k.bc"
+    subprocess.run([clang, "-O2", "-Xclang", "-disable-llvm-passes", "-c", "-emit-llvm",
+                    "-o", str(bc), str(tmp_path / "k.c")], check=True)
+    calls = callees_by_loop(build_graph_any(str(bc)))
+    assert calls["dump:1"] == {"printf"}
+    assert calls["fixed:1"] == {"llvm.fmuladd.f64"}
+    assert calls["gather:1"] == set() and calls["strided:1"] == set()

@@ -122,6 +122,27 @@ def loop_statistics(graph, loop_index: int, texts: list[str] | None = None) -> l
                math.log1p(bound or 0)])
 
 
+_CALLEE = re.compile(r"\bcall [^@]*@(\"[^\"]+\"|[\w.$-]+)\(")
+
+
+def callees_by_loop(graph, loop_ids=None) -> dict[str, set[str]]:
+    """loop id -> the functions called by the instructions whose innermost
+    loop it is (``llvm.`` intrinsics included), for the loops of ``graph``
+    named in ``loop_ids`` (default: every loop)."""
+    import numpy as np  # lazy: as in loop_statistics
+
+    texts = graph.full_texts()
+    arrays = graph.arrays
+    out = {}
+    for i, loop_id in enumerate(graph.loop_ids):
+        if loop_ids is not None and loop_id not in loop_ids:
+            continue
+        members = np.flatnonzero((arrays["node_loop"] == i) & (arrays["node_type"] == 0))
+        out[loop_id] = {m.group(1).strip('"') for j in members
+                        for m in _CALLEE.finditer(texts[j])}
+    return out
+
+
 def statistics_by_loop(graph, loop_ids=None) -> dict[str, list[float]]:
     """loop id -> :func:`loop_statistics`, for the loops of ``graph`` named
     in ``loop_ids`` (default: every loop)."""

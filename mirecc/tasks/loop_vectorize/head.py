@@ -44,7 +44,7 @@ from mirecc.taskapi.api import NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import task as declared_task
 from mirecc.taskapi.onnxhead import OnnxHead
-from mirecc.tasks.loop_vectorize.features import NAMES, statistics_by_loop
+from mirecc.tasks.loop_vectorize.features import NAMES, callees_by_loop, statistics_by_loop
 
 TASK = "loop-vectorize"
 #: every input a head may take, in the order its feature rows are built
@@ -234,9 +234,11 @@ class LoopVectorizeHead(OnnxHead):
         beside LLVM's own (``adapt_versions`` in all), version ``i`` forcing
         each of its loops to that loop's ``i``-th best class in the head's
         order.  A function is versioned only where the trees' median
-        expects some gain for one of its loops (versions are code: the
-        binary grows by the function's size per version); its key in the
-        runtime's store is its code digest and its versions."""
+        expects some gain for one of its loops that could be vectorized
+        (one calling a function defined elsewhere cannot: its versions
+        would be the same), as versions are code (the binary grows by the
+        function's size per version); its key in the runtime's store is its
+        code digest and its versions."""
         import hashlib  # lazy: adapt_loops only
 
         import numpy as np  # lazy: numpy, only when the head ranks
@@ -245,8 +247,14 @@ class LoopVectorizeHead(OnnxHead):
         digests = function_digests(ctx.ir_text)
         source = os.path.basename(ctx.request.source)
         median = np.median(G, axis=1)          # (loops, classes)
+        # a loop that calls a function defined elsewhere (printf, rand, ...)
+        # is not vectorized whatever its factors: its versions would be the same
+        callees = callees_by_loop(ctx.graph, {r.target for r in rankings})
         by_function: dict[str, list] = {}
         for ranking, gains in zip(rankings, median):
+            if any(not c.startswith("llvm.") and c not in digests
+                   for c in callees.get(ranking.target, ())):
+                continue
             fn, _, header = ranking.target.rpartition(":")
             by_function.setdefault(fn, []).append((int(header), ranking, float(gains.max())))
         decisions = []
