@@ -25,8 +25,7 @@ class AdaptiveRuntime(LinkStep):
         return bool(getattr(config, self.setting, False))
 
     def arguments(self, args, config, compiler):
-        if not self.active(config):
-            return []
+        # asked only when the step is active (mirecc.driver.clang._link_arguments)
         if self.needs_flags and not any(a == f or a.startswith(f + "=")
                                         for a in args for f in self.needs_flags):
             return []

@@ -78,15 +78,21 @@ def _index_origin(value: str, defs: dict[str, tuple[str, str]]) -> str:
     return ""
 
 
+def _loop_members(graph, loop_index: int):
+    """The instruction nodes whose innermost loop is ``loop_index``."""
+    import numpy as np  # lazy: numpy; the head imports this module for NAMES at every load
+
+    arrays = graph.arrays
+    return np.flatnonzero((arrays["node_loop"] == loop_index) & (arrays["node_type"] == 0))
+
+
 def loop_statistics(graph, loop_index: int, texts: list[str] | None = None) -> list[float]:
     """The :data:`NAMES` statistics of loop ``loop_index`` of ``graph``
     (a :class:`mirecc.graph.Graph`), over the instructions whose innermost
     loop it is.  ``texts``: ``graph.full_texts()``, when the caller has it."""
-    import numpy as np  # lazy: numpy; the head imports this module for NAMES at every load
-
     texts = graph.full_texts() if texts is None else texts
     arrays = graph.arrays
-    members = np.flatnonzero((arrays["node_loop"] == loop_index) & (arrays["node_type"] == 0))
+    members = _loop_members(graph, loop_index)
     statements = [texts[i].strip() for i in members]
     defs = {}
     for s in statements:
@@ -129,18 +135,11 @@ def callees_by_loop(graph, loop_ids=None) -> dict[str, set[str]]:
     """loop id -> the functions called by the instructions whose innermost
     loop it is (``llvm.`` intrinsics included), for the loops of ``graph``
     named in ``loop_ids`` (default: every loop)."""
-    import numpy as np  # lazy: as in loop_statistics
-
     texts = graph.full_texts()
-    arrays = graph.arrays
-    out = {}
-    for i, loop_id in enumerate(graph.loop_ids):
-        if loop_ids is not None and loop_id not in loop_ids:
-            continue
-        members = np.flatnonzero((arrays["node_loop"] == i) & (arrays["node_type"] == 0))
-        out[loop_id] = {m.group(1).strip('"') for j in members
-                        for m in _CALLEE.finditer(texts[j])}
-    return out
+    return {loop_id: {m.group(1).strip('"') for j in _loop_members(graph, i)
+                      for m in _CALLEE.finditer(texts[j])}
+            for i, loop_id in enumerate(graph.loop_ids)
+            if loop_ids is None or loop_id in loop_ids}
 
 
 def statistics_by_loop(graph, loop_ids=None) -> dict[str, list[float]]:
