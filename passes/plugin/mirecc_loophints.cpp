@@ -550,7 +550,8 @@ std::string cannotVersion(Function &f) {
 // `f`'s body becomes a dispatch over the versions, clones of the body as it
 // was (<f>.mirecc.v0: LLVM's own, unchanged):
 //   if (size != site.trip) site.trip = size, site.sched = 0
-//                                     ; size: its largest integer argument
+//                                     ; size: the largest argument bounding
+//                                     ; its loops (boundingArguments)
 //   if (site.sched && site.chunk > 0) ; the fast path the runtime opened for
 //     site.chunk--, v = site.sched - 1, tok = 0   ; a decided version
 //   else tok = __mirecc_version_begin(&site), v = tok >> 24 & 0x7f
@@ -597,7 +598,51 @@ CallInst *forward(IRBuilder<> &b, Function &g, Function *callee, bool tail) {
   return r;
 }
 
-void makeVersions(Module &m, Function &f, const VersionSet &set) {
+// The arguments that bound `f`'s loops: an integer argument an exit
+// compare of one of its loops reads (through the alloca clang keeps it in
+// before mem2reg, and casts).  Their largest is a call's size, the
+// runtime's input-size bucket; an argument that is a position or a flag
+// (zlib's longest_match(s, cur_match)) would move the bucket on every call.
+std::vector<unsigned> boundingArguments(Function &f, LoopInfo &li) {
+  auto argumentOf = [&](Value *v) -> Argument * {
+    for (int depth = 0; depth < 4 && v; ++depth) {
+      if (auto *a = dyn_cast<Argument>(v))
+        return a->getType()->isIntegerTy() ? a : nullptr;
+      if (auto *c = dyn_cast<CastInst>(v)) {
+        v = c->getOperand(0);
+        continue;
+      }
+      auto *load = dyn_cast<LoadInst>(v);
+      auto *slot = load ? dyn_cast<AllocaInst>(load->getPointerOperand()) : nullptr;
+      if (!slot) return nullptr;
+      Value *stored = nullptr;   // the one store to the slot: a parameter's spill
+      for (User *u : slot->users())
+        if (auto *st = dyn_cast<StoreInst>(u)) {
+          if (stored || st->getPointerOperand() != slot) return nullptr;
+          stored = st->getValueOperand();
+        }
+      v = stored;
+    }
+    return nullptr;
+  };
+  std::vector<unsigned> out;
+  for (Loop *l : li.getLoopsInPreorder()) {
+    SmallVector<BasicBlock *, 4> exiting;
+    l->getExitingBlocks(exiting);
+    for (BasicBlock *bb : exiting) {
+      auto *br = dyn_cast<BranchInst>(bb->getTerminator());
+      auto *cmp = br && br->isConditional() ? dyn_cast<ICmpInst>(br->getCondition()) : nullptr;
+      if (!cmp) continue;
+      for (Value *op : cmp->operands())
+        if (Argument *a = argumentOf(op))
+          if (!is_contained(out, a->getArgNo())) out.push_back(a->getArgNo());
+    }
+  }
+  return out;
+}
+
+void makeVersions(Module &m, Function &f, const VersionSet &set,
+                  const std::vector<unsigned> &sizeArgs) {
   LLVMContext &ctx = m.getContext();
   std::vector<Function *> clones;
   for (size_t i = 0; i <= set.names.size(); ++i)
@@ -714,9 +759,11 @@ void makeVersions(Module &m, Function &f, const VersionSet &set) {
   // the dispatch
   IRBuilder<> b(BasicBlock::Create(ctx, "entry", &f));
   locate(f, b);
-  // the call's size: its largest integer argument (the runtime's buckets)
+  // the call's size: the largest argument bounding its loops (the
+  // runtime's buckets); none: one bucket
   Value *size = nullptr;
-  for (Argument &a : f.args()) {
+  for (unsigned n : sizeArgs) {
+    Argument &a = *f.getArg(n);
     auto *t = dyn_cast<IntegerType>(a.getType());
     if (!t || t->getBitWidth() < 8 || t->getBitWidth() > 64) continue;
     Value *v = a.hasZExtAttr() ? b.CreateZExt(&a, i64) : b.CreateSExt(&a, i64);
@@ -820,8 +867,10 @@ struct VersionsPass : PassInfoMixin<VersionsPass> {
                  << "function " << f->getName() << ": " << std::to_string(set.names.size() + 1)
                  << " versions (LLVM's, " << names << "), chosen at run time";
         });
+        std::vector<unsigned> sizeArgs =
+            boundingArguments(*f, fam.getResult<LoopAnalysis>(*f));
         fam.clear(*f, f->getName());
-        makeVersions(m, *f, set);
+        makeVersions(m, *f, set, sizeArgs);
         changed = true;
       }
     }
