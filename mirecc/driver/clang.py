@@ -337,11 +337,15 @@ def _link_arguments(ctx: CompileContext) -> list[str]:
     adds nothing, with one warning (its objects fall back to the program's
     own configuration)."""
     config = ctx.config
-    extra = []
+    extra, seen = [], []
     for task in tasks().values():
         if task.has("link_step") and task.applies(config) and task.link_step().active(config):
+            step = task.link_step()
+            if any(step is s for s in seen):   # one step two tasks share (adapt_loops)
+                continue
+            seen.append(step)
             try:
-                extra += task.link_step().arguments(ctx.expanded, config, ctx.compiler)
+                extra += step.arguments(ctx.expanded, config, ctx.compiler)
             except Exception as exc:  # noqa: BLE001 - the link must survive it
                 if config.warnings:
                     say("warning", f"{task.name}: {exc}; linked without it")

@@ -204,7 +204,9 @@ def _link_rules(config) -> list[str]:
             args += needs
         if step.has("wants"):
             for level in (task.opt_levels or LEVELS):
-                steps.setdefault(level, []).extend(needs)
+                steps.setdefault(level, []).extend(f for f in needs
+                                                   if f not in steps.get(level, ()))
+    args = list(dict.fromkeys(args))   # a step two tasks share: once
     out = [f"link-args {' '.join(args)}"] if args else []
     out += [f"link-step {level} {' '.join(flags)}" for level, flags in sorted(steps.items())]
     return out

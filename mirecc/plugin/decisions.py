@@ -25,6 +25,8 @@ from mirecc.taskapi.registry import task
 from mirecc.util.fsutil import atomic_write_bytes
 
 DECISIONS_VERSION = 1
+#: a function's versions, LLVM's own among them (the plugin's and the runtime's bound)
+MAX_VERSIONS = 8
 
 
 class InjectError(Exception):
@@ -55,11 +57,23 @@ def _flags(document: dict, compiler: str, cache_dir, plugin: str | None) -> list
     return plugin_args(major, plugin, write_decisions(document, cache_dir))
 
 
+def merge_versions(first: dict, second: dict) -> dict:
+    """One function's versions offered by two tasks (a ``versions`` entry
+    each, FORMAT.md "Function versions"): all of them, the first task's
+    first (tasks in name order), up to the plugin's 7; the key, a digest of
+    both keys (the runtime's verdicts are for this set)."""
+    names = {v["name"] for v in first["versions"]}
+    versions = first["versions"] + [v for v in second["versions"] if v["name"] not in names]
+    key = hashlib.sha256(f"{first['key']} {second['key']}".encode()).hexdigest()[:16]
+    return {**first, "key": key, "versions": versions[:MAX_VERSIONS - 1]}
+
+
 def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
     """source -> its module entry, merged from what each task whose
     decisions are there contributes (``Task.plugin_entry``:
     ``function(source, decisions) -> {key: value}`` for its keys of the
-    entry: ``loops``, ``openmp``, ``record``)."""
+    entry: ``loops``, ``openmp``, ``record``, ``versions``); a function
+    two tasks offer versions gets both's (:func:`merge_versions`)."""
     out: dict[str, dict] = {}
     for src, decisions in decisions_by_source.items():
         entry: dict = {}
@@ -70,8 +84,13 @@ def module_entries(decisions_by_source: dict[str, list]) -> dict[str, dict]:
             part = declared.plugin_entry(
                 src, [d for d in decisions if d.task == name])
             for key, value in (part or {}).items():
-                if value:
-                    entry.setdefault(key, {}).update(value)
+                if not value:
+                    continue
+                merged = entry.setdefault(key, {})
+                for target, what in value.items():
+                    if key == "versions" and target in merged:
+                        what = merge_versions(merged[target], what)
+                    merged[target] = what
         if entry:
             out[src] = {key: dict(sorted(value.items())) for key, value in entry.items()}
     return out

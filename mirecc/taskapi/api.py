@@ -126,7 +126,8 @@ class Task:
         sources (a decisions file and a pass plugin, a linked object, a
         launcher record); None when its decisions never change the compile.
         Tasks that return the same function get one call with all their
-        decisions (one plugin, one decisions file)."""
+        decisions (one plugin, one decisions file).  A tuple of functions:
+        its decisions reach each (the plugin's and flags of its own)."""
         return None
 
     def plugin_entry(self, source: str, decisions: list) -> dict:

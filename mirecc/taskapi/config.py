@@ -116,8 +116,12 @@ EMPTY_IS_VALUE = ("cache", "disable", "server", "store_write")
 
 
 def all_settings() -> tuple:
-    """mirecc's own settings and every registered task's."""
-    return CORE_SETTINGS + tuple(s for t in tasks().values() for s in t.settings)
+    """mirecc's own settings and every registered task's (one shared by
+    two tasks, as ``adapt_loops``, once)."""
+    out = list(CORE_SETTINGS)
+    for t in tasks().values():
+        out += [s for s in t.settings if not any(s is o for o in out)]
+    return tuple(out)
 
 
 def find_config_file(start: str | None = None) -> str | None:

@@ -799,7 +799,8 @@ def explain_decisions(result: TUResult, request: TURequest) -> TUResult:
 def injection_args(reports, compiler: str, config) -> list[str]:
     """Flags that apply the reports' applied decisions in the final compile.
     Tasks whose ``Task.injection`` is the same function (one pass plugin,
-    one decisions file) get one call with all their decisions."""
+    one decisions file) get one call with all their decisions; a task whose
+    injection is a tuple of functions has its decisions in the call of each."""
 
     by_inject: dict = {}        # function -> {source: decisions}
     tasks_of: dict = {}         # function -> task names
@@ -809,9 +810,10 @@ def injection_args(reports, compiler: str, config) -> list[str]:
         for d in report.result.decisions:
             declared = task(d.task)
             if d.applied and declared is not None and declared.has("injection"):
-                inject = declared.injection()
-                by_inject.setdefault(inject, {}).setdefault(report.source, []).append(d)
-                tasks_of.setdefault(inject, set()).add(d.task)
+                injects = declared.injection()
+                for inject in injects if isinstance(injects, tuple) else (injects,):
+                    by_inject.setdefault(inject, {}).setdefault(report.source, []).append(d)
+                    tasks_of.setdefault(inject, set()).add(d.task)
     args = []
     for spec, by_source in sorted(by_inject.items(),
                                   key=lambda item: f"{item[0].__module__}.{item[0].__qualname__}"):

@@ -83,8 +83,10 @@ class Pipeline:
             except NoDecision as exc:
                 result.add_reason(exc.code, f"{head.name}: {exc}")
                 continue
-            result.decisions.extend(_with_consent(decisions, ctx.config,
-                                                  getattr(head, "refusal", None)))
+            # a head whose decisions are versions the runtime tries (adapt)
+            # forces nothing: its gate's refusal is a refusal to force
+            refusal = None if getattr(head, "adapt", False) else getattr(head, "refusal", None)
+            result.decisions.extend(_with_consent(decisions, ctx.config, refusal))
         return result
 
 

@@ -93,6 +93,10 @@ using FunctionLoops = StringMap<std::map<int64_t, Factors>>;
 struct VersionSet {
   std::string key, name;
   std::vector<std::string> names;  // versions 1.., for the runtime's store
+  // versions 1..: "" or the tag that names its clone <fn>.mirecc.v<i>.<tag>,
+  // kept out of line so that a compile flag reaches it by that name (a
+  // loop-nest schedule's -polly-only-func)
+  std::vector<std::string> tags;
 };
 constexpr const char *kVersionSuffix = ".mirecc.v";
 constexpr int kMaxVersions = 8;   // the runtime's arms, LLVM's own among them
@@ -189,6 +193,16 @@ std::string parseVersions(const std::string &mname, const json::Object &versions
         if (other == *name) return vwhere + ": two versions named " + other;
       set.names.push_back(name->str());
       std::string clone = fn + kVersionSuffix + std::to_string(i + 1);
+      std::string tag;
+      if (const json::Value *t = v->get("tag")) {
+        auto text = t->getAsString();
+        if (!text || text->empty() || text->size() > 15 ||
+            text->find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") != StringRef::npos)
+          return vwhere + ": \"tag\" must be 1..15 lowercase letters or digits";
+        tag = text->str();
+        clone += "." + tag;
+      }
+      set.tags.push_back(tag);
       for (const auto &lkv : *loops) {
         int64_t header;
         std::string lwhere = vwhere + ".loops[\"" + StringRef(lkv.first).str() + "\"]";
@@ -645,8 +659,16 @@ void makeVersions(Module &m, Function &f, const VersionSet &set,
                   const std::vector<unsigned> &sizeArgs) {
   LLVMContext &ctx = m.getContext();
   std::vector<Function *> clones;
-  for (size_t i = 0; i <= set.names.size(); ++i)
-    clones.push_back(cloneOf(f, f.getName() + kVersionSuffix + std::to_string(i)));
+  for (size_t i = 0; i <= set.names.size(); ++i) {
+    const std::string tag = i ? set.tags[i - 1] : std::string();
+    clones.push_back(cloneOf(f, f.getName() + kVersionSuffix + std::to_string(i) +
+                                    (tag.empty() ? "" : "." + tag)));
+    if (!tag.empty()) {
+      // out of line: it keeps its name for the late passes a flag names
+      clones.back()->removeFnAttr(Attribute::AlwaysInline);
+      clones.back()->addFnAttr(Attribute::NoInline);
+    }
+  }
   // A noinline function (called, not inlined, as clang would): its slow
   // path in a clone of its own, so that the fast path is a tail call.
   // Another: each version called from one place in the dispatch, so that

@@ -265,3 +265,137 @@ def test_an_inlinable_function_is_folded_into_its_caller(llvm_plugin, runtime, t
         assert run(exe, store).stdout == want
     (cell,) = read_store(store)
     assert cell.name == "k.c saxpy" and cell.arms[1].dropped
+
+
+# a loop nest Polly can schedule (a matrix-vector product, as PolyBench's mvt)
+NEST = r"""
+#include <stdio.h>
+#define N 400
+static double A[N][N], x[N], y[N];
+static void mv(int n, double a[N][N], double *restrict out, const double *restrict in) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) out[i] += a[j][i] * in[j];
+}
+int main(int argc, char **argv) {
+  for (int i = 0; i < N; i++) {
+    y[i] = i % 5;
+    for (int j = 0; j < N; j++) A[i][j] = (i * j % 7) / 7.0;
+  }
+  for (int r = 0; r < 20; r++) mv(N, A, x, y);
+  double s = 0;
+  for (int i = 0; i < N; i++) s += x[i];
+  printf("%.17g\n", s);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("major", [14, 19])
+def test_a_tagged_version_keeps_its_name_for_polly(llvm_plugin, runtime, tmp_path, major):
+    """A version with a "tag" is a clone named <fn>.mirecc.v<i>.<tag>, kept
+    out of line (the rest folded into main), that a flag reaches by name:
+    Polly schedules that clone alone; the runtime chooses; the output is
+    clang's."""
+    clang, _major, plugin = llvm_plugin(major)
+    src = tmp_path / "n.c"
+    src.write_text(NEST)
+    dec = decisions(tmp_path / "n.json", "mv",
+                    [{"name": "polly", "loops": {}, "tag": "polly"}, VERSIONS[0]])
+    polly = ["-mllvm", "-polly", "-mllvm", r"-polly-only-func=^mv\.mirecc\.v[0-9]+\.polly$"]
+    err, remarks = compile_(clang, src, ["-O3"], [*plugin_flags(plugin, dec), *polly],
+                            out=tmp_path / "n.ll", what="-S -emit-llvm")
+    assert any("function mv: 3 versions (LLVM's, polly, 1x1)" in r for r in remarks), remarks
+    ir = (tmp_path / "n.ll").read_text()
+    assert re.search(r"define internal .*@mv\.mirecc\.v1\.polly\(", ir)
+    assert not re.search(r"define [^\n]*@mv\.mirecc\.v[02]\(", ir)   # folded into main
+    # Polly's code: its alias scopes, on the tagged clone's accesses
+    body = ir[re.search(r"define [^\n]*@mv\.mirecc\.v1\.polly\(", ir).start():]
+    assert "polly.alias.scope" in ir and "!alias.scope" in body[: body.index("\n}\n")]
+    _err, _ = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec),
+                       out=tmp_path / "none.ll", what="-S -emit-llvm")
+    assert "polly.alias.scope" not in (tmp_path / "none.ll").read_text()
+    _err, _ = compile_(clang, src, ["-O3"], [*plugin_flags(plugin, dec), *polly])
+    exe = tmp_path / "n"
+    subprocess.run([clang, str(src.with_suffix(".o")), "-o", str(exe),
+                    *rb.link_arguments(clang, runtime.parent.parent)], check=True)
+    subprocess.run([clang, "-O3", str(src), "-o", str(tmp_path / "plain")], check=True)
+    want = subprocess.run([str(tmp_path / "plain")], capture_output=True, text=True).stdout
+    store = tmp_path / "store.txt"
+    for _ in range(3):
+        assert run(exe, store).stdout == want
+    (cell,) = read_store(store)
+    assert [a.name for a in cell.arms] == ["default", "polly", "1x1"]
+
+
+@pytest.mark.parametrize("tag", ["", "Polly", "a.b", "x" * 16, 3])
+def test_a_bad_tag_changes_nothing(llvm_plugin, tmp_path, tag):
+    clang, _major, plugin = llvm_plugin(14)
+    src = tmp_path / "k.c"
+    src.write_text(PROGRAM)
+    dec = decisions(tmp_path / "k.json", "saxpy", [{"name": "x", "loops": {}, "tag": tag}])
+    err, _ = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec), out=tmp_path / "a.o")
+    assert '"tag" must be 1..15 lowercase letters or digits' in err, err
+    subprocess.run([clang, "-O3", "-c", str(src), "-o", str(tmp_path / "b.o")], check=True)
+    assert (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes()
+
+
+def test_the_driver_offers_the_loop_nests_schedule_as_a_version(tmp_path):
+    """mirecc -O3 with adapt_loops on a loop nest: the loop-nests head's
+    schedule as a version of its own (Polly on that clone alone, whatever
+    the shipped head's gate says about forcing it), merged with the
+    loop-vectorize head's versions into one dispatch and one store key; the
+    program prints clang's output."""
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
+    src = tmp_path / "n.c"
+    src.write_text(NEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    env.update(MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_ADAPT_LOOPS="1",
+               MIRECC_ADAPT_STORE=str(tmp_path / "store.txt"))
+    explained = subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "n.o"),
+                                "--explain"], check=True, env=env, capture_output=True,
+                               text=True).stdout
+    nests = [line for line in explained.splitlines() if "loop-nests mv:" in line]
+    assert nests and "applied" in nests[0] and "Polly on that version alone" in nests[0], \
+        explained
+    nm = subprocess.run(["nm", str(tmp_path / "n.o")], capture_output=True, text=True).stdout
+    assert re.search(r" t mv\.mirecc\.v1\.polly$", nm, re.M), nm
+    subprocess.run([mirecc, str(tmp_path / "n.o"), "-o", str(tmp_path / "prog")], check=True,
+                   env=env)
+    subprocess.run(["clang-14", "-O3", str(src), "-o", str(tmp_path / "plain")], check=True)
+    want = subprocess.run([str(tmp_path / "plain")], capture_output=True, text=True).stdout
+    assert subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, env=env,
+                          check=True).stdout == want
+    (cell,) = [c for c in read_store(tmp_path / "store.txt") if c.name == "n.c mv"]
+    # the loop-nests head's version first (tasks in name order), its schedule's name
+    schedule = re.search(r"versions (polly[a-z0-9-]*)", nests[0]).group(1)
+    assert [a.name for a in cell.arms][:2] == ["default", schedule]
+
+
+def test_two_tasks_versions_of_one_function_are_merged():
+    """loop-nests' schedule and loop-vectorize's factors for one function:
+    one entry, the first task's (by name) first, a key of its own (new
+    verdicts for a new set), at most the plugin's 7 beside LLVM's; the
+    injection reaches Polly's clone by its tag, whatever its place."""
+    from mirecc.plugin.decisions import module_entries
+    from mirecc.taskapi.records import Decision
+    from mirecc.tasks.loop_nests.head import inject
+
+    def versions(task, names, **extra):
+        value = {"key": f"k-{task}", "name": "a.c f", **extra,
+                 "versions": [{"name": n, "loops": {}} for n in names]}
+        return Decision(task=task, target="f", value=value, default=None, confidence=1.0,
+                        reason="", applied=True)
+
+    nests = versions("loop-nests", ["polly-tile64"], schedule="polly-tile64")
+    vector = versions("loop-vectorize", [f"{w}x1" for w in (2, 4, 8, 16, 32, 64, 1)])
+    merged = module_entries({"a.c": [vector, nests]})["a.c"]["versions"]["f"]
+    assert [v["name"] for v in merged["versions"]] == ["polly-tile64", "2x1", "4x1", "8x1",
+                                                       "16x1", "32x1", "64x1"]
+    assert merged["key"] not in ("k-loop-nests", "k-loop-vectorize") and "schedule" not in merged
+    alone = module_entries({"a.c": [vector]})["a.c"]["versions"]["f"]
+    assert alone["key"] == "k-loop-vectorize" and len(alone["versions"]) == 7
+    flags = inject({"a.c": [nests]}, "clang-14", None)
+    assert flags[-1] == r"-polly-only-func=^f\.mirecc\.v[0-9]+\.polly$"
+    assert "-polly-default-tile-size=64" in flags

@@ -40,7 +40,10 @@ def test_every_registered_task_is_declared_whole():
             else task.has("profile_kind"), name
         assert any(task.has(h) for h in hooks) or task.applied_when is None, name
         if task.has("injection"):
-            assert callable(task.injection()), name
+            injection = task.injection()
+            # one function, or several (the plugin's and flags of its own)
+            assert callable(injection) or (
+                isinstance(injection, tuple) and injection and all(map(callable, injection))), name
         # a task that can be forced says what forcing it measured
         assert not task.applied_when or len(task.measured) > 40, name
         if task.has("profile_kind"):
@@ -249,9 +252,15 @@ def test_a_task_has_the_hooks_it_overrides_and_only_those():
     found = tasks()
     size, loops = found["code-size"], found["loop-vectorize"]
     assert all(size.has(h) for h in ("compile_step", "link_step", "head_class"))
-    # loop-vectorize links the adaptive runtime (adapt_loops); loop-nests has no step
+    # loop-vectorize and loop-nests link the adaptive runtime (adapt_loops, for
+    # their functions' versions): one step they share, its setting declared once
+    nests = found["loop-nests"]
     assert loops.has("link_step") and not loops.has("compile_step")
-    assert not any(found["loop-nests"].has(h) for h in ("compile_step", "link_step"))
+    assert nests.has("link_step") and not nests.has("compile_step")
+    assert nests.link_step() is loops.link_step()
+    from mirecc.taskapi.config import all_settings
+
+    assert [s.key for s in all_settings()].count("adapt_loops") == 1
     assert loops.has("injection") and loops.has("explain") and not size.has("injection")
     assert all(size.compile_step().has(m) for m in ("verify", "gate", "early"))
     # a task's steps answer only what they override: the CUDA planner is no build step

@@ -8,6 +8,7 @@ Shipped head: ``heads/loop-nests``.
 
 This module is the task's declaration: standard library only.
 """
+from mirecc.runtime.versions import ADAPT_LOOPS, RUNTIME, adapting
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
@@ -31,7 +32,8 @@ class LoopNests(Task):
     applied_when = "apply_loop_nests"
     settings = (Setting("apply_loop_nests", "MIRECC_APPLY_LOOP_NESTS", parse_bool, False,
                         "apply the loop-nests head's schedules (default: shown by "
-                        "--explain and recorded only)"),)
+                        "--explain and recorded only)"),
+                ADAPT_LOOPS)
     opt_levels = OPT_LEVELS
     measured = ("leave one program out on 81 timed cases of 47 programs (docs/results/"
                 "loop-nests.md): guessing 1.26x geomean over -O3 with 2 programs below "
@@ -53,7 +55,16 @@ class LoopNests(Task):
     reasons = {
         "no-nests": "no loop nest of depth 2 or more",
         "user-schedule": "the source chose its loops' schedule (loop pragmas)",
+        "no-schedule-gain": "no function with a nest expected to gain from a schedule "
+                            "(adapt_loops)",
     }
+
+    def applies(self, config) -> bool:
+        return bool(getattr(config, "apply_loop_nests", False) or adapting(config))
+
+    def link_step(self):
+        # with adapt_loops its versions call the adaptive runtime
+        return RUNTIME
 
     def head_class(self):
         # lazy: declarations are read on every compile
@@ -63,9 +74,17 @@ class LoopNests(Task):
 
     def injection(self):
         # lazy: declarations are read on every compile
+        from mirecc.plugin.decisions import inject as plugin
         from mirecc.tasks.loop_nests.head import inject
 
-        return inject
+        # versions (adapt_loops) through the plugin; Polly's flags of its own
+        return (plugin, inject)
+
+    def plugin_entry(self, source, decisions):
+        # lazy: declarations are read on every compile
+        from mirecc.tasks.loop_nests.head import plugin_entry
+
+        return plugin_entry(source, decisions)
 
     def profile_kind(self):
         # lazy: declarations are read on every compile

@@ -21,12 +21,21 @@ clears ``min_gain``, are largest; those functions (and the callers a static
 one is inlined into, :func:`.features.apply_set`) get it
 (:func:`inject`).  A user's own ``-mllvm -polly...`` or loop pragmas win.
 
+With ``adapt_loops`` the schedule is not a bet but a trial
+(:meth:`LoopNestHead._versions`): each function whose trees' median expects
+a gain from the TU's schedule gets a version of its own with it (Polly on
+that clone alone, ``<fn>.mirecc.v<i>.polly``), beside LLVM's and the
+loop-vectorize head's versions; the adaptive runtime linked into the
+program keeps it only where it measures faster.
+
 Only the standard library is imported at the top (see mirecc.taskapi.records).
 """
 from __future__ import annotations
 
 import math
+import os
 
+from mirecc.runtime.versions import adapting
 from mirecc.taskapi.api import NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import task as declared_task
@@ -34,6 +43,8 @@ from mirecc.taskapi.onnxhead import OnnxHead
 from mirecc.tasks.loop_nests.schedules import SPACE, flags, user_schedule
 
 TASK = "loop-nests"
+#: functions clang outlines from OpenMP regions: adapt_openmp decides those
+OPENMP_OUTLINED = (".omp_outlined", "__omp_offloading")
 
 
 class LoopNestHead(OnnxHead):
@@ -52,8 +63,11 @@ class LoopNestHead(OnnxHead):
         self.quantile = self._number("quantile", 0.0, 1.0)
         self.min_gain = self._number("min_gain", 0.0, 10.0)
         self.apply = bool(getattr(self.config, "apply_loop_nests", False))
+        self.adapt = adapting(self.config)
 
     def _settings(self) -> str:
+        if self.adapt:
+            return "|adapt"
         return "|apply" if self.apply else "|record"
 
     def applies_to(self, request) -> bool:
@@ -105,6 +119,8 @@ class LoopNestHead(OnnxHead):
         gains over the functions where it clears ``min_gain``; those
         functions get it, the others keep LLVM's."""
         G = ctx.notes[self.name]
+        if self.adapt:
+            return self._versions(ctx, rankings, G)
         score = {c: 0.0 for c in self.classes}
         for r in rankings:
             for cand in r.candidates:
@@ -152,21 +168,86 @@ class LoopNestHead(OnnxHead):
                 applied=applied, advisory=advisory, candidates=candidates_of(r)))
         return decisions
 
+    def _versions(self, ctx, rankings, G):
+        """With ``adapt_loops``: the TU's schedule (the one whose trees'
+        median gains, summed over the functions expecting one, are largest:
+        Polly's settings are per compile) as a version of each function
+        whose median expects a gain from it, Polly on that clone alone.  The
+        median, not the head's low quantile: a version is tried where the
+        program runs and kept only where it measures faster."""
+        import numpy as np  # lazy: numpy, as in rank
+        from mirecc.ir.text import function_digests  # lazy: adapt_loops only
+        from mirecc.runtime.versions import POLLY_TAG, entry  # lazy: adapt_loops only
+
+        median = np.median(G, axis=1)              # (functions, classes)
+        digests = function_digests(ctx.ir_text)
+        offered = [i for i, r in enumerate(rankings)
+                   if r.target in digests and not r.target.startswith(OPENMP_OUTLINED)]
+        score = np.clip(median[offered], 0.0, None).sum(axis=0) if offered else None
+        if score is None or float(score.max()) <= 0.0:
+            raise NoDecision("no schedule's median expects a gain for a function with a nest",
+                             code="no-schedule-gain")
+        k = int(score.argmax())
+        best = self.classes[k]
+        source = os.path.basename(ctx.request.source)
+        decisions = []
+        for i in offered:
+            r, gain = rankings[i], float(median[i, k])
+            if gain <= 0.0:
+                continue
+            versions = [{"name": best, "loops": {}, "tag": POLLY_TAG}]
+            value = {**entry(source, r.target, digests[r.target], versions), "schedule": best}
+            why = (f"function {r.target} with a version scheduled by {best} (Polly on that "
+                   f"version alone; the trees' median expects {math.exp(gain):.2f}x LLVM's "
+                   f"schedule's speed): the runtime tries it in the program's runs and keeps "
+                   f"it only where it measures faster")
+            decisions.append(Decision(
+                task=TASK, target=r.target, value=value, default="llvm",
+                confidence=float((G[i, :, k] > 0.0).mean()),
+                reason=f"{why}; loop-nest statistics of the build's IR", applied=True,
+                advisory=False, candidates=candidates_of(r)))
+        if not decisions:
+            raise NoDecision(f"no function's median expects a gain from {best}",
+                             code="no-schedule-gain")
+        return decisions
+
+
+def is_versions(decision) -> bool:
+    """A function's versions (``adapt_loops``), not a schedule on the function."""
+    return "versions" in decision.value
+
+
+def plugin_entry(source, decisions) -> dict:
+    """The task's part of a module entry (``Task.plugin_entry``): its functions'
+    versions; a schedule on the function itself needs no plugin."""
+    return {"versions": {d.target: {k: d.value[k] for k in ("key", "name", "versions")}
+                         for d in decisions if is_versions(d)}}
+
 
 def inject(decisions_by_source: dict, compiler: str, config) -> list[str]:
     """The flags of the applied loop-nest decisions (the task's
-    ``Task.injection()``): Polly with the TU's schedule on its chosen functions.
+    ``Task.injection()``): Polly with the TU's schedule on its chosen functions
+    (with ``adapt_loops``: on their clones tagged for it).
     Sources of one command that want different schedules cannot be served
     by one set of flags: ValueError (the plain compile runs)."""
-    schedules, functions = set(), set()
+    schedules, functions, clones = set(), set(), set()
     for decisions in decisions_by_source.values():
         for d in decisions:
             if d.applied and d.value:
                 schedules.add(d.value["schedule"])
-                functions.update(d.value["functions"])
+                if is_versions(d):
+                    clones.add(d.target)
+                else:
+                    functions.update(d.value["functions"])
     if not schedules:
         return []
     if len(schedules) > 1:
         raise ValueError(f"the sources of one command want different loop-nest schedules "
                          f"({', '.join(sorted(schedules))})")
+    if clones:
+        # lazy: adapt_loops only
+        from mirecc.runtime.versions import POLLY_TAG, tagged_clones
+
+        return flags(schedules.pop(), sorted(functions),
+                     [tagged_clones(f, POLLY_TAG) for f in sorted(clones)])
     return flags(schedules.pop(), sorted(functions))

@@ -42,11 +42,12 @@ SPACE = ("polly", "polly-no-matmul", "polly-tile64", "polly-tile128-2nd", "polly
 _USER_OPTIONS = re.compile(r"^-(polly|enable-unroll-and-jam|enable-loop-distribute)")
 
 
-def flags(schedule: str, functions) -> list[str]:
-    """The clang flags that give ``functions`` the ``schedule``."""
+def flags(schedule: str, functions, patterns=()) -> list[str]:
+    """The clang flags that give ``functions`` (and the functions the
+    anchored regexes ``patterns`` match) the ``schedule``."""
     if schedule not in SPACE:
         raise ValueError(f"unknown loop-nest schedule {schedule!r} (known: {', '.join(SPACE)})")
-    only = ",".join(f"^{re.escape(f)}$" for f in functions)
+    only = ",".join([f"^{re.escape(f)}$" for f in functions] + list(patterns))
     return [*TIMED[schedule], "-mllvm", f"-polly-only-func={only}"]
 
 

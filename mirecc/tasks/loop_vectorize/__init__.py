@@ -14,9 +14,8 @@ Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.runtime.link import AdaptiveRuntime
+from mirecc.runtime.versions import ADAPT_LOOPS, ADAPT_VERSIONS, RUNTIME, adapting
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
-from mirecc.taskapi.settings import as_positive_int
 
 
 def _vectorize_suite():
@@ -36,16 +35,6 @@ def _tune_suite():
 # the -O levels the head decides at (without "-O"): LLVM's vectorizer runs there
 OPT_LEVELS = ("2", "3", "fast")
 
-def _versions(text: str) -> int:
-    n = as_positive_int(text)
-    if not 2 <= n <= 8:
-        raise ValueError("must be 2..8 (LLVM's own version among them)")
-    return n
-
-
-# with adapt_loops, a call that links carries the adaptive runtime
-_ADAPTIVE_RUNTIME = AdaptiveRuntime("adapt_loops")
-
 
 class LoopVectorize(Task):
     name = "loop-vectorize"
@@ -57,14 +46,7 @@ class LoopVectorize(Task):
     settings = (Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
                         "apply the loop-vectorize head's factors (default: record them "
                         "only)"),
-                Setting("adapt_loops", "MIRECC_ADAPT_LOOPS", parse_bool, False,
-                        "compile each function whose loops the head expects to gain in a few "
-                        "versions (LLVM's and the head's best factors); the runtime linked into "
-                        "the program tries them in its runs and keeps what measures faster "
-                        "(wins over apply_loop_decisions)"),
-                Setting("adapt_versions", "MIRECC_ADAPT_VERSIONS", _versions, 3,
-                        "versions per function with adapt_loops, LLVM's own among them "
-                        "(each one a copy of the function's code)"))
+                ADAPT_LOOPS, ADAPT_VERSIONS)
     opt_levels = OPT_LEVELS
     # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
     measured = ("leave one family out on its labels (mire vectorize-train, "
@@ -101,11 +83,10 @@ class LoopVectorize(Task):
     }
 
     def applies(self, config) -> bool:
-        return bool(getattr(config, "apply_loop_decisions", False)
-                    or getattr(config, "adapt_loops", False))
+        return bool(getattr(config, "apply_loop_decisions", False) or adapting(config))
 
     def link_step(self):
-        return _ADAPTIVE_RUNTIME
+        return RUNTIME
 
     def head_class(self):
         # lazy: declarations are read on every compile

@@ -36,7 +36,6 @@ Only the standard library is imported at the top (see mirecc.taskapi.records).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 
@@ -239,10 +238,9 @@ class LoopVectorizeHead(OnnxHead):
         would be the same), as versions are code (the binary grows by the
         function's size per version); its key in the runtime's store is its
         code digest and its versions."""
-        import hashlib  # lazy: adapt_loops only
-
         import numpy as np  # lazy: numpy, only when the head ranks
         from mirecc.ir.text import function_digests  # lazy: adapt_loops only
+        from mirecc.runtime.versions import entry  # lazy: adapt_loops only
 
         digests = function_digests(ctx.ir_text)
         source = os.path.basename(ctx.request.source)
@@ -280,9 +278,7 @@ class LoopVectorizeHead(OnnxHead):
                 versions.append({"name": name, "loops": factors})
             if not versions:
                 continue
-            key = hashlib.sha256(json.dumps([digests[fn], versions], sort_keys=True)
-                                 .encode()).hexdigest()[:16]
-            value = {"key": key, "name": f"{source} {fn}", "versions": versions}
+            value = entry(source, fn, digests[fn], versions)
             why = (f"function {fn} in {len(versions) + 1} versions (LLVM's, "
                    f"{', '.join(v['name'] for v in versions)}; the head's order, its median "
                    f"expecting up to {math.exp(expected):.3f}x for a loop): the runtime "
