@@ -101,6 +101,22 @@ def run(exe: Path, store: Path, *args: str, **env: str) -> subprocess.CompletedP
                           env={**clean, "MIRECC_ADAPT_STORE": str(store), **env})
 
 
+def runs_as_clangs(clang, src: Path, flags, runtime: Path, tmp: Path, runs: int) -> list:
+    """``src`` built with ``flags`` and the runtime, run ``runs`` times from
+    an empty store, each run printing what clang -O3's build prints; the
+    store's cells."""
+    _err, _ = compile_(clang, src, ["-O3"], flags)
+    exe = tmp / f"{src.stem}.versions"
+    subprocess.run([clang, str(src.with_suffix(".o")), "-o", str(exe),
+                    *rb.link_arguments(clang, runtime.parent.parent)], check=True)
+    subprocess.run([clang, "-O3", str(src), "-o", str(tmp / "plain")], check=True)
+    want = subprocess.run([str(tmp / "plain")], capture_output=True, text=True).stdout
+    store = tmp / "store.txt"
+    for _ in range(runs):
+        assert run(exe, store).stdout == want
+    return read_store(store)
+
+
 def plain(clang, tmp: Path) -> str:
     src = tmp / "plain.c"
     src.write_text(PROGRAM)
@@ -254,16 +270,7 @@ def test_an_inlinable_function_is_folded_into_its_caller(llvm_plugin, runtime, t
     ir = (tmp_path / "k.ll").read_text()
     assert "define" not in "".join(line for line in ir.splitlines() if "saxpy" in line)
     assert "mirecc.version.site" in ir and ".mirecc.ask" not in ir
-    _err, _ = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec))
-    exe = tmp_path / "k"
-    subprocess.run([clang, str(src.with_suffix(".o")), "-o", str(exe),
-                    *rb.link_arguments(clang, runtime.parent.parent)], check=True)
-    subprocess.run([clang, "-O3", str(src), "-o", str(tmp_path / "plain")], check=True)
-    want = subprocess.run([str(tmp_path / "plain")], capture_output=True, text=True).stdout
-    store = tmp_path / "store.txt"
-    for _ in range(2):
-        assert run(exe, store).stdout == want
-    (cell,) = read_store(store)
+    (cell,) = runs_as_clangs(clang, src, plugin_flags(plugin, dec), runtime, tmp_path, 2)
     assert cell.name == "k.c saxpy" and cell.arms[1].dropped
 
 
@@ -314,16 +321,8 @@ def test_a_tagged_version_keeps_its_name_for_polly(llvm_plugin, runtime, tmp_pat
     _err, _ = compile_(clang, src, ["-O3"], plugin_flags(plugin, dec),
                        out=tmp_path / "none.ll", what="-S -emit-llvm")
     assert "polly.alias.scope" not in (tmp_path / "none.ll").read_text()
-    _err, _ = compile_(clang, src, ["-O3"], [*plugin_flags(plugin, dec), *polly])
-    exe = tmp_path / "n"
-    subprocess.run([clang, str(src.with_suffix(".o")), "-o", str(exe),
-                    *rb.link_arguments(clang, runtime.parent.parent)], check=True)
-    subprocess.run([clang, "-O3", str(src), "-o", str(tmp_path / "plain")], check=True)
-    want = subprocess.run([str(tmp_path / "plain")], capture_output=True, text=True).stdout
-    store = tmp_path / "store.txt"
-    for _ in range(3):
-        assert run(exe, store).stdout == want
-    (cell,) = read_store(store)
+    (cell,) = runs_as_clangs(clang, src, [*plugin_flags(plugin, dec), *polly], runtime,
+                             tmp_path, 3)
     assert [a.name for a in cell.arms] == ["default", "polly", "1x1"]
 
 
