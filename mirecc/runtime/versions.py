@@ -43,6 +43,9 @@ RUNTIME = AdaptiveRuntime("adapt_loops")
 #: ``<fn>.mirecc.v<i>.polly``, kept out of line so that ``-polly-only-func``
 #: reaches it by name
 POLLY_TAG = "polly"
+#: functions clang outlines from OpenMP regions: not versioned (adapt_openmp
+#: decides their regions)
+OPENMP_OUTLINED = (".omp_outlined", "__omp_offloading")
 
 
 def adapting(config) -> bool:

@@ -43,8 +43,6 @@ from mirecc.taskapi.onnxhead import OnnxHead
 from mirecc.tasks.loop_nests.schedules import SPACE, flags, user_schedule
 
 TASK = "loop-nests"
-#: functions clang outlines from OpenMP regions: adapt_openmp decides those
-OPENMP_OUTLINED = (".omp_outlined", "__omp_offloading")
 
 
 class LoopNestHead(OnnxHead):
@@ -177,7 +175,8 @@ class LoopNestHead(OnnxHead):
         program runs and kept only where it measures faster."""
         import numpy as np  # lazy: numpy, as in rank
         from mirecc.ir.text import function_digests  # lazy: adapt_loops only
-        from mirecc.runtime.versions import POLLY_TAG, entry  # lazy: adapt_loops only
+        # lazy: adapt_loops only
+        from mirecc.runtime.versions import OPENMP_OUTLINED, POLLY_TAG, entry
 
         median = np.median(G, axis=1)              # (functions, classes)
         digests = function_digests(ctx.ir_text)

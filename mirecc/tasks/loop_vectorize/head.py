@@ -51,8 +51,6 @@ ALL_FEATURES = ["loop_embedding", "function_embedding", "loop_statistics", "reas
 EMBEDDING_FEATURES = ("loop_embedding", "function_embedding")
 # flags that choose the target's instruction set: the labels were measured
 # for one target, so a TU built for another gets no decisions
-#: functions clang outlines from OpenMP regions: adapt_openmp decides those
-OPENMP_OUTLINED = (".omp_outlined", "__omp_offloading")
 TARGET_FLAG_PREFIXES = ("-march=", "-mcpu=", "-mtune=", "-mavx", "-msse", "-mno-avx",
                         "-mno-sse", "-mfma", "-mprefer-vector-width=", "--target=", "-target")
 
@@ -240,7 +238,7 @@ class LoopVectorizeHead(OnnxHead):
         code digest and its versions."""
         import numpy as np  # lazy: numpy, only when the head ranks
         from mirecc.ir.text import function_digests  # lazy: adapt_loops only
-        from mirecc.runtime.versions import entry  # lazy: adapt_loops only
+        from mirecc.runtime.versions import OPENMP_OUTLINED, entry  # lazy: adapt_loops only
 
         digests = function_digests(ctx.ir_text)
         source = os.path.basename(ctx.request.source)
