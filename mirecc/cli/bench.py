@@ -743,8 +743,9 @@ def level_table(rows: list[LevelRow], flags: list[str], defaults_sentence: str,
                      if identical == len(defaults) and not applied else ".")]
     for r in forced:
         if r.adapted:
-            what = ("its functions whose loops the loop-vectorize head expects to gain are "
-                    "compiled in versions (LLVM's and the head's best factors); the program "
+            what = ("its functions whose loops a head expects to gain are compiled in "
+                    "versions (LLVM's, the loop-vectorize head's best factors, and for a "
+                    "loop nest the loop-nests head's Polly schedule); the program "
                     "linked by mirecc carries the runtime, which tries the versions against "
                     "LLVM's and keeps what measures faster (a function called once per "
                     "process: one version per run)" if "ADAPT_LOOPS" in r.setting else
