@@ -52,6 +52,17 @@ def adapting(config) -> bool:
     return bool(getattr(config, ADAPT_LOOPS.key, False))
 
 
+def versions_of(config) -> int:
+    """``adapt_versions`` under ``config`` (its default where unset)."""
+    return getattr(config, ADAPT_VERSIONS.key, ADAPT_VERSIONS.default)
+
+
+def is_versions(decision) -> bool:
+    """A function's versions (a ``versions`` entry), not a decision applied
+    to the function itself (one loop's factors, a schedule)."""
+    return isinstance(decision.value, dict) and "versions" in decision.value
+
+
 def entry(source: str, function: str, digest: str, versions: list[dict]) -> dict:
     """A function's ``versions`` entry: its key in the runtime's store is a
     digest of its code and its versions (new versions, new verdicts)."""

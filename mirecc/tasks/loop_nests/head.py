@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import os
 
-from mirecc.runtime.versions import adapting
+from mirecc.runtime.versions import adapting, is_versions
 from mirecc.taskapi.api import NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import task as declared_task
@@ -209,11 +209,6 @@ class LoopNestHead(OnnxHead):
             raise NoDecision(f"no function's median expects a gain from {best}",
                              code="no-schedule-gain")
         return decisions
-
-
-def is_versions(decision) -> bool:
-    """A function's versions (``adapt_loops``), not a schedule on the function."""
-    return "versions" in decision.value
 
 
 def plugin_entry(source, decisions) -> dict:

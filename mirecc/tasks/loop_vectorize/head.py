@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import os
 
+from mirecc.runtime.versions import adapting, is_versions, versions_of
 from mirecc.taskapi.api import NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import task as declared_task
@@ -115,8 +116,8 @@ class LoopVectorizeHead(OnnxHead):
         self.min_gain = self._number("min_gain", 0.0, 10.0)
         # off by default: the decisions are then recorded, not applied
         self.apply = bool(getattr(self.config, "apply_loop_decisions", False))
-        self.adapt = bool(getattr(self.config, "adapt_loops", False))
-        self.versions = getattr(self.config, "adapt_versions", 3)
+        self.adapt = adapting(self.config)
+        self.versions = versions_of(self.config)
 
     def _settings(self) -> str:
         if self.adapt:
@@ -225,7 +226,6 @@ class LoopVectorizeHead(OnnxHead):
                 advisory=advisory, candidates=candidates_of(ranking)))
         return decisions
 
-
     def _versions(self, ctx, rankings, G, how):
         """Per function holding ranked loops, one decision: its versions
         beside LLVM's own (``adapt_versions`` in all), version ``i`` forcing
@@ -289,11 +289,6 @@ class LoopVectorizeHead(OnnxHead):
             raise NoDecision("no function's loops are expected to gain from other factors",
                              code="no-expected-gain")
         return decisions
-
-
-def is_versions(decision) -> bool:
-    """A function's versions (``adapt_loops``), not one loop's factors."""
-    return isinstance(decision.value, dict) and "versions" in decision.value
 
 
 def explain_loop_decisions(result, ctx):
