@@ -398,3 +398,31 @@ def test_two_tasks_versions_of_one_function_are_merged():
     flags = inject({"a.c": [nests]}, "clang-14", None)
     assert flags[-1] == r"-polly-only-func=^f\.mirecc\.v[0-9]+\.polly$"
     assert "-polly-default-tile-size=64" in flags
+
+
+def test_a_nest_whose_accesses_do_not_move_gets_no_schedule_version(tmp_path):
+    """Debian's zlib (as setup fetches it): adler32_z's nest walks a byte
+    pointer, so no access moves with its loops and a schedule has nothing to
+    reorder; the shipped head's median still expects a gain there (it never
+    saw code like it), so the rule, not the head, leaves it out."""
+    from mirecc.cli.bench import fetched_library
+    from mirecc.tasks.loop_nests import features as F
+
+    tree = fetched_library()
+    if tree is None or not shutil.which("clang-14"):
+        pytest.skip("no zlib source fetched by scripts/setup.sh, or no clang-14")
+    ir = subprocess.run(["clang-14", "-O3", "-Xclang", "-disable-llvm-passes", "-S",
+                         "-emit-llvm", str(tree / "adler32.c"), "-o", "-"],
+                        capture_output=True, text=True, check=True).stdout
+    stats = F.function_features(ir, F.parse_functions(ir))["adler32_z"]
+    assert stats["unit_share"] == stats["strided_share"] == 0
+    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    env.update(MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_ADAPT_LOOPS="1")
+    explained = subprocess.run([mirecc, "-O3", "-c", str(tree / "adler32.c"), "-o",
+                                str(tmp_path / "a.o"), "--explain"], check=True, env=env,
+                               capture_output=True, text=True).stdout
+    assert "[no-schedule-gain] loop-nests: no function with a nest has an access that moves" \
+        in explained, explained
+    nm = subprocess.run(["nm", str(tmp_path / "a.o")], capture_output=True, text=True).stdout
+    assert ".polly" not in nm

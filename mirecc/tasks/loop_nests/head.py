@@ -109,16 +109,19 @@ class LoopNestHead(OnnxHead):
                                             for c, s in zip(self.classes, q.tolist())]
             cands.sort(key=lambda c: -c.score)
             rankings.append(Ranking(name, tuple(cands)))
-        ctx.notes[self.name] = G
+        # for decide: the trees' gains, and per function whether any of its
+        # accesses moves with its loops (what a schedule reorders)
+        ctx.notes[self.name] = (G, [feats[f]["unit_share"] + feats[f]["strided_share"] > 0
+                                    for f in names])
         return rankings
 
     def decide(self, ctx, rankings):
         """One schedule for the TU: the one with the largest sum of quantile
         gains over the functions where it clears ``min_gain``; those
         functions get it, the others keep LLVM's."""
-        G = ctx.notes[self.name]
+        G, moving = ctx.notes[self.name]
         if self.adapt:
-            return self._versions(ctx, rankings, G)
+            return self._versions(ctx, rankings, G, moving)
         score = {c: 0.0 for c in self.classes}
         for r in rankings:
             for cand in r.candidates:
@@ -166,13 +169,17 @@ class LoopNestHead(OnnxHead):
                 applied=applied, advisory=advisory, candidates=candidates_of(r)))
         return decisions
 
-    def _versions(self, ctx, rankings, G):
+    def _versions(self, ctx, rankings, G, moving):
         """With ``adapt_loops``: the TU's schedule (the one whose trees'
         median gains, summed over the functions expecting one, are largest:
         Polly's settings are per compile) as a version of each function
         whose median expects a gain from it, Polly on that clone alone.  The
         median, not the head's low quantile: a version is tried where the
-        program runs and kept only where it measures faster."""
+        program runs and kept only where it measures faster.  A function
+        none of whose accesses moves with its loops (no unit-stride or
+        strided access: zlib's byte loops, pointers walked in a while) gets
+        none: a schedule has nothing there to reorder, and no labelled
+        program is like it (each has a third or more of such accesses)."""
         import numpy as np  # lazy: numpy, as in rank
         from mirecc.ir.text import function_digests  # lazy: adapt_loops only
         # lazy: adapt_loops only
@@ -180,8 +187,11 @@ class LoopNestHead(OnnxHead):
 
         median = np.median(G, axis=1)              # (functions, classes)
         digests = function_digests(ctx.ir_text)
-        offered = [i for i, r in enumerate(rankings)
-                   if r.target in digests and not r.target.startswith(OPENMP_OUTLINED)]
+        offered = [i for i, r in enumerate(rankings) if moving[i] and r.target in digests
+                   and not r.target.startswith(OPENMP_OUTLINED)]
+        if not any(moving):
+            raise NoDecision("no function with a nest has an access that moves with its "
+                             "loops: a schedule has nothing to reorder", code="no-schedule-gain")
         score = np.clip(median[offered], 0.0, None).sum(axis=0) if offered else None
         if score is None or float(score.max()) <= 0.0:
             raise NoDecision("no schedule's median expects a gain for a function with a nest",
