@@ -117,6 +117,15 @@ def runs_as_clangs(clang, src: Path, flags, runtime: Path, tmp: Path, runs: int)
     return read_store(store)
 
 
+def driver(tmp: Path, **settings: str) -> tuple[str, dict]:
+    """The installed mirecc and an environment of no MIRECC_ settings but a
+    cache of its own and ``settings``."""
+    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
+    env.update(MIRECC_CACHE_DIR=str(tmp / "cache"), **settings)
+    return mirecc, env
+
+
 def plain(clang, tmp: Path) -> str:
     src = tmp / "plain.c"
     src.write_text(PROGRAM)
@@ -220,12 +229,9 @@ def test_the_driver_versions_only_with_the_setting(tmp_path):
     it the object is clang's byte for byte and the link takes nothing."""
     if not shutil.which("clang-14"):
         pytest.skip("clang-14 is not installed")
-    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
     src = tmp_path / "k.c"
     src.write_text(PROGRAM)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
-    env.update(MIRECC_CACHE_DIR=str(tmp_path / "cache"),
-               MIRECC_ADAPT_STORE=str(tmp_path / "store.txt"))
+    mirecc, env = driver(tmp_path, MIRECC_ADAPT_STORE=str(tmp_path / "store.txt"))
     subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "a.o")],
                    check=True, env=env)
     subprocess.run(["clang-14", "-O3", "-c", str(src), "-o", str(tmp_path / "b.o")], check=True)
@@ -346,12 +352,10 @@ def test_the_driver_offers_the_loop_nests_schedule_as_a_version(tmp_path):
     program prints clang's output."""
     if not shutil.which("clang-14"):
         pytest.skip("clang-14 is not installed")
-    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
     src = tmp_path / "n.c"
     src.write_text(NEST)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
-    env.update(MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_ADAPT_LOOPS="1",
-               MIRECC_ADAPT_STORE=str(tmp_path / "store.txt"))
+    mirecc, env = driver(tmp_path, MIRECC_ADAPT_LOOPS="1",
+                         MIRECC_ADAPT_STORE=str(tmp_path / "store.txt"))
     explained = subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "n.o"),
                                 "--explain"], check=True, env=env, capture_output=True,
                                text=True).stdout
@@ -416,9 +420,7 @@ def test_a_nest_whose_accesses_do_not_move_gets_no_schedule_version(tmp_path):
                         capture_output=True, text=True, check=True).stdout
     stats = F.function_features(ir, F.parse_functions(ir))["adler32_z"]
     assert stats["unit_share"] == stats["strided_share"] == 0
-    mirecc = shutil.which("mirecc", path=str(Path(os.sys.executable).parent)) or "mirecc"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
-    env.update(MIRECC_CACHE_DIR=str(tmp_path / "cache"), MIRECC_ADAPT_LOOPS="1")
+    mirecc, env = driver(tmp_path, MIRECC_ADAPT_LOOPS="1")
     explained = subprocess.run([mirecc, "-O3", "-c", str(tree / "adler32.c"), "-o",
                                 str(tmp_path / "a.o"), "--explain"], check=True, env=env,
                                capture_output=True, text=True).stdout
