@@ -59,6 +59,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Transforms/Utils/Cloning.h"
+#include "llvm/Transforms/Utils/ModuleUtils.h"
 
 #include "mirecc_plugin.h"
 #include <cstdlib>
@@ -655,8 +656,8 @@ std::vector<unsigned> boundingArguments(Function &f, LoopInfo &li) {
   return out;
 }
 
-void makeVersions(Module &m, Function &f, const VersionSet &set,
-                  const std::vector<unsigned> &sizeArgs) {
+GlobalVariable *makeVersions(Module &m, Function &f, const VersionSet &set,
+                             const std::vector<unsigned> &sizeArgs) {
   LLVMContext &ctx = m.getContext();
   std::vector<Function *> clones;
   for (size_t i = 0; i <= set.names.size(); ++i) {
@@ -827,7 +828,7 @@ void makeVersions(Module &m, Function &f, const VersionSet &set,
     IRBuilder<> a(slow);
     locate(f, a);
     forward(a, f, ask, true);
-    return;
+    return site;
   }
   auto *dispatch = BasicBlock::Create(ctx, "dispatch", &f);
   b.CreateBr(dispatch);
@@ -853,6 +854,31 @@ void makeVersions(Module &m, Function &f, const VersionSet &set,
   versions(f, b, which, nullptr, false, done, result);
   b.SetInsertPoint(done);
   finishAt(f, b, sitePtr, token, result);
+  return site;
+}
+
+// The module's sites handed to the runtime before main (a constructor
+// calling __mirecc_version_prepare(&site) for each, through its weak
+// helper): the runtime reads its settings and store and sets each site up
+// there, not in the first call of the function, which may be timed (a
+// kernel run once per process) and finds its caches cold.
+void prepareAtStart(Module &m, ArrayRef<GlobalVariable *> sites) {
+  if (sites.empty()) return;
+  LLVMContext &ctx = m.getContext();
+  // the descriptor's key field: i8* on typed-pointer LLVM, ptr on opaque
+  Type *charPtr = cast<StructType>(sites[0]->getValueType())->getElementType(2);
+  Function *prepare = mirecc::weakCaller(
+      m, "__mirecc_version_prepare",
+      FunctionType::get(Type::getVoidTy(ctx), {charPtr}, false));
+  Function *ctor = Function::Create(FunctionType::get(Type::getVoidTy(ctx), false),
+                                    GlobalValue::InternalLinkage, ".mirecc.versions.prepare", &m);
+  ctor->addFnAttr(Attribute::NoUnwind);
+  ctor->addFnAttr(Attribute::Cold);
+  ctor->addFnAttr(Attribute::NoInline);
+  IRBuilder<> b(BasicBlock::Create(ctx, "entry", ctor));
+  for (GlobalVariable *site : sites) b.CreateCall(prepare, {b.CreatePointerCast(site, charPtr)});
+  b.CreateRetVoid();
+  appendToGlobalCtors(m, ctor, 65535);
 }
 
 struct VersionsPass : PassInfoMixin<VersionsPass> {
@@ -862,6 +888,7 @@ struct VersionsPass : PassInfoMixin<VersionsPass> {
     auto &fam =
         mam.getResult<FunctionAnalysisManagerModuleProxy>(m).getManager();
     bool changed = false;
+    std::vector<GlobalVariable *> sites;
     for (const std::string &key : {m.getSourceFileName(), std::string("*")}) {
       auto mv = d.versions.find(key);
       if (mv == d.versions.end()) continue;
@@ -892,10 +919,11 @@ struct VersionsPass : PassInfoMixin<VersionsPass> {
         std::vector<unsigned> sizeArgs =
             boundingArguments(*f, fam.getResult<LoopAnalysis>(*f));
         fam.clear(*f, f->getName());
-        makeVersions(m, *f, set, sizeArgs);
+        sites.push_back(makeVersions(m, *f, set, sizeArgs));
         changed = true;
       }
     }
+    prepareAtStart(m, sites);
     return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
   }
 };

@@ -252,14 +252,17 @@ static int choose(struct state *s, struct cell *c) {
     }
     return c->best;
   }
-  if (c->batch <= 1 && count(&c->arm[0]) >= 3 && median(&c->arm[0]) < min_seconds) {
+  if ((c->batch <= 1 || c->across) && count(&c->arm[0]) >= 3 &&
+      median(&c->arm[0]) < min_seconds) {
     /* too short to time alone: timed in batches (the fork and join
-       included), else left alone */
+       included), else left alone; explored across runs (a few invocations
+       per run), it is left alone: a batch cannot span runs, and what it
+       could gain is a few microseconds per process */
     double m = median(&c->arm[0]);
     int b = 2;
     while (b < MAX_BATCH && m * b < min_seconds) b *= 2;
     c->dirty = 1;
-    if (!batch_short || m <= 0 || m * b < min_seconds) {
+    if (!batch_short || c->across || m <= 0 || m * b < min_seconds) {
       c->phase = SHORT;
       c->best = 0;
       return 0;
@@ -489,7 +492,7 @@ static void apply_line(struct state *s, char *line) {
     if (!strcmp(c->arm[i].name, stored_best)) c->best = i, known = 1;
     if (!strcmp(c->arm[i].name, stored_cur)) c->cur = i;
   }
-  if (c->phase == SHORT && batch_short) {
+  if (c->phase == SHORT && batch_short && !c->across) {
     /* left alone by a runtime that did not time in batches: this one does */
     c->phase = EXPLORE;
     c->cur = 1;

@@ -157,6 +157,10 @@ def test_the_function_becomes_a_dispatch_over_its_versions(llvm_plugin, tmp_path
     assert "__mirecc_version_begin" not in dispatch
     assert "version_begin" in body("saxpy.mirecc.ask")
     assert re.search(r"define internal .*@saxpy\.mirecc\.ask\(.*#", ir)
+    # the site handed to the runtime before main, by a constructor
+    assert re.search(r"@llvm.global_ctors = .*@\.mirecc\.versions\.prepare", ir)
+    assert "__mirecc_version_prepare(" in body(".mirecc.versions.prepare").replace(
+        "@__mirecc_weak__mirecc_version_prepare(", "__mirecc_version_prepare(")
     # each version's loop vectorized as its factors say, LLVM's as LLVM does
     _err, vect = compile_(clang, src, ["-O3"], [*plugin_flags(plugin, dec)[:-2],
                                                "-Rpass=loop-vectorize"])
@@ -182,6 +186,57 @@ def test_the_runtime_chooses_among_the_versions(llvm_plugin, runtime, tmp_path):
     # every call counted, those the dispatch ran on its fast path (once
     # decided) included
     assert cell.invocations == 3 * 4000
+
+
+# PROGRAM whose main removes the store before its first call of saxpy
+REMOVES_STORE = PROGRAM.replace("  int n = 4096,", "  remove(getenv(\"MIRECC_ADAPT_STORE\"));\n  int n = 4096,")
+
+
+@pytest.mark.parametrize("major", [14, 19])
+def test_the_store_and_the_sites_are_read_before_main(llvm_plugin, runtime, tmp_path, major):
+    """The site's state is set up at the program's start (its first call
+    may be timed, with cold caches): a main that removes the store before
+    calling the function still continues the store's counts."""
+    clang, _major, plugin = llvm_plugin(major)
+    src = tmp_path / "r.c"
+    src.write_text(REMOVES_STORE)
+    dec = decisions(tmp_path / "r.json", "saxpy")
+    compile_(clang, src, ["-O3"], plugin_flags(plugin, dec))
+    exe = tmp_path / "r"
+    subprocess.run([clang, str(src.with_suffix(".o")), "-o", str(exe),
+                    *rb.link_arguments(clang, runtime.parent.parent)], check=True)
+    store = tmp_path / "store.txt"
+    for runs in (1, 2):
+        run(exe, store, "5")
+        (cell,) = read_store(store)
+        assert cell.invocations == 5 * runs
+
+
+def test_a_short_function_called_once_per_run_is_left_alone(llvm_plugin, runtime, tmp_path):
+    """A function called once per process and shorter than the runtime's
+    shortest timed call (MIRECC_ADAPT_MIN_US) is explored across runs until
+    its time is known, then left alone (LLVM's version): a batch of calls
+    cannot span runs, and it could gain a few microseconds per process.
+    (A 1 ms shortest call: a batch of saxpy's calls would reach it.)"""
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _remarks = build(clang, plugin, tmp_path, runtime)
+    plain(clang, tmp_path)
+    want = subprocess.run([str(tmp_path / "plain"), "1"], capture_output=True, text=True,
+                          check=True).stdout
+    store = tmp_path / "store.txt"
+    states = []
+    for _ in range(12):
+        assert run(exe, store, "1", MIRECC_ADAPT_MIN_US="1000").stdout == want
+        (cell,) = read_store(store)
+        states.append(cell.phase)
+    assert states[-1] == 2 and cell.best == "default", (states, cell)
+    # it stays so: no run explores it again
+    at = states.index(2)
+    assert set(states[at:]) == {2}
+    before = [a.samples for a in cell.arms]
+    run(exe, store, "1", MIRECC_ADAPT_MIN_US="1000")
+    (cell,) = read_store(store)
+    assert cell.phase == 2 and [a.samples for a in cell.arms] == before
 
 
 def test_without_the_runtime_llvms_version_runs(llvm_plugin, tmp_path):
