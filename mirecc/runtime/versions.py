@@ -48,6 +48,16 @@ POLLY_TAG = "polly"
 OPENMP_OUTLINED = (".omp_outlined", "__omp_offloading")
 
 
+def versionable(function: str) -> bool:
+    """May a head offer ``function`` versions?  Not ``main``: its time is the
+    whole program's, so a version of it would be judged on everything the
+    program does, one version per run (on the held-out kernels it was still
+    exploring after eight runs); the functions it calls are versioned
+    instead.  Not a function clang outlined from an OpenMP region
+    (:data:`OPENMP_OUTLINED`)."""
+    return function != "main" and not function.startswith(OPENMP_OUTLINED)
+
+
 def adapting(config) -> bool:
     return bool(getattr(config, ADAPT_LOOPS.key, False))
 

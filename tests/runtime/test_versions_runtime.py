@@ -316,6 +316,27 @@ def test_the_driver_versions_only_with_the_setting(tmp_path):
     assert "MIRECC_ADAPT_VERSIONS: bad value: must be 2..8" in bad.stderr
 
 
+def test_main_is_not_versioned(tmp_path):
+    """A held-out kernel whose main's loops the head expects to gain from
+    other factors (its set-up loops): the kernel is versioned, main is not
+    (its time is the whole program's)."""
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    from mirecc.tasks.loop_vectorize.offline.dataset import COMMITTED, kernel_source
+    from mirecc.tasks.loop_vectorize.offline.train import read_labels
+
+    row = next(r for r in read_labels(COMMITTED) if r["name"] == "nested-f32-rowsum-16x128x100")
+    src = tmp_path / "k.c"
+    src.write_text(kernel_source(COMMITTED, row).read_text())
+    mirecc, env = driver(tmp_path, MIRECC_ADAPT_LOOPS="1")
+    subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "k.o")],
+                   check=True, env=env)
+    # the sites' descriptors name their functions (main's versions would be
+    # folded into main, leaving no symbol)
+    data = (tmp_path / "k.o").read_bytes()
+    assert b"k.c kernel\0" in data and b"k.c main\0" not in data
+
+
 def test_an_inlinable_function_is_folded_into_its_caller(llvm_plugin, runtime, tmp_path):
     """A static function clang inlines: each version called from one place,
     so the versions and the dispatch are folded into main as the function

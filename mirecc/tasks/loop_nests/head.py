@@ -183,12 +183,12 @@ class LoopNestHead(OnnxHead):
         import numpy as np  # lazy: numpy, as in rank
         from mirecc.ir.text import function_digests  # lazy: adapt_loops only
         # lazy: adapt_loops only
-        from mirecc.runtime.versions import OPENMP_OUTLINED, POLLY_TAG, entry
+        from mirecc.runtime.versions import POLLY_TAG, entry, versionable
 
         median = np.median(G, axis=1)              # (functions, classes)
         digests = function_digests(ctx.ir_text)
         offered = [i for i, r in enumerate(rankings) if moving[i] and r.target in digests
-                   and not r.target.startswith(OPENMP_OUTLINED)]
+                   and versionable(r.target)]
         if not any(moving):
             raise NoDecision("no function with a nest has an access that moves with its "
                              "loops: a schedule has nothing to reorder", code="no-schedule-gain")

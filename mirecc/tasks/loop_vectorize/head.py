@@ -238,7 +238,7 @@ class LoopVectorizeHead(OnnxHead):
         code digest and its versions."""
         import numpy as np  # lazy: numpy, only when the head ranks
         from mirecc.ir.text import function_digests  # lazy: adapt_loops only
-        from mirecc.runtime.versions import OPENMP_OUTLINED, entry  # lazy: adapt_loops only
+        from mirecc.runtime.versions import entry, versionable  # lazy: adapt_loops only
 
         digests = function_digests(ctx.ir_text)
         source = os.path.basename(ctx.request.source)
@@ -255,7 +255,7 @@ class LoopVectorizeHead(OnnxHead):
             by_function.setdefault(fn, []).append((int(header), ranking, float(gains.max())))
         decisions = []
         for fn, loops in by_function.items():
-            if fn.startswith(OPENMP_OUTLINED) or fn not in digests:
+            if not versionable(fn) or fn not in digests:
                 continue
             expected = max(g for _, _, g in loops)
             if expected <= 0:
