@@ -97,3 +97,27 @@ def function_digests(ir_text: str) -> dict[str, str]:
         text = _NUMBERED_GLOBAL.sub(r"\1", _ATTRIBUTES.sub("#", _METADATA.sub("!", text)))
         out[name] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return out
+
+
+# a call's callee: the first value right before "(" after the opcode (a
+# type never touches its parenthesis; a cast's callee is followed by " to")
+_CALL = re.compile(r"(?:^|\s)(?:call|invoke|callbr)\s.*?([@%])(" + NAME + r")\(")
+
+
+def call_sites(ir_text: str) -> dict[str, list[str]]:
+    """Caller -> its call sites' callees, in layout order: the calls and
+    invokes whose callee is a function named directly (not an intrinsic,
+    not a cast or a pointer).  Site ``k`` of ``f`` has the id ``f:call<k>``,
+    as the pass plugin numbers them (passes/plugin/FORMAT.md, "Call
+    sites"), in the IR as clang emits it before any optimisation."""
+    out = {}
+    for name, _header, body in functions(ir_text):
+        callees = []
+        for line in body:
+            m = _CALL.search(line)
+            if m and m.group(1) == "@":
+                callee = unquote(m.group(2))
+                if not callee.startswith("llvm."):
+                    callees.append(callee)
+        out[name] = callees
+    return out

@@ -253,6 +253,13 @@ std::string parseDecisions(StringRef text, Decisions &d) {
           mirecc::parseRecords(mname, *record->getAsObject(), mwhere);
       if (!problem.empty()) return problem;
     }
+    const json::Value *calls = mod ? mod->get("calls") : nullptr;
+    if (calls) {
+      if (!calls->getAsObject())
+        return mwhere + ": \"calls\" must be an object";
+      std::string problem = mirecc::parseCallDecisions(mname, *calls->getAsObject(), mwhere);
+      if (!problem.empty()) return problem;
+    }
     const json::Value *versions = mod ? mod->get("versions") : nullptr;
     if (versions) {
       if (!versions->getAsObject())
@@ -262,7 +269,7 @@ std::string parseDecisions(StringRef text, Decisions &d) {
     }
     if (mod && mod->get("loops") && !loops)
       return mwhere + ": \"loops\" must be an object";
-    if (!loops && (openmp || record || versions)) continue;  // no loop decisions
+    if (!loops && (openmp || record || versions || calls)) continue;  // no loop decisions
     if (!loops) return mwhere + ": missing object \"loops\"";
     FunctionLoops &fl = d.modules[mname];
     for (const auto &lkv : *loops) {
@@ -302,6 +309,7 @@ const Decisions &decisions() {
     d.versions.clear();
     mirecc::clearOpenMPDecisions();
     mirecc::clearRecords();
+    mirecc::clearCallDecisions();
     errs() << "mirecc-loophints: warning: " << path << ": " << problem
            << "; loops left to LLVM\n";
     return d;
@@ -940,6 +948,8 @@ bool mirecc::decisionsLoaded() { return decisions().ok; }
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
   return {LLVM_PLUGIN_API_VERSION, "mirecc-loophints", "1",
           [](PassBuilder &pb) {
+            // call sites marked first: the versions' clones copy the marks
+            mirecc::registerCallPasses(pb);
             pb.registerPipelineStartEPCallback(
                 [](ModulePassManager &mpm, OptimizationLevel level) {
                   if (level == OptimizationLevel::O0) return;

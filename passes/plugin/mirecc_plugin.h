@@ -50,6 +50,12 @@ std::string parseRecords(llvm::StringRef module, const llvm::json::Object &recor
 void clearRecords();
 void registerRecordPasses(llvm::PassBuilder &pb);
 
+// mirecc_inline.cpp: a module entry's "calls" decisions ("" or an error)
+std::string parseCallDecisions(llvm::StringRef module, const llvm::json::Object &calls,
+                               const std::string &where);
+void clearCallDecisions();
+void registerCallPasses(llvm::PassBuilder &pb);
+
 // mirecc_coarsen.cpp: OpenCL thread coarsening, named for opt only
 void registerCoarsenPasses(llvm::PassBuilder &pb);
 }  // namespace mirecc

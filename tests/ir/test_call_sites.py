@@ -1,0 +1,34 @@
+"""mirecc.ir.text.call_sites: a caller's direct calls in layout order, as the
+pass plugin numbers them (passes/plugin/FORMAT.md, "Call sites"; the plugin
+side is checked on real clangs in tests/plugin/test_call_plugin.py)."""
+from mirecc.ir.text import call_sites
+
+IR = r'''
+define internal i32 @"odd name"(i32 %0) {
+  ret i32 %0
+}
+
+define i32 @main(i32 %argc, i8** %argv) personality i8* null {
+entry:
+  %call = call i32 @f(i32 %argc)
+  %call1 = tail call fastcc %struct.S* @make(%struct.S* @g, i32 %call)
+  call void @llvm.memcpy.p0i8.p0i8.i64(i8* %p, i8* @buf, i64 4, i1 false)
+  %r = call i32 %fp(i32 ()* @f, i8* @buf)
+  %k = call i64 (i32, ...) bitcast (i64 (i64)* @old to i64 (i32, ...)*)(i32 %call)
+  %v = call i32 (i8*, ...) @printf(i8* getelementptr ([4 x i8], [4 x i8]* @.str, i64 0, i64 0), i32 %call)
+  %w = invoke i32 @"odd name"(i32 %call) to label %ok unwind label %bad
+ok:
+  call void asm sideeffect "nop", ""()
+  %s = add i32 %call, %call1
+  ret i32 %s
+bad:
+  ret i32 0
+}
+'''
+
+
+def test_direct_calls_in_layout_order():
+    sites = call_sites(IR)
+    assert sites["odd name"] == []
+    # not the intrinsic, the call through a pointer, the cast, or the asm
+    assert sites["main"] == ["f", "make", "printf", "odd name"]
