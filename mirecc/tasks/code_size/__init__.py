@@ -191,6 +191,14 @@ class CodeSize(Task):
                   "encoder's embedding) by leave-packages-out cross-validation against the "
                   "library order, and ship the best forest as heads/code-size/ranker.onnx, or "
                   "none if none beats it."),
+          Command("size-inline-data", "mirecc.tasks.code_size.offline.inline_labels",
+                  "label call sites for an inlining policy: each site's .text bytes inlined "
+                  "and not inlined",
+                  "For each call site of each corpus module (mire corpus build --opt-level=-Oz)"
+                  " whose callee the module defines, compile the module at its level with the "
+                  "site forced inline and forced out of line (the pass plugin's call-site "
+                  "decisions), every other site left to LLVM, and record the object's .text "
+                  "bytes (resumable)."),
       )
     bench = (
           BenchSuite("size", _size_suite,

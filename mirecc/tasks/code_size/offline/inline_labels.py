@@ -1,0 +1,210 @@
+"""``mire size-inline-data``: the labels of a per-call-site inlining policy
+for size.  For each call site of each corpus module whose callee the module
+defines, the object's ``.text`` bytes at the module's level (``-Oz``) with
+that site forced inline and with it forced out of line (the pass plugin's
+``calls``, passes/plugin/FORMAT.md "Call sites"), every other site left to
+LLVM; and the module's own bytes, nothing forced.
+
+    mire corpus build --opt-level=-Oz --out .work/size-corpus --sources debian ...
+    mire size-inline-data --corpus .work/size-corpus --out .work/inline-labels
+
+Interactions between sites: a site is labelled one at a time, the others as
+LLVM decides them.  That is how a policy's decisions reach a build (a few
+sites forced, LLVM's inliner deciding the rest, the object kept only where
+it is smaller), it costs two compiles per site and no search, and the
+labels are deterministic.  What a whole set of decisions does together is
+measured where it is applied, on whole modules.
+
+Layout of the output directory::
+
+    meta.json     machine, compiler, level (written once, checked on resume)
+    sites.jsonl   one line per (module, site): {"module", "origin", "site",
+                  "caller", "callee", "own", "inline", "noinline"} (bytes),
+                  or {"module", "site", "error"}; appended under a lock, so
+                  a rerun resumes where the last one stopped and two runs
+                  can share it
+    modules.jsonl one line per module done: {"module", "origin", "sites",
+                  "own", "seconds"} (a module with no site to label too)
+
+Modules are split by package as the size dataset's (``dataset.HELD_OUT``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mirecc.frontend.compiler import compiler_version
+from mirecc.ir.text import call_sites, disassemble
+from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, CandidateError, text_bytes
+from mirecc.tasks.code_size.offline.dataset import corpus_modules
+from mirecc.tasks.code_size.offline.labels import codegen_flags
+from mirecc.util.fsutil import append_line_locked, atomic_write_bytes
+
+ROOT = Path(__file__).resolve().parents[4]
+DEFAULT_CORPUS = ROOT / ".work" / "size-corpus"
+DEFAULT_OUT = ROOT / ".work" / "inline-labels"
+
+
+def labelled_sites(ir_text: str) -> list[tuple[str, str, str]]:
+    """(site id, caller, callee) of each call site whose callee the module
+    defines (a call of a declaration cannot be inlined)."""
+    sites = call_sites(ir_text)
+    return [(f"{caller}:call{k}", caller, callee) for caller, callees in sites.items()
+            for k, callee in enumerate(callees) if callee in sites]
+
+
+class Compiler:
+    """The module's object through clang at its level, with one call site's
+    decision when given; its ``.text`` bytes.  A decision the plugin did not
+    apply (no such site: the numbering differs) is an error, not a label."""
+
+    def __init__(self, cc: str, plugin_flags):
+        self.cc = cc
+        self.plugin_flags = plugin_flags      # decisions path -> clang flags
+
+    def text(self, bitcode: str, flags: list[str], workdir: str,
+             site: str | None = None, choice: str | None = None) -> int:
+        extra = []
+        if site:
+            decisions = os.path.join(workdir, "calls.json")
+            Path(decisions).write_text(json.dumps(
+                {"version": 1, "modules": {"*": {"calls": {site: choice}}}}))
+            extra = [*self.plugin_flags(decisions), "-Rpass=mirecc-loophints"]
+        obj = os.path.join(workdir, "site.o")
+        cmd = [self.cc, *flags, *extra, "-w", "-c", "-x", "ir", bitcode, "-o", obj]
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=STEP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise CandidateError(f"clang ran over {STEP_TIMEOUT_S:g} s") from None
+        err = proc.stderr.decode(errors="replace")
+        if proc.returncode != 0:
+            raise CandidateError(f"clang failed: {(err.strip().splitlines() or ['?'])[0]}")
+        if site and f"call {site} to " not in err:
+            raise CandidateError(f"the plugin did not mark {site}: "
+                                 f"{(err.strip().splitlines() or ['no remark'])[0]}")
+        return text_bytes(obj)
+
+
+def label_module(module, compiler: Compiler, done: set, out: Path, limit: int | None) -> dict:
+    """Label the sites of ``module`` not in ``done``; its modules.jsonl line."""
+    started = time.monotonic()
+    flags = codegen_flags(module.flags)
+    with tempfile.TemporaryDirectory(prefix="mirecc-inline-") as tmp:
+        ir = disassemble(Path(module.path).read_bytes(), str(module.path))
+        sites = labelled_sites(ir)
+        if limit:
+            sites = sites[:limit]
+        own = compiler.text(str(module.path), flags, tmp)
+        for site, caller, callee in sites:
+            if site in done:
+                continue
+            row = {"module": module.sha256, "origin": module.origin, "site": site,
+                   "caller": caller, "callee": callee, "own": own}
+            try:
+                for choice in ("inline", "noinline"):
+                    row[choice] = compiler.text(str(module.path), flags, tmp, site, choice)
+            except CandidateError as exc:
+                row = {"module": module.sha256, "site": site, "error": str(exc)[:300]}
+            append_line_locked(out / "sites.jsonl", json.dumps(row))
+    return {"module": module.sha256, "origin": module.origin, "sites": len(sites),
+            "own": own, "seconds": round(time.monotonic() - started, 2)}
+
+
+def _read(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue          # a line cut by a kill: measured again
+    return rows
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", default=str(DEFAULT_CORPUS),
+                        help="a corpus built with --opt-level=-Oz (default: %(default)s)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT),
+                        help="the labels' directory (default: %(default)s)")
+    parser.add_argument("--cc", help="the clang (default: the one mirecc drives)")
+    parser.add_argument("--split", choices=("train", "test", "all"), default="all",
+                        help="the modules of the training packages, the held-out ones, or all")
+    parser.add_argument("--modules", type=int, help="at most this many modules")
+    parser.add_argument("--sites", type=int, help="at most this many sites per module")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="modules labelled at once (default: the cores)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm  # lazy: the offline extras
+
+    from mirecc.frontend.compiler import clang_major, find_compiler
+    from mirecc.plugin.build import find_plugin, plugin_args
+    from mirecc.taskapi.config import load_config
+
+    cc = args.cc or find_compiler(load_config(os.getcwd()), cxx=False)
+    major = clang_major(cc)
+    plugin = find_plugin(major)
+    if plugin is None:
+        print(f"mire size-inline-data: no pass plugin for LLVM {major} (scripts/setup.sh "
+              f"builds it)", file=sys.stderr)
+        return 2
+    try:
+        modules = corpus_modules(Path(args.corpus))
+    except ValueError as exc:
+        print(f"mire size-inline-data: {exc}", file=sys.stderr)
+        return 2
+    if args.split != "all":
+        modules = [m for m in modules if m.split == args.split]
+    modules = modules[:args.modules] if args.modules else modules
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"cc": cc, "cc_version": compiler_version(cc), "machine": platform.machine(),
+            "level": "module's own (-Oz)", "corpus": str(args.corpus)}
+    if (out / "meta.json").is_file():
+        old = json.loads((out / "meta.json").read_text())
+        if old.get("cc_version") != meta["cc_version"]:
+            print(f"mire size-inline-data: {out} holds labels of {old.get('cc_version')}, not "
+                  f"{meta['cc_version']}: give another --out", file=sys.stderr)
+            return 2
+    else:
+        atomic_write_bytes(out / "meta.json", (json.dumps(meta, indent=1) + "\n").encode())
+    finished = {r["module"] for r in _read(out / "modules.jsonl")}
+    done: dict[str, set] = {}
+    for r in _read(out / "sites.jsonl"):
+        done.setdefault(r["module"], set()).add(r["site"])
+    todo = [m for m in modules if m.sha256 not in finished]
+    compiler = Compiler(cc, lambda path: plugin_args(major, plugin, path))
+    print(f"mire size-inline-data: {len(todo)} of {len(modules)} modules to label "
+          f"({len(finished)} done) into {out}", file=sys.stderr)
+
+    def one(module):
+        try:
+            return label_module(module, compiler, done.get(module.sha256, set()), out,
+                                args.sites)
+        except (CandidateError, OSError, ValueError) as exc:
+            return {"module": module.sha256, "origin": module.origin,
+                    "error": str(exc)[:300]}
+
+    sites = 0
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool, \
+            tqdm(total=len(todo), desc="modules", unit="module", file=sys.stderr,
+                 disable=None) as bar:
+        for line in pool.map(one, todo):
+            append_line_locked(out / "modules.jsonl", json.dumps(line))
+            sites += line.get("sites", 0)
+            bar.set_postfix(sites=sites)
+            bar.update()
+    print(f"mire size-inline-data: {sites} sites labelled in {len(todo)} modules",
+          file=sys.stderr)
+    return 0
