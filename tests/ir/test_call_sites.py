@@ -32,3 +32,18 @@ def test_direct_calls_in_layout_order():
     assert sites["odd name"] == []
     # not the intrinsic, the call through a pointer, the cast, or the asm
     assert sites["main"] == ["f", "make", "printf", "odd name"]
+
+
+def test_site_features_cover_each_site_with_a_defined_callee():
+    from mirecc.tasks.code_size.inline_features import NAMES, site_features
+
+    ir = IR.replace("define i32 @main", "define internal i32 @f(i32 %x) #0 {\n  ret i32 %x\n}\n\n"
+                    "define i32 @main") + "\nattributes #0 = { inlinehint nounwind }\n"
+    rows = site_features(ir)
+    # f (defined, internal, inlinehint, one site) and "odd name"; not make/printf
+    assert set(rows) == {"main:call0", "main:call3"}
+    f = dict(zip(NAMES, rows["main:call0"]))
+    assert f["callee_internal"] == 1 and f["callee_single_site"] == 1
+    assert f["callee_inlinehint"] == 1 and f["callee_args"] == 1 and f["site_args"] == 1
+    assert f["site_result_used"] == 1 and f["site_constant_args"] == 0
+    assert len(rows["main:call3"]) == len(NAMES)

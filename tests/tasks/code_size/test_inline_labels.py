@@ -44,7 +44,7 @@ def test_sites_are_labelled_once_each(tmp_path, llvm_plugin):
          "flags": ["-Oz"]}) + "\n")
     out = tmp_path / "labels"
     args = argparse.Namespace(corpus=str(corpus), out=str(out), cc=clang, split="all",
-                              modules=None, sites=None, jobs=1)
+                              modules=None, sites=0, max_seconds=None, jobs=1)
     assert inline_labels.run(args) == 0
     rows = [json.loads(l) for l in (out / "sites.jsonl").read_text().splitlines()]
     # api's four calls (printf is a declaration: not labelled)

@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import subprocess
 import sys
 import tempfile
@@ -94,16 +95,25 @@ class Compiler:
         return text_bytes(obj)
 
 
-def label_module(module, compiler: Compiler, done: set, out: Path, limit: int | None) -> dict:
-    """Label the sites of ``module`` not in ``done``; its modules.jsonl line."""
+def label_module(module, compiler: Compiler, done: set, out: Path, limit: int | None,
+                 max_seconds: float | None = None) -> dict:
+    """Label the sites of ``module`` not in ``done`` (``limit``: at most
+    that many, drawn at random, seeded by the module; a module whose own
+    compile takes over ``max_seconds`` is skipped: each site costs two);
+    its modules.jsonl line."""
     started = time.monotonic()
     flags = codegen_flags(module.flags)
     with tempfile.TemporaryDirectory(prefix="mirecc-inline-") as tmp:
         ir = disassemble(Path(module.path).read_bytes(), str(module.path))
         sites = labelled_sites(ir)
-        if limit:
-            sites = sites[:limit]
+        if limit and len(sites) > limit:
+            sites = sorted(random.Random(module.sha256).sample(sites, limit))
         own = compiler.text(str(module.path), flags, tmp)
+        seconds = time.monotonic() - started
+        if max_seconds and seconds > max_seconds and sites:
+            return {"module": module.sha256, "origin": module.origin, "sites": 0, "own": own,
+                    "seconds": round(seconds, 2),
+                    "skipped": f"its compile takes {seconds:.1f} s (over {max_seconds:g})"}
         for site, caller, callee in sites:
             if site in done:
                 continue
@@ -140,7 +150,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("train", "test", "all"), default="all",
                         help="the modules of the training packages, the held-out ones, or all")
     parser.add_argument("--modules", type=int, help="at most this many modules")
-    parser.add_argument("--sites", type=int, help="at most this many sites per module")
+    parser.add_argument("--sites", type=int, default=60,
+                        help="at most this many sites per module, drawn at random, seeded by "
+                             "the module (0: all; default: %(default)s)")
+    parser.add_argument("--max-seconds", type=float, default=5.0,
+                        help="skip a module whose own compile takes longer (default: "
+                             "%(default)s s; each site costs two compiles)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="modules labelled at once (default: the cores)")
 
@@ -191,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     def one(module):
         try:
             return label_module(module, compiler, done.get(module.sha256, set()), out,
-                                args.sites)
+                                args.sites or None, getattr(args, "max_seconds", None))
         except (CandidateError, OSError, ValueError) as exc:
             return {"module": module.sha256, "origin": module.origin,
                     "error": str(exc)[:300]}
