@@ -72,12 +72,12 @@ class Compiler:
         self.plugin_flags = plugin_flags      # decisions path -> clang flags
 
     def text(self, bitcode: str, flags: list[str], workdir: str,
-             site: str | None = None, choice: str | None = None) -> int:
+             calls: dict[str, str] | None = None) -> int:
         extra = []
-        if site:
+        if calls:
             decisions = os.path.join(workdir, "calls.json")
             Path(decisions).write_text(json.dumps(
-                {"version": 1, "modules": {"*": {"calls": {site: choice}}}}))
+                {"version": 1, "modules": {"*": {"calls": calls}}}))
             extra = [*self.plugin_flags(decisions), "-Rpass=mirecc-loophints"]
         obj = os.path.join(workdir, "site.o")
         cmd = [self.cc, *flags, *extra, "-w", "-c", "-x", "ir", bitcode, "-o", obj]
@@ -89,9 +89,10 @@ class Compiler:
         err = proc.stderr.decode(errors="replace")
         if proc.returncode != 0:
             raise CandidateError(f"clang failed: {(err.strip().splitlines() or ['?'])[0]}")
-        if site and f"call {site} to " not in err:
-            raise CandidateError(f"the plugin did not mark {site}: "
-                                 f"{(err.strip().splitlines() or ['no remark'])[0]}")
+        missed = [site for site in (calls or {}) if f"call {site} to " not in err]
+        if missed:
+            raise CandidateError(f"the plugin did not mark {missed[0]}"
+                                 f"{f' and {len(missed) - 1} more' if len(missed) > 1 else ''}")
         return text_bytes(obj)
 
 
@@ -121,7 +122,8 @@ def label_module(module, compiler: Compiler, done: set, out: Path, limit: int | 
                    "caller": caller, "callee": callee, "own": own}
             try:
                 for choice in ("inline", "noinline"):
-                    row[choice] = compiler.text(str(module.path), flags, tmp, site, choice)
+                    row[choice] = compiler.text(str(module.path), flags, tmp,
+                                                {site: choice})
             except CandidateError as exc:
                 row = {"module": module.sha256, "site": site, "error": str(exc)[:300]}
             append_line_locked(out / "sites.jsonl", json.dumps(row))

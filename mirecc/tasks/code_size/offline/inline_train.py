@@ -123,6 +123,87 @@ def out_of_package(X, y, packages, config, fraction: float, seed: int = 0) -> np
     return G
 
 
+def module_inputs(path: Path, encoder, kind: str):
+    """(site ids, inputs of ``kind``) of every site of the module at ``path``
+    whose callee it defines."""
+    from mirecc.graph import build_graph
+    from mirecc.ir.text import disassemble, function_digests
+    from mirecc.tasks.code_size.inline_features import site_features
+
+    ir = disassemble(Path(path).read_bytes(), str(path))
+    features = site_features(ir)
+    sites = sorted(features)
+    if not sites:
+        return [], None
+    parts = {"statistics": np.asarray([features[s] for s in sites], np.float32)}
+    if kind != "statistics":
+        from mirecc.ir.text import call_sites
+
+        callees = call_sites(ir)
+        pairs = [(s.rsplit(":", 1)[0], callees[s.rsplit(":", 1)[0]][int(s.rsplit(":call", 1)[1])])
+                 for s in sites]
+        vectors = encoder.embed_functions(build_graph(path), sorted({n for p in pairs for n in p}),
+                                          function_digests(ir))
+        parts["encoder"] = np.asarray([np.concatenate([vectors[a], vectors[b]])
+                                       for a, b in pairs], np.float32)
+    X = parts[kind] if kind != "both" else np.hstack([parts["statistics"], parts["encoder"]])
+    return sites, X
+
+
+def whole_modules(rows, inputs, kind: str, args, config) -> list[dict]:
+    """The policy fitted on the training packages' sites (``kind``'s
+    inputs), applied to every site of each held-out package's module at
+    once: the module's .text bytes with its decisions against LLVM's, and
+    the object a build keeps (the smaller)."""
+    import os
+    import tempfile
+
+    from tqdm import tqdm  # lazy: the offline extras
+
+    from mirecc.encoder import SHIPPED_MODEL_DIR
+    from mirecc.encoder.runtime import Encoder
+    from mirecc.frontend.compiler import clang_major, find_compiler
+    from mirecc.plugin.build import find_plugin, plugin_args
+    from mirecc.taskapi.config import load_config
+    from mirecc.tasks.code_size.build import CandidateError
+    from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
+    from mirecc.tasks.code_size.offline.inline_labels import Compiler
+    from mirecc.tasks.code_size.offline.labels import codegen_flags
+
+    train = np.asarray([r["origin"] not in HELD_OUT for r in rows])
+    if train.sum() < 50:
+        print(f"mire size-inline-judge: {int(train.sum())} labelled sites of the training "
+              f"packages: too few to judge whole modules", file=sys.stderr)
+        return []
+    y = np.asarray([math.log(r["noinline"] / r["inline"]) for r in rows])
+    model = fit_forest(inputs[kind][train], y[train, None], config)
+    cc = args.cc or find_compiler(load_config(os.getcwd()), cxx=False)
+    major = clang_major(cc)
+    plugin = find_plugin(major)
+    compiler = Compiler(cc, lambda path: plugin_args(major, plugin, path))
+    encoder = Encoder(Path(args.model or SHIPPED_MODEL_DIR)) if kind != "statistics" else None
+    held = [m for m in corpus_modules(Path(args.corpus)) if m.origin in HELD_OUT]
+    out = []
+    for m in tqdm(held, desc="held-out modules", unit="module", file=sys.stderr,
+                  disable=None):
+        flags = codegen_flags(m.flags)
+        with tempfile.TemporaryDirectory(prefix="mirecc-inline-") as tmp:
+            try:
+                own = compiler.text(str(m.path), flags, tmp)
+                sites, X = module_inputs(m.path, encoder, kind)
+                choice = choose(tree_predictions(model, X), args.margin) if sites else []
+                calls = {s: ("inline" if c > 0 else "noinline")
+                         for s, c in zip(sites, choice) if c}
+                policy = compiler.text(str(m.path), flags, tmp, calls) if calls else own
+            except (CandidateError, OSError, ValueError) as exc:
+                out.append({"module": m.sha256, "origin": m.origin, "error": str(exc)[:200]})
+                continue
+        out.append({"module": m.sha256, "origin": m.origin, "path": m.source, "own": own,
+                    "policy": policy, "kept": min(own, policy), "sites": len(sites),
+                    "decided": len(calls)})
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     rows = read_sites(Path(args.labels))
@@ -155,12 +236,14 @@ def run(args: argparse.Namespace) -> int:
     for row in table:
         ref = shares[("statistics", row["fraction"])]
         row["minus_statistics"] = interval((shares[(row["inputs"], row["fraction"])] - ref)[1:])
+    modules = whole_modules(rows, inputs, args.whole, args, config) if args.whole else []
     llvm_inlines = sum(r["own"] == r["inline"] != r["noinline"] for r in rows)
     doc = {"written_by": "mire size-inline-judge", "date": time.strftime("%Y-%m-%d"),
            "sites": len(rows), "packages": names, "modules": len({r["module"] for r in rows}),
            "oracle_bytes": float(best.sum()),
            "llvm_inlines": int(llvm_inlines), "margin": args.margin, "trees": args.trees,
-           "table": table, "seconds": round(time.time() - t0, 1)}
+           "table": table, "whole": args.whole, "whole_modules": modules,
+           "seconds": round(time.time() - t0, 1)}
     out = Path(args.out)
     atomic_write_bytes(out.with_suffix(".json"), (json.dumps(doc, indent=1) + "\n").encode())
     atomic_write_bytes(out, render(doc).encode())
@@ -191,6 +274,21 @@ def render(doc: dict) -> str:
         lines.append(f"| {r['inputs']} | {r['fraction']:.0%} | {100 * r['share']:.1f}% "
                      f"[{100 * lo:.1f}, {100 * hi:.1f}] | {diff} | {r['sites_decided']} | "
                      f"{r['sites_worse']} |")
+    mods = [m for m in doc.get("whole_modules", []) if "error" not in m]
+    if mods:
+        lines += ["", f"Whole modules of the held-out packages, every site's choice at once "
+                  f"({doc['whole']} inputs, the forest fitted on the other packages' sites): "
+                  ".text bytes against LLVM's -Oz; `kept`: the smaller object, as a build keeps "
+                  "it.", "", "| package | modules | sites forced | -Oz bytes | policy | kept | "
+                  "objects larger |", "|---|---|---|---|---|---|---|"]
+        for origin in sorted({m["origin"] for m in mods}) + ["all"]:
+            group = [m for m in mods if origin in ("all", m["origin"])]
+            own = sum(m["own"] for m in group)
+            pol = sum(m["policy"] for m in group)
+            kept = sum(m["kept"] for m in group)
+            lines.append(f"| {origin} | {len(group)} | {sum(m['decided'] for m in group)} | "
+                         f"{own} | {100 * (pol / own - 1):+.2f}% | {100 * (kept / own - 1):+.2f}% "
+                         f"| {sum(m['policy'] > m['own'] for m in group)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -201,4 +299,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trees", type=int, default=100)
     parser.add_argument("--margin", type=float, default=0.002,
                         help="log bytes a prediction must exceed to force a site")
+    parser.add_argument("--whole", choices=KINDS, default="statistics",
+                        help="the inputs whose policy is also applied to whole modules of the "
+                             "held-out packages (default: %(default)s)")
+    parser.add_argument("--cc", help="the clang (default: the one mirecc drives)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "inline-policy.md"))
