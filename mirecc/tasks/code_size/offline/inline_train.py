@@ -6,7 +6,7 @@ encoder's function embeddings of caller and callee, and both; each at 1%,
 10% and 100% of the training labels.
 
     mire size-inline-judge [--labels .work/inline-labels] [--corpus .work/size-corpus]
-        [--out docs/results/inline-policy.md]
+        [--polybench DIR] [--out docs/results/inline-policy.md]
 
 Model: a forest of regression trees (:mod:`mirecc.learn.forest`) from a
 site's inputs to ``log(bytes out of line / bytes inlined)`` (above 0:
@@ -183,6 +183,9 @@ def whole_modules(rows, inputs, kind: str, args, config) -> list[dict]:
     compiler = Compiler(cc, lambda path: plugin_args(major, plugin, path))
     encoder = Encoder(Path(args.model or SHIPPED_MODEL_DIR)) if kind != "statistics" else None
     held = [m for m in corpus_modules(Path(args.corpus)) if m.origin in HELD_OUT]
+    scratch = tempfile.TemporaryDirectory(prefix="mirecc-inline-pb-")
+    if getattr(args, "polybench", None):
+        held += polybench_modules(Path(args.polybench), cc, Path(scratch.name))
     out = []
     for m in tqdm(held, desc="held-out modules", unit="module", file=sys.stderr,
                   disable=None):
@@ -201,6 +204,29 @@ def whole_modules(rows, inputs, kind: str, args, config) -> list[dict]:
         out.append({"module": m.sha256, "origin": m.origin, "path": m.source, "own": own,
                     "policy": policy, "kept": min(own, policy), "sites": len(sites),
                     "decided": len(calls)})
+    scratch.cleanup()
+    return out
+
+
+def polybench_modules(tree: Path, cc: str, work: Path) -> list:
+    """PolyBench/C 4.2.1's programs (a checkout), each with its harness
+    (``utilities/polybench.c``) as a module of its own: front-end bitcode at
+    -Oz, as the corpus holds its modules."""
+    import hashlib
+    import subprocess
+
+    from mirecc.tasks.code_size.offline.dataset import Module
+
+    utilities = tree / "utilities"
+    sources = sorted(p for p in tree.glob("*/**/*.c")
+                     if p.parent.name != "utilities" and not p.name.endswith(".orig.c"))
+    out = []
+    for src in [*sources, utilities / "polybench.c"]:
+        bc = work / f"{src.stem}.bc"
+        subprocess.run([cc, "-Oz", "-w", f"-I{utilities}", f"-I{src.parent}", "-c", "-emit-llvm",
+                        "-Xclang", "-disable-llvm-passes", str(src), "-o", str(bc)], check=True)
+        digest = hashlib.sha256(bc.read_bytes()).hexdigest()
+        out.append(Module(digest, bc, "polybench", src.name, ["-Oz"]))
     return out
 
 
@@ -303,4 +329,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the inputs whose policy is also applied to whole modules of the "
                              "held-out packages (default: %(default)s)")
     parser.add_argument("--cc", help="the clang (default: the one mirecc drives)")
+    parser.add_argument("--polybench", help="a PolyBench/C 4.2.1 checkout: its programs "
+                        "judged as whole modules too, beside the held-out packages")
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "inline-policy.md"))
