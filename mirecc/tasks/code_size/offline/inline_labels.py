@@ -18,6 +18,8 @@ measured where it is applied, on whole modules.
 Layout of the output directory::
 
     meta.json     machine, compiler, level (written once, checked on resume)
+    *.jsonl.gz    a snapshot (``gzip -k``), as committed in heads/code-size/
+                  inline-labels: a run there unpacks it and goes on
     sites.jsonl   one line per (module, site): {"module", "origin", "site",
                   "caller", "callee", "own", "inline", "noinline"} (bytes),
                   or {"module", "site", "error"}; appended under a lock, so
@@ -31,6 +33,7 @@ Modules are split by package as the size dataset's (``dataset.HELD_OUT``).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -186,6 +189,10 @@ def run(args: argparse.Namespace) -> int:
     modules = modules[:args.modules] if args.modules else modules
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    for name in ("sites.jsonl", "modules.jsonl"):
+        # a committed snapshot (gzip -k of both): resumed from, appended to in plain
+        if not (out / name).exists() and (out / f"{name}.gz").is_file():
+            atomic_write_bytes(out / name, gzip.decompress((out / f"{name}.gz").read_bytes()))
     meta = {"cc": cc, "cc_version": compiler_version(cc), "machine": platform.machine(),
             "level": "module's own (-Oz)", "corpus": str(args.corpus)}
     if (out / "meta.json").is_file():

@@ -44,8 +44,15 @@ KINDS = ("statistics", "encoder", "both")
 
 
 def read_sites(labels: Path) -> list[dict]:
+    """The labelled sites of ``labels`` (``sites.jsonl``, or the committed
+    snapshot's ``sites.jsonl.gz``)."""
+    import gzip
+
+    path = labels / "sites.jsonl"
+    text = path.read_text() if path.is_file() else \
+        gzip.decompress((labels / "sites.jsonl.gz").read_bytes()).decode()
     rows = []
-    for line in (labels / "sites.jsonl").read_text().splitlines():
+    for line in text.splitlines():
         try:
             r = json.loads(line)
         except json.JSONDecodeError:
