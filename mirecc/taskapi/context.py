@@ -106,6 +106,7 @@ class TUContext:
         self._embedding = None
         self._ir_text = None
         self._regions = None
+        self._calls = None
         self.notes: dict = {}   # a head's own per-TU data, between rank and decide
 
     # -------------------------------------------------------------- graph
@@ -167,6 +168,19 @@ class TUContext:
             sites = find_sites(self.ir_text)
             self._regions = (sites, region_statistics(self.ir_text, sites))
         return self._regions
+
+    @property
+    def calls(self) -> dict[str, tuple[str, str]]:
+        """The TU's call sites of functions it names directly, by id
+        (``<caller>:call<k>``, as the pass plugin numbers them:
+        :func:`mirecc.ir.text.call_sites`) -> (caller, callee), found once."""
+        if self._calls is None:
+            from mirecc.ir.text import call_sites  # lazy: with the IR's text
+
+            self._calls = {f"{caller}:call{k}": (caller, callee)
+                           for caller, callees in call_sites(self.ir_text).items()
+                           for k, callee in enumerate(callees)}
+        return self._calls
 
     @property
     def summary(self):

@@ -162,3 +162,29 @@ def test_an_unknown_site_and_O0_change_nothing(llvm_plugin, tmp_path):
         subprocess.run([clang, level, "-w", "-c", str(src), "-o", str(tmp_path / "b.o")],
                        check=True)
         assert (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes(), level
+
+
+def test_the_tu_context_owns_the_call_table(tmp_path):
+    """The per-TU context reads the call sites once, with the plugin's ids."""
+    import hashlib
+    import shutil
+
+    from mirecc.taskapi.config import load_config
+    from mirecc.taskapi.context import TUContext
+    from mirecc.taskapi.records import TURequest
+
+    if not shutil.which("clang-14"):
+        pytest.skip("clang-14 is not installed")
+    src = tmp_path / "p.c"
+    src.write_text(PROGRAM)
+    bc = tmp_path / "p.bc"
+    subprocess.run(["clang-14", "-Oz", "-w", "-c", "-emit-llvm", "-Xclang",
+                    "-disable-llvm-passes", str(src), "-o", str(bc)], check=True)
+    request = TURequest(source=str(src), language="c", opt_level="z", flags=(),
+                        bitcode_path=str(bc),
+                        bitcode_sha256=hashlib.sha256(bc.read_bytes()).hexdigest())
+    ctx = TUContext(request, load_config(environ={"MIRECC_CACHE_DIR": str(tmp_path / "c")}))
+    calls = ctx.calls
+    assert calls["main:call0"] == ("main", "small") and calls["main:call4"] == ("main", "apply")
+    assert not any(caller == "apply" for caller, _ in calls.values())
+    assert ctx.calls is calls
