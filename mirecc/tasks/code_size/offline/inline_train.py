@@ -11,8 +11,9 @@ encoder's function embeddings of caller and callee, and both; each at 1%,
 Model: a forest of regression trees (:mod:`mirecc.learn.forest`) from a
 site's inputs to ``log(bytes out of line / bytes inlined)`` (above 0:
 inlining the site saves bytes).  Policy: the site is forced inline where
-the trees' median predicts a saving above ``--margin``, out of line where
-it predicts a cost above it, else left to LLVM.
+the trees' median predicts a saving above a margin, out of line where it
+predicts a cost above it, else left to LLVM; the margin is chosen from
+:data:`MARGINS` on the training packages' out-of-package predictions.
 
 Measure (per site, one at a time, as labelled): the bytes the policy's
 choice saves against the module's own object (LLVM's choice), over the
@@ -40,6 +41,8 @@ from mirecc.util.fsutil import atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[4]
 FRACTIONS = (0.01, 0.1, 1.0)
+#: the margins (log bytes) a prediction must exceed to force a site, chosen from
+MARGINS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 KINDS = ("statistics", "encoder", "both")
 
 
@@ -157,7 +160,7 @@ def module_inputs(path: Path, encoder, kind: str):
     return sites, X
 
 
-def whole_modules(rows, inputs, kind: str, args, config) -> list[dict]:
+def whole_modules(rows, inputs, kind: str, args, config, margin: float) -> list[dict]:
     """The policy fitted on the training packages' sites (``kind``'s
     inputs), applied to every site of each held-out package's module at
     once: the module's .text bytes with its decisions against LLVM's, and
@@ -201,7 +204,7 @@ def whole_modules(rows, inputs, kind: str, args, config) -> list[dict]:
             try:
                 own = compiler.text(str(m.path), flags, tmp)
                 sites, X = module_inputs(m.path, encoder, kind)
-                choice = choose(tree_predictions(model, X), args.margin) if sites else []
+                choice = choose(tree_predictions(model, X), margin) if sites else []
                 calls = {s: ("inline" if c > 0 else "noinline")
                          for s, c in zip(sites, choice) if c}
                 policy = compiler.text(str(m.path), flags, tmp, calls) if calls else own
@@ -252,14 +255,24 @@ def run(args: argparse.Namespace) -> int:
     weights = program_weights(np.asarray([names.index(p) for p in packages]), RESAMPLES)
     total = weights @ best
     config = ForestConfig(trees=args.trees)
-    table, shares = [], {}
+    from mirecc.tasks.code_size.offline.dataset import HELD_OUT
+
+    # the margin: chosen per representation and share of labels on the
+    # training packages' out-of-package predictions (the held-out packages'
+    # sites never choose it)
+    training = np.asarray([p not in HELD_OUT for p in packages])
+    table, shares, margins = [], {}, {}
     for kind in KINDS:
         for fraction in FRACTIONS:
             G = out_of_package(inputs[kind], y, packages, config, fraction)
-            s = saved(rows, choose(G, args.margin))
+            margin = args.margin if args.margin is not None else max(
+                MARGINS, key=lambda m: saved(rows, choose(G, m))[training].sum())
+            margins[(kind, fraction)] = margin
+            s = saved(rows, choose(G, margin))
             share = (weights @ s) / total
             shares[(kind, fraction)] = share
-            table.append({"inputs": kind, "fraction": fraction, "share": float(share[0]),
+            table.append({"inputs": kind, "fraction": fraction, "margin": margin,
+                          "share": float(share[0]),
                           "interval": interval(share[1:]),
                           "bytes_saved": float(s.sum()),
                           "sites_worse": int((s < 0).sum()),
@@ -269,12 +282,13 @@ def run(args: argparse.Namespace) -> int:
     for row in table:
         ref = shares[("statistics", row["fraction"])]
         row["minus_statistics"] = interval((shares[(row["inputs"], row["fraction"])] - ref)[1:])
-    modules = whole_modules(rows, inputs, args.whole, args, config) if args.whole else []
+    margin = margins[(args.whole, 1.0)] if args.whole else None
+    modules = whole_modules(rows, inputs, args.whole, args, config, margin) if args.whole else []
     llvm_inlines = sum(r["own"] == r["inline"] != r["noinline"] for r in rows)
     doc = {"written_by": "mire size-inline-judge", "date": time.strftime("%Y-%m-%d"),
            "sites": len(rows), "packages": names, "modules": len({r["module"] for r in rows}),
            "oracle_bytes": float(best.sum()),
-           "llvm_inlines": int(llvm_inlines), "margin": args.margin, "trees": args.trees,
+           "llvm_inlines": int(llvm_inlines), "margin": margin, "trees": args.trees,
            "table": table, "whole": args.whole, "whole_modules": modules,
            "seconds": round(time.time() - t0, 1)}
     out = Path(args.out)
@@ -293,18 +307,20 @@ def render(doc: dict) -> str:
         "at -Oz (clang 14) with the site inlined and out of line, the other sites left to "
         f"LLVM (LLVM inlines {doc['llvm_inlines']} of them). Leave one package out; a forest "
         f"of {doc['trees']} trees; a site forced where the trees' median predicts more than "
-        f"{doc['margin']:g} (log bytes) either way. Share: the bytes the choices save against "
+        "a margin (log bytes) either way, the margin chosen on the training packages' "
+        "predictions. Share: the bytes the choices save against "
         "LLVM's object over what the best choice per site saves "
         f"({doc['oracle_bytes']:.0f} bytes), one site at a time; in brackets the 90% interval "
         "over 2000 package resamples, and the difference from the statistics at the same "
         "share of labels.", "",
-        "| inputs | labels | share of the oracle's bytes | minus statistics | sites decided | "
-        "of them worse |", "|---|---|---|---|---|---|"]
+        "| inputs | labels | margin | share of the oracle's bytes | minus statistics | "
+        "sites decided | of them worse |", "|---|---|---|---|---|---|---|"]
     for r in doc["table"]:
         lo, hi = r["interval"]
         dlo, dhi = r["minus_statistics"]
         diff = "" if r["inputs"] == "statistics" else f"[{100 * dlo:+.1f}, {100 * dhi:+.1f}]"
-        lines.append(f"| {r['inputs']} | {r['fraction']:.0%} | {100 * r['share']:.1f}% "
+        lines.append(f"| {r['inputs']} | {r['fraction']:.0%} | {r['margin']:g} | "
+                     f"{100 * r['share']:.1f}% "
                      f"[{100 * lo:.1f}, {100 * hi:.1f}] | {diff} | {r['sites_decided']} | "
                      f"{r['sites_worse']} |")
     mods = [m for m in doc.get("whole_modules", []) if "error" not in m]
@@ -330,8 +346,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", default=str(ROOT / ".work" / "size-corpus"))
     parser.add_argument("--model", default=None, help="encoder model directory")
     parser.add_argument("--trees", type=int, default=100)
-    parser.add_argument("--margin", type=float, default=0.002,
-                        help="log bytes a prediction must exceed to force a site")
+    parser.add_argument("--margin", type=float, default=None,
+                        help="log bytes a prediction must exceed to force a site (default: "
+                             "chosen from MARGINS on the training packages' predictions)")
     parser.add_argument("--whole", choices=KINDS, default="statistics",
                         help="the inputs whose policy is also applied to whole modules of the "
                              "held-out packages (default: %(default)s)")
