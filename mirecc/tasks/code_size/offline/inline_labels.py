@@ -45,8 +45,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mirecc.frontend.compiler import compiler_version
+from tqdm import tqdm
+
+from mirecc.frontend.compiler import clang_major, compiler_version, find_compiler
 from mirecc.ir.text import call_sites, disassemble
+from mirecc.plugin.build import find_plugin, plugin_args
+from mirecc.taskapi.config import load_config
 from mirecc.tasks.code_size.build import STEP_TIMEOUT_S, CandidateError, text_bytes
 from mirecc.tasks.code_size.offline.dataset import corpus_modules
 from mirecc.tasks.code_size.offline.labels import codegen_flags
@@ -166,11 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm  # lazy: the offline extras
 
-    from mirecc.frontend.compiler import clang_major, find_compiler
-    from mirecc.plugin.build import find_plugin, plugin_args
-    from mirecc.taskapi.config import load_config
 
     cc = args.cc or find_compiler(load_config(os.getcwd()), cxx=False)
     major = clang_major(cc)

@@ -27,16 +27,34 @@ compiling whole modules with them (not here).
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
 import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from mirecc.encoder import SHIPPED_MODEL_DIR
+from mirecc.encoder.runtime import Encoder
+from mirecc.frontend.compiler import clang_major, find_compiler
+from mirecc.graph import build_graph
+from mirecc.ir.text import call_sites, disassemble, function_digests
 from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
 from mirecc.learn.judge import RESAMPLES, interval, program_weights
+from mirecc.plugin.build import find_plugin, plugin_args
+from mirecc.taskapi.config import load_config
+from mirecc.tasks.code_size.build import CandidateError
+from mirecc.tasks.code_size.inline_features import site_features
+from mirecc.tasks.code_size.offline.dataset import HELD_OUT, Module, corpus_modules
+from mirecc.tasks.code_size.offline.inline_labels import Compiler
+from mirecc.tasks.code_size.offline.labels import codegen_flags
 from mirecc.util.fsutil import atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -49,7 +67,6 @@ KINDS = ("statistics", "encoder", "both")
 def read_sites(labels: Path) -> list[dict]:
     """The labelled sites of ``labels`` (``sites.jsonl``, or the committed
     snapshot's ``sites.jsonl.gz``)."""
-    import gzip
 
     path = labels / "sites.jsonl"
     text = path.read_text() if path.is_file() else \
@@ -68,14 +85,7 @@ def read_sites(labels: Path) -> list[dict]:
 def site_inputs(rows: list[dict], corpus: Path, model_dir) -> dict[str, np.ndarray]:
     """kind -> (sites, d): the statistics, the encoder's caller and callee
     vectors, both."""
-    from tqdm import tqdm  # lazy: the offline extras
 
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.encoder.runtime import Encoder
-    from mirecc.graph import build_graph
-    from mirecc.ir.text import disassemble, function_digests
-    from mirecc.tasks.code_size.inline_features import site_features
-    from mirecc.tasks.code_size.offline.dataset import corpus_modules
 
     paths = {m.sha256: m.path for m in corpus_modules(corpus)}
     encoder = Encoder(Path(model_dir or SHIPPED_MODEL_DIR))
@@ -136,9 +146,6 @@ def out_of_package(X, y, packages, config, fraction: float, seed: int = 0) -> np
 def module_inputs(path: Path, encoder, kind: str):
     """(site ids, inputs of ``kind``) of every site of the module at ``path``
     whose callee it defines."""
-    from mirecc.graph import build_graph
-    from mirecc.ir.text import disassemble, function_digests
-    from mirecc.tasks.code_size.inline_features import site_features
 
     ir = disassemble(Path(path).read_bytes(), str(path))
     features = site_features(ir)
@@ -147,7 +154,6 @@ def module_inputs(path: Path, encoder, kind: str):
         return [], None
     parts = {"statistics": np.asarray([features[s] for s in sites], np.float32)}
     if kind != "statistics":
-        from mirecc.ir.text import call_sites
 
         callees = call_sites(ir)
         pairs = [(s.rsplit(":", 1)[0], callees[s.rsplit(":", 1)[0]][int(s.rsplit(":call", 1)[1])])
@@ -165,20 +171,8 @@ def whole_modules(rows, inputs, kind: str, args, config, margin: float) -> list[
     inputs), applied to every site of each held-out package's module at
     once: the module's .text bytes with its decisions against LLVM's, and
     the object a build keeps (the smaller)."""
-    import os
-    import tempfile
 
-    from tqdm import tqdm  # lazy: the offline extras
 
-    from mirecc.encoder import SHIPPED_MODEL_DIR
-    from mirecc.encoder.runtime import Encoder
-    from mirecc.frontend.compiler import clang_major, find_compiler
-    from mirecc.plugin.build import find_plugin, plugin_args
-    from mirecc.taskapi.config import load_config
-    from mirecc.tasks.code_size.build import CandidateError
-    from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
-    from mirecc.tasks.code_size.offline.inline_labels import Compiler
-    from mirecc.tasks.code_size.offline.labels import codegen_flags
 
     train = np.asarray([r["origin"] not in HELD_OUT for r in rows])
     if train.sum() < 50:
@@ -222,10 +216,7 @@ def polybench_modules(tree: Path, cc: str, work: Path) -> list:
     """PolyBench/C 4.2.1's programs (a checkout), each with its harness
     (``utilities/polybench.c``) as a module of its own: front-end bitcode at
     -Oz, as the corpus holds its modules."""
-    import hashlib
-    import subprocess
 
-    from mirecc.tasks.code_size.offline.dataset import Module
 
     utilities = tree / "utilities"
     sources = sorted(p for p in tree.glob("*/**/*.c")
@@ -255,7 +246,6 @@ def run(args: argparse.Namespace) -> int:
     weights = program_weights(np.asarray([names.index(p) for p in packages]), RESAMPLES)
     total = weights @ best
     config = ForestConfig(trees=args.trees)
-    from mirecc.tasks.code_size.offline.dataset import HELD_OUT
 
     # the margin: chosen per representation and share of labels on the
     # training packages' out-of-package predictions (the held-out packages'
