@@ -552,6 +552,10 @@ class Bench:
                     row.same_output &= proc.stdout == reference
             if r % 4 == 3:
                 self.progress()
+        if not store.exists():
+            # the runtime writes a store only when a site ran
+            row.verdicts = ["none: no site ran (nothing was compiled in versions or regions)"]
+            return row
         try:
             row.verdicts = [f"{c.name}: {c.best if c.phase == 1 else 'exploring'} "
                             f"({c.tried} of {len(c.arms) - 1} tried"
