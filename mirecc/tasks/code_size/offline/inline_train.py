@@ -82,13 +82,15 @@ def read_sites(labels: Path) -> list[dict]:
     return rows
 
 
-def site_inputs(rows: list[dict], corpus: Path, model_dir) -> dict[str, np.ndarray]:
+def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS
+                ) -> dict[str, np.ndarray]:
     """kind -> (sites, d): the statistics, the encoder's caller and callee
-    vectors, both."""
+    vectors, both (the encoder run only where ``kinds`` needs it)."""
 
 
     paths = {m.sha256: m.path for m in corpus_modules(corpus)}
-    encoder = Encoder(Path(model_dir or SHIPPED_MODEL_DIR))
+    encoder = Encoder(Path(model_dir or SHIPPED_MODEL_DIR)) if set(kinds) - {"statistics"} \
+        else None
     by_module: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
         by_module.setdefault(r["module"], []).append(i)
@@ -100,12 +102,17 @@ def site_inputs(rows: list[dict], corpus: Path, model_dir) -> dict[str, np.ndarr
         ir = disassemble(Path(path).read_bytes(), str(path))
         features = site_features(ir)
         names = sorted({rows[i][k] for i in indices for k in ("caller", "callee")})
-        vectors = encoder.embed_functions(build_graph(path), names, function_digests(ir))
+        vectors = encoder.embed_functions(build_graph(path), names, function_digests(ir)) \
+            if encoder else None
         for i in indices:
             r = rows[i]
             stats[i] = features[r["site"]]
-            emb[i] = np.concatenate([vectors[r["caller"]], vectors[r["callee"]]])
-    S, E = np.asarray(stats, np.float32), np.asarray(emb, np.float32)
+            if vectors is not None:
+                emb[i] = np.concatenate([vectors[r["caller"]], vectors[r["callee"]]])
+    S = np.asarray(stats, np.float32)
+    if encoder is None:
+        return {"statistics": S}
+    E = np.asarray(emb, np.float32)
     return {"statistics": S, "encoder": E, "both": np.hstack([S, E])}
 
 
@@ -207,7 +214,8 @@ def whole_modules(rows, inputs, kind: str, args, config, margin: float) -> list[
                 continue
         out.append({"module": m.sha256, "origin": m.origin, "path": m.source, "own": own,
                     "policy": policy, "kept": min(own, policy), "sites": len(sites),
-                    "decided": len(calls)})
+                    "decided": len(calls),
+                    "inlined": sum(v == "inline" for v in calls.values())})
     scratch.cleanup()
     return out
 
@@ -240,7 +248,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     packages = np.asarray([r["origin"] for r in rows])
     y = np.asarray([math.log(r["noinline"] / r["inline"]) for r in rows])
-    inputs = site_inputs(rows, Path(args.corpus), args.model)
+    kinds = args.kinds or list(KINDS)
+    inputs = site_inputs(rows, Path(args.corpus), args.model, kinds)
     best = oracle(rows)
     names = sorted(set(packages))
     weights = program_weights(np.asarray([names.index(p) for p in packages]), RESAMPLES)
@@ -252,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
     # sites never choose it)
     training = np.asarray([p not in HELD_OUT for p in packages])
     table, shares, margins = [], {}, {}
-    for kind in KINDS:
+    for kind in kinds:
         for fraction in FRACTIONS:
             G = out_of_package(inputs[kind], y, packages, config, fraction)
             margin = args.margin if args.margin is not None else max(
@@ -270,8 +279,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"{kind:10s} {fraction:5.0%}: {share[0]:.1%} of the oracle's bytes",
                   file=sys.stderr)
     for row in table:
-        ref = shares[("statistics", row["fraction"])]
-        row["minus_statistics"] = interval((shares[(row["inputs"], row["fraction"])] - ref)[1:])
+        ref = shares.get(("statistics", row["fraction"]))
+        row["minus_statistics"] = (interval((shares[(row["inputs"], row["fraction"])] - ref)[1:])
+                                   if ref is not None else (math.nan, math.nan))
+    if args.whole and args.whole not in kinds:
+        print(f"mire size-inline-judge: --whole {args.whole} needs those inputs in --kinds",
+              file=sys.stderr)
+        return 2
     margin = margins[(args.whole, 1.0)] if args.whole else None
     modules = whole_modules(rows, inputs, args.whole, args, config, margin) if args.whole else []
     llvm_inlines = sum(r["own"] == r["inline"] != r["noinline"] for r in rows)
@@ -318,14 +332,15 @@ def render(doc: dict) -> str:
         lines += ["", f"Whole modules of the held-out packages, every site's choice at once "
                   f"({doc['whole']} inputs, the forest fitted on the other packages' sites): "
                   ".text bytes against LLVM's -Oz; `kept`: the smaller object, as a build keeps "
-                  "it.", "", "| package | modules | sites forced | -Oz bytes | policy | kept | "
-                  "objects larger |", "|---|---|---|---|---|---|---|"]
+                  "it.", "", "| package | modules | sites forced (inline) | -Oz bytes | policy | "
+                  "kept | objects larger |", "|---|---|---|---|---|---|---|"]
         for origin in sorted({m["origin"] for m in mods}) + ["all"]:
             group = [m for m in mods if origin in ("all", m["origin"])]
             own = sum(m["own"] for m in group)
             pol = sum(m["policy"] for m in group)
             kept = sum(m["kept"] for m in group)
-            lines.append(f"| {origin} | {len(group)} | {sum(m['decided'] for m in group)} | "
+            lines.append(f"| {origin} | {len(group)} | {sum(m['decided'] for m in group)} "
+                         f"({sum(m.get('inlined', 0) for m in group)}) | "
                          f"{own} | {100 * (pol / own - 1):+.2f}% | {100 * (kept / own - 1):+.2f}% "
                          f"| {sum(m['policy'] > m['own'] for m in group)} |")
     return "\n".join(lines) + "\n"
@@ -335,6 +350,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels", default=str(ROOT / ".work" / "inline-labels"))
     parser.add_argument("--corpus", default=str(ROOT / ".work" / "size-corpus"))
     parser.add_argument("--model", default=None, help="encoder model directory")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS,
+                        help="the representations judged (default: all three)")
     parser.add_argument("--trees", type=int, default=100)
     parser.add_argument("--margin", type=float, default=None,
                         help="log bytes a prediction must exceed to force a site (default: "
