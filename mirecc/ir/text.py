@@ -99,9 +99,10 @@ def function_digests(ir_text: str) -> dict[str, str]:
     return out
 
 
-# a call's callee: the first value right before "(" after the opcode (a
-# type never touches its parenthesis; a cast's callee is followed by " to")
-_CALL = re.compile(r"(?:^|\s)(?:call|invoke|callbr)\s.*?([@%])(" + NAME + r")\(")
+#: a call: the first value right before "(" after the opcode (its sigil,
+#: its name, then the rest of the line from its arguments; a type never
+#: touches its parenthesis, a cast's callee is followed by " to")
+CALL = re.compile(r"(?:^|\s)(?:call|invoke|callbr)\s.*?([@%])(" + NAME + r")\((.*)$")
 
 
 def call_sites(ir_text: str) -> dict[str, list[str]]:
@@ -114,7 +115,7 @@ def call_sites(ir_text: str) -> dict[str, list[str]]:
     for name, _header, body in functions(ir_text):
         callees = []
         for line in body:
-            m = _CALL.search(line)
+            m = CALL.search(line)
             if m and m.group(1) == "@":
                 callee = unquote(m.group(2))
                 if not callee.startswith("llvm."):

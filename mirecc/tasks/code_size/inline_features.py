@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-from mirecc.ir.text import NAME, functions, unquote
+from mirecc.ir.text import CALL, NAME, functions, unquote
 
 #: the features, in the order of a row
 NAMES = (
@@ -28,7 +28,6 @@ NAMES = (
 
 _DEFINE = re.compile(r"^define\s+(.*?)@(" + NAME + r")\((.*)\)\s*(.*)$")
 _GROUP = re.compile(r"^attributes #(\d+) = \{(.*)\}")
-_CALL = re.compile(r"(?:^|\s)(?:call|invoke|callbr)\s.*?([@%])(" + NAME + r")\((.*)$")
 _LABEL = re.compile(r"^([-\w.$]+):")
 _BRANCH_TO = re.compile(r"label %([-\w.$]+)")
 
@@ -113,7 +112,7 @@ def site_features(ir_text: str) -> dict[str, list[float]]:
             if lm:
                 label = lm.group(1)
                 continue
-            m = _CALL.search(ln)
+            m = CALL.search(ln)
             if not m or m.group(1) != "@":
                 continue
             callee = unquote(m.group(2))
