@@ -99,26 +99,29 @@ def function_digests(ir_text: str) -> dict[str, str]:
     return out
 
 
-#: a call: the first value right before "(" after the opcode (its sigil,
-#: its name, then the rest of the line from its arguments; a type never
-#: touches its parenthesis, a cast's callee is followed by " to")
-CALL = re.compile(r"(?:^|\s)(?:call|invoke|callbr)\s.*?([@%])(" + NAME + r")\((.*)$")
+# a call: the first value right before "(" after the opcode (its sigil,
+# its name, then the rest of the line from its arguments; a type never
+# touches its parenthesis, a cast's callee is followed by " to")
+_CALL = re.compile(r"(?:^|\s)(?:call|invoke|callbr)\s.*?([@%])(" + NAME + r")\((.*)$")
+
+
+def direct_call(line: str) -> tuple[str, str] | None:
+    """(callee, the line from its arguments on) when ``line`` is a call site
+    with an id: a call, invoke or callbr of a function named directly (not
+    an intrinsic, not a cast or a pointer); else None.  The one rule the
+    pass plugin numbers by (passes/plugin/FORMAT.md, "Call sites")."""
+    m = _CALL.search(line)
+    if not m or m.group(1) != "@":
+        return None
+    callee = unquote(m.group(2))
+    return None if callee.startswith("llvm.") else (callee, m.group(3))
 
 
 def call_sites(ir_text: str) -> dict[str, list[str]]:
-    """Caller -> its call sites' callees, in layout order: the calls and
-    invokes whose callee is a function named directly (not an intrinsic,
-    not a cast or a pointer).  Site ``k`` of ``f`` has the id ``f:call<k>``,
-    as the pass plugin numbers them (passes/plugin/FORMAT.md, "Call
-    sites"), in the IR as clang emits it before any optimisation."""
+    """Caller -> its call sites' callees, in layout order (:func:`direct_call`).
+    Site ``k`` of ``f`` has the id ``f:call<k>``, as the pass plugin numbers
+    them, in the IR as clang emits it before any optimisation."""
     out = {}
     for name, _header, body in functions(ir_text):
-        callees = []
-        for line in body:
-            m = CALL.search(line)
-            if m and m.group(1) == "@":
-                callee = unquote(m.group(2))
-                if not callee.startswith("llvm."):
-                    callees.append(callee)
-        out[name] = callees
+        out[name] = [call[0] for call in map(direct_call, body) if call]
     return out

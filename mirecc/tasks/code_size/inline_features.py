@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-from mirecc.ir.text import CALL, NAME, functions, unquote
+from mirecc.ir.text import NAME, direct_call, functions
 
 #: the features, in the order of a row
 NAMES = (
@@ -112,13 +112,9 @@ def site_features(ir_text: str) -> dict[str, list[float]]:
             if lm:
                 label = lm.group(1)
                 continue
-            m = CALL.search(ln)
-            if not m or m.group(1) != "@":
-                continue
-            callee = unquote(m.group(2))
-            if callee.startswith("llvm."):
-                continue
-            out.append((callee, m.group(3), ln, label in back_targets))
+            call = direct_call(ln)
+            if call:
+                out.append((*call, ln, label in back_targets))
         sites[name] = out
     uses: dict[str, int] = {}
     for calls in sites.values():
