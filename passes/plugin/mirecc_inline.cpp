@@ -12,7 +12,21 @@
 // LLVM's inliner honours at that site alone (an `alwaysinline` site whose
 // callee cannot be inlined is left as it is); everything else is left to
 // LLVM.
+//
+// mirecc-call-tag and mirecc-call-cost (named for opt only) give the
+// inlining policy LLVM's own view of each site: the tag pass attaches the
+// site's id as !mirecc.call metadata while the IR is as clang emitted it;
+// after any simplification the cost pass prints, for each tagged site whose
+// callee the module defines, one JSON line: LLVM's inline cost and
+// threshold at -Oz and its cost features (InlineModelFeatureMaps.h).
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Analysis/AssumptionCache.h"
+#include "llvm/Analysis/InlineCost.h"
+#include "llvm/Analysis/InlineModelFeatureMaps.h"
+#include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/Analysis/TargetTransformInfo.h"
+#include "llvm/IR/Metadata.h"
+#include "llvm/Support/raw_ostream.h"
 #include "llvm/Analysis/OptimizationRemarkEmitter.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/Function.h"
@@ -21,11 +35,13 @@
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 #include "mirecc_plugin.h"
 #include <map>
 #include <string>
+#include <vector>
 
 using namespace llvm;
 
@@ -90,6 +106,79 @@ struct CallMarkPass : PassInfoMixin<CallMarkPass> {
   }
 };
 
+// Each direct call site's id, as metadata that later passes carry along.
+struct CallTagPass : PassInfoMixin<CallTagPass> {
+  PreservedAnalyses run(Module &m, ModuleAnalysisManager &) {
+    for (Function &f : m) {
+      if (f.isDeclaration()) continue;
+      unsigned k = 0;
+      for (Instruction &i : instructions(f)) {
+        auto *cb = dyn_cast<CallBase>(&i);
+        if (!cb || !directCallee(*cb)) continue;
+        LLVMContext &ctx = m.getContext();
+        std::string id = f.getName().str() + ":call" + std::to_string(k++);
+        cb->setMetadata("mirecc.call", MDNode::get(ctx, MDString::get(ctx, id)));
+      }
+    }
+    return PreservedAnalyses::all();
+  }
+};
+
+// One JSON line per tagged site with a defined callee: {"site", "cost",
+// "threshold", "decision" ("always", "never" or "cost"), "features"}.
+struct CallCostPass : PassInfoMixin<CallCostPass> {
+  PreservedAnalyses run(Module &m, ModuleAnalysisManager &mam) {
+    auto &fam = mam.getResult<FunctionAnalysisManagerModuleProxy>(m).getManager();
+    auto getAC = [&](Function &f) -> AssumptionCache & {
+      return fam.getResult<AssumptionAnalysis>(f);
+    };
+    auto getTLI = [&](Function &f) -> const TargetLibraryInfo & {
+      return fam.getResult<TargetLibraryAnalysis>(f);
+    };
+    InlineParams params = getInlineParams(2, 2);  // -Oz's
+    params.ComputeFullInlineCost = true;          // not cut off at the threshold
+    std::vector<CallBase *> sites;
+    for (Function &f : m)
+      for (Instruction &i : instructions(f))
+        if (auto *cb = dyn_cast<CallBase>(&i))
+          if (cb->getMetadata("mirecc.call")) sites.push_back(cb);
+    for (CallBase *cb : sites) {
+      Function *callee = directCallee(*cb);
+      if (!callee || callee->isDeclaration()) continue;
+      auto *id = cast<MDString>(cb->getMetadata("mirecc.call")->getOperand(0));
+      json::Object row{{"site", id->getString()}};
+      if (cb->getCalledFunction() != callee) {
+        // called with another type than its own (LLVM 15+ names no callee
+        // then, and neither inlines nor costs it)
+        row["decision"] = "never";
+        row["features"] = json::Array();
+        outs() << formatv("{0}", json::Value(std::move(row))) << "\n";
+        continue;
+      }
+      TargetTransformInfo &tti = fam.getResult<TargetIRAnalysis>(*callee);
+      InlineCost ic = getInlineCost(*cb, params, tti, getAC, getTLI);
+      row["decision"] = ic.isAlways() ? "always" : ic.isNever() ? "never" : "cost";
+      if (ic.isVariable()) {
+        row["cost"] = ic.getCost();
+        row["threshold"] = ic.getThreshold();
+      }
+      json::Array features;
+      // LLVM 14's features in its order: later LLVMs add
+      // switch_default_dest_penalty (dropped, so that rows compare)
+      if (auto f = getInliningCostFeatures(*cb, tti, getAC))
+        for (size_t k = 0; k < f->size(); ++k) {
+#if LLVM_VERSION_MAJOR >= 18
+          if (k == size_t(InlineCostFeatureIndex::switch_default_dest_penalty)) continue;
+#endif
+          features.push_back(int64_t((*f)[k]));
+        }
+      row["features"] = std::move(features);
+      outs() << formatv("{0}", json::Value(std::move(row))) << "\n";
+    }
+    return PreservedAnalyses::all();
+  }
+};
+
 }  // namespace
 
 namespace mirecc {
@@ -122,8 +211,10 @@ void registerCallPasses(PassBuilder &pb) {
   });
   pb.registerPipelineParsingCallback([](StringRef name, ModulePassManager &mpm,
                                         ArrayRef<PassBuilder::PipelineElement>) {
-    if (name != "mirecc-call-mark") return false;
-    mpm.addPass(CallMarkPass());
+    if (name == "mirecc-call-mark") mpm.addPass(CallMarkPass());
+    else if (name == "mirecc-call-tag") mpm.addPass(CallTagPass());
+    else if (name == "mirecc-call-cost") mpm.addPass(CallCostPass());
+    else return false;
     return true;
   });
 }

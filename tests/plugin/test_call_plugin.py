@@ -11,6 +11,7 @@ what clang's prints; a bad entry changes nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -162,6 +163,38 @@ def test_an_unknown_site_and_O0_change_nothing(llvm_plugin, tmp_path):
         subprocess.run([clang, level, "-w", "-c", str(src), "-o", str(tmp_path / "b.o")],
                        check=True)
         assert (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes(), level
+
+
+@pytest.mark.parametrize("major", [14, 19])
+def test_llvms_costs_are_read_per_site(llvm_plugin, tmp_path, major):
+    """mirecc-call-tag / mirecc-call-cost: a row per site whose callee the
+    module defines, with mirecc's ids; LLVM's -Oz cost says small() is under
+    its threshold and big() over it; the neighbour rows count them."""
+    from mirecc.tasks.code_size.build import tool_beside
+    from mirecc.tasks.code_size.inline_features import (COST_NAMES, llvm_costs,
+                                                         neighbour_rows)
+
+    clang, _major, plugin = llvm_plugin(major)
+    src = tmp_path / "p.c"
+    src.write_text(PROGRAM)
+    bc = tmp_path / "p.bc"
+    subprocess.run([clang, "-Oz", "-w", "-c", "-emit-llvm", "-Xclang", "-disable-llvm-passes",
+                    str(src), "-o", str(bc)], check=True)
+    ir = ir_before_optimisation(clang, src, tmp_path)
+    sites = call_sites(ir)
+    costs = llvm_costs(bc, tool_beside(clang, "opt"), plugin)
+    want = {f"{fn}:call{k}" for fn, callees in sites.items()
+            for k, callee in enumerate(callees) if callee in sites}
+    assert set(costs) == want and all(len(r) == len(COST_NAMES) for r in costs.values())
+    margin = COST_NAMES.index("llvm_margin")
+    main = sites["main"]
+    assert costs[f"main:call{main.index('small')}"][margin] > 0
+    assert costs[f"main:call{main.index('big')}"][margin] < 0
+    around = neighbour_rows(ir, costs)
+    # apply() is called once, by main, at a site LLVM would not inline (noinline)
+    assert around[f"main:call{main.index('apply')}"][2:] == [0.0, math.log1p(1)]
+    assert set(around) == {f"{fn}:call{k}" for fn, callees in sites.items()
+                           for k in range(len(callees))}
 
 
 def test_the_tu_context_owns_the_call_table(tmp_path):

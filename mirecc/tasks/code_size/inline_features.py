@@ -7,14 +7,22 @@ In the spirit of MLGO's inliner features (LLVM's
 ``InlineModelFeatureMaps.h``: the callee's and caller's blocks and users,
 the site's constant arguments), computed from the text alone: no pass runs.
 
+And LLVM's own view of each site (:func:`llvm_costs`): the inline cost,
+threshold and cost features LLVM's inliner computes at -Oz, printed by the
+pass plugin's ``mirecc-call-cost`` after a light simplification of the
+module (one ``opt`` run).
+
 Standard library only: the driver may call it on a compile.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import subprocess
 
-from mirecc.ir.text import NAME, direct_call, functions
+from mirecc.ir.text import NAME, call_sites, direct_call, functions
 
 #: the features, in the order of a row
 NAMES = (
@@ -23,8 +31,32 @@ NAMES = (
     "callee_alwaysinline", "callee_args", "callee_returns_void", "callee_loads_stores",
     "callee_branches", "caller_instructions", "caller_blocks", "caller_sites",
     "site_args", "site_constant_args", "site_result_used", "site_position",
-    "site_in_loop_block",
+    "site_in_loop_block", "caller_sites_in", "caller_internal", "caller_inlinehint",
+    "caller_alwaysinline",
 )
+
+#: LLVM's view of a site (:func:`llvm_costs`): known, always/never inlined,
+#: cost, threshold, their difference, then InlineModelFeatureMaps.h's cost
+#: features in LLVM's order (the last, threshold, is LLVM's too)
+COST_FEATURES = (
+    "sroa_savings", "sroa_losses", "load_elimination", "call_penalty",
+    "call_argument_setup", "load_relative_intrinsic", "lowered_call_arg_setup",
+    "indirect_call_penalty", "jump_table_penalty", "case_cluster_penalty",
+    "switch_penalty", "unsimplified_common_instructions", "num_loops", "dead_blocks",
+    "simplified_instructions", "constant_args", "constant_offset_ptr_args",
+    "callsite_cost", "cold_cc_penalty", "last_call_to_static_bonus", "is_multiple_blocks",
+    "nested_inlines", "nested_inline_cost_estimate", "features_threshold")
+COST_NAMES = ("llvm_known", "llvm_always", "llvm_never", "llvm_cost", "llvm_threshold",
+              "llvm_margin", *COST_FEATURES)
+#: what LLVM's costs say of the site's neighbours (:func:`neighbour_rows`):
+#: of the sites that call the caller, and of those that call the callee, how
+#: many LLVM would inline (a site inlined into a caller that is itself
+#: inlined N times is copied N times)
+NEIGHBOUR_NAMES = ("caller_in_inlined", "caller_in_kept", "callee_in_inlined",
+                   "callee_in_kept")
+#: the simplification before LLVM's costs are read: what the inliner's
+#: callees have been through at least (SROA first: clang's allocas)
+SIMPLIFY = "function(sroa,early-cse,simplifycfg,instcombine)"
 
 _DEFINE = re.compile(r"^define\s+(.*?)@(" + NAME + r")\((.*)\)\s*(.*)$")
 _GROUP = re.compile(r"^attributes #(\d+) = \{(.*)\}")
@@ -139,5 +171,64 @@ def site_features(ir_text: str) -> dict[str, list[float]]:
                 float(sum(_is_constant(a) for a in arg_list)),
                 float(bool(re.match(r"\s*%[-\w.$]+\s*=", line))),
                 k / max(1, len(calls)), float(in_loop),
+                math.log1p(uses.get(caller, 0)), c["internal"], c["inlinehint"],
+                c["alwaysinline"],
             ]
     return rows
+
+
+def _signed_log(v: float) -> float:
+    return math.copysign(math.log1p(abs(v)), v)
+
+
+def llvm_costs(bitcode: str | os.PathLike, opt: str, plugin: str | os.PathLike,
+               timeout: float = 60) -> dict[str, list[float]]:
+    """Site id -> its row of :data:`COST_NAMES` for each site of the module
+    ``bitcode`` (as clang emits it) whose callee it defines: the pass
+    plugin's ``mirecc-call-tag`` numbers the sites, :data:`SIMPLIFY` runs,
+    ``mirecc-call-cost`` prints LLVM's -Oz cost.  A site simplified away has
+    no row (:func:`cost_row` gives its unknown row).  OSError or
+    subprocess.CalledProcessError when opt fails."""
+    out = subprocess.run(
+        [opt, "-load-pass-plugin", os.fspath(plugin),
+         f"-passes=mirecc-call-tag,{SIMPLIFY},mirecc-call-cost", "-disable-output",
+         os.fspath(bitcode)], capture_output=True, text=True, check=True, timeout=timeout)
+    rows = {}
+    for line in out.stdout.splitlines():
+        r = json.loads(line)
+        features = [_signed_log(v) for v in r["features"]][:len(COST_FEATURES)]
+        features += [0.0] * (len(COST_FEATURES) - len(features))
+        cost, threshold = r.get("cost", 0), r.get("threshold", 0)
+        rows[r["site"]] = [1.0, float(r["decision"] == "always"), float(r["decision"] == "never"),
+                           _signed_log(cost), _signed_log(threshold),
+                           _signed_log(threshold - cost), *features]
+    return rows
+
+
+def neighbour_rows(ir_text: str, costs: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Site id -> its row of :data:`NEIGHBOUR_NAMES`, for every site of the
+    module (``costs``: :func:`llvm_costs`'s rows of its sites)."""
+    sites = call_sites(ir_text)
+    inlined: dict[str, int] = {}
+    kept: dict[str, int] = {}
+    for caller, callees in sites.items():
+        for k, callee in enumerate(callees):
+            row = costs.get(f"{caller}:call{k}")
+            if row is None:
+                continue
+            # always inlined, or a cost under the threshold (LLVM inlines at
+            # cost < threshold: margin > 0)
+            would = row[1] or (not row[2] and row[5] > 0)
+            target = inlined if would else kept
+            target[callee] = target.get(callee, 0) + 1
+    return {f"{caller}:call{k}": [math.log1p(inlined.get(caller, 0)),
+                                  math.log1p(kept.get(caller, 0)),
+                                  math.log1p(inlined.get(callee, 0)),
+                                  math.log1p(kept.get(callee, 0))]
+            for caller, callees in sites.items() for k, callee in enumerate(callees)}
+
+
+def cost_row(costs: dict[str, list[float]], site: str) -> list[float]:
+    """The site's row of :func:`llvm_costs`, or the row of a site LLVM's
+    costs do not know (all zero: ``llvm_known`` 0)."""
+    return costs.get(site) or [0.0] * len(COST_NAMES)

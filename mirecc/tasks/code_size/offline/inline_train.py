@@ -9,11 +9,17 @@ encoder's function embeddings of caller and callee, and both; each at 1%,
         [--polybench DIR] [--out docs/results/inline-policy.md]
 
 Model: a forest of regression trees (:mod:`mirecc.learn.forest`) from a
-site's inputs to ``log(bytes out of line / bytes inlined)`` (above 0:
-inlining the site saves bytes).  Policy: the site is forced inline where
-the trees' median predicts a saving above a margin, out of line where it
-predicts a cost above it, else left to LLVM; the margin is chosen from
+site's inputs to what each forced choice saves against LLVM's own object,
+``log(bytes / bytes inlined)`` and ``log(bytes / bytes out of line)`` (LLVM
+inlines a site or not; forcing what it already does saves nothing, so the
+target is the change, not the better of the two).  Policy: a site is forced
+to the choice whose predicted saving (the trees' median) is the larger, where
+it exceeds a margin, else left to LLVM; the margin is chosen from
 :data:`MARGINS` on the training packages' out-of-package predictions.
+
+The statistics include LLVM's own cost of each site at -Oz
+(:func:`mirecc.tasks.code_size.inline_features.llvm_costs`: one ``opt`` run
+per module with the pass plugin).
 
 Measure (per site, one at a time, as labelled): the bytes the policy's
 choice saves against the module's own object (LLVM's choice), over the
@@ -50,8 +56,9 @@ from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
 from mirecc.learn.judge import RESAMPLES, interval, program_weights
 from mirecc.plugin.build import find_plugin, plugin_args
 from mirecc.taskapi.config import load_config
-from mirecc.tasks.code_size.build import CandidateError
-from mirecc.tasks.code_size.inline_features import site_features
+from mirecc.tasks.code_size.build import CandidateError, tool_beside
+from mirecc.tasks.code_size.inline_features import (cost_row, llvm_costs, neighbour_rows,
+                                                    site_features)
 from mirecc.tasks.code_size.offline.dataset import HELD_OUT, Module, corpus_modules
 from mirecc.tasks.code_size.offline.inline_labels import Compiler
 from mirecc.tasks.code_size.offline.labels import codegen_flags
@@ -82,11 +89,37 @@ def read_sites(labels: Path) -> list[dict]:
     return rows
 
 
-def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS
+def targets(rows: list[dict]) -> np.ndarray:
+    """(sites, 2): log bytes saved against LLVM's object by forcing each site
+    inline, and out of line."""
+    return np.asarray([[math.log(r["own"] / r["inline"]), math.log(r["own"] / r["noinline"])]
+                       for r in rows])
+
+
+def llvm_tools(cc: str | None) -> tuple[str, Path]:
+    """(opt, pass plugin) of the clang ``cc`` (default: the one mirecc drives)."""
+    cc = cc or find_compiler(load_config(os.getcwd()), cxx=False)
+    plugin = find_plugin(clang_major(cc))
+    if plugin is None:
+        raise SystemExit("mire size-inline-judge: no pass plugin built for "
+                         f"{cc} (scripts/setup.sh builds it)")
+    return tool_beside(cc, "opt"), plugin
+
+
+def statistics(path, ir: str, tools) -> dict[str, list[float]]:
+    """Site id -> the statistics row of each site of the module at ``path``
+    whose callee it defines: the IR's own (:func:`site_features`) and LLVM's
+    costs (:func:`llvm_costs`)."""
+    costs = llvm_costs(path, *tools)
+    around = neighbour_rows(ir, costs)
+    return {site: row + cost_row(costs, site) + around[site]
+            for site, row in site_features(ir).items()}
+
+
+def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS, tools=None
                 ) -> dict[str, np.ndarray]:
     """kind -> (sites, d): the statistics, the encoder's caller and callee
     vectors, both (the encoder run only where ``kinds`` needs it)."""
-
 
     paths = {m.sha256: m.path for m in corpus_modules(corpus)}
     encoder = Encoder(Path(model_dir or SHIPPED_MODEL_DIR)) if set(kinds) - {"statistics"} \
@@ -100,7 +133,7 @@ def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS
                                 file=sys.stderr, disable=None):
         path = paths[module]
         ir = disassemble(Path(path).read_bytes(), str(path))
-        features = site_features(ir)
+        features = statistics(path, ir, tools)
         names = sorted({rows[i][k] for i in indices for k in ("caller", "callee")})
         vectors = encoder.embed_functions(build_graph(path), names, function_digests(ir)) \
             if encoder else None
@@ -117,9 +150,11 @@ def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS
 
 
 def choose(G: np.ndarray, margin: float) -> np.ndarray:
-    """Per site: 1 inline, -1 out of line, 0 LLVM's, from the trees' median."""
-    m = np.median(G[:, :, 0], axis=1)
-    return np.where(m > margin, 1, np.where(m < -margin, -1, 0))
+    """Per site: 1 inline, -1 out of line, 0 LLVM's, from the trees' median
+    predictions (sites, trees, 2) of what each forced choice saves."""
+    m = np.median(G, axis=1)
+    best = np.where(m[:, 0] >= m[:, 1], 1, -1)
+    return np.where(m.max(axis=1) > margin, best, 0)
 
 
 def saved(rows: list[dict], choice: np.ndarray) -> np.ndarray:
@@ -137,25 +172,25 @@ def oracle(rows: list[dict]) -> np.ndarray:
 
 
 def out_of_package(X, y, packages, config, fraction: float, seed: int = 0) -> np.ndarray:
-    """Leave one package out: each site's trees' predictions (n, trees, 1)
+    """Leave one package out: each site's trees' predictions (n, trees, 2)
     from a forest fitted on ``fraction`` of the other packages' sites."""
     rng = np.random.default_rng(seed)
-    G = np.zeros((len(X), config.trees, 1), np.float32)
+    G = np.zeros((len(X), config.trees, y.shape[1]), np.float32)
     for package in sorted(set(packages)):
         test = packages == package
         train = np.flatnonzero(~test)
         if fraction < 1:
             train = rng.choice(train, max(20, int(round(fraction * len(train)))), replace=False)
-        G[test] = tree_predictions(fit_forest(X[train], y[train, None], config), X[test])
+        G[test] = tree_predictions(fit_forest(X[train], y[train], config), X[test])
     return G
 
 
-def module_inputs(path: Path, encoder, kind: str):
+def module_inputs(path: Path, encoder, kind: str, tools):
     """(site ids, inputs of ``kind``) of every site of the module at ``path``
     whose callee it defines."""
 
     ir = disassemble(Path(path).read_bytes(), str(path))
-    features = site_features(ir)
+    features = statistics(path, ir, tools)
     sites = sorted(features)
     if not sites:
         return [], None
@@ -173,7 +208,7 @@ def module_inputs(path: Path, encoder, kind: str):
     return sites, X
 
 
-def whole_modules(rows, inputs, kind: str, args, config, margin: float) -> list[dict]:
+def whole_modules(rows, inputs, kind: str, args, config, margin: float, tools) -> list[dict]:
     """The policy fitted on the training packages' sites (``kind``'s
     inputs), applied to every site of each held-out package's module at
     once: the module's .text bytes with its decisions against LLVM's, and
@@ -186,8 +221,8 @@ def whole_modules(rows, inputs, kind: str, args, config, margin: float) -> list[
         print(f"mire size-inline-judge: {int(train.sum())} labelled sites of the training "
               f"packages: too few to judge whole modules", file=sys.stderr)
         return []
-    y = np.asarray([math.log(r["noinline"] / r["inline"]) for r in rows])
-    model = fit_forest(inputs[kind][train], y[train, None], config)
+    y = targets(rows)
+    model = fit_forest(inputs[kind][train], y[train], config)
     cc = args.cc or find_compiler(load_config(os.getcwd()), cxx=False)
     major = clang_major(cc)
     plugin = find_plugin(major)
@@ -204,12 +239,13 @@ def whole_modules(rows, inputs, kind: str, args, config, margin: float) -> list[
         with tempfile.TemporaryDirectory(prefix="mirecc-inline-") as tmp:
             try:
                 own = compiler.text(str(m.path), flags, tmp)
-                sites, X = module_inputs(m.path, encoder, kind)
+                sites, X = module_inputs(m.path, encoder, kind, tools)
                 choice = choose(tree_predictions(model, X), margin) if sites else []
                 calls = {s: ("inline" if c > 0 else "noinline")
                          for s, c in zip(sites, choice) if c}
                 policy = compiler.text(str(m.path), flags, tmp, calls) if calls else own
-            except (CandidateError, OSError, ValueError) as exc:
+            except (CandidateError, OSError, ValueError,
+                    subprocess.CalledProcessError) as exc:
                 out.append({"module": m.sha256, "origin": m.origin, "error": str(exc)[:200]})
                 continue
         out.append({"module": m.sha256, "origin": m.origin, "path": m.source, "own": own,
@@ -247,9 +283,10 @@ def run(args: argparse.Namespace) -> int:
               f"(run mire size-inline-data)", file=sys.stderr)
         return 2
     packages = np.asarray([r["origin"] for r in rows])
-    y = np.asarray([math.log(r["noinline"] / r["inline"]) for r in rows])
+    y = targets(rows)
     kinds = args.kinds or list(KINDS)
-    inputs = site_inputs(rows, Path(args.corpus), args.model, kinds)
+    tools = llvm_tools(args.cc)
+    inputs = site_inputs(rows, Path(args.corpus), args.model, kinds, tools)
     best = oracle(rows)
     names = sorted(set(packages))
     weights = program_weights(np.asarray([names.index(p) for p in packages]), RESAMPLES)
@@ -287,7 +324,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     margin = margins[(args.whole, 1.0)] if args.whole else None
-    modules = whole_modules(rows, inputs, args.whole, args, config, margin) if args.whole else []
+    modules = whole_modules(rows, inputs, args.whole, args, config, margin, tools) \
+        if args.whole else []
     llvm_inlines = sum(r["own"] == r["inline"] != r["noinline"] for r in rows)
     doc = {"written_by": "mire size-inline-judge", "date": time.strftime("%Y-%m-%d"),
            "sites": len(rows), "packages": names, "modules": len({r["module"] for r in rows}),
