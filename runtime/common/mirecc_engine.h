@@ -628,8 +628,20 @@ static void save_store(void) {
     if (settle_hook) settle_hook(s);
     for (int i = 0; i < s->ncell; i++) {
       struct cell *c = &s->cell[i];
-      /* a run that explored across runs used one arm: the next run takes the other */
-      if (c->dirty && c->across && c->phase == EXPLORE) c->next_default = !c->next_default;
+      /* a run that explored across runs used one arm; the next run takes
+         the reference (the default, or the candidate kept last) until it
+         has three samples, then the next candidate while that has fewer
+         samples than the reference (the reference's samples from earlier
+         runs count: a candidate needs about `pairs` runs, not twice as
+         many) */
+      if (c->dirty && c->across && c->phase == EXPLORE) {
+        int next = c->cur, ref = count(&c->arm[c->best]);
+        while (next < s->narm && (next == 0 || c->arm[next].dropped || c->arm[next].kept)) next++;
+        /* (with warm_each_arm, OpenCL's devices: each arm's run has a
+           warm-up, so the arms alternate run by run) */
+        c->next_default = warm_each_arm ? !c->next_default
+                          : next < s->narm && (ref < 3 || ref <= count(&c->arm[next]));
+      }
       if (c->dirty && c->run_total > 0 && c->run_lost / c->run_total > c->worst)
         c->worst = c->run_lost / c->run_total;
       any |= c->dirty;

@@ -239,6 +239,40 @@ def test_a_short_function_called_once_per_run_is_left_alone(llvm_plugin, runtime
     assert cell.phase == 2 and [a.samples for a in cell.arms] == before
 
 
+def test_a_function_called_once_per_run_gives_its_candidates_successive_runs(
+        llvm_plugin, runtime, tmp_path):
+    """Explored across runs, one arm per run: the default's first three
+    runs, then a candidate runs while it has fewer samples than the
+    reference (the default's samples from earlier runs count), where it
+    used to alternate with the reference run by run."""
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _remarks = build(clang, plugin, tmp_path, runtime)
+    plain(clang, tmp_path)
+    want = subprocess.run([str(tmp_path / "plain"), "1"], capture_output=True, text=True,
+                          check=True).stdout
+    store = tmp_path / "store.txt"
+    seen = []
+    for n in range(30):
+        cells = read_store(store) if n else []
+        before = {a.name: a for a in cells[0].arms} if cells else {}
+        assert run(exe, store, "1", MIRECC_ADAPT_MIN_US="0").stdout == want
+        (cell,) = read_store(store)
+        grew = [a.name for a in cell.arms if a.samples > getattr(before.get(a.name), "samples", 0)]
+        assert len(grew) <= 1, grew   # one arm per run (the first run's call: none)
+        if grew and cells and cells[0].phase == 0 and cells[0].across:
+            ref = before[cells[0].best].samples
+            open_ = [a for a in cells[0].arms[1:] if not (a.dropped or a.kept)]
+            wanted = cells[0].best if ref < 3 or ref <= open_[0].samples else open_[0].name
+            seen.append((grew[0], wanted))
+        if cell.phase == 1:
+            break
+    assert cell.phase == 1, cell
+    assert seen and all(g == w for g, w in seen), seen
+    # at least one candidate ran in two successive runs
+    names = [g for g, _ in seen]
+    assert any(a == b != "default" for a, b in zip(names, names[1:])), names
+
+
 def test_without_the_runtime_llvms_version_runs(llvm_plugin, tmp_path):
     clang, _major, plugin = llvm_plugin(14)
     exe, _remarks = build(clang, plugin, tmp_path, None)
