@@ -29,8 +29,8 @@ from mirecc.runtime import store
 
 def add_arguments(p) -> None:
     p.add_argument("--store", default=None,
-                   help="a store directory (default: the file MIRECC_ADAPT_STORE names, "
-                        "else <cache>/adapt)")
+                   help="a store directory or file (default: the file MIRECC_ADAPT_STORE "
+                        "names, else <cache>/adapt)")
     p.add_argument("--json", action="store_true", help="one JSON object per site and bucket")
     p.add_argument("--forget", action="store_true",
                    help="remove the store files: later runs explore again")
@@ -40,11 +40,17 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if args.store and not os.path.exists(args.store):
+        print(f"mire adapt: --store {args.store}: no such file or directory", file=sys.stderr)
+        return 2
     if args.seed:
         from mirecc.taskapi.profile import ProfileError  # lazy: --seed only
         try:
-            store.seed_profile(args.seed, Path(args.store) / f"{store.machine_descriptor()}.txt"
-                               if args.store else None)
+            target = None
+            if args.store:
+                target = Path(args.store) if os.path.isfile(args.store) else \
+                    Path(args.store) / f"{store.machine_descriptor()}.txt"
+            store.seed_profile(args.seed, target)
         except (ProfileError, OSError) as exc:
             print(f"mire adapt: {exc}", file=sys.stderr)
             return 2

@@ -273,12 +273,14 @@ def parse_line(machine: str, line: str) -> Cell:
 
 
 def store_files(directory: str | os.PathLike | None = None) -> list[Path]:
-    """The store files a listing reads: those of ``directory``, else the one
-    MIRECC_ADAPT_STORE names (where it exists), else those of
-    ``<cache>/adapt``."""
+    """The store files a listing reads: those of ``directory`` (or that one
+    file), else the one MIRECC_ADAPT_STORE names (where it exists), else
+    those of ``<cache>/adapt``."""
     if directory is None and os.environ.get("MIRECC_ADAPT_STORE"):
         named = Path(os.environ["MIRECC_ADAPT_STORE"])
         return [named] if named.is_file() else []
+    if directory and Path(directory).is_file():
+        return [Path(directory)]
     directory = Path(directory) if directory else store_dir()
     return sorted(directory.glob("*.txt")) if directory.is_dir() else []
 
