@@ -23,20 +23,20 @@
 #include "llvm/Analysis/AssumptionCache.h"
 #include "llvm/Analysis/InlineCost.h"
 #include "llvm/Analysis/InlineModelFeatureMaps.h"
+#include "llvm/Analysis/OptimizationRemarkEmitter.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
-#include "llvm/IR/Metadata.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Analysis/OptimizationRemarkEmitter.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/InstrTypes.h"
+#include "llvm/IR/Metadata.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include "mirecc_plugin.h"
 #include <map>
@@ -146,12 +146,11 @@ struct CallCostPass : PassInfoMixin<CallCostPass> {
       Function *callee = directCallee(*cb);
       if (!callee || callee->isDeclaration()) continue;
       auto *id = cast<MDString>(cb->getMetadata("mirecc.call")->getOperand(0));
-      json::Object row{{"site", id->getString()}};
+      json::Object row{{"site", id->getString()}, {"features", json::Array()}};
       if (cb->getCalledFunction() != callee) {
         // called with another type than its own (LLVM 15+ names no callee
         // then, and neither inlines nor costs it)
         row["decision"] = "never";
-        row["features"] = json::Array();
         outs() << formatv("{0}", json::Value(std::move(row))) << "\n";
         continue;
       }
