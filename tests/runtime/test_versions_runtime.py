@@ -212,18 +212,24 @@ def test_the_store_and_the_sites_are_read_before_main(llvm_plugin, runtime, tmp_
         assert cell.invocations == 5 * runs
 
 
+def called_once_per_run(llvm_plugin, runtime, tmp: Path):
+    """(the versions' build, what clang's build prints with saxpy called
+    once, an empty store's path)."""
+    clang, _major, plugin = llvm_plugin(14)
+    exe, _remarks = build(clang, plugin, tmp, runtime)
+    plain(clang, tmp)
+    want = subprocess.run([str(tmp / "plain"), "1"], capture_output=True, text=True,
+                          check=True).stdout
+    return exe, want, tmp / "store.txt"
+
+
 def test_a_short_function_called_once_per_run_is_left_alone(llvm_plugin, runtime, tmp_path):
     """A function called once per process and shorter than the runtime's
     shortest timed call (MIRECC_ADAPT_MIN_US) is explored across runs until
     its time is known, then left alone (LLVM's version): a batch of calls
     cannot span runs, and it could gain a few microseconds per process.
     (A 1 ms shortest call: a batch of saxpy's calls would reach it.)"""
-    clang, _major, plugin = llvm_plugin(14)
-    exe, _remarks = build(clang, plugin, tmp_path, runtime)
-    plain(clang, tmp_path)
-    want = subprocess.run([str(tmp_path / "plain"), "1"], capture_output=True, text=True,
-                          check=True).stdout
-    store = tmp_path / "store.txt"
+    exe, want, store = called_once_per_run(llvm_plugin, runtime, tmp_path)
     states = []
     for _ in range(12):
         assert run(exe, store, "1", MIRECC_ADAPT_MIN_US="1000").stdout == want
@@ -245,12 +251,7 @@ def test_a_function_called_once_per_run_gives_its_candidates_successive_runs(
     runs, then a candidate runs while it has fewer samples than the
     reference (the default's samples from earlier runs count), where it
     used to alternate with the reference run by run."""
-    clang, _major, plugin = llvm_plugin(14)
-    exe, _remarks = build(clang, plugin, tmp_path, runtime)
-    plain(clang, tmp_path)
-    want = subprocess.run([str(tmp_path / "plain"), "1"], capture_output=True, text=True,
-                          check=True).stdout
-    store = tmp_path / "store.txt"
+    exe, want, store = called_once_per_run(llvm_plugin, runtime, tmp_path)
     seen = []
     for n in range(30):
         cells = read_store(store) if n else []
