@@ -242,6 +242,14 @@ static int start_batch(struct cell *c, int arm) {
   return arm;
 }
 
+/* The first candidate from `c->cur` on still without a verdict (s->narm
+   when none is left). */
+static int open_arm(const struct state *s, const struct cell *c) {
+  int a = c->cur;
+  while (a < s->narm && (a == 0 || c->arm[a].dropped || c->arm[a].kept)) a++;
+  return a;
+}
+
 static int choose(struct state *s, struct cell *c) {
   if (c->phase == SHORT) return 0;
   if (c->batch_left > 0) return c->batch_arm;   /* a batch runs one arm */
@@ -269,9 +277,7 @@ static int choose(struct state *s, struct cell *c) {
     }
     c->batch = b;
   }
-  while (c->cur < s->narm &&
-         (c->cur == 0 || c->arm[c->cur].dropped || c->arm[c->cur].kept))
-    c->cur++;
+  c->cur = open_arm(s, c);
   if (c->cur >= s->narm) {
     finish(c);
     c->dirty = 1;
@@ -635,8 +641,7 @@ static void save_store(void) {
          runs count: a candidate needs about `pairs` runs, not twice as
          many) */
       if (c->dirty && c->across && c->phase == EXPLORE) {
-        int next = c->cur, ref = count(&c->arm[c->best]);
-        while (next < s->narm && (next == 0 || c->arm[next].dropped || c->arm[next].kept)) next++;
+        int next = open_arm(s, c), ref = count(&c->arm[c->best]);
         /* (with warm_each_arm, OpenCL's devices: each arm's run has a
            warm-up, so the arms alternate run by run) */
         c->next_default = warm_each_arm ? !c->next_default

@@ -170,8 +170,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-
     cc = args.cc or find_compiler(load_config(os.getcwd()), cxx=False)
     major = clang_major(cc)
     plugin = find_plugin(major)

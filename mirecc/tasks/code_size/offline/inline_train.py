@@ -74,7 +74,6 @@ KINDS = ("statistics", "encoder", "both")
 def read_sites(labels: Path) -> list[dict]:
     """The labelled sites of ``labels`` (``sites.jsonl``, or the committed
     snapshot's ``sites.jsonl.gz``)."""
-
     path = labels / "sites.jsonl"
     text = path.read_text() if path.is_file() else \
         gzip.decompress((labels / "sites.jsonl.gz").read_bytes()).decode()
@@ -126,7 +125,6 @@ def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS, tools=No
                 ) -> dict[str, np.ndarray]:
     """kind -> (sites, d): the statistics, the encoder's caller and callee
     vectors, both (the encoder run only where ``kinds`` needs it)."""
-
     paths = {m.sha256: m.path for m in corpus_modules(corpus)}
     encoder = Encoder(Path(model_dir or SHIPPED_MODEL_DIR)) if set(kinds) - {"statistics"} \
         else None
@@ -194,7 +192,6 @@ def out_of_package(X, y, packages, config, fraction: float, seed: int = 0) -> np
 def module_inputs(path: Path, encoder, kind: str, tools):
     """(site ids, inputs of ``kind``) of every site of the module at ``path``
     whose callee it defines."""
-
     ir = disassemble(Path(path).read_bytes(), str(path))
     features = statistics(path, ir, tools)
     sites = sorted(features)
@@ -202,7 +199,6 @@ def module_inputs(path: Path, encoder, kind: str, tools):
         return [], None
     parts = {"statistics": np.asarray([features[s] for s in sites], np.float32)}
     if kind != "statistics":
-
         callees = call_sites(ir)
         pairs = [(s.rsplit(":", 1)[0], callees[s.rsplit(":", 1)[0]][int(s.rsplit(":call", 1)[1])])
                  for s in sites]
@@ -219,9 +215,6 @@ def whole_modules(rows, inputs, kind: str, args, config, margin: float, tools) -
     inputs), applied to every site of each held-out package's module at
     once: the module's .text bytes with its decisions against LLVM's, and
     the object a build keeps (the smaller)."""
-
-
-
     train = np.asarray([r["origin"] not in HELD_OUT for r in rows])
     if train.sum() < 50:
         print(f"mire size-inline-judge: {int(train.sum())} labelled sites of the training "
@@ -266,8 +259,6 @@ def polybench_modules(tree: Path, cc: str, work: Path) -> list:
     """PolyBench/C 4.2.1's programs (a checkout), each with its harness
     (``utilities/polybench.c``) as a module of its own: front-end bitcode at
     -Oz, as the corpus holds its modules."""
-
-
     utilities = tree / "utilities"
     sources = sorted(p for p in tree.glob("*/**/*.c")
                      if p.parent.name != "utilities" and not p.name.endswith(".orig.c"))
