@@ -838,7 +838,7 @@ def change(a: int, b: int) -> str:
 
 
 def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None,
-           budget: float) -> str:
+           budget: float, inline: bool = False) -> str:
     def ok(r: ProjectResult, side: str) -> str:
         s = r.sides.get(side)
         return "-" if s is None else "ok" if s.tests_ok else "FAIL"
@@ -849,7 +849,8 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None,
 
     lines = [f"Machine: {machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}; "
              f"{machine['compiler']}; -Oz; mirecc ({rev or 'revision unknown'}) with "
-             f"MIRECC_SIZE_SEARCH={k} MIRECC_SIZE_BUDGET={budget:g}", "",
+             f"MIRECC_SIZE_SEARCH={k} MIRECC_SIZE_BUDGET={budget:g}"
+             f"{' MIRECC_SIZE_INLINE=1' if inline else ''}", "",
              "| project | clang .text | mirecc .text | change | objects' loadable bytes "
              "clang / mirecc | change | libraries and programs, loadable clang / mirecc "
              "| change | tests clang/mirecc | build s clang/mirecc |",
@@ -960,6 +961,9 @@ def main() -> int:
                              "make clean (default: 0)")
     parser.add_argument("--cxx", default=None,
                         help="the clang++ beside --cc (default: --cc's name with clang++)")
+    parser.add_argument("--inline", action="store_true",
+                        help="MIRECC_SIZE_INLINE=1: the inlining policy's candidate first "
+                             "(default: off, mirecc's default)")
     parser.add_argument("--polybench", type=Path, default=None, metavar="DIR",
                         help="a PolyBench/C 4.2.1 checkout, for the project polybench")
     args = parser.parse_args()
@@ -993,15 +997,17 @@ def main() -> int:
              # mirecc drives the very clang the reference build uses
              Side("mirecc", str(mirecc), str(mirecxx),
                   {"MIRECC_SIZE_SEARCH": str(k), "MIRECC_SIZE_BUDGET": f"{budget:g}",
+                   "MIRECC_SIZE_INLINE": "1" if args.inline else "0",
                    "MIRECC_CC": cc, "MIRECC_CXX": cxx})]
-    log(f"clang: {cc}; mirecc: {mirecc}; K={k}; work directory: {work}")
+    log(f"clang: {cc}; mirecc: {mirecc}; K={k}; inlining policy "
+        f"{'on' if args.inline else 'off'}; work directory: {work}")
     results = []
     for name in projects:
         log(f"=== {name}")
         results.append(run_project(name, work, sides, args.rebuilds, args.timing))
 
     machine, rev = machine_description(cc), revision()
-    text = report(results, machine, k, rev, budget)
+    text = report(results, machine, k, rev, budget, args.inline)
     print(text)
     if args.md:
         from mirecc.util.fsutil import atomic_write_bytes
@@ -1014,7 +1020,7 @@ def main() -> int:
               for f in ("loadable", "shipped") for side in ("clang", "mirecc")}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
-        "machine": machine, "k": k, "budget": budget, "clang": cc, "mirecc": str(mirecc), "revision": rev,
+        "machine": machine, "k": k, "budget": budget, "inline": args.inline, "clang": cc, "mirecc": str(mirecc), "revision": rev,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "total": {"text_clang": total_clang, "text_mirecc": total_mirecc, **totals},
         "results": [r.to_dict() for r in results]}, indent=2) + "\n")

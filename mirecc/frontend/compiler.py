@@ -210,6 +210,17 @@ def which(program: str) -> str | None:
     return None
 
 
+def tool_beside(compiler: str, tool: str) -> str | None:
+    """An LLVM ``tool`` (``opt``, ``llvm-dis``) of the clang ``compiler``, of
+    the same LLVM: beside its real path, as Debian installs
+    ``/usr/lib/llvm-<N>/bin``; a bare name (``clang-19``) is looked up on
+    PATH first.  None when there is none."""
+    if os.sep not in compiler:
+        compiler = which(compiler) or compiler
+    path = os.path.join(os.path.dirname(os.path.realpath(compiler)), tool)
+    return path if os.access(path, os.X_OK) else None
+
+
 def _cxx_sibling(cc: str) -> str | None:
     """clang++ next to a chosen clang: clang-19 -> clang++-19."""
     directory, name = os.path.split(cc)

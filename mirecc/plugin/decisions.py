@@ -105,3 +105,28 @@ def inject(decisions_by_source: dict[str, list], compiler: str, config) -> list[
     document = {"version": DECISIONS_VERSION,
                 "modules": dict(sorted(module_entries(decisions_by_source).items()))}
     return _flags(document, compiler, config.resolved_cache_dir(), config.plugin)
+
+
+def with_calls(flags: list[str], calls: dict[str, str], compiler: str, config) -> list[str]:
+    """A compile's decision ``flags`` with call-site decisions (FORMAT.md,
+    "Call sites": site id -> ``inline`` or ``noinline``) for every module
+    (``"*"``; a module's own entry wins per site): added to the decisions
+    file the flags name, as a new file, or the plugin's flags and a file of
+    their own.  InjectError when the plugin or the file cannot be had."""
+    option = "-mirecc-loop-decisions="
+    cache_dir = config.resolved_cache_dir()
+    for i, flag in enumerate(flags):
+        if flag.startswith(option):
+            try:
+                with open(flag[len(option):], encoding="utf-8") as fh:
+                    document = json.load(fh)
+            except (OSError, ValueError) as exc:
+                raise InjectError(f"cannot read the decisions file {flag[len(option):]}: "
+                                  f"{exc}") from None
+            star = document.setdefault("modules", {}).setdefault("*", {})
+            star["calls"] = dict(sorted({**calls, **star.get("calls", {})}.items()))
+            return [*flags[:i], option + os.fspath(write_decisions(document, cache_dir)),
+                    *flags[i + 1:]]
+    document = {"version": DECISIONS_VERSION,
+                "modules": {"*": {"calls": dict(sorted(calls.items()))}}}
+    return [*flags, *_flags(document, compiler, cache_dir, config.plugin)]

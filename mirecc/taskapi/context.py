@@ -1,7 +1,8 @@
 """One translation unit's context, built once and shared by every head and
 by ``--explain``: one graph of the front end's bitcode, one loop table (one
 loop-id format, the graph builder's ``<function>:<header block index>``),
-one summary of what was seen, one embedding.
+one summary of what was seen, one embedding, one table of call sites and
+LLVM's view of them.
 
 Each part is computed on first use, so a head that needs no embedding costs
 no encoder run, and a TU whose heads need only the loop table costs one
@@ -107,6 +108,7 @@ class TUContext:
         self._ir_text = None
         self._regions = None
         self._calls = None
+        self._call_costs = None
         self.notes: dict = {}   # a head's own per-TU data, between rank and decide
 
     # -------------------------------------------------------------- graph
@@ -181,6 +183,21 @@ class TUContext:
                            for caller, callees in call_sites(self.ir_text).items()
                            for k, callee in enumerate(callees)}
         return self._calls
+
+    def call_costs(self, opt: str, plugin) -> dict[str, dict]:
+        """LLVM's -Oz view of each call site whose callee the TU defines, by
+        the ids of :attr:`calls` (:func:`mirecc.ir.calls.call_costs`: one
+        ``opt`` run with the pass ``plugin``, the head's to find), read once."""
+        if self._call_costs is None:
+            import subprocess  # lazy: with the call sites' costs only
+            from mirecc.ir.calls import call_costs  # lazy: as subprocess
+
+            try:
+                self._call_costs = call_costs(self.request.bitcode_path, opt, plugin)
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                raise head_error(f"cannot read LLVM's inline costs of {self.request.source}: "
+                                 f"{type(exc).__name__}: {exc}") from None
+        return self._call_costs
 
     @property
     def summary(self):

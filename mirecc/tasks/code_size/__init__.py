@@ -139,6 +139,11 @@ class CodeSize(Task):
                 Setting("size_jobs", "MIRECC_SIZE_JOBS", _as_positive, 1,
                         "candidates built at once where make's jobserver is not reachable "
                         "(with one, its free slots decide)"),
+                Setting("size_inline", "MIRECC_SIZE_INLINE", parse_bool, False,
+                        "with size_search on: the learned inlining policy forces the call "
+                        "sites it predicts smaller inlined or out of line, in a candidate of "
+                        "its own built first (an -Oz/-Os compile, cost 1 of the budget), kept "
+                        "only when its object is the smallest"),
                 Setting("size_link", "MIRECC_SIZE_LINK", parse_bool, True,
                         "at an -Oz/-Os link with -flto: link again with the machine "
                         "outliner in the LTO back end and keep the smaller output"))

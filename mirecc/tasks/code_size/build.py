@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import struct
 
+from mirecc.frontend.compiler import tool_beside as _tool_beside
+
 from mirecc.util.elf import (SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_PROGBITS, ElfError,
                              elf_sections, sizes_of)
 
@@ -32,6 +34,11 @@ CANDIDATE_OPTIONS = {"machine-outliner": ("backend", ("-mllvm", "-enable-machine
 VALUED_OPTIONS = {"inline-threshold": ("opt", "-inline-threshold={}")}
 OPTION_MARK = " @"
 
+
+#: the inlining policy's candidate (:mod:`.inline_policy`): the TU's bitcode
+#: through the user's own level, the policy's call-site decisions marked by
+#: the pass plugin first
+POLICY = "inline-policy"
 
 #: below this many .text bytes in the user's own object, no candidate is
 #: built (why: :mod:`.verify`)
@@ -97,16 +104,12 @@ def opt_beside(compiler: str) -> str:
 
 
 def tool_beside(compiler: str, tool: str) -> str:
-    """An LLVM ``tool`` of the clang ``compiler`` (same LLVM): beside its
-    real path, as Debian installs ``/usr/lib/llvm-<N>/bin``; a bare name
-    (``clang-19``) is looked up on PATH first."""
-    if os.sep not in compiler:
-        import shutil       # here: it imports re (~12 ms), which a path does not need
-
-        compiler = shutil.which(compiler) or compiler
-    path = os.path.join(os.path.dirname(os.path.realpath(compiler)), tool)
-    if not os.access(path, os.X_OK):
-        raise CandidateError(f"no {tool} beside {compiler} ({path})")
+    """An LLVM ``tool`` of the clang ``compiler`` (same LLVM,
+    :func:`mirecc.frontend.compiler.tool_beside`); CandidateError when there
+    is none."""
+    path = _tool_beside(compiler, tool)
+    if path is None:
+        raise CandidateError(f"no {tool} beside {compiler}")
     return path
 
 
@@ -470,3 +473,13 @@ def build_candidate(split, candidate: str, extra: list[str], workdir: str, name:
             run_step(cmd, candidate)
     check_outlined(built)
     return built
+
+
+def build_policy(split, flags: list[str], workdir: str, name: str) -> str:
+    """The object of ``split``'s TU through the user's own level with
+    ``flags`` (the other tasks' decision flags and the plugin's, which
+    carry the inlining policy's call-site decisions: :data:`POLICY`), into
+    ``workdir``; its path.  CandidateError when it cannot be built."""
+    obj = os.path.join(workdir, f"{name}.o")
+    run_step(split.backend_command(flags, output=obj, bitcode=split.bitcode_path), POLICY)
+    return obj

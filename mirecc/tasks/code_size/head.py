@@ -32,7 +32,7 @@ from mirecc.taskapi.api import HeadError, NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, load_head, spec_task
 from mirecc.taskapi.registry import task as declared_task
-from mirecc.tasks.code_size.build import GATE_FEATURES, candidate_text, option_flags
+from mirecc.tasks.code_size.build import POLICY, GATE_FEATURES, candidate_text, option_flags
 from mirecc.util.fsutil import atomic_write_bytes
 
 TASK = "code-size"
@@ -205,6 +205,27 @@ class CodeSizeHead:
             raise HeadError(f"{self.directory / 'spec.yaml'}: {exc}") from None
         self.ranker = self._ranker(spec.get("ranker"))
         self.gate = parse_gate(spec, self.library, self.directory / "spec.yaml")
+        self.inline_policy = self._inline_policy(spec.get("inline_policy"))
+
+    def _inline_policy(self, policy) -> dict | None:
+        """The spec's ``inline_policy`` (``mire size-inline-judge
+        --write-policy``): ``llvm`` (the clang it was trained with), ``head``
+        (its forest's file), ``features`` (a site's statistics it reads),
+        ``margin`` (log bytes a prediction must exceed to force a site)."""
+        if policy is None:
+            return None
+        where = self.directory / "spec.yaml"
+        if not isinstance(policy, dict) or not isinstance(policy.get("llvm"), int) \
+                or not isinstance(policy.get("head"), str) \
+                or not isinstance(policy.get("features"), int) \
+                or isinstance(policy.get("margin"), bool) \
+                or not isinstance(policy.get("margin"), (int, float)):
+            raise HeadError(f"{where}: 'inline_policy' must give 'llvm', its 'head' file, "
+                            f"'features' (a count) and 'margin' (a number)")
+        if not (self.directory / policy["head"]).is_file():
+            raise HeadError(f"{self.directory / policy['head']}: the inlining policy named in "
+                            f"{where} is missing")
+        return policy
 
     def _ranker(self, ranker) -> dict | None:
         if ranker is None:
@@ -282,16 +303,52 @@ class CodeSizeHead:
             raise NoDecision("size_search is 0: nothing to verify", code="size-search-off")
         major = clang_major(ctx.request.compiler) if ctx.request.compiler else 0
         costs = self.costs.get(major, {})
-        chosen = within_budget([c.value["pipeline"] for c in ranking.candidates if c.value],
-                               costs, self.k, self.budget)
+        calls, policy_note = self._policy(ctx, major)
+        # the policy's candidate, where it forces a site, takes the first
+        # slot: an -Oz/-Os compile of the bitcode, cost 1
+        first = [POLICY] if calls else []
+        chosen = first + within_budget(
+            [c.value["pipeline"] for c in ranking.candidates if c.value],
+            costs, self.k - len(first), self.budget - len(first))
         if not chosen:
             raise NoDecision(f"size_budget {self.budget:g} is below the first candidate's "
                              f"cost: nothing to verify", code="size-budget")
-        spent = sum(costs.get(name, 1.0) for name in chosen)
+        spent = sum(1.0 if name == POLICY else costs.get(name, 1.0) for name in chosen)
+        value = {"verify": chosen, **({"calls": calls} if calls else {})}
         return [Decision(
-            task=TASK, target="module", value={"verify": chosen}, default={},
+            task=TASK, target="module", value=value, default={},
             confidence=None, applied=True, candidates=candidates_of(ranking),
-            reason=(f"build {len(chosen)} candidate pipeline(s) ({ctx.notes.get(TASK)}; "
+            reason=(f"build {len(chosen)} candidate(s) ({ctx.notes.get(TASK)}{policy_note}; "
                     f"predicted cost {spent:.2f} of your compile, budget {self.budget:g}) "
                     f"besides -O{ctx.request.opt_level} and keep the smallest object "
                     f"(ties: -O{ctx.request.opt_level})"))]
+
+    def _policy(self, ctx, major: int) -> tuple[dict, str]:
+        """(the call sites the inlining policy forces, what the reason says
+        of it) with ``size_inline`` on; a policy that cannot run is said in
+        the reason and builds nothing (the library's candidates still do)."""
+        policy = self.inline_policy
+        if not getattr(self.config, "size_inline", False):
+            return {}, ""
+        if policy is None or policy["llvm"] != major:
+            return {}, (f"; no inlining policy for LLVM {major or '?'}"
+                        + (f" (it has LLVM {policy['llvm']}'s)" if policy else ""))
+        if self.budget < 1 or self.k < 1:
+            return {}, "; the inlining policy's candidate does not fit the budget"
+        # lazy: numpy, ONNX Runtime and the plugin's finder, only with size_inline
+        from mirecc.plugin.build import PluginError, ensure_plugin
+        from mirecc.tasks.code_size.build import CandidateError, tool_beside
+        from mirecc.tasks.code_size.inline_policy import policy_calls
+
+        try:
+            plugin = getattr(self.config, "plugin", None) or ensure_plugin(major)
+            calls = policy_calls(ctx, policy, self.directory / policy["head"],
+                                 tool_beside(ctx.request.compiler, "opt"), plugin)
+        except (HeadError, PluginError, CandidateError) as exc:
+            return {}, f"; the inlining policy did not run: {exc}"
+        if not calls:
+            return {}, f"; the inlining policy forces none of {len(ctx.calls)} call sites"
+        shown = ", ".join(f"{site} {how}" for site, how in sorted(calls.items())[:3])
+        more = f" and {len(calls) - 3} more" if len(calls) > 3 else ""
+        return calls, (f"; the inlining policy forces {len(calls)} of {len(ctx.calls)} call "
+                       f"sites ({shown}{more}) in its candidate")

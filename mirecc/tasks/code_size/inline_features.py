@@ -16,13 +16,12 @@ Standard library only: the driver may call it on a compile.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-import subprocess
 
 from mirecc.ir.text import NAME, call_sites, direct_call, functions
+from mirecc.ir.calls import call_costs
 
 #: the features, in the order of a row
 NAMES = (
@@ -54,9 +53,8 @@ COST_NAMES = ("llvm_known", "llvm_always", "llvm_never", "llvm_cost", "llvm_thre
 #: inlined N times is copied N times)
 NEIGHBOUR_NAMES = ("caller_in_inlined", "caller_in_kept", "callee_in_inlined",
                    "callee_in_kept")
-#: the simplification before LLVM's costs are read: what the inliner's
-#: callees have been through at least (SROA first: clang's allocas)
-SIMPLIFY = "function(sroa,early-cse,simplifycfg,instcombine)"
+#: a statistics row: the IR's, LLVM's costs, the neighbours'
+ALL_NAMES = NAMES + COST_NAMES + NEIGHBOUR_NAMES
 
 _DEFINE = re.compile(r"^define\s+(.*?)@(" + NAME + r")\((.*)\)\s*(.*)$")
 _GROUP = re.compile(r"^attributes #(\d+) = \{(.*)\}")
@@ -184,25 +182,35 @@ def _signed_log(v: float) -> float:
 def llvm_costs(bitcode: str | os.PathLike, opt: str, plugin: str | os.PathLike,
                timeout: float = 60) -> dict[str, list[float]]:
     """Site id -> its row of :data:`COST_NAMES` for each site of the module
-    ``bitcode`` (as clang emits it) whose callee it defines: the pass
-    plugin's ``mirecc-call-tag`` numbers the sites, :data:`SIMPLIFY` runs,
-    ``mirecc-call-cost`` prints LLVM's -Oz cost.  A site simplified away has
-    no row (:func:`cost_row` gives its unknown row).  OSError or
-    subprocess.CalledProcessError when opt fails."""
-    out = subprocess.run(
-        [opt, "-load-pass-plugin", os.fspath(plugin),
-         f"-passes=mirecc-call-tag,{SIMPLIFY},mirecc-call-cost", "-disable-output",
-         os.fspath(bitcode)], capture_output=True, text=True, check=True, timeout=timeout)
+    ``bitcode`` (as clang emits it) whose callee it defines
+    (:func:`mirecc.ir.calls.call_costs`, rows by :func:`cost_rows`).  A
+    site simplified away has no row (:func:`cost_row` gives its unknown
+    row).  OSError, subprocess.SubprocessError or ValueError when opt fails."""
+    return cost_rows(call_costs(bitcode, opt, plugin, timeout))
+
+
+def cost_rows(records: dict[str, dict]) -> dict[str, list[float]]:
+    """Site id -> its row of :data:`COST_NAMES`, from the plugin's records
+    (:func:`mirecc.ir.calls.call_costs`)."""
     rows = {}
-    for line in out.stdout.splitlines():
-        r = json.loads(line)
-        features = [_signed_log(v) for v in r["features"]][:len(COST_FEATURES)]
+    for site, r in records.items():
+        features = [_signed_log(v) for v in r.get("features", [])][:len(COST_FEATURES)]
         features += [0.0] * (len(COST_FEATURES) - len(features))
         cost, threshold = r.get("cost", 0), r.get("threshold", 0)
-        rows[r["site"]] = [1.0, float(r["decision"] == "always"), float(r["decision"] == "never"),
-                           _signed_log(cost), _signed_log(threshold),
-                           _signed_log(threshold - cost), *features]
+        rows[site] = [1.0, float(r.get("decision") == "always"),
+                      float(r.get("decision") == "never"), _signed_log(cost),
+                      _signed_log(threshold), _signed_log(threshold - cost), *features]
     return rows
+
+
+def statistics(ir_text: str, costs: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Site id -> the whole statistics row (:data:`ALL_NAMES`) of each site
+    whose callee the module defines: the IR's own (:func:`site_features`),
+    LLVM's costs (``costs``: :func:`cost_rows`) and the neighbours'
+    (:func:`neighbour_rows`)."""
+    around = neighbour_rows(ir_text, costs)
+    return {site: row + cost_row(costs, site) + around[site]
+            for site, row in site_features(ir_text).items()}
 
 
 def neighbour_rows(ir_text: str, costs: dict[str, list[float]]) -> dict[str, list[float]]:

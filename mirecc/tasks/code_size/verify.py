@@ -30,9 +30,10 @@ from mirecc.frontend.compiler import clang_major
 from mirecc.util.fsutil import atomic_write_bytes
 from mirecc.util.jobserver import slots
 
-from mirecc.tasks.code_size.build import (MIN_TEXT_BYTES, CandidateError, build_candidate,
-                                          builds_shared_code, gate_keeps, object_sizes,
-                                          opt_beside, run_step, tool_beside)
+from mirecc.tasks.code_size.build import (MIN_TEXT_BYTES, POLICY, CandidateError,
+                                          build_candidate, build_policy, builds_shared_code,
+                                          gate_keeps, object_sizes, opt_beside, run_step,
+                                          tool_beside)
 
 
 @dataclass
@@ -101,7 +102,11 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
                                  "within the budget makes this object smaller",
                             reason="predicted-no-gain")
     passes = {name: library[name] for name in names if name in library}
-    candidates = [passes.get(n, n) for n in names]
+    calls = decision.value.get("calls") or {}
+    if calls and POLICY in names:
+        # the inlining policy's candidate, named in the keys by its decisions
+        passes[POLICY] = _Policy(calls, config)
+    candidates = [str(passes.get(n, n)) for n in names]
     cache = key = twin = code = None
     root = config.cache_root() if config is not None else None
     if config is not None and config.cache:
@@ -148,9 +153,7 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
     def build(item):
         number, name = item
         try:
-            if name not in passes:
-                raise CandidateError(f"{name}: not in the installed library")
-            path = build_candidate(split, passes[name], extra, workdir, f"size{number}")
+            path = _build(split, name, passes, extra, workdir, f"size{number}")
             return name, path, _shipped(path, split), None
         except CandidateError as exc:
             return name, None, None, str(exc)
@@ -184,6 +187,41 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
                                          "text": text, "own": own})
     return Verified(sizes, winner, skipped, own, built=len(names), text=text,
                     store_counts=team.counts if team is not None else {})
+
+
+class _Policy:
+    """The inlining policy's candidate (:data:`.build.POLICY`): its call-site
+    decisions; as text (the winner cache's and the team store's keys) its
+    name and their digest."""
+
+    def __init__(self, calls: dict, config):
+        from hashlib import sha256  # lazy: only with the policy's candidate
+
+        self.calls, self.config = calls, config
+        self.text = f"{POLICY} " + sha256(
+            repr(sorted(calls.items())).encode()).hexdigest()[:16]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _build(split, name: str, passes: dict, extra: list[str], workdir: str, tag: str) -> str:
+    """The object of candidate ``name`` (``passes``: name -> its candidate
+    text, or the policy's :class:`_Policy`); CandidateError when it cannot
+    be built."""
+    candidate = passes.get(name)
+    if candidate is None:
+        raise CandidateError(f"{name}: not in the installed library")
+    if isinstance(candidate, _Policy):
+        # lazy: the plugin's decisions file, only for the policy's candidate
+        from mirecc.plugin.decisions import InjectError, with_calls
+
+        try:
+            flags = with_calls(extra, candidate.calls, split.compiler, candidate.config)
+        except InjectError as exc:
+            raise CandidateError(str(exc)) from None
+        return build_policy(split, flags, workdir, tag)
+    return build_candidate(split, candidate, extra, workdir, tag)
 
 
 def _shipped(path: str, split) -> tuple[int, int]:
@@ -239,7 +277,7 @@ def _from_store(known: dict, team, split, extra: list[str], workdir: str, own: s
         team.reject(f"its winner {winner} is not in this build's candidates", what)
         return None
     try:
-        path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
+        path = _build(split, winner, passes, extra, workdir, "size-winner")
         measured = _shipped(path, split)
     except CandidateError as exc:
         team.reject(f"its winner {winner} does not build here: {exc}", what)
@@ -281,9 +319,7 @@ def _rebuild_winner(known: dict, split, extra: list[str], workdir: str, own: str
     if winner == own:
         return Verified(sizes, own, skipped, own, built=0, from_cache=True, text=text)
     try:
-        if winner not in passes:
-            raise CandidateError(f"{winner}: not in the installed library")
-        path = build_candidate(split, passes[winner], extra, workdir, "size-winner")
+        path = _build(split, winner, passes, extra, workdir, "size-winner")
         sizes[winner], text[winner] = _shipped(path, split)
     except CandidateError as exc:
         skipped[winner] = str(exc)

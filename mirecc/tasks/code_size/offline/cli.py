@@ -255,19 +255,24 @@ SPEC_HEADER = """\
 # own -Oz/-Os, and keeps the smallest object.  Written by mire size-search (the
 # library), mire size-order (the order: bytes saved per unit of cost, and the
 # costs), mire size-check (drops a candidate that changed a program's output)
-# and mire size-train (the ranker); see mirecc/tasks/code_size/offline/.
+# and mire size-train (the ranker); the inlining policy (inline_policy, built
+# in the first candidate's slot with size_inline) by mire size-inline-judge
+# --write-policy; see mirecc/tasks/code_size/offline/.
 """
 
 
 def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None = None,
                ranker: dict | None = None, drop_ranker: bool = False,
-               costs: dict[str, float] | None = None, gate: dict | None = None) -> None:
+               costs: dict[str, float] | None = None, gate: dict | None = None,
+               inline_policy: dict | None = None) -> None:
     """Rewrite heads/code-size/spec.yaml with LLVM ``major``'s library
     (``[(name, candidate text)]``) and/or the ``ranker`` section (a new library
     drops a ranker of that major: it ranked other pipelines).  ``costs``
     (name -> cost, ``mire size-order``) are written with the entries; an
     entry kept from the old library keeps its cost; ``gate``: the object gate
-    of ``major`` (``mire size-gate``; a new library drops its old one)."""
+    of ``major`` (``mire size-gate``; a new library drops its old one);
+    ``inline_policy``: the inlining policy's section (``mire
+    size-inline-judge --write-policy``)."""
     spec = yaml.safe_load(SPEC.read_text())
     known = {e["name"]: e["cost"] for e in (spec.get("pipelines") or {}).get(major) or []
              if isinstance(e, dict) and "cost" in e}
@@ -294,6 +299,8 @@ def write_spec(major: int | None = None, pipelines: list[tuple[str, str]] | None
         spec["ranker"] = ranker
     if gate is not None:
         spec.setdefault("object_gate", {})[major] = gate
+    if inline_policy is not None:
+        spec["inline_policy"] = inline_policy
     text = SPEC_HEADER + yaml.safe_dump(spec, sort_keys=False, width=1 << 30)
     atomic_write_bytes(SPEC, text.encode())
 

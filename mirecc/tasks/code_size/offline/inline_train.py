@@ -57,8 +57,9 @@ from mirecc.learn.judge import RESAMPLES, interval, program_weights
 from mirecc.plugin.build import find_plugin, plugin_args
 from mirecc.taskapi.config import load_config
 from mirecc.tasks.code_size.build import CandidateError, tool_beside
-from mirecc.tasks.code_size.inline_features import (cost_row, llvm_costs, neighbour_rows,
-                                                    site_features)
+from mirecc.tasks.code_size.inline_features import llvm_costs
+from mirecc.tasks.code_size.inline_policy import choose
+from mirecc.tasks.code_size.inline_features import statistics as inline_statistics
 from mirecc.tasks.code_size.offline.dataset import HELD_OUT, Module, corpus_modules
 from mirecc.tasks.code_size.offline.inline_labels import Compiler
 from mirecc.tasks.code_size.offline.labels import codegen_flags
@@ -69,6 +70,8 @@ FRACTIONS = (0.01, 0.1, 1.0)
 #: the margins (log bytes) a prediction must exceed to force a site, chosen from
 MARGINS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 KINDS = ("statistics", "encoder", "both")
+#: the shipped policy's file, beside the code-size spec
+POLICY_FILE = "inline-policy.onnx"
 
 
 def read_sites(labels: Path) -> list[dict]:
@@ -107,18 +110,16 @@ def llvm_tools(cc: str | None) -> tuple[str, Path]:
 
 def statistics(path, ir: str, tools) -> dict[str, list[float]]:
     """Site id -> the statistics row of each site of the module at ``path``
-    whose callee it defines: the IR's own (:func:`site_features`) and LLVM's
-    costs (:func:`llvm_costs`)."""
+    whose callee it defines (:func:`inline_features.statistics`), LLVM's
+    costs read with ``tools`` (opt, plugin)."""
     try:
         costs = llvm_costs(path, *tools)
-    except (OSError, subprocess.SubprocessError) as exc:
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
         # the site's LLVM rows unknown (llvm_known 0), said once per module
         print(f"mire size-inline-judge: warning: {path}: LLVM's costs not read "
               f"({type(exc).__name__}); its sites have unknown cost rows", file=sys.stderr)
         costs = {}
-    around = neighbour_rows(ir, costs)
-    return {site: row + cost_row(costs, site) + around[site]
-            for site, row in site_features(ir).items()}
+    return inline_statistics(ir, costs)
 
 
 def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS, tools=None
@@ -151,14 +152,6 @@ def site_inputs(rows: list[dict], corpus: Path, model_dir, kinds=KINDS, tools=No
         return {"statistics": S}
     E = np.asarray(emb, np.float32)
     return {"statistics": S, "encoder": E, "both": np.hstack([S, E])}
-
-
-def choose(G: np.ndarray, margin: float) -> np.ndarray:
-    """Per site: 1 inline, -1 out of line, 0 LLVM's, from the trees' median
-    predictions (sites, trees, 2) of what each forced choice saves."""
-    m = np.median(G, axis=1)
-    best = np.where(m[:, 0] >= m[:, 1], 1, -1)
-    return np.where(m.max(axis=1) > margin, best, 0)
 
 
 def saved(rows: list[dict], choice: np.ndarray) -> np.ndarray:
@@ -272,6 +265,38 @@ def polybench_modules(tree: Path, cc: str, work: Path) -> list:
     return out
 
 
+def write_policy(rows: list[dict], X: np.ndarray, config: ForestConfig, cc: str | None) -> dict:
+    """Ship the statistics' policy: a forest fitted on the training
+    packages' sites (the held-out packages never), its margin chosen on
+    their out-of-package predictions, written as
+    ``heads/code-size/inline-policy.onnx`` and the spec's ``inline_policy``
+    section (returned)."""
+    # lazy: the spec writer (yaml) and the ONNX export, only to ship
+    from mirecc.learn.forest import onnx_bytes
+    from mirecc.tasks.code_size.offline.cli import SPEC, write_spec
+
+    packages = np.asarray([r["origin"] for r in rows])
+    train = np.flatnonzero([p not in HELD_OUT for p in packages])
+    sub = [rows[i] for i in train]
+    y = targets(sub)
+    G = out_of_package(X[train], y, packages[train], config, 1.0)
+    margin = max(MARGINS, key=lambda m: saved(sub, choose(G, m)).sum())
+    model = fit_forest(X[train], y, config)
+    atomic_write_bytes(SPEC.parent / POLICY_FILE, onnx_bytes(model, X.shape[1]))
+    cc = cc or find_compiler(load_config(os.getcwd()), cxx=False)
+    section = {"llvm": clang_major(cc), "head": POLICY_FILE, "inputs": "statistics",
+               "features": int(X.shape[1]), "margin": float(margin),
+               "trees": config.trees, "min_samples_leaf": config.min_samples_leaf,
+               "sites": len(sub), "packages": sorted({str(p) for p in packages[train]})}
+    write_spec(inline_policy=section)
+    decided = choose(G, margin)
+    print(f"mire size-inline-judge: wrote {SPEC.parent / POLICY_FILE} and the spec's "
+          f"inline_policy: {len(sub)} sites of {len(section['packages'])} training packages, "
+          f"margin {margin:g} (leave one package out there: {int((decided != 0).sum())} sites "
+          f"forced, {saved(sub, decided).sum():.0f} bytes saved)", file=sys.stderr)
+    return section
+
+
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     rows = read_sites(Path(args.labels))
@@ -283,6 +308,11 @@ def run(args: argparse.Namespace) -> int:
     y = targets(rows)
     kinds = args.kinds or list(KINDS)
     tools = llvm_tools(args.cc)
+    if args.write_policy:
+        inputs = site_inputs(rows, Path(args.corpus), args.model, ["statistics"], tools)
+        write_policy(rows, inputs["statistics"],
+                     ForestConfig(trees=args.trees, min_samples_leaf=args.leaf), args.cc)
+        return 0
     inputs = site_inputs(rows, Path(args.corpus), args.model, kinds, tools)
     best = oracle(rows)
     names = sorted(set(packages))
@@ -294,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         per_module[r["module"]] = per_module.get(r["module"], 0) + 1
     text = weights @ np.asarray([r["own"] / per_module[r["module"]] for r in rows])
-    config = ForestConfig(trees=args.trees)
+    config = ForestConfig(trees=args.trees, min_samples_leaf=args.leaf)
 
     # the margin: chosen per representation and share of labels on the
     # training packages' out-of-package predictions (the held-out packages'
@@ -404,6 +434,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kinds", nargs="+", choices=KINDS,
                         help="the representations judged (default: all three)")
     parser.add_argument("--trees", type=int, default=100)
+    parser.add_argument("--leaf", type=int, default=ForestConfig.min_samples_leaf,
+                        help="the trees' fewest sites per leaf (default: %(default)s)")
+    parser.add_argument("--write-policy", action="store_true",
+                        help="only ship the statistics' policy: a forest fitted on the "
+                             "training packages' sites, its margin chosen there leaving one "
+                             f"package out, into heads/code-size/{POLICY_FILE} and the spec")
     parser.add_argument("--margin", type=float, default=None,
                         help="log bytes a prediction must exceed to force a site (default: "
                              "chosen from MARGINS on the training packages' predictions)")
