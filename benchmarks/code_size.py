@@ -169,7 +169,8 @@ SQLITE_TESTS = HERE / "sqlite_tests"
 ALL_PROJECTS = ("zlib", "bzip2", "lua5.4", "sqlite3")
 COUNTERS = ("verified.code-size", "verified.code-size.improved", "tus.object",
             "verified.code-size.not-searched", "verified.code-size.too-small",
-            "verified.code-size.predicted-no-gain", "verified.code-size.from-twin")
+            "verified.code-size.predicted-no-gain", "verified.code-size.from-twin",
+            "verified.code-size.inline-policy", "verified.code-size.inline-policy-kept")
 
 # how many jobs each project's make runs (bzip2's Makefile is built one job at a time)
 MAKE_JOBS = {"zlib": 2, "bzip2": 1, "lua5.4": 2, "sqlite3": 2, "expat": 2, "pcre2": 2,
@@ -882,6 +883,10 @@ def report(results: list[ProjectResult], machine: dict, k: int, rev: str | None,
                          f"object gate expected no gain); one was "
                          f"smaller than clang's -Oz in "
                          f"{mirecc.counters[COUNTERS[1]]}")
+            if mirecc.counters.get(COUNTERS[7]):
+                lines.append(f"  the inlining policy's candidate was built for "
+                             f"{mirecc.counters[COUNTERS[7]]} TUs and kept in "
+                             f"{mirecc.counters.get(COUNTERS[8], 0)}")
         mirecc, clang = r.sides.get("mirecc"), r.sides.get("clang")
         if mirecc and clang and mirecc.rebuild_s and clang.rebuild_s:
             med = statistics.median

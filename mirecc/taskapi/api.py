@@ -108,6 +108,9 @@ class Task:
     #: why its build step (:meth:`compile_step`: verify, gate) built nothing for a
     #: TU, code -> words: ``mire stats``' ``verified.<task>.<code>``
     step_reasons: dict = {}
+    #: what its build step counts of a TU besides (``Verified.counts``), code
+    #: -> words: ``mire stats``' ``verified.<task>.<code>``
+    step_counters: dict = {}
     #: the ``mire`` subcommands it brings (:class:`Command`)
     commands: tuple = ()
     #: its ``mire bench`` suites (:class:`BenchSuite`)

@@ -43,7 +43,11 @@ Counters:
   step built nothing, and why: ``verified.<task>.<code>``, the codes the
   task declares (``Task.step_reasons``; code size: ``too-small``, an object
   too small to gain, or ``predicted-no-gain``, the object
-  gate expects no candidate within the budget to gain);
+  gate expects no candidate within the budget to gain); and what else the
+  step counts, ``verified.<task>.<code>`` as the task declares it
+  (``Task.step_counters``; code size: ``inline-policy``, TUs the inlining
+  policy's candidate was built for, ``inline-policy-kept``, those where
+  its object was kept);
 - ``links.<task>`` / ``links.<task>.improved`` / ``links.<task>.failed``:
   link-only calls a task's link step took (``Task.link_step()``: code size at an
   LTO link), those where its output replaced the user's, those where a
@@ -245,14 +249,16 @@ def verified_counts(task: str, verified, report, early) -> dict:
             f"{step}.early": int(getattr(early, "taken", False)),
             f"{step}.not-searched": int(getattr(verified, "built", 1) == 0
                                         and not getattr(verified, "from_cache", False)),
-            **({f"{step}.{verified.reason}": 1} if getattr(verified, "reason", "") else {})}
+            **({f"{step}.{verified.reason}": 1} if getattr(verified, "reason", "") else {}),
+            **{f"{step}.{code}": n for code, n in getattr(verified, "counts", {}).items()}}
 
 
-def _step_reasons(name: str) -> dict:
+def _step_reasons(name: str, what: str = "step_reasons") -> dict:
     """Why task ``name``'s build step built nothing (``Task.step_reasons``;
-    {} for a task this mirecc does not know)."""
+    ``what="step_counters"``: what else it counts); {} for a task this
+    mirecc does not know."""
     declared = registry.task(name)
-    return declared.step_reasons if declared is not None else {}
+    return getattr(declared, what, {}) if declared is not None else {}
 
 
 def searched(data: dict, task: str | None = None) -> int:
@@ -308,6 +314,8 @@ def render(data: dict, path: str) -> str:
                   row("from its static/shared twin", n(f"{name}.from-twin"), 8),
                   row("from the team store", n(f"{name}.from-store"), 8),
                   row("a candidate built beside your compile", n(f"{name}.early"), 6)]
+        lines += [row(words, n(f"{name}.{code}"), 6)
+                  for code, words in _step_reasons(task, "step_counters").items()]
     for name in sorted(k for k in data if k.startswith("links.") and k.count(".") == 1):
         task = name[len("links."):]
         lines += [row(f"{task}: links linked again (LTO)", n(name), 4),

@@ -221,6 +221,10 @@ class CodeSize(Task):
         "too-small": "too small to gain",
         "predicted-no-gain": "no candidate predicted to gain",
     }
+    step_counters = {
+        "inline-policy": "the inlining policy's candidate built",
+        "inline-policy-kept": "its object kept (the smallest)",
+    }
     reasons = {
         "no-candidates": "no candidate to choose from",
         "size-search-off": "size_search is 0: nothing to verify",

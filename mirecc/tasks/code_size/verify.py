@@ -55,6 +55,7 @@ class Verified:
     from_store: bool = False    # the winner came from the team store (mirecc.store)
     store_counts: dict = field(default_factory=dict)   # store.* counters of this compile
     text: dict = field(default_factory=dict)
+    counts: dict = field(default_factory=dict)   # the task's step_counters of this compile
     note: str = ""          # why nothing was built, when that is the reason
     reason: str = ""        # its code, as the gate gives it (too-small, predicted-no-gain)
 
@@ -185,8 +186,10 @@ def smallest_object(decision, report, split, extra: list[str], workdir: str,
         # a whole search's record (a twin's or the store's verdict is not one)
         team.put(TEAM_KIND, shared, ids, {"winner": winner, "sizes": sizes, "skipped": skipped,
                                          "text": text, "own": own})
+    counts = {"inline-policy": int(POLICY in sizes), "inline-policy-kept": int(winner == POLICY)} \
+        if POLICY in names else {}
     return Verified(sizes, winner, skipped, own, built=len(names), text=text,
-                    store_counts=team.counts if team is not None else {})
+                    store_counts=team.counts if team is not None else {}, counts=counts)
 
 
 class _Policy:

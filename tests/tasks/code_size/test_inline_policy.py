@@ -83,6 +83,15 @@ def test_the_policys_decisions_are_built_first_and_kept_only_when_smallest(tmp_p
     assert verified["text"]["inline-policy"] != verified["text"]["-Os"]
     winner = verified["winner"]
     assert sizes[winner] == min(sizes.values())
+    from mirecc.taskapi.config import Config
+    from mirecc.tu import stats
+
+    counts = stats.read(Config(cache_dir=str(tmp_path / "cache")))
+    assert counts["verified.code-size.inline-policy"] == 1
+    assert counts.get("verified.code-size.inline-policy-kept", 0) == int(winner == "inline-policy")
+    # mire stats lists them as the task declares them
+    shown = stats.render(counts, "stats")
+    assert "the inlining policy's candidate built" in shown
     assert object_sizes(str(tmp_path / "ours.o"))[0] == sizes[winner]
 
 
