@@ -438,9 +438,10 @@ def test_expat(tree: Path, side: Side, lp: Path) -> tuple[str, str]:
         raise BenchError(f"expat make check did not pass its tests; log: {lp}")
     checks = [ln.strip() for ln in (tree / "expat" / "tests" / "runtests.log")
               .read_text(errors="replace").splitlines() if "Checks:" in ln]
+    # sorted: make -j finishes the test programs in either order
     return f"make check: {passed.group(1)} test programs passed ({'; '.join(checks)})", \
-        "\n".join(ln for ln in differential_lines(out).splitlines()
-                  if ln.startswith(("PASS", "FAIL", "# "))) + "\n" + "\n".join(checks)
+        "\n".join(sorted(ln for ln in differential_lines(out).splitlines()
+                         if ln.startswith(("PASS", "FAIL", "# ")))) + "\n" + "\n".join(checks)
 
 
 def configure_pcre2(tree: Path, side: Side, lp: Path) -> None:
