@@ -32,7 +32,7 @@ from mirecc.taskapi.api import HeadError, NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import default_heads_dirs, find_head_specs, load_head, spec_task
 from mirecc.taskapi.registry import task as declared_task
-from mirecc.tasks.code_size.build import POLICY, GATE_FEATURES, candidate_text, option_flags
+from mirecc.tasks.code_size.build import GATE_FEATURES, POLICY, candidate_text, option_flags
 from mirecc.util.fsutil import atomic_write_bytes
 
 TASK = "code-size"

@@ -219,6 +219,8 @@ def _build(split, name: str, passes: dict, extra: list[str], workdir: str, tag: 
         # lazy: the plugin's decisions file, only for the policy's candidate
         from mirecc.plugin.decisions import InjectError, with_calls
 
+        if candidate.config is None:
+            raise CandidateError(f"{POLICY}: no configuration to find the pass plugin with")
         try:
             flags = with_calls(extra, candidate.calls, split.compiler, candidate.config)
         except InjectError as exc:
