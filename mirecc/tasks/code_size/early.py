@@ -18,7 +18,9 @@ def worth_searching(object_path: str, config=None, compiler: str = "") -> str | 
     """The task's gate (``CompileStep.gate``): ``"too-small"`` when the user's own
     object has less than :data:`MIN_TEXT_BYTES` of ``.text``;
     ``"predicted-no-gain"`` when the installed object gate (:func:`gate_keeps`)
-    keeps none of the candidates the budget would build; else None.
+    keeps none of the candidates the budget would build (not with
+    ``size_inline``: the policy's candidate is not the gate's to judge);
+    else None.
     Here, not in :mod:`.verify`: what a probe compile imports is its cost
     (the too-small test reads the section table and nothing else)."""
     try:
@@ -28,6 +30,11 @@ def worth_searching(object_path: str, config=None, compiler: str = "") -> str | 
     if text < MIN_TEXT_BYTES:
         return "too-small"
     if config is None or not compiler or not getattr(config, "size_gate", True):
+        return None
+    if getattr(config, "size_inline", False):
+        # the gate predicts the library's candidates, not the inlining
+        # policy's: with it on, the head reads the IR and the build step
+        # gates the library's candidates alone
         return None
     try:
         spec, major, names = in_library_order(config, compiler)

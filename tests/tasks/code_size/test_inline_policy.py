@@ -27,11 +27,13 @@ pytestmark = pytest.mark.skipif(not os.access(CLANG, os.X_OK), reason="needs cla
 SITES = {f"main:call{k}" for k in range(12)}
 
 
-def policy_heads(tmp_path: Path, saves: tuple[float, float], margin: float = 0.005) -> Path:
+def policy_heads(tmp_path: Path, saves: tuple[float, float], margin: float = 0.005,
+                 gate: float | None = None) -> Path:
     """A code-size head of one library pipeline and an inlining policy whose
     forest (fitted and exported as ``mire size-inline-judge --write-policy``
     ships it) predicts that forcing a site inline and out of line save
-    ``saves`` (log bytes), whatever the site."""
+    ``saves`` (log bytes), whatever the site; ``gate``: an object gate that
+    gives the library pipeline that chance (a fixed intercept)."""
     import numpy as np
 
     from mirecc.learn.forest import ForestConfig, fit_forest, onnx_bytes
@@ -48,6 +50,14 @@ def policy_heads(tmp_path: Path, saves: tuple[float, float], margin: float = 0.0
         "task: code-size\nlanguages: [c, c++]\npipelines:\n  14: [\"default<Oz>\"]\n"
         f"inline_policy:\n  llvm: 14\n  head: policy.onnx\n  features: {len(ALL_NAMES)}\n"
         f"  margin: {margin}\n")
+    if gate is not None:
+        from mirecc.tasks.code_size.build import GATE_FEATURES
+
+        n = len(GATE_FEATURES)
+        with open(root / "code-size" / "spec.yaml", "a") as fh:
+            fh.write(f"object_gate:\n  14:\n    threshold: 0.5\n    mean: {[0.0] * n}\n"
+                     f"    scale: {[1.0] * n}\n    pipelines:\n"
+                     f"      default<Oz>: {[gate] + [0.0] * n}\n")
     return root
 
 
@@ -132,3 +142,32 @@ def test_call_site_decisions_join_the_decisions_file_other_tasks_wrote(tmp_path)
     document = json.loads(Path(joined[1].split("=", 1)[1]).read_text())
     assert document["modules"] == {"p.c": {"loops": {"f:1": {"vf": 4}}},
                                    "*": {"calls": {"main:call0": "noinline"}}}
+
+
+def test_the_object_gate_judges_the_library_not_the_policy(tmp_path):
+    """An object gate that expects the library's pipeline not to gain:
+    without the policy the TU's IR is not read and nothing is built; with
+    it, the IR is read and the policy's candidate built, the library's
+    still skipped by the gate."""
+    from mirecc.taskapi.config import Config
+    from mirecc.tu import stats
+
+    heads = policy_heads(tmp_path, (-0.2, 0.1), gate=-8.0)
+    (tmp_path / "p.c").write_text(SOURCE)
+    for side, inline in (("off", "0"), ("on", "1")):
+        env = isolated_env(tmp_path, MIRECC_CC=CLANG, MIRECC_HEADS_DIR=str(heads),
+                           MIRECC_CACHE_DIR=str(tmp_path / side), MIRECC_SIZE_SEARCH="2",
+                           MIRECC_SIZE_BUDGET="2", MIRECC_SIZE_INLINE=inline)
+        subprocess.run([MIRECC, "-Os", "-c", "p.c", "-o", f"{side}.o"], cwd=tmp_path, env=env,
+                       check=True, timeout=300)
+        counts = stats.read(Config(cache_dir=str(tmp_path / side)))
+        if side == "off":
+            assert counts["verified.code-size.predicted-no-gain"] == 1
+            assert "tus.seen" not in counts          # the gate answered before the IR
+        else:
+            assert counts.get("verified.code-size.predicted-no-gain", 0) == 0
+            assert counts["tus.seen"] == 1 and counts["verified.code-size.inline-policy"] == 1
+    data = explain(tmp_path / "explained", heads, MIRECC_SIZE_INLINE="1")
+    verified = data["verified"]["code-size"]
+    assert set(verified["sizes"]) == {"-Os", "inline-policy"}
+    assert "object gate" in verified["skipped"]["default<Oz>"]
