@@ -13,9 +13,13 @@ Driver side (and :mod:`.link`, the step at an LTO link): :mod:`.head` (ranks the
 in its own order, or by a forest on :mod:`.features` when the spec ships
 one), :mod:`.build` (a candidate's object and its ``.text`` size),
 :mod:`.verify` (the build step the driver calls after the user's own object
-is made) and :mod:`.winners` (the winner cache, so a rebuild builds one).
+is made), :mod:`.winners` (the winner cache, so a rebuild builds one) and,
+with ``size_inline``, :mod:`.inline_policy` (the learned inlining policy's
+call-site decisions, built as a candidate of their own, from the statistics
+of :mod:`.inline_features`).
 Offline: :mod:`.offline` (``mire size-search``, ``size-check``,
-``size-data``, ``size-train``, ``mire bench size``).
+``size-data``, ``size-train``, ``size-inline-data``, ``size-inline-judge``,
+``mire bench size``).
 
 This module is the task's declaration: standard library only.
 """
