@@ -214,7 +214,9 @@ class CodeSize(Task):
                   "Fit a forest from each representation of a call site to the bytes inlining "
                   "it saves, leaving one package out, at 1%, 10% and 100% of the training "
                   "labels, and write the share of the best choices' bytes each one's policy "
-                  "saves, with package-resampled intervals."),
+                  "saves, with package-resampled intervals; --write-policy ships the "
+                  "statistics' forest, fitted on the training packages, as heads/code-size/"
+                  "inline-policy.onnx (size_inline)."),
       )
     bench = (
           BenchSuite("size", _size_suite,
