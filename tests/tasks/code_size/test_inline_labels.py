@@ -15,8 +15,7 @@ from tests.plugin.test_call_plugin import PROGRAM
 
 
 
-def test_sites_are_labelled_once_each(tmp_path, llvm_plugin):
-    clang, _major, _plugin = llvm_plugin(14)   # this checkout's plugin, built
+def _corpus(tmp_path, clang):
     corpus = tmp_path / "corpus"
     (corpus / "ir").mkdir(parents=True)
     src = tmp_path / "m.c"
@@ -27,6 +26,12 @@ def test_sites_are_labelled_once_each(tmp_path, llvm_plugin):
     (corpus / "manifest.jsonl").write_text(json.dumps(
         {"sha256": "m" * 64, "ir": "ir/m.bc", "origin": "pkg", "path": "m.c",
          "flags": ["-Oz"]}) + "\n")
+    return corpus
+
+
+def test_sites_are_labelled_once_each(tmp_path, llvm_plugin):
+    clang, _major, _plugin = llvm_plugin(14)   # this checkout's plugin, built
+    corpus = _corpus(tmp_path, clang)
     out = tmp_path / "labels"
     args = argparse.Namespace(corpus=str(corpus), out=str(out), cc=clang, split="all",
                               modules=None, sites=0, max_seconds=None, jobs=1)
@@ -46,3 +51,24 @@ def test_sites_are_labelled_once_each(tmp_path, llvm_plugin):
     assert inline_labels.run(args) == 0
     assert len((out / "sites.jsonl").read_text().splitlines()) == 5
     assert len((out / "modules.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_callees_sites_are_labelled_together(tmp_path, llvm_plugin):
+    """--per callee: one label per defined callee, all its sites forced at
+    once; big()'s three calls all out of line is LLVM's own object (it
+    inlines none of them), all inline is larger; a rerun resumes."""
+    clang, _major, _plugin = llvm_plugin(14)
+    corpus = _corpus(tmp_path, clang)
+    out = tmp_path / "labels"
+    args = argparse.Namespace(corpus=str(corpus), out=str(out), cc=clang, split="all",
+                              modules=None, sites=0, max_seconds=None, jobs=1, per="callee")
+    assert inline_labels.run(args) == 0
+    rows = {r["callee"]: r for r in map(json.loads, (out / "callees.jsonl").read_text()
+                                        .splitlines())}
+    assert set(rows) == {"small", "big", "apply"}
+    assert rows["big"]["sites"] == ["main:call1", "main:call2", "main:call3"]
+    assert rows["big"]["own"] == rows["big"]["noinline"] < rows["big"]["inline"]
+    assert not (out / "sites.jsonl").exists()
+    assert inline_labels.run(args) == 0
+    assert len((out / "callees.jsonl").read_text().splitlines()) == 3
+    assert len((out / "callee-modules.jsonl").read_text().splitlines()) == 1

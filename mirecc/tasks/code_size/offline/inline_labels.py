@@ -15,6 +15,14 @@ it is smaller), it costs two compiles per site and no search, and the
 labels are deterministic.  What a whole set of decisions does together is
 measured where it is applied, on whole modules.
 
+With ``--per callee``, a label forces every site of one callee at once
+(all inline, all out of line): what a per-site label cannot see, a callee
+kept out of line everywhere compiled once, one inlined everywhere deleted
+(``benchmarks/inline_callee_oracle.py`` measures what such choices save).
+Its rows go to ``callees.jsonl`` ({"module", "origin", "callee", "sites":
+[its site ids], "own", "inline", "noinline"}) and its modules to
+``callee-modules.jsonl``, beside the per-site files.
+
 Layout of the output directory::
 
     meta.json     machine, compiler, level (written once, checked on resume)
@@ -103,38 +111,57 @@ class Compiler:
         return text_bytes(obj)
 
 
+#: what one label forces: a site, or every site of a callee (files by unit)
+UNITS = {"site": ("sites.jsonl", "modules.jsonl"),
+         "callee": ("callees.jsonl", "callee-modules.jsonl")}
+
+
+def label_units(sites: list[tuple[str, str, str]], unit: str) -> list[tuple[str, dict]]:
+    """(the label's key, its row's own fields) of each unit of ``sites``: a
+    site (``site``, ``caller``, ``callee``), or a callee (``callee`` and
+    ``sites``, its sites' ids, all forced together)."""
+    if unit == "site":
+        return [(site, {"site": site, "caller": caller, "callee": callee})
+                for site, caller, callee in sites]
+    by_callee: dict[str, list[str]] = {}
+    for site, _, callee in sites:
+        by_callee.setdefault(callee, []).append(site)
+    return [(callee, {"callee": callee, "sites": ids}) for callee, ids in by_callee.items()]
+
+
 def label_module(module, compiler: Compiler, done: set, out: Path, limit: int | None,
-                 max_seconds: float | None = None) -> dict:
-    """Label the sites of ``module`` not in ``done`` (``limit``: at most
-    that many, drawn at random, seeded by the module; a module whose own
-    compile takes over ``max_seconds`` is skipped: each site costs two);
-    its modules.jsonl line."""
+                 max_seconds: float | None = None, unit: str = "site") -> dict:
+    """Label the units (``unit``: each site, or each callee's sites all at
+    once) of ``module`` not in ``done`` (``limit``: at most that many,
+    drawn at random, seeded by the module; a module whose own compile takes
+    over ``max_seconds`` is skipped: each label costs two); its modules
+    file's line."""
     started = time.monotonic()
     flags = codegen_flags(module.flags)
     with tempfile.TemporaryDirectory(prefix="mirecc-inline-") as tmp:
         ir = disassemble(Path(module.path).read_bytes(), str(module.path))
-        sites = labelled_sites(ir)
-        if limit and len(sites) > limit:
-            sites = sorted(random.Random(module.sha256).sample(sites, limit))
+        units = label_units(labelled_sites(ir), unit)
+        if limit and len(units) > limit:
+            units = sorted(random.Random(module.sha256).sample(units, limit))
         own = compiler.text(str(module.path), flags, tmp)
         seconds = time.monotonic() - started
-        if max_seconds and seconds > max_seconds and sites:
+        if max_seconds and seconds > max_seconds and units:
             return {"module": module.sha256, "origin": module.origin, "sites": 0, "own": own,
                     "seconds": round(seconds, 2),
                     "skipped": f"its compile takes {seconds:.1f} s (over {max_seconds:g})"}
-        for site, caller, callee in sites:
-            if site in done:
+        for key, fields in units:
+            if key in done:
                 continue
-            row = {"module": module.sha256, "origin": module.origin, "site": site,
-                   "caller": caller, "callee": callee, "own": own}
+            ids = fields.get("sites", [key])
+            row = {"module": module.sha256, "origin": module.origin, **fields, "own": own}
             try:
                 for choice in ("inline", "noinline"):
                     row[choice] = compiler.text(str(module.path), flags, tmp,
-                                                {site: choice})
+                                                {site: choice for site in ids})
             except CandidateError as exc:
-                row = {"module": module.sha256, "site": site, "error": str(exc)[:300]}
-            append_line_locked(out / "sites.jsonl", json.dumps(row))
-    return {"module": module.sha256, "origin": module.origin, "sites": len(sites),
+                row = {"module": module.sha256, unit: key, "error": str(exc)[:300]}
+            append_line_locked(out / UNITS[unit][0], json.dumps(row))
+    return {"module": module.sha256, "origin": module.origin, "sites": len(units),
             "own": own, "seconds": round(time.monotonic() - started, 2)}
 
 
@@ -165,6 +192,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seconds", type=float, default=5.0,
                         help="skip a module whose own compile takes longer (default: "
                              "%(default)s s; each site costs two compiles)")
+    parser.add_argument("--per", choices=tuple(UNITS), default="site",
+                        help="what one label forces: a call site, or every site of one "
+                             "callee at once (callees.jsonl; default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="modules labelled at once (default: the cores)")
 
@@ -187,7 +217,9 @@ def run(args: argparse.Namespace) -> int:
     modules = modules[:args.modules] if args.modules else modules
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("sites.jsonl", "modules.jsonl"):
+    unit = getattr(args, "per", "site")
+    labels_file, modules_file = UNITS[unit]
+    for name in (labels_file, modules_file):
         # a committed snapshot (gzip -k of both): resumed from, appended to in plain
         if not (out / name).exists() and (out / f"{name}.gz").is_file():
             atomic_write_bytes(out / name, gzip.decompress((out / f"{name}.gz").read_bytes()))
@@ -201,10 +233,10 @@ def run(args: argparse.Namespace) -> int:
             return 2
     else:
         atomic_write_bytes(out / "meta.json", (json.dumps(meta, indent=1) + "\n").encode())
-    finished = {r["module"] for r in _read(out / "modules.jsonl")}
+    finished = {r["module"] for r in _read(out / modules_file)}
     done: dict[str, set] = {}
-    for r in _read(out / "sites.jsonl"):
-        done.setdefault(r["module"], set()).add(r["site"])
+    for r in _read(out / labels_file):
+        done.setdefault(r["module"], set()).add(r.get(unit))
     todo = [m for m in modules if m.sha256 not in finished]
     compiler = Compiler(cc, lambda path: plugin_args(major, plugin, path))
     print(f"mire size-inline-data: {len(todo)} of {len(modules)} modules to label "
@@ -213,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     def one(module):
         try:
             return label_module(module, compiler, done.get(module.sha256, set()), out,
-                                args.sites or None, getattr(args, "max_seconds", None))
+                                args.sites or None, getattr(args, "max_seconds", None), unit)
         except (CandidateError, OSError, ValueError) as exc:
             return {"module": module.sha256, "origin": module.origin,
                     "error": str(exc)[:300]}
@@ -223,10 +255,10 @@ def run(args: argparse.Namespace) -> int:
             tqdm(total=len(todo), desc="modules", unit="module", file=sys.stderr,
                  disable=None) as bar:
         for line in pool.map(one, todo):
-            append_line_locked(out / "modules.jsonl", json.dumps(line))
+            append_line_locked(out / modules_file, json.dumps(line))
             sites += line.get("sites", 0)
             bar.set_postfix(sites=sites)
             bar.update()
-    print(f"mire size-inline-data: {sites} sites labelled in {len(todo)} modules",
+    print(f"mire size-inline-data: {sites} {unit}s labelled in {len(todo)} modules",
           file=sys.stderr)
     return 0
