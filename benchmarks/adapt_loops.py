@@ -21,10 +21,12 @@ Per program: clang -O3 and mirecc -O3 with ``MIRECC_ADAPT_LOOPS=1``
 compile and link time, the program's text bytes and the functions
 versioned; ``--rounds`` rounds of both sides, their order alternating, the
 adapted build from an empty verdict store: first = clang's median over the
-adapted build's first run, steady = over the median of the second half's
-runs, worst = over the slowest adapted run; oracle = every site forced to
-each of its versions in turn (a decided store), ``--oracle-rounds`` rounds
-each against clang; the best of them (the selected oracle) is then
+adapted build's first run; steady = ``--steady-rounds`` more rounds after
+those (the store as they left it, the runtime going on as it would), the
+median of clang's run over the adapted run of the same round; worst = over
+the slowest adapted run; oracle = every site forced to each of its
+versions in turn (a decided store), ``--oracle-rounds`` rounds each against
+clang; the best of them (the selected oracle) is then
 measured again in ``--oracle-rounds`` rounds of its own, so that the noise
 that made it the best does not also give its speed (the oracle; off:
 ``--no-oracle-confirm``).  Outputs are compared on every run.  Also:
@@ -122,14 +124,14 @@ def nests(work: Path) -> list[dict]:
              "env": {"MIRECC_HEADS_DIR": str(heads)}} for n in NESTS]
 
 
-def build(prog: dict, work: Path, adapt: bool) -> tuple[Path, float]:
+def build(prog: dict, work: Path, adapt: bool, unroll: int = 0) -> tuple[Path, float]:
     exe = work / f"{prog['name']}.{'adapt' if adapt else 'clang'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIRECC_")}
     cc = CLANG
     if adapt:
         cc = installed_driver("mirecc")
         env.update(MIRECC_CC=CLANG, MIRECC_CACHE="0", MIRECC_ADAPT_LOOPS="1",
-                   **prog.get("env", {}))
+                   MIRECC_ADAPT_UNROLL=str(unroll), **prog.get("env", {}))
     t0 = time.perf_counter()
     subprocess.run([cc, "-O3", *prog["flags"], str(prog["source"]), *prog["extra"], "-o",
                     str(exe), "-lm"], check=True, env=env, capture_output=True)
@@ -172,7 +174,7 @@ def forced_store(learned: Path, target: Path, index: int) -> int:
 def one_program(prog: dict, args, work: Path, cpu: int) -> dict:
     rec = {"name": prog["name"], "suite": prog["suite"]}
     plain, t_plain = build(prog, work, adapt=False)
-    adapt, t_adapt = build(prog, work, adapt=True)
+    adapt, t_adapt = build(prog, work, adapt=True, unroll=args.unroll)
     rec.update(build_s={"clang": t_plain, "adapt": t_adapt},
                text={"clang": text_bytes(plain), "adapt": text_bytes(adapt)})
     reps = None
@@ -194,10 +196,25 @@ def one_program(prog: dict, args, work: Path, cpu: int) -> dict:
             times[side].append(out["seconds"])
             checks[side].add(out["check"])
     base = statistics.median(times["clang"])
-    half = times["adapt"][len(times["adapt"]) // 2:]
+    # steady: after the rounds (the adapted build's store as they left it,
+    # the runtime going on as it would), each adapted run against clang's
+    # run of the same round (the machine's drift cancels)
+    steady = {"clang": [], "adapt": []}
+    for r in range(args.steady_rounds):
+        for side in (("clang", "adapt") if r % 2 == 0 else ("adapt", "clang")):
+            out = run_once(prog, plain if side == "clang" else adapt,
+                           store if side == "adapt" else None, reps, cpu)
+            if not out["ok"]:
+                raise RuntimeError(f"{side}'s build failed: {out['error']}")
+            steady[side].append(out["seconds"])
+            checks[side].add(out["check"])
+    if not args.steady_rounds:      # the second half of the rounds instead
+        h = len(times["adapt"]) // 2
+        steady = {side: ts[h:] for side, ts in times.items()}
+    paired = [c / a for c, a in zip(steady["clang"], steady["adapt"])]
     cells = read_store(store) if store.exists() else []
-    rec.update(times=times, first=base / times["adapt"][0],
-               steady=base / statistics.median(half), worst=base / max(times["adapt"]),
+    rec.update(times=times, steady_times=steady, first=base / times["adapt"][0],
+               steady=statistics.median(paired), worst=base / max(times["adapt"]),
                changed=len(checks["adapt"] | checks["clang"]) - 1,
                verdicts={c.name: (c.best if c.phase == 1 else c.state) for c in cells},
                # the functions in versions that ran (a dispatch inlined away leaves no symbol)
@@ -384,8 +401,10 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
         f"{os.cpu_count()} cores, {platform.system()} {platform.release()}; compiler {CLANG} "
         f"-O3; mirecc -O3 with `MIRECC_ADAPT_LOOPS=1` (3 versions per function: LLVM's and "
         f"the shipped loop-vectorize head's two best (VF, IF) per loop; a function with a "
-        f"loop nest one more, the loop-nests head's schedule, Polly on that version alone) "
-        f"and no result cache. The held-out loop nests (suite `nests`, PolyBench-ACC's "
+        f"loop nest one more, the loop-nests head's schedule, Polly on that version alone"
+        + (f"; `MIRECC_ADAPT_UNROLL={args.unroll}`: one more, each ranked loop unrolled "
+           f"{args.unroll} times" if getattr(args, "unroll", 0) else "")
+        + f") and no result cache. The held-out loop nests (suite `nests`, PolyBench-ACC's "
         f"harness at STANDARD_DATASET) are built with a loop-nests head fitted on every "
         f"other labelled program; the other suites with the shipped head, whose labels "
         f"include PolyBench-ACC's versions of PolyBench's kernels (the runs, not the head, "
@@ -397,8 +416,9 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
         f"alternating, runs pinned to CPU {cpu}; the adapted build starts from an empty "
         f"verdict store. Kernels: the time per call the program measures over a ~20 ms loop "
         f"of calls; PolyBench ({args.dataset}_DATASET): its printed kernel time. first = clang's median over the "
-        f"adapted build's first run; steady = clang's median over the median of the second "
-        f"half; worst = over the slowest adapted run; oracle = every site forced to each "
+        f"adapted build's first run; steady = {args.steady_rounds} more rounds after those "
+        f"(the store as they left it, the runtime going on), the median of clang's run over "
+        f"the adapted run of the same round (the drift cancels); worst = over the slowest adapted run; oracle = every site forced to each "
         f"version in turn, {args.oracle_rounds} rounds against clang each; the best "
         f"(oracle, selected), "
         + (f"then measured again in {args.oracle_rounds} rounds of its own (oracle: the noise "
@@ -493,7 +513,8 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
     return "\n".join(lines) + "\n"
 
 
-PROTOCOL = ("rounds", "polybench_rounds", "oracle_rounds", "oracle_confirm", "dataset")
+PROTOCOL = ("rounds", "polybench_rounds", "oracle_rounds", "oracle_confirm", "dataset",
+            "steady_rounds", "unroll")
 
 
 def main(argv=None) -> int:
@@ -504,6 +525,11 @@ def main(argv=None) -> int:
     p.add_argument("--polybench-rounds", type=int, default=16,
                    help="rounds for PolyBench, whose versions are explored across runs")
     p.add_argument("--oracle-rounds", type=int, default=3)
+    p.add_argument("--unroll", type=int, default=0,
+                   help="MIRECC_ADAPT_UNROLL for the adapted builds (default: %(default)s)")
+    p.add_argument("--steady-rounds", type=int, default=20,
+                   help="rounds after the others that measure the steady state (0: the second "
+                        "half of the others)")
     p.add_argument("--no-oracle-confirm", dest="oracle_confirm", action="store_false",
                    help="the oracle as the best version's speed in the rounds that chose it "
                         "(default: that version measured again in rounds of its own)")
@@ -525,7 +551,8 @@ def main(argv=None) -> int:
     if args.render:
         data = json.loads(raw.read_text())
         vars(args).update({"polybench_rounds": args.rounds, "dataset": "MEDIUM",
-                           "oracle_confirm": False, **data["protocol"]})
+                           "oracle_confirm": False, "steady_rounds": 0, "unroll": 0,
+                           **data["protocol"]})
         args.out.write_text(page(data["programs"], data.get("pairs"), args, data["started"],
                                  data.get("cpu", cpu)))
         print(args.out.read_text())

@@ -37,6 +37,23 @@ ADAPT_VERSIONS = Setting(
     "versions per function with adapt_loops from the loop-vectorize head, LLVM's own among "
     "them (each one a copy of the function's code); a function with a loop nest gets one "
     "more, the loop-nests head's schedule")
+
+
+def _unroll(text: str) -> int:
+    n = int(str(text).strip())
+    if n != 0 and (not 1 <= n <= 16 or n & (n - 1)):
+        raise ValueError("must be 0 (none) or a power of two in 1..16")
+    return n
+
+
+ADAPT_UNROLL = Setting(
+    "adapt_unroll", "MIRECC_ADAPT_UNROLL", _unroll, 0,
+    "with adapt_loops, one more version per function the loop-vectorize head versions: "
+    "LLVM's vector factors and each of its innermost loops unrolled this many times after "
+    "the vectorizer (1: not unrolled; 0, the default: no such version), tried after the "
+    "head's factors")
+#: the versions a function may have, LLVM's own among them (the runtime's arms)
+ARMS = 8
 #: with adapt_loops, a call that links carries the adaptive runtime
 RUNTIME = AdaptiveRuntime("adapt_loops")
 #: a clone's tag for a version that Polly schedules: its clone is
@@ -65,6 +82,11 @@ def adapting(config) -> bool:
 def versions_of(config) -> int:
     """``adapt_versions`` under ``config`` (its default where unset)."""
     return getattr(config, ADAPT_VERSIONS.key, ADAPT_VERSIONS.default)
+
+
+def unroll_of(config) -> int:
+    """``adapt_unroll`` under ``config`` (its default where unset)."""
+    return getattr(config, ADAPT_UNROLL.key, ADAPT_UNROLL.default)
 
 
 def is_versions(decision) -> bool:

@@ -1,5 +1,6 @@
 // mirecc-loophints: an LLVM pass plugin (new pass manager) that sets the
-// vectorize width and interleave count of chosen loops from a decisions file.
+// vectorize width, interleave count and unroll count of chosen loops from a
+// decisions file.
 //
 // Two passes, both registered on clang's pipeline and by name for opt:
 //
@@ -12,7 +13,9 @@
 //    sets llvm.loop.vectorize.width / llvm.loop.interleave.count, unless
 //    that would change what the program computes (a floating-point
 //    recurrence without reassoc, or a memory dependence with a bounded safe
-//    distance) or the user already wrote a loop pragma.
+//    distance) or the user already wrote a loop pragma, and
+//    llvm.loop.unroll.count for the unroller after the vectorizer (which
+//    never changes results), unless the user wrote an unroll pragma.
 //
 //  * mirecc-versions (module, pipeline start, before mirecc-loop-mark): a
 //    function with "versions" is compiled in a few versions, <fn>.mirecc.v0
@@ -74,6 +77,7 @@ constexpr const char *kPassName = "mirecc-loophints";
 constexpr const char *kMarker = "mirecc.loop.id";
 constexpr int64_t kMaxWidth = 64;       // VectorizerParams::MaxVectorWidth
 constexpr int64_t kMaxInterleave = 16;  // the loop vectorizer's interleave limit
+constexpr int64_t kMaxUnroll = 16;
 
 cl::opt<std::string> DecisionsPath(
     "mirecc-loop-decisions", cl::value_desc("path"), cl::init(""),
@@ -84,6 +88,7 @@ cl::opt<std::string> DecisionsPath(
 struct Factors {
   int64_t width = 0;
   int64_t interleave = 0;
+  int64_t unroll = 0;  // 1: not unrolled
 };
 
 // header block index -> factors, per function name.
@@ -143,10 +148,13 @@ std::string parseFactors(const json::Value &value, const std::string &where,
     StringRef key = fkv.first;
     int64_t *slot = key == "vectorize.width"    ? &f.width
                     : key == "interleave.count" ? &f.interleave
+                    : key == "unroll.count"     ? &f.unroll
                                                 : nullptr;
     if (!slot) return where + ": unknown key \"" + key.str() + "\"";
     auto v = fkv.second.getAsInteger();
-    int64_t max = slot == &f.width ? kMaxWidth : kMaxInterleave;
+    int64_t max = slot == &f.width       ? kMaxWidth
+                  : slot == &f.interleave ? kMaxInterleave
+                                          : kMaxUnroll;
     if (!v || *v < 1 || *v > max || !isPowerOf2_64(*v))
       return where + ": " + key.str() + " must be a power of two in 1.." +
              std::to_string(max);
@@ -378,10 +386,21 @@ bool hasUserHints(MDNode *id) {
   return false;
 }
 
+// An unroll attribute already on the loop (the user's #pragma unroll or
+// #pragma clang loop unroll...): it stands.
+bool hasUnrollHints(MDNode *id) {
+  if (!id) return false;
+  for (unsigned i = 1; i < id->getNumOperands(); ++i)
+    if (attrName(id->getOperand(i)).find("llvm.loop.unroll.") == 0)
+      return true;
+  return false;
+}
+
 std::string describe(StringRef id, const Factors &f) {
   std::string s = "loop " + id.str() + ":";
   if (f.width) s += " vectorize.width=" + std::to_string(f.width);
   if (f.interleave) s += " interleave.count=" + std::to_string(f.interleave);
+  if (f.unroll) s += " unroll.count=" + std::to_string(f.unroll);
   return s;
 }
 
@@ -492,37 +511,64 @@ struct LoopHintsPass : PassInfoMixin<LoopHintsPass> {
       StringRef id = markerOf(old);
       if (id.empty()) continue;
       const Factors *f = d.lookup(module, id);
-      if (!f || (!f->width && !f->interleave)) continue;
-      std::string why = unsafeReason(l, *f);
-      if (why.empty() && l->isInnermost() && (f->width > 1 || f->interleave > 1) &&
-          boundedDependence(l))
-        why = "a loop-carried memory dependence with a bounded safe distance: "
-              "forced factors could break it";
+      if (!f || (!f->width && !f->interleave && !f->unroll)) continue;
+      Factors vec = *f, unroll;  // the vectorizer's part and the unroller's
+      vec.unroll = 0;
+      unroll.unroll = f->unroll;
+      std::string why;
+      if (vec.width || vec.interleave) {
+        why = unsafeReason(l, vec);
+        if (why.empty() && l->isInnermost() && (vec.width > 1 || vec.interleave > 1) &&
+            boundedDependence(l))
+          why = "a loop-carried memory dependence with a bounded safe distance: "
+                "forced factors could break it";
+      }
       if (!why.empty()) {
         ore.emit([&] {
           return OptimizationRemarkMissed(kPassName, "Unsafe", l->getStartLoc(),
                                           l->getHeader())
-                 << describe(id, *f) << " not applied: " << why;
+                 << describe(id, vec) << " not applied: " << why;
         });
-        continue;
+        vec = Factors();
       }
+      // unrolling never reorders what the loop computes; a pragma stands
+      if (unroll.unroll && hasUnrollHints(old)) {
+        ore.emit([&] {
+          return OptimizationRemarkMissed(kPassName, "UserPragma", l->getStartLoc(),
+                                          l->getHeader())
+                 << describe(id, unroll)
+                 << " not applied: the source has an unroll pragma for it";
+        });
+        unroll = Factors();
+      }
+      if (!vec.width && !vec.interleave && !unroll.unroll) continue;
       Type *i32 = Type::getInt32Ty(ctx);
-      SmallVector<Metadata *, 2> add;
-      SmallVector<StringRef, 2> drop;
-      if (f->width) {
+      SmallVector<Metadata *, 3> add;
+      SmallVector<StringRef, 3> drop;
+      if (vec.width) {
         drop.push_back("llvm.loop.vectorize.width");
         add.push_back(MDNode::get(
             ctx, {MDString::get(ctx, "llvm.loop.vectorize.width"),
-                  ConstantAsMetadata::get(ConstantInt::get(i32, f->width))}));
+                  ConstantAsMetadata::get(ConstantInt::get(i32, vec.width))}));
       }
-      if (f->interleave) {
+      if (vec.interleave) {
         drop.push_back("llvm.loop.interleave.count");
         add.push_back(MDNode::get(
             ctx,
             {MDString::get(ctx, "llvm.loop.interleave.count"),
-             ConstantAsMetadata::get(ConstantInt::get(i32, f->interleave))}));
+             ConstantAsMetadata::get(ConstantInt::get(i32, vec.interleave))}));
       }
-      std::string text = describe(id, *f);  // before `old` is replaced
+      if (unroll.unroll == 1) {
+        add.push_back(MDNode::get(ctx, {MDString::get(ctx, "llvm.loop.unroll.disable")}));
+      } else if (unroll.unroll) {
+        // the vector loop keeps it (the vectorizer copies the loop's hints)
+        add.push_back(MDNode::get(
+            ctx, {MDString::get(ctx, "llvm.loop.unroll.count"),
+                  ConstantAsMetadata::get(ConstantInt::get(i32, unroll.unroll))}));
+      }
+      Factors done = vec;
+      done.unroll = unroll.unroll;
+      std::string text = describe(id, done);  // before `old` is replaced
       l->setLoopID(rebuild(ctx, old, drop, add));
       ore.emit([&] {
         return OptimizationRemark(kPassName, "Applied", l->getStartLoc(),

@@ -314,6 +314,77 @@ def test_bounded_dependence_is_left_to_llvm(llvm, tmp_path):
     assert outputs[0] == outputs[1] and outputs[0].strip()
 
 
+UNROLLED = """\
+#include <stdio.h>
+__attribute__((noinline)) double total(const double *a, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++)
+    s += a[i] * a[i];
+  return s;
+}
+__attribute__((noinline)) double pragma(const double *a, int n) {
+  double s = 0;
+#pragma unroll 2
+  for (int i = 0; i < n; i++)
+    s += a[i];
+  return s;
+}
+int main(void) {
+  static double a[1001];
+  for (int i = 0; i < 1001; i++) a[i] = 1.0 / (i + 1) - (i % 5) * 0.3;
+  printf("%.17g %.17g\\n", total(a, 1001), pragma(a, 1001));
+  return 0;
+}
+"""
+
+
+def multiplies(obj: Path, function: str) -> int:
+    """``mulsd`` instructions in ``function`` of ``obj``."""
+    dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)], capture_output=True,
+                          text=True, check=True).stdout
+    body = dump.split(f"<{function}>:", 1)[1].split("\n\n", 1)[0]
+    return body.count("mulsd")
+
+
+def test_unroll_count_is_applied_where_factors_are_not(llvm, tmp_path):
+    """An ``unroll.count`` reaches the unroller after the vectorizer on a
+    floating-point sum without reassoc (whose forced width is refused: it
+    would reorder the sum), gives the same results, and a loop with the
+    user's unroll pragma keeps it."""
+    clang, major, plugin = llvm
+    if not shutil.which("objdump"):
+        pytest.skip("objdump is not installed")
+    src = tmp_path / "u.c"
+    src.write_text(UNROLLED)
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"version": 1, "modules": {"*": {"loops": {
+        "total:1": {"vectorize.width": 4, "unroll.count": 8},
+        "pragma:1": {"unroll.count": 8}}}}}))
+    stderr, remarks = compile_(clang, src, ["-O3"], [*RPASS, *lp.plugin_args(major, plugin, path)],
+                               out=tmp_path / "forced.o")
+    texts = [t for _, t in remarks]
+    assert "loop total:1: unroll.count=8" in texts
+    assert any(t.startswith("loop total:1: vectorize.width=4 not applied: floating-point")
+               for t in texts)
+    assert "loop pragma:1: unroll.count=8 not applied: the source has an unroll pragma for it" in texts
+    compile_(clang, src, ["-O3"], out=tmp_path / "plain.o")
+    # eight multiplies in the unrolled body (and the remainder's), more than LLVM's own
+    assert multiplies(tmp_path / "forced.o", "total") >= 8
+    assert multiplies(tmp_path / "forced.o", "total") > multiplies(
+        tmp_path / "plain.o", "total")
+    outputs = []
+    for exe in ("plain", "forced"):
+        subprocess.run([clang, f"{exe}.o", "-o", exe], cwd=tmp_path, check=True)
+        outputs.append(subprocess.run([str(tmp_path / exe)], capture_output=True,
+                                      text=True).stdout)
+    assert outputs[0] == outputs[1] and outputs[0].strip()
+    path.write_text(json.dumps({"version": 1, "modules": {"*": {"loops": {
+        "total:1": {"unroll.count": 3}}}}}))
+    stderr, _ = compile_(clang, src, ["-O3"], lp.plugin_args(major, plugin, path),
+                         out=tmp_path / "bad.o")
+    assert "unroll.count must be a power of two in 1..16; loops left to LLVM" in stderr
+
+
 # ------------------------------------------------------------------ records
 
 def write_records(path: Path, modules: dict[str, dict]) -> Path:

@@ -336,6 +336,12 @@ def test_the_driver_versions_only_with_the_setting(tmp_path):
                    check=True, env=on)
     nm = subprocess.run(["nm", str(tmp_path / "c.o")], capture_output=True, text=True).stdout
     assert "saxpy.mirecc.v1" in nm and " w __mirecc_version_begin" in nm
+    # the head's two factors; with adapt_unroll, last, its loop unrolled
+    assert "saxpy.mirecc.v2" in nm and "saxpy.mirecc.v3" not in nm
+    subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "e.o")],
+                   check=True, env={**on, "MIRECC_ADAPT_UNROLL": "8"})
+    nm8 = subprocess.run(["nm", str(tmp_path / "e.o")], capture_output=True, text=True).stdout
+    assert "saxpy.mirecc.v3" in nm8 and "saxpy.mirecc.v4" not in nm8
     subprocess.run([mirecc, str(tmp_path / "c.o"), "-o", str(tmp_path / "prog")],
                    check=True, env=on)
     nm = subprocess.run(["nm", str(tmp_path / "prog")], capture_output=True, text=True).stdout
@@ -349,6 +355,9 @@ def test_the_driver_versions_only_with_the_setting(tmp_path):
                          text=True)
     assert bad.returncode == 2
     assert "MIRECC_ADAPT_VERSIONS: bad value: must be 2..8" in bad.stderr
+    bad = subprocess.run([mirecc, "-O3", "-c", str(src), "-o", str(tmp_path / "d.o")],
+                         env={**on, "MIRECC_ADAPT_UNROLL": "3"}, capture_output=True, text=True)
+    assert bad.returncode == 2 and "MIRECC_ADAPT_UNROLL: bad value" in bad.stderr
 
 
 def test_main_is_not_versioned(tmp_path):

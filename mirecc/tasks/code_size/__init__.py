@@ -208,15 +208,16 @@ class CodeSize(Task):
                   "site forced inline and forced out of line (the pass plugin's call-site "
                   "decisions), every other site left to LLVM, and record the object's .text "
                   "bytes (resumable)."),
-          Command("size-inline-judge", "mirecc.tasks.code_size.offline.inline_train",
+          Command("size-inline-judge", "mirecc.tasks.code_size.offline.inline_callee",
                   "judge the inlining policy's inputs (statistics, the encoder, both) on the "
-                  "call-site labels, leaving packages out (needs scikit-learn)",
+                  "call-site labels (or per callee), leaving packages out (needs scikit-learn)",
                   "Fit a forest from each representation of a call site to the bytes inlining "
                   "it saves, leaving one package out, at 1%, 10% and 100% of the training "
                   "labels, and write the share of the best choices' bytes each one's policy "
                   "saves, with package-resampled intervals; --write-policy ships the "
                   "statistics' forest, fitted on the training packages, as heads/code-size/"
-                  "inline-policy.onnx (size_inline)."),
+                  "inline-policy.onnx (size_inline); --per callee judges a policy that "
+                  "decides all of a callee's sites at once, on the per-callee labels."),
       )
     bench = (
           BenchSuite("size", _size_suite,

@@ -14,7 +14,8 @@ Offline: :mod:`.offline` (``mire vectorize-data``, ``mire vectorize-train``,
 
 This module is the task's declaration: standard library only.
 """
-from mirecc.runtime.versions import ADAPT_LOOPS, ADAPT_VERSIONS, RUNTIME, adapting
+from mirecc.runtime.versions import (ADAPT_LOOPS, ADAPT_UNROLL, ADAPT_VERSIONS, RUNTIME,
+                                     adapting)
 from mirecc.taskapi.api import BenchSuite, Command, Setting, Task, parse_bool
 
 
@@ -46,7 +47,7 @@ class LoopVectorize(Task):
     settings = (Setting("apply_loop_decisions", "MIRECC_APPLY_LOOPS", parse_bool, False,
                         "apply the loop-vectorize head's factors (default: record them "
                         "only)"),
-                ADAPT_LOOPS, ADAPT_VERSIONS)
+                ADAPT_LOOPS, ADAPT_VERSIONS, ADAPT_UNROLL)
     opt_levels = OPT_LEVELS
     # --mirecc-help prints the head's calibrated gate (mirecc.learn.gates) instead
     measured = ("leave one family out on its labels (mire vectorize-train, "

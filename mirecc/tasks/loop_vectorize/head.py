@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import os
 
-from mirecc.runtime.versions import adapting, is_versions, versions_of
+from mirecc.runtime.versions import adapting, is_versions, unroll_of, versions_of
 from mirecc.taskapi.api import NoDecision
 from mirecc.taskapi.records import Candidate, Decision, Ranking, candidates_of
 from mirecc.taskapi.registry import task as declared_task
@@ -118,10 +118,11 @@ class LoopVectorizeHead(OnnxHead):
         self.apply = bool(getattr(self.config, "apply_loop_decisions", False))
         self.adapt = adapting(self.config)
         self.versions = versions_of(self.config)
+        self.unroll = unroll_of(self.config)
 
     def _settings(self) -> str:
         if self.adapt:
-            return f"|adapt={self.versions}"
+            return f"|adapt={self.versions}|unroll={self.unroll}"
         # both states named: results cached before applying became a setting
         # (when every confident decision was applied) must not be reused
         return "|apply" if self.apply else "|record"
@@ -230,7 +231,9 @@ class LoopVectorizeHead(OnnxHead):
         """Per function holding ranked loops, one decision: its versions
         beside LLVM's own (``adapt_versions`` in all), version ``i`` forcing
         each of its loops to that loop's ``i``-th best class in the head's
-        order.  A function is versioned only where the trees' median
+        order, and last (``adapt_unroll``) one with LLVM's factors and each
+        of its loops unrolled that many times: no head ranks unroll counts,
+        so the runtime judges it after the head's factors.  A function is versioned only where the trees' median
         expects some gain for one of its loops that could be vectorized
         (one calling a function defined elsewhere cannot: its versions
         would be the same), as versions are code (the binary grows by the
@@ -238,7 +241,7 @@ class LoopVectorizeHead(OnnxHead):
         code digest and its versions."""
         import numpy as np  # lazy: numpy, only when the head ranks
         from mirecc.ir.text import function_digests  # lazy: adapt_loops only
-        from mirecc.runtime.versions import entry, versionable  # lazy: adapt_loops only
+        from mirecc.runtime.versions import ARMS, entry, versionable  # lazy: adapt_loops only
 
         digests = function_digests(ctx.ir_text)
         source = os.path.basename(ctx.request.source)
@@ -276,6 +279,10 @@ class LoopVectorizeHead(OnnxHead):
                 versions.append({"name": name, "loops": factors})
             if not versions:
                 continue
+            if self.unroll and len(versions) + 1 < ARMS:
+                versions.append({"name": f"u{self.unroll}",
+                                 "loops": {str(h): {"unroll.count": self.unroll}
+                                           for h, _, _ in loops}})
             value = entry(source, fn, digests[fn], versions)
             why = (f"function {fn} in {len(versions) + 1} versions (LLVM's, "
                    f"{', '.join(v['name'] for v in versions)}; the head's order, its median "
