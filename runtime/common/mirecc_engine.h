@@ -183,11 +183,13 @@ static double highest(const struct arm *a) {
   return m;
 }
 
-/* mirecc.learn.keep.beats: faster beyond the noise of `base`.  With
-   trim_outliers (the OpenCL interposer: launch times on a shared CPU device
-   have rare stalls) and 6 or more samples, the rule reads each arm without
-   its slowest and fastest sample. */
-static int trim_outliers;
+/* mirecc.learn.keep.beats: faster beyond the noise of `base`.  With 6 or
+   more samples, the rule reads each arm without its slowest and fastest
+   sample: one sample stalled by something else on the machine (an
+   interrupt, a page fault; on OpenCL's shared CPU device, a launch) would
+   otherwise keep a candidate faster in every other sample from being kept
+   (a kernel's 1.25x version was lost so). */
+static int trim_outliers = 1;
 
 static int beats(const struct arm *c, const struct arm *base) {
   double mb = median(base);
@@ -334,8 +336,11 @@ static void record(struct cell *c, int arm, double t) {
     c->lost += (t - d) * w;
     c->run_lost += (t - d) * w;
   }
-  /* clearly slower: dropped at once */
-  if (t > d * 1.5 || (count(a) >= 2 && lowest(a) > highest(ref) * 1.1)) {
+  /* clearly slower: dropped at once (a sample half as slow again as the
+     reference, unless one of its samples beat the reference: then that one
+     was a stall, and the arm gets its samples) */
+  if ((t > d * 1.5 && lowest(a) >= d) ||
+      (count(a) >= 2 && lowest(a) > highest(ref) * 1.1)) {
     a->dropped = 1;
   } else if (count(a) >= pairs && count(ref) >= 2) {
     /* kept when it beats the reference beyond the noise; a candidate whose

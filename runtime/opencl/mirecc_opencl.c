@@ -177,7 +177,6 @@ static void initialise(void) {
     return;
   }
   warm_each_arm = 1;
-  trim_outliers = 1;
   v = getenv("MIRECC_OPENCL_FACTOR");
   if (v && !strcmp(v, "all")) {
     forced = -1;
