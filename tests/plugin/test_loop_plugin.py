@@ -295,6 +295,15 @@ int main(void) {
 """
 
 
+def assert_same_output(clang: str, tmp: Path) -> None:
+    """``plain.o`` and ``forced.o`` in ``tmp``, linked, print the same."""
+    outputs = []
+    for exe in ("plain", "forced"):
+        subprocess.run([clang, f"{exe}.o", "-o", exe], cwd=tmp, check=True)
+        outputs.append(subprocess.run([str(tmp / exe)], capture_output=True, text=True).stdout)
+    assert outputs[0] == outputs[1] and outputs[0].strip()
+
+
 def test_bounded_dependence_is_left_to_llvm(llvm, tmp_path):
     """Distance 2: LLVM clamps a forced width to 2, but a forced interleave
     count on top of it gave wrong results; the plugin leaves such loops alone."""
@@ -306,12 +315,7 @@ def test_bounded_dependence_is_left_to_llvm(llvm, tmp_path):
                          lp.plugin_args(major, plugin, dec), out=tmp_path / "forced.o")
     assert "bounded safe distance" in stderr
     compile_(clang, src, ["-O3"], out=tmp_path / "plain.o")
-    outputs = []
-    for exe in ("plain", "forced"):
-        subprocess.run([clang, f"{exe}.o", "-o", exe], cwd=tmp_path, check=True)
-        outputs.append(subprocess.run([str(tmp_path / exe)], capture_output=True,
-                                      text=True).stdout)
-    assert outputs[0] == outputs[1] and outputs[0].strip()
+    assert_same_output(clang, tmp_path)
 
 
 UNROLLED = """\
@@ -372,12 +376,7 @@ def test_unroll_count_is_applied_where_factors_are_not(llvm, tmp_path):
     assert multiplies(tmp_path / "forced.o", "total") >= 8
     assert multiplies(tmp_path / "forced.o", "total") > multiplies(
         tmp_path / "plain.o", "total")
-    outputs = []
-    for exe in ("plain", "forced"):
-        subprocess.run([clang, f"{exe}.o", "-o", exe], cwd=tmp_path, check=True)
-        outputs.append(subprocess.run([str(tmp_path / exe)], capture_output=True,
-                                      text=True).stdout)
-    assert outputs[0] == outputs[1] and outputs[0].strip()
+    assert_same_output(clang, tmp_path)
     path.write_text(json.dumps({"version": 1, "modules": {"*": {"loops": {
         "total:1": {"unroll.count": 3}}}}}))
     stderr, _ = compile_(clang, src, ["-O3"], lp.plugin_args(major, plugin, path),

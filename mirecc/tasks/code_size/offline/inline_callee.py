@@ -35,9 +35,7 @@ import argparse
 import gzip
 import json
 import math
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -46,24 +44,16 @@ from tqdm import tqdm
 
 from mirecc.encoder import SHIPPED_MODEL_DIR
 from mirecc.encoder.runtime import Encoder
-from mirecc.frontend.compiler import clang_major, find_compiler
 from mirecc.graph import build_graph
 from mirecc.ir.text import call_sites, disassemble, function_digests
 from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
-from mirecc.learn.judge import RESAMPLES, interval, program_weights
-from mirecc.plugin.build import find_plugin, plugin_args
-from mirecc.taskapi.config import load_config
-from mirecc.tasks.code_size.build import CandidateError
 from mirecc.tasks.code_size.inline_features import ALL_NAMES
 from mirecc.tasks.code_size.inline_policy import choose
 from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
-from mirecc.tasks.code_size.offline.inline_labels import Compiler
 from mirecc.tasks.code_size.offline import inline_train
-from mirecc.tasks.code_size.offline.inline_train import (FRACTIONS, KINDS, MARGINS, llvm_tools,
-                                                         oracle, out_of_package,
-                                                         polybench_modules, saved, statistics,
-                                                         targets)
-from mirecc.tasks.code_size.offline.labels import codegen_flags
+from mirecc.tasks.code_size.offline.inline_train import (KINDS, held_out_modules, llvm_tools,
+                                                         representations, statistics,
+                                                         table_lines, targets, whole_lines)
 from mirecc.util.fsutil import atomic_write_bytes
 
 #: a callee's statistics: its sites (log), then the mean, largest and
@@ -139,49 +129,26 @@ def callee_inputs(rows: list[dict], corpus: Path, model_dir, kinds, tools
 
 def whole_modules(rows, X, args, config, margin: float, tools) -> list[dict]:
     """The statistics' policy fitted on the training packages' callees,
-    applied to every callee of each held-out module at once: the module's
-    .text with its decisions against LLVM's, and the smaller (kept)."""
+    applied to every callee of each held-out module at once
+    (:func:`inline_train.held_out_modules`; ``decided``: callees forced)."""
     train = np.asarray([r["origin"] not in HELD_OUT for r in rows])
     model = fit_forest(X[train], targets([r for r, t in zip(rows, train) if t]), config)
-    cc = args.cc or find_compiler(load_config("."), cxx=False)
-    major = clang_major(cc)
-    plugin = find_plugin(major)
-    compiler = Compiler(cc, lambda path: plugin_args(major, plugin, path))
-    held = [m for m in corpus_modules(Path(args.corpus)) if m.origin in HELD_OUT]
-    scratch = tempfile.TemporaryDirectory(prefix="mirecc-inline-pb-")
-    if getattr(args, "polybench", None):
-        held += polybench_modules(Path(args.polybench), cc, Path(scratch.name))
-    out = []
-    for m in tqdm(held, desc="held-out modules", unit="module", file=sys.stderr,
-                  disable=None):
-        flags = codegen_flags(m.flags)
-        with tempfile.TemporaryDirectory(prefix="mirecc-inline-") as tmp:
-            try:
-                own = compiler.text(str(m.path), flags, tmp)
-                ir = disassemble(Path(m.path).read_bytes(), str(m.path))
-                features = statistics(m.path, ir, tools)
-                callees = module_callees(ir, features)
-                names = sorted(callees)
-                calls = {}
-                if names:
-                    Xm = np.asarray([callee_row([features[s] for s in callees[c]])
-                                     for c in names], np.float32)
-                    for c, k in zip(names, choose(tree_predictions(model, Xm), margin)):
-                        if k:
-                            calls.update({s: ("inline" if k > 0 else "noinline")
-                                          for s in callees[c]})
-                policy = compiler.text(str(m.path), flags, tmp, calls) if calls else own
-            except (CandidateError, OSError, ValueError,
-                    subprocess.CalledProcessError) as exc:
-                out.append({"module": m.sha256, "origin": m.origin, "error": str(exc)[:200]})
-                continue
-        out.append({"module": m.sha256, "origin": m.origin, "path": m.source, "own": own,
-                    "policy": policy, "kept": min(own, policy), "callees": len(names),
-                    "decided": sum(1 for c in names if callees[c][0] in calls),
-                    "inlined": sum(1 for c in names
-                                   if calls.get(callees[c][0]) == "inline")})
-    scratch.cleanup()
-    return out
+
+    def decide(path, ir, features):
+        callees = module_callees(ir, features)
+        names = sorted(callees)
+        calls, counts = {}, {"callees": len(names), "decided": 0, "inlined": 0}
+        if names:
+            Xm = np.asarray([callee_row([features[s] for s in callees[c]]) for c in names],
+                            np.float32)
+            for c, k in zip(names, choose(tree_predictions(model, Xm), margin)):
+                if k:
+                    calls.update({s: ("inline" if k > 0 else "noinline") for s in callees[c]})
+                    counts["decided"] += 1
+                    counts["inlined"] += int(k > 0)
+        return calls, counts
+
+    return held_out_modules(args, tools, decide)
 
 
 def judge_callees(args: argparse.Namespace, tools) -> int:
@@ -191,60 +158,19 @@ def judge_callees(args: argparse.Namespace, tools) -> int:
         print(f"mire size-inline-judge: {args.labels}: {len(rows)} labelled callees, too "
               f"few (run mire size-inline-data --per callee)", file=sys.stderr)
         return 2
-    packages = np.asarray([r["origin"] for r in rows])
-    y = targets(rows)
     kinds = args.kinds or list(KINDS)
     inputs = callee_inputs(rows, Path(args.corpus), args.model, kinds, tools)
-    best = oracle(rows)
-    names = sorted(set(packages))
-    weights = program_weights(np.asarray([names.index(p) for p in packages]), RESAMPLES)
-    total = weights @ best
-    # the labelled modules' .text (from callee-modules rows where present,
-    # else each module's own bytes once)
-    own_by_module = {r["module"]: r["own"] for r in rows}
-    first = {}
-    for i, r in enumerate(rows):
-        first.setdefault(r["module"], i)
-    text = weights @ np.asarray([own_by_module[r["module"]] if first[r["module"]] == i else 0
-                                 for i, r in enumerate(rows)], float)
     config = ForestConfig(trees=args.trees, min_samples_leaf=args.leaf)
-    training = np.asarray([p not in HELD_OUT for p in packages])
-    table, shares, margins = [], {}, {}
-    for kind in kinds:
-        for fraction in FRACTIONS:
-            G = out_of_package(inputs[kind], y, packages, config, fraction)
-            margin = args.margin if args.margin is not None else max(
-                MARGINS, key=lambda m: saved(rows, choose(G, m))[training].sum())
-            margins[(kind, fraction)] = margin
-            s = saved(rows, choose(G, margin))
-            share = (weights @ s) / total
-            of_text = (weights @ s) / text
-            shares[(kind, fraction)] = share
-            held = ~training
-            table.append({"inputs": kind, "fraction": fraction, "margin": margin,
-                          "share": float(share[0]), "interval": interval(share[1:]),
-                          "of_text": float(of_text[0]),
-                          "of_text_interval": interval(of_text[1:]),
-                          "held_out_saved": float(s[held].sum()),
-                          "held_out_oracle": float(best[held].sum()),
-                          "bytes_saved": float(s.sum()),
-                          "callees_worse": int((s < 0).sum()),
-                          "callees_decided": int((s != 0).sum())})
-            print(f"{kind:10s} {fraction:5.0%}: {share[0]:.1%} of the oracle's bytes",
-                  file=sys.stderr)
-    for row in table:
-        ref = shares.get(("statistics", row["fraction"]))
-        row["minus_statistics"] = (interval((shares[(row["inputs"], row["fraction"])] - ref)[1:])
-                                   if ref is not None else (math.nan, math.nan))
+    table, margins, summary = representations(rows, inputs, kinds, config, args.margin)
     modules = []
     if args.whole == "statistics" and "statistics" in kinds:
         modules = whole_modules(rows, inputs["statistics"], args, config,
                                 margins[("statistics", 1.0)], tools)
-    held_text = sum(own_by_module[m] for m in first if rows[first[m]]["origin"] in HELD_OUT)
+    own = {r["module"]: (r["origin"], r["own"]) for r in rows}
+    held_text = sum(b for origin, b in own.values() if origin in HELD_OUT)
     doc = {"written_by": "mire size-inline-judge --per callee", "date": time.strftime("%Y-%m-%d"),
            "callees": len(rows), "sites": int(sum(len(r["sites"]) for r in rows)),
-           "packages": names, "modules": len(first), "held_out": sorted(HELD_OUT),
-           "oracle_bytes": float(best.sum()), "oracle_of_text": float((total / text)[0]),
+           "modules": len(own), "held_out": sorted(HELD_OUT), **summary,
            "held_out_text": int(held_text), "trees": args.trees, "table": table,
            "margin": margins.get(("statistics", 1.0)), "whole_modules": modules,
            "seconds": round(time.time() - t0, 1)}
@@ -273,22 +199,9 @@ def render(doc: dict) -> str:
         f"{100 * doc['oracle_of_text']:.2f}% of the labelled modules' .text), one callee at a "
         "time; in brackets the 90% interval over 2000 package resamples, and the difference "
         "from the statistics at the same share of labels.", "",
-        "| inputs | labels | margin | share of the oracle's bytes | minus statistics | "
-        "bytes saved, % of the modules' .text | held-out packages: saved / oracle bytes | "
-        "callees decided | of them worse |",
-        "|---|---|---|---|---|---|---|---|---|"]
-    for r in doc["table"]:
-        lo, hi = r["interval"]
-        dlo, dhi = r["minus_statistics"]
-        diff = "" if r["inputs"] == "statistics" else f"[{100 * dlo:+.1f}, {100 * dhi:+.1f}]"
-        tlo, thi = r["of_text_interval"]
-        lines.append(f"| {r['inputs']} | {r['fraction']:.0%} | {r['margin']:g} | "
-                     f"{100 * r['share']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {diff} | "
-                     f"{100 * r['of_text']:.3f}% [{100 * tlo:.3f}, {100 * thi:.3f}] | "
-                     f"{r['held_out_saved']:.0f} / {r['held_out_oracle']:.0f} | "
-                     f"{r['callees_decided']} | {r['callees_worse']} |")
-    mods = [m for m in doc.get("whole_modules", []) if "error" not in m]
-    if mods:
+        *table_lines(doc["table"], "callees")]
+    if doc.get("whole_modules"):
+        mods = [m for m in doc["whole_modules"] if "error" not in m]
         errors = len(doc["whole_modules"]) - len(mods)
         lines += ["", "Whole modules of the held-out packages (and PolyBench/C where given), "
                   "every chosen callee's sites forced at once (statistics, the forest fitted "
@@ -296,18 +209,7 @@ def render(doc: dict) -> str:
                   f"{doc['margin']:g}): .text bytes against LLVM's -Oz; `kept`: the smaller "
                   "object, as a build keeps it"
                   + (f"; {errors} modules failed to build and are left out" if errors else "")
-                  + ".", "",
-                  "| package | modules | callees forced (inline) | -Oz bytes | policy | kept | "
-                  "objects larger |", "|---|---|---|---|---|---|---|"]
-        for origin in sorted({m["origin"] for m in mods}) + ["all"]:
-            group = [m for m in mods if origin in ("all", m["origin"])]
-            own = sum(m["own"] for m in group)
-            pol = sum(m["policy"] for m in group)
-            kept = sum(m["kept"] for m in group)
-            lines.append(f"| {origin} | {len(group)} | {sum(m['decided'] for m in group)} "
-                         f"({sum(m['inlined'] for m in group)}) | {own} | "
-                         f"{100 * (pol / own - 1):+.2f}% | {100 * (kept / own - 1):+.2f}% | "
-                         f"{sum(m['policy'] > m['own'] for m in group)} |")
+                  + ".", "", *whole_lines(mods, "callees")]
     return "\n".join(lines) + "\n"
 
 

@@ -182,11 +182,9 @@ def out_of_package(X, y, packages, config, fraction: float, seed: int = 0) -> np
     return G
 
 
-def module_inputs(path: Path, encoder, kind: str, tools):
+def module_inputs(path: Path, ir: str, features: dict, encoder, kind: str):
     """(site ids, inputs of ``kind``) of every site of the module at ``path``
-    whose callee it defines."""
-    ir = disassemble(Path(path).read_bytes(), str(path))
-    features = statistics(path, ir, tools)
+    (IR text ``ir``, site statistics ``features``) whose callee it defines."""
     sites = sorted(features)
     if not sites:
         return [], None
@@ -203,23 +201,17 @@ def module_inputs(path: Path, encoder, kind: str, tools):
     return sites, X
 
 
-def whole_modules(rows, inputs, kind: str, args, config, margin: float, tools) -> list[dict]:
-    """The policy fitted on the training packages' sites (``kind``'s
-    inputs), applied to every site of each held-out package's module at
-    once: the module's .text bytes with its decisions against LLVM's, and
-    the object a build keeps (the smaller)."""
-    train = np.asarray([r["origin"] not in HELD_OUT for r in rows])
-    if train.sum() < 50:
-        print(f"mire size-inline-judge: {int(train.sum())} labelled sites of the training "
-              f"packages: too few to judge whole modules", file=sys.stderr)
-        return []
-    y = targets(rows)
-    model = fit_forest(inputs[kind][train], y[train], config)
+def held_out_modules(args, tools, decide) -> list[dict]:
+    """Each module of the held-out packages (and PolyBench/C's with
+    ``args.polybench``) compiled at its level as LLVM leaves it and with the
+    call-site decisions of ``decide(path, ir, site statistics) -> ({site:
+    "inline"|"noinline"}, counts)``: both objects' .text bytes, the smaller
+    (the one a build keeps), and ``counts`` (by default the sites forced,
+    ``decided``, and forced inline, ``inlined``)."""
     cc = args.cc or find_compiler(load_config(os.getcwd()), cxx=False)
     major = clang_major(cc)
     plugin = find_plugin(major)
     compiler = Compiler(cc, lambda path: plugin_args(major, plugin, path))
-    encoder = Encoder(Path(args.model or SHIPPED_MODEL_DIR)) if kind != "statistics" else None
     held = [m for m in corpus_modules(Path(args.corpus)) if m.origin in HELD_OUT]
     scratch = tempfile.TemporaryDirectory(prefix="mirecc-inline-pb-")
     if getattr(args, "polybench", None):
@@ -231,21 +223,41 @@ def whole_modules(rows, inputs, kind: str, args, config, margin: float, tools) -
         with tempfile.TemporaryDirectory(prefix="mirecc-inline-") as tmp:
             try:
                 own = compiler.text(str(m.path), flags, tmp)
-                sites, X = module_inputs(m.path, encoder, kind, tools)
-                choice = choose(tree_predictions(model, X), margin) if sites else []
-                calls = {s: ("inline" if c > 0 else "noinline")
-                         for s, c in zip(sites, choice) if c}
+                ir = disassemble(Path(m.path).read_bytes(), str(m.path))
+                features = statistics(m.path, ir, tools)
+                calls, counts = decide(m.path, ir, features)
                 policy = compiler.text(str(m.path), flags, tmp, calls) if calls else own
             except (CandidateError, OSError, ValueError,
                     subprocess.CalledProcessError) as exc:
                 out.append({"module": m.sha256, "origin": m.origin, "error": str(exc)[:200]})
                 continue
         out.append({"module": m.sha256, "origin": m.origin, "path": m.source, "own": own,
-                    "policy": policy, "kept": min(own, policy), "sites": len(sites),
-                    "decided": len(calls),
-                    "inlined": sum(v == "inline" for v in calls.values())})
+                    "policy": policy, "kept": min(own, policy), "sites": len(features),
+                    **(counts or {"decided": len(calls),
+                                  "inlined": sum(v == "inline" for v in calls.values())})})
     scratch.cleanup()
     return out
+
+
+def whole_modules(rows, inputs, kind: str, args, config, margin: float, tools) -> list[dict]:
+    """The policy fitted on the training packages' sites (``kind``'s
+    inputs), applied to every site of each held-out package's module at
+    once (:func:`held_out_modules`)."""
+    train = np.asarray([r["origin"] not in HELD_OUT for r in rows])
+    if train.sum() < 50:
+        print(f"mire size-inline-judge: {int(train.sum())} labelled sites of the training "
+              f"packages: too few to judge whole modules", file=sys.stderr)
+        return []
+    y = targets(rows)
+    model = fit_forest(inputs[kind][train], y[train], config)
+    encoder = Encoder(Path(args.model or SHIPPED_MODEL_DIR)) if kind != "statistics" else None
+
+    def decide(path, ir, features):
+        sites, X = module_inputs(path, ir, features, encoder, kind)
+        choice = choose(tree_predictions(model, X), margin) if sites else []
+        return {s: ("inline" if c > 0 else "noinline") for s, c in zip(sites, choice) if c}, None
+
+    return held_out_modules(args, tools, decide)
 
 
 def polybench_modules(tree: Path, cc: str, work: Path) -> list:
@@ -297,6 +309,95 @@ def write_policy(rows: list[dict], X: np.ndarray, config: ForestConfig, cc: str 
     return section
 
 
+def representations(rows: list[dict], inputs: dict, kinds, config: ForestConfig,
+                    fixed_margin: float | None) -> tuple[list[dict], dict, dict]:
+    """The representation table of labelled units (sites, or callees: rows
+    with ``module``, ``origin``, ``own``, ``inline``, ``noinline``): per
+    input kind and share of the training labels (:data:`FRACTIONS`), leaving
+    one package out, the bytes the policy's choices save over the oracle's,
+    with 90% intervals from package resamples and the difference from the
+    statistics; the margins chosen (``fixed_margin``, else per row on the
+    training packages' predictions: the held-out packages never choose it);
+    and the oracle's bytes and share of the labelled modules' .text."""
+    packages = np.asarray([r["origin"] for r in rows])
+    y = targets(rows)
+    best = oracle(rows)
+    names = sorted(set(packages))
+    weights = program_weights(np.asarray([names.index(p) for p in packages]), RESAMPLES)
+    total = weights @ best
+    # each labelled module's .text, spread over its labelled units: a
+    # package's units sum to its labelled modules' bytes
+    per_module: dict[str, int] = {}
+    for r in rows:
+        per_module[r["module"]] = per_module.get(r["module"], 0) + 1
+    text = weights @ np.asarray([r["own"] / per_module[r["module"]] for r in rows])
+    training = np.asarray([p not in HELD_OUT for p in packages])
+    table, shares, margins = [], {}, {}
+    for kind in kinds:
+        for fraction in FRACTIONS:
+            G = out_of_package(inputs[kind], y, packages, config, fraction)
+            margin = fixed_margin if fixed_margin is not None else max(
+                MARGINS, key=lambda m: saved(rows, choose(G, m))[training].sum())
+            margins[(kind, fraction)] = margin
+            s = saved(rows, choose(G, margin))
+            share = (weights @ s) / total
+            of_text = (weights @ s) / text
+            shares[(kind, fraction)] = share
+            table.append({"inputs": kind, "fraction": fraction, "margin": margin,
+                          "share": float(share[0]), "interval": interval(share[1:]),
+                          "of_text": float(of_text[0]), "of_text_interval": interval(of_text[1:]),
+                          "bytes_saved": float(s.sum()),
+                          "held_out_saved": float(s[~training].sum()),
+                          "held_out_oracle": float(best[~training].sum()),
+                          "worse": int((s < 0).sum()), "decided": int((s != 0).sum())})
+            print(f"{kind:10s} {fraction:5.0%}: {share[0]:.1%} of the oracle's bytes",
+                  file=sys.stderr)
+    for row in table:
+        ref = shares.get(("statistics", row["fraction"]))
+        row["minus_statistics"] = (interval((shares[(row["inputs"], row["fraction"])] - ref)[1:])
+                                   if ref is not None else (math.nan, math.nan))
+    summary = {"packages": names, "oracle_bytes": float(best.sum()),
+               "oracle_of_text": float((total / text)[0])}
+    return table, margins, summary
+
+
+def table_lines(table: list[dict], unit: str) -> list[str]:
+    """The representation table (:func:`representations`) as Markdown;
+    ``unit``: what a row decides (sites, callees)."""
+    lines = ["| inputs | labels | margin | share of the oracle's bytes | minus statistics | "
+             "bytes saved, % of the modules' .text | held-out packages: saved / oracle bytes | "
+             f"{unit} decided | of them worse |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        lo, hi = r["interval"]
+        dlo, dhi = r["minus_statistics"]
+        diff = "" if r["inputs"] == "statistics" else f"[{100 * dlo:+.1f}, {100 * dhi:+.1f}]"
+        tlo, thi = r["of_text_interval"]
+        lines.append(f"| {r['inputs']} | {r['fraction']:.0%} | {r['margin']:g} | "
+                     f"{100 * r['share']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] | {diff} | "
+                     f"{100 * r['of_text']:.3f}% [{100 * tlo:.3f}, {100 * thi:.3f}] | "
+                     f"{r['held_out_saved']:.0f} / {r['held_out_oracle']:.0f} | "
+                     f"{r['decided']} | {r['worse']} |")
+    return lines
+
+
+def whole_lines(modules: list[dict], forced: str) -> list[str]:
+    """Whole held-out modules (:func:`held_out_modules`) per package and in
+    all, as Markdown; ``forced``: what ``decided`` counts."""
+    mods = [m for m in modules if "error" not in m]
+    lines = [f"| package | modules | {forced} forced (inline) | -Oz bytes | policy | kept | "
+             "objects larger |", "|---|---|---|---|---|---|---|"]
+    for origin in sorted({m["origin"] for m in mods}) + ["all"]:
+        group = [m for m in mods if origin in ("all", m["origin"])]
+        own = sum(m["own"] for m in group)
+        pol = sum(m["policy"] for m in group)
+        kept = sum(m["kept"] for m in group)
+        lines.append(f"| {origin} | {len(group)} | {sum(m['decided'] for m in group)} "
+                     f"({sum(m['inlined'] for m in group)}) | {own} | "
+                     f"{100 * (pol / own - 1):+.2f}% | {100 * (kept / own - 1):+.2f}% | "
+                     f"{sum(m['policy'] > m['own'] for m in group)} |")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     rows = read_sites(Path(args.labels))
@@ -304,8 +405,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"mire size-inline-judge: {args.labels}: {len(rows)} labelled sites, too few "
               f"(run mire size-inline-data)", file=sys.stderr)
         return 2
-    packages = np.asarray([r["origin"] for r in rows])
-    y = targets(rows)
     kinds = args.kinds or list(KINDS)
     tools = llvm_tools(args.cc)
     if args.write_policy:
@@ -314,46 +413,8 @@ def run(args: argparse.Namespace) -> int:
                      ForestConfig(trees=args.trees, min_samples_leaf=args.leaf), args.cc)
         return 0
     inputs = site_inputs(rows, Path(args.corpus), args.model, kinds, tools)
-    best = oracle(rows)
-    names = sorted(set(packages))
-    weights = program_weights(np.asarray([names.index(p) for p in packages]), RESAMPLES)
-    total = weights @ best
-    # each labelled module's .text, spread over its labelled sites: a
-    # package's sites sum to its labelled modules' bytes
-    per_module = {}
-    for r in rows:
-        per_module[r["module"]] = per_module.get(r["module"], 0) + 1
-    text = weights @ np.asarray([r["own"] / per_module[r["module"]] for r in rows])
     config = ForestConfig(trees=args.trees, min_samples_leaf=args.leaf)
-
-    # the margin: chosen per representation and share of labels on the
-    # training packages' out-of-package predictions (the held-out packages'
-    # sites never choose it)
-    training = np.asarray([p not in HELD_OUT for p in packages])
-    table, shares, margins = [], {}, {}
-    for kind in kinds:
-        for fraction in FRACTIONS:
-            G = out_of_package(inputs[kind], y, packages, config, fraction)
-            margin = args.margin if args.margin is not None else max(
-                MARGINS, key=lambda m: saved(rows, choose(G, m))[training].sum())
-            margins[(kind, fraction)] = margin
-            s = saved(rows, choose(G, margin))
-            share = (weights @ s) / total
-            of_text = (weights @ s) / text
-            shares[(kind, fraction)] = share
-            table.append({"inputs": kind, "fraction": fraction, "margin": margin,
-                          "share": float(share[0]),
-                          "of_text": float(of_text[0]), "of_text_interval": interval(of_text[1:]),
-                          "interval": interval(share[1:]),
-                          "bytes_saved": float(s.sum()),
-                          "sites_worse": int((s < 0).sum()),
-                          "sites_decided": int((s != 0).sum())})
-            print(f"{kind:10s} {fraction:5.0%}: {share[0]:.1%} of the oracle's bytes",
-                  file=sys.stderr)
-    for row in table:
-        ref = shares.get(("statistics", row["fraction"]))
-        row["minus_statistics"] = (interval((shares[(row["inputs"], row["fraction"])] - ref)[1:])
-                                   if ref is not None else (math.nan, math.nan))
+    table, margins, summary = representations(rows, inputs, kinds, config, args.margin)
     if args.whole and args.whole not in kinds:
         print(f"mire size-inline-judge: --whole {args.whole} needs those inputs in --kinds",
               file=sys.stderr)
@@ -363,8 +424,7 @@ def run(args: argparse.Namespace) -> int:
         if args.whole else []
     llvm_inlines = sum(r["own"] == r["inline"] != r["noinline"] for r in rows)
     doc = {"written_by": "mire size-inline-judge", "date": time.strftime("%Y-%m-%d"),
-           "sites": len(rows), "packages": names, "modules": len({r["module"] for r in rows}),
-           "oracle_bytes": float(best.sum()), "oracle_of_text": float((total / text)[0]),
+           "sites": len(rows), "modules": len({r["module"] for r in rows}), **summary,
            "llvm_inlines": int(llvm_inlines), "margin": margin, "trees": args.trees,
            "table": table, "whole": args.whole, "whole_modules": modules,
            "seconds": round(time.time() - t0, 1)}
@@ -392,38 +452,13 @@ def render(doc: dict) -> str:
         f"({doc['oracle_bytes']:.0f} bytes, {100 * doc.get('oracle_of_text', math.nan):.2f}% "
         "of the labelled modules' .text), one site at a time; in brackets the 90% interval "
         "over 2000 package resamples, and the difference from the statistics at the same "
-        "share of labels.", "",
-        "| inputs | labels | margin | share of the oracle's bytes | minus statistics | "
-        "bytes saved, % of the modules' .text | sites decided | of them worse |",
-        "|---|---|---|---|---|---|---|---|"]
-    for r in doc["table"]:
-        lo, hi = r["interval"]
-        dlo, dhi = r["minus_statistics"]
-        diff = "" if r["inputs"] == "statistics" else f"[{100 * dlo:+.1f}, {100 * dhi:+.1f}]"
-        text = ""
-        if "of_text" in r:
-            tlo, thi = r["of_text_interval"]
-            text = f"{100 * r['of_text']:.3f}% [{100 * tlo:.3f}, {100 * thi:.3f}]"
-        lines.append(f"| {r['inputs']} | {r['fraction']:.0%} | {r['margin']:g} | "
-                     f"{100 * r['share']:.1f}% "
-                     f"[{100 * lo:.1f}, {100 * hi:.1f}] | {diff} | {text} | "
-                     f"{r['sites_decided']} | {r['sites_worse']} |")
+        "share of labels.", "", *table_lines(doc["table"], "sites")]
     mods = [m for m in doc.get("whole_modules", []) if "error" not in m]
     if mods:
         lines += ["", f"Whole modules of the held-out packages, every site's choice at once "
                   f"({doc['whole']} inputs, the forest fitted on the other packages' sites): "
                   ".text bytes against LLVM's -Oz; `kept`: the smaller object, as a build keeps "
-                  "it.", "", "| package | modules | sites forced (inline) | -Oz bytes | policy | "
-                  "kept | objects larger |", "|---|---|---|---|---|---|---|"]
-        for origin in sorted({m["origin"] for m in mods}) + ["all"]:
-            group = [m for m in mods if origin in ("all", m["origin"])]
-            own = sum(m["own"] for m in group)
-            pol = sum(m["policy"] for m in group)
-            kept = sum(m["kept"] for m in group)
-            lines.append(f"| {origin} | {len(group)} | {sum(m['decided'] for m in group)} "
-                         f"({sum(m.get('inlined', 0) for m in group)}) | "
-                         f"{own} | {100 * (pol / own - 1):+.2f}% | {100 * (kept / own - 1):+.2f}% "
-                         f"| {sum(m['policy'] > m['own'] for m in group)} |")
+                  "it.", "", *whole_lines(mods, "sites")]
     return "\n".join(lines) + "\n"
 
 
