@@ -233,7 +233,8 @@ class LoopVectorizeHead(OnnxHead):
         each of its loops to that loop's ``i``-th best class in the head's
         order, and last (``adapt_unroll``) one with LLVM's factors and each
         of its loops unrolled that many times: no head ranks unroll counts,
-        so the runtime judges it after the head's factors.  A function is versioned only where the trees' median
+        so the runtime judges it after the head's factors.  A function is
+        versioned only where the trees' median
         expects some gain for one of its loops that could be vectorized
         (one calling a function defined elsewhere cannot: its versions
         would be the same), as versions are code (the binary grows by the
