@@ -53,8 +53,8 @@ from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
 from mirecc.tasks.code_size.offline import inline_train
 from mirecc.tasks.code_size.offline.inline_train import (KINDS, held_out_modules, llvm_tools,
                                                          representations, statistics,
-                                                         table_lines, targets, whole_lines)
-from mirecc.util.fsutil import atomic_write_bytes
+                                                         table_lines, targets, whole_lines,
+                                                         write_page)
 
 #: a callee's statistics: its sites (log), then the mean, largest and
 #: smallest of each per-site statistic over them
@@ -174,11 +174,7 @@ def judge_callees(args: argparse.Namespace, tools) -> int:
            "held_out_text": int(held_text), "trees": args.trees, "table": table,
            "margin": margins.get(("statistics", 1.0)), "whole_modules": modules,
            "seconds": round(time.time() - t0, 1)}
-    out = Path(args.out)
-    atomic_write_bytes(out.with_suffix(".json"), (json.dumps(doc, indent=1) + "\n").encode())
-    atomic_write_bytes(out, render(doc).encode())
-    print(render(doc))
-    return 0
+    return write_page(Path(args.out), doc, render)
 
 
 def render(doc: dict) -> str:

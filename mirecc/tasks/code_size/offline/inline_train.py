@@ -398,6 +398,16 @@ def whole_lines(modules: list[dict], forced: str) -> list[str]:
     return lines
 
 
+def write_page(out: Path, doc: dict, render) -> int:
+    """``doc`` as JSON beside ``out`` and rendered into ``out`` (both
+    atomically), the page printed."""
+    atomic_write_bytes(out.with_suffix(".json"), (json.dumps(doc, indent=1) + "\n").encode())
+    page = render(doc)
+    atomic_write_bytes(out, page.encode())
+    print(page)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     rows = read_sites(Path(args.labels))
@@ -428,11 +438,7 @@ def run(args: argparse.Namespace) -> int:
            "llvm_inlines": int(llvm_inlines), "margin": margin, "trees": args.trees,
            "table": table, "whole": args.whole, "whole_modules": modules,
            "seconds": round(time.time() - t0, 1)}
-    out = Path(args.out)
-    atomic_write_bytes(out.with_suffix(".json"), (json.dumps(doc, indent=1) + "\n").encode())
-    atomic_write_bytes(out, render(doc).encode())
-    print(render(doc))
-    return 0
+    return write_page(Path(args.out), doc, render)
 
 
 def render(doc: dict) -> str:
