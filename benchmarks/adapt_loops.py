@@ -185,29 +185,28 @@ def one_program(prog: dict, args, work: Path, cpu: int) -> dict:
         reps = max(1, int(2e7 / max(cal["time_ns"], 1.0)))
     store = work / f"{prog['name']}.store.txt"
     store.unlink(missing_ok=True)
-    times, checks = {"clang": [], "adapt": []}, {"clang": set(), "adapt": set()}
-    rounds = args.polybench_rounds if prog.get("once") else args.rounds
-    for r in range(rounds):
-        for side in (("clang", "adapt") if r % 2 == 0 else ("adapt", "clang")):
-            out = run_once(prog, plain if side == "clang" else adapt,
-                           store if side == "adapt" else None, reps, cpu)
-            if not out["ok"]:
-                raise RuntimeError(f"{side}'s build failed: {out['error']}")
-            times[side].append(out["seconds"])
-            checks[side].add(out["check"])
+    checks = {"clang": set(), "adapt": set()}
+
+    def alternate(rounds: int) -> dict[str, list[float]]:
+        """``rounds`` rounds of both sides, their order alternating: the
+        seconds of each side's runs (outputs into ``checks``)."""
+        times = {"clang": [], "adapt": []}
+        for r in range(rounds):
+            for side in (("clang", "adapt") if r % 2 == 0 else ("adapt", "clang")):
+                out = run_once(prog, plain if side == "clang" else adapt,
+                               store if side == "adapt" else None, reps, cpu)
+                if not out["ok"]:
+                    raise RuntimeError(f"{side}'s build failed: {out['error']}")
+                times[side].append(out["seconds"])
+                checks[side].add(out["check"])
+        return times
+
+    times = alternate(args.polybench_rounds if prog.get("once") else args.rounds)
     base = statistics.median(times["clang"])
     # steady: after the rounds (the adapted build's store as they left it,
     # the runtime going on as it would), each adapted run against clang's
     # run of the same round (the machine's drift cancels)
-    steady = {"clang": [], "adapt": []}
-    for r in range(args.steady_rounds):
-        for side in (("clang", "adapt") if r % 2 == 0 else ("adapt", "clang")):
-            out = run_once(prog, plain if side == "clang" else adapt,
-                           store if side == "adapt" else None, reps, cpu)
-            if not out["ok"]:
-                raise RuntimeError(f"{side}'s build failed: {out['error']}")
-            steady[side].append(out["seconds"])
-            checks[side].add(out["check"])
+    steady = alternate(args.steady_rounds)
     if not args.steady_rounds:      # the second half of the rounds instead
         h = len(times["adapt"]) // 2
         steady = {side: ts[h:] for side, ts in times.items()}
@@ -404,7 +403,7 @@ def page(results: list[dict], pairs: dict | None, args, started: str, cpu: int) 
         f"loop nest one more, the loop-nests head's schedule, Polly on that version alone"
         + (f"; `MIRECC_ADAPT_UNROLL={args.unroll}`: one more, each ranked loop unrolled "
            f"{args.unroll} times" if getattr(args, "unroll", 0) else "")
-        + f") and no result cache. The held-out loop nests (suite `nests`, PolyBench-ACC's "
+        + ") and no result cache. The held-out loop nests (suite `nests`, PolyBench-ACC's "
         f"harness at STANDARD_DATASET) are built with a loop-nests head fitted on every "
         f"other labelled program; the other suites with the shipped head, whose labels "
         f"include PolyBench-ACC's versions of PolyBench's kernels (the runs, not the head, "

@@ -41,7 +41,8 @@ from mirecc.plugin.build import find_plugin, plugin_args  # noqa: E402
 from mirecc.taskapi.config import load_config  # noqa: E402
 from mirecc.tasks.code_size.build import MIN_TEXT_BYTES, CandidateError  # noqa: E402
 from mirecc.tasks.code_size.offline.dataset import corpus_modules  # noqa: E402
-from mirecc.tasks.code_size.offline.inline_labels import Compiler, labelled_sites  # noqa: E402
+from mirecc.tasks.code_size.offline.inline_labels import (Compiler, labelled_sites,  # noqa: E402
+                                                           sites_by_callee)
 from mirecc.tasks.code_size.offline.labels import codegen_flags  # noqa: E402
 from mirecc.util.fsutil import atomic_write_bytes  # noqa: E402
 
@@ -51,9 +52,7 @@ CHOICES = ("noinline", "inline")
 def module_oracle(module, compiler: Compiler, max_callees: int) -> dict | None:
     """The module's record, or None when it is skipped."""
     sites = labelled_sites(disassemble(Path(module.path).read_bytes(), str(module.path)))
-    by_callee: dict[str, list[str]] = {}
-    for site, _, callee in sites:
-        by_callee.setdefault(callee, []).append(site)
+    by_callee = sites_by_callee(sites)
     if not by_callee or len(by_callee) > max_callees:
         return None
     flags = codegen_flags(module.flags)

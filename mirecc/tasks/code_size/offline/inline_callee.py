@@ -45,11 +45,12 @@ from tqdm import tqdm
 from mirecc.encoder import SHIPPED_MODEL_DIR
 from mirecc.encoder.runtime import Encoder
 from mirecc.graph import build_graph
-from mirecc.ir.text import call_sites, disassemble, function_digests
+from mirecc.ir.text import disassemble, function_digests
 from mirecc.learn.forest import ForestConfig, fit_forest, tree_predictions
 from mirecc.tasks.code_size.inline_features import ALL_NAMES
 from mirecc.tasks.code_size.inline_policy import choose
 from mirecc.tasks.code_size.offline.dataset import HELD_OUT, corpus_modules
+from mirecc.tasks.code_size.offline.inline_labels import labelled_sites, sites_by_callee
 from mirecc.tasks.code_size.offline import inline_train
 from mirecc.tasks.code_size.offline.inline_train import (KINDS, held_out_modules, llvm_tools,
                                                          representations, statistics,
@@ -88,13 +89,8 @@ def callee_row(site_rows: list[list[float]]) -> list[float]:
 
 def module_callees(ir: str, features: dict[str, list[float]]) -> dict[str, list[str]]:
     """Callee -> its site ids, for every site with a statistics row."""
-    out: dict[str, list[str]] = {}
-    for caller, callees in call_sites(ir).items():
-        for k, callee in enumerate(callees):
-            site = f"{caller}:call{k}"
-            if site in features:
-                out.setdefault(callee, []).append(site)
-    return out
+    return {callee: kept for callee, ids in sites_by_callee(labelled_sites(ir)).items()
+            if (kept := [s for s in ids if s in features])}
 
 
 def callee_inputs(rows: list[dict], corpus: Path, model_dir, kinds, tools

@@ -116,6 +116,14 @@ UNITS = {"site": ("sites.jsonl", "modules.jsonl"),
          "callee": ("callees.jsonl", "callee-modules.jsonl")}
 
 
+def sites_by_callee(sites: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """Callee -> the ids of its sites among ``sites`` (:func:`labelled_sites`)."""
+    out: dict[str, list[str]] = {}
+    for site, _, callee in sites:
+        out.setdefault(callee, []).append(site)
+    return out
+
+
 def label_units(sites: list[tuple[str, str, str]], unit: str) -> list[tuple[str, dict]]:
     """(the label's key, its row's own fields) of each unit of ``sites``: a
     site (``site``, ``caller``, ``callee``), or a callee (``callee`` and
@@ -123,10 +131,8 @@ def label_units(sites: list[tuple[str, str, str]], unit: str) -> list[tuple[str,
     if unit == "site":
         return [(site, {"site": site, "caller": caller, "callee": callee})
                 for site, caller, callee in sites]
-    by_callee: dict[str, list[str]] = {}
-    for site, _, callee in sites:
-        by_callee.setdefault(callee, []).append(site)
-    return [(callee, {"callee": callee, "sites": ids}) for callee, ids in by_callee.items()]
+    return [(callee, {"callee": callee, "sites": ids})
+            for callee, ids in sites_by_callee(sites).items()]
 
 
 def label_module(module, compiler: Compiler, done: set, out: Path, limit: int | None,
